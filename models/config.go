@@ -1,0 +1,272 @@
+package models
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/attnrun/attnrun/registry"
+)
+
+// Config is a model as written in YAML: named layers, run in order, each
+// taking the previous output unless it names its inputs.
+type Config struct {
+	// Name identifies the model (presets use it as their name).
+	Name string
+	// Description is one line for listings.
+	Description string
+	// Inputs names the model's inputs, in the order Forward takes them.
+	Inputs []string
+	// Output names the layer whose output the model returns.
+	Output string
+	// Layers are the model's layers in config order.
+	Layers []LayerSpec
+	// Source is the file the config came from, for error messages.
+	Source string
+	// YAML is the config text as given, kept so exports can carry it.
+	YAML []byte
+}
+
+// LayerSpec is one entry of a config's layer list.
+type LayerSpec struct {
+	// Name is unique within the model and prefixes the layer's parameters.
+	Name string
+	// Type is the registry ID.
+	Type string
+	// Inputs names the model inputs or earlier layers this layer reads.
+	Inputs []string
+	// Line is where the entry starts in the source, for error messages.
+	Line int
+	// Layer is the decoded and validated layer.
+	Layer registry.Layer
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ParseConfig decodes and validates a model config. source names the file in
+// errors ("model.yaml:7: layer \"attn\": unknown field \"num_head\""). Decoding
+// is strict: unknown fields, unknown layer types, duplicate names and
+// references to layers that do not exist (or come later) are errors.
+func ParseConfig(data []byte, source string) (*Config, error) {
+	if source == "" {
+		source = "config"
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%s: empty model config", source)
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s:%d: model config must be a mapping with name and layers", source, root.Line)
+	}
+	cfg := &Config{Source: source, YAML: data}
+	var layersNode *yaml.Node
+	for i := 0; i < len(root.Content); i += 2 {
+		key, val := root.Content[i], root.Content[i+1]
+		var err error
+		switch key.Value {
+		case "name":
+			err = val.Decode(&cfg.Name)
+		case "description":
+			err = val.Decode(&cfg.Description)
+		case "inputs":
+			err = val.Decode(&cfg.Inputs)
+		case "output":
+			err = val.Decode(&cfg.Output)
+		case "layers":
+			layersNode = val
+		default:
+			return nil, fmt.Errorf("%s:%d: unknown field %q in model config (want name, description, inputs, output, layers)",
+				source, key.Line, key.Value)
+		}
+		if err != nil {
+			return nil, decodeError(source, val.Line, key.Value, err)
+		}
+	}
+	if cfg.Name == "" {
+		return nil, fmt.Errorf("%s: model config needs a name", source)
+	}
+	if len(cfg.Inputs) == 0 {
+		cfg.Inputs = []string{"x"}
+	}
+	if layersNode == nil || layersNode.Kind != yaml.SequenceNode || len(layersNode.Content) == 0 {
+		return nil, fmt.Errorf("%s: model %q needs a non-empty list of layers", source, cfg.Name)
+	}
+	known := map[string]bool{}
+	for _, in := range cfg.Inputs {
+		if !namePattern.MatchString(in) {
+			return nil, fmt.Errorf("%s: input name %q is not an identifier", source, in)
+		}
+		if known[in] {
+			return nil, fmt.Errorf("%s: input %q is listed twice", source, in)
+		}
+		known[in] = true
+	}
+	previous := cfg.Inputs[0]
+	for _, n := range layersNode.Content {
+		spec, err := parseLayer(n, source)
+		if err != nil {
+			return nil, err
+		}
+		if known[spec.Name] {
+			return nil, fmt.Errorf("%s:%d: layer name %q is already used", source, spec.Line, spec.Name)
+		}
+		if len(spec.Inputs) == 0 {
+			spec.Inputs = []string{previous}
+		}
+		for _, in := range spec.Inputs {
+			if !known[in] {
+				return nil, fmt.Errorf("%s:%d: layer %q reads %q, which is neither a model input nor an earlier layer",
+					source, spec.Line, spec.Name, in)
+			}
+		}
+		known[spec.Name] = true
+		previous = spec.Name
+		cfg.Layers = append(cfg.Layers, spec)
+	}
+	if cfg.Output == "" {
+		cfg.Output = previous
+	} else if !known[cfg.Output] {
+		return nil, fmt.Errorf("%s: output %q is neither a model input nor a layer", source, cfg.Output)
+	}
+	return cfg, nil
+}
+
+// parseLayer decodes one layer entry: name, type and inputs are the model's;
+// every other key must be a field of the layer type's config.
+func parseLayer(n *yaml.Node, source string) (LayerSpec, error) {
+	spec := LayerSpec{Line: n.Line}
+	if n.Kind != yaml.MappingNode {
+		return spec, fmt.Errorf("%s:%d: a layer must be a mapping with name and type", source, n.Line)
+	}
+	fields := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
+	var keys []*yaml.Node
+	for i := 0; i < len(n.Content); i += 2 {
+		key, val := n.Content[i], n.Content[i+1]
+		var err error
+		switch key.Value {
+		case "name":
+			err = val.Decode(&spec.Name)
+		case "type":
+			err = val.Decode(&spec.Type)
+		case "inputs":
+			err = val.Decode(&spec.Inputs)
+		default:
+			fields.Content = append(fields.Content, key, val)
+			keys = append(keys, key)
+		}
+		if err != nil {
+			return spec, decodeError(source, val.Line, "layer "+key.Value, err)
+		}
+	}
+	if spec.Name == "" {
+		return spec, fmt.Errorf("%s:%d: layer needs a name", source, n.Line)
+	}
+	if !namePattern.MatchString(spec.Name) || strings.Contains(spec.Name, ".") {
+		return spec, fmt.Errorf("%s:%d: layer name %q is not an identifier", source, n.Line, spec.Name)
+	}
+	where := fmt.Sprintf("layer %q", spec.Name)
+	if spec.Type == "" {
+		return spec, fmt.Errorf("%s:%d: %s needs a type (one of: %s)", source, n.Line, where, strings.Join(registry.IDs(), ", "))
+	}
+	info, err := registry.Lookup(spec.Type)
+	if err != nil {
+		return spec, fmt.Errorf("%s:%d: %s: %v", source, n.Line, where, err)
+	}
+	where = fmt.Sprintf("layer %q (%s)", spec.Name, spec.Type)
+	layer := info.New()
+	allowed := yamlFields(reflect.TypeOf(layer))
+	for _, key := range keys {
+		if !allowed[key.Value] {
+			return spec, fmt.Errorf("%s:%d: %s: unknown field %q (fields: %s)",
+				source, key.Line, where, key.Value, strings.Join(sortedKeys(allowed), ", "))
+		}
+	}
+	if err := fields.Decode(layer); err != nil {
+		return spec, decodeError(source, n.Line, where, err)
+	}
+	if err := safeValidate(layer); err != nil {
+		return spec, fmt.Errorf("%s:%d: %s: %v", source, n.Line, where, err)
+	}
+	spec.Layer = layer
+	return spec, nil
+}
+
+// yamlFields lists the keys yaml.v3 decodes into a struct (or pointer to
+// one): tag names, lowercased field names when untagged, and inline fields.
+func yamlFields(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	out := map[string]bool{}
+	if t.Kind() != reflect.Struct {
+		return out
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			for k := range yamlFields(f.Type) {
+				out[k] = true
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = true
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// decodeError reports a YAML decoding error as "source:line: where: what",
+// taking the line from yaml's own "line N: ..." message when it has one.
+func decodeError(source string, line int, where string, err error) error {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n")
+	msg = strings.TrimSpace(strings.TrimPrefix(msg, "yaml: "))
+	msg = strings.ReplaceAll(msg, "\n ", ";")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if num, after, ok := strings.Cut(rest, ": "); ok {
+			if n, err := strconv.Atoi(num); err == nil {
+				line, msg = n, after
+			}
+		}
+	}
+	return fmt.Errorf("%s:%d: %s: %s", source, line, where, msg)
+}
+
+// safeValidate runs a layer's Validate, turning a panic (a bug in a custom
+// layer) into an error.
+func safeValidate(l registry.Layer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("Validate panicked: %v", r)
+		}
+	}()
+	return l.Validate()
+}

@@ -1,0 +1,172 @@
+// Package models assembles attnrun layers into models from YAML configs,
+// gives their parameters PyTorch's names, initializes or loads their weights,
+// and runs them. It also holds the presets embedded in the binary.
+//
+// A model config lists named layers; each takes the previous layer's output
+// unless it names its inputs, which is how residuals and cross-attention are
+// wired:
+//
+//	name: block
+//	layers:
+//	  - {name: attn, type: attention.multihead, d_in: 8, d_out: 8, context_length: 16, num_heads: 2}
+//	  - {name: residual, type: nn.add, inputs: [x, attn]}
+package models
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/registry"
+)
+
+// Model is an assembled, runnable model. Its weights are set by Init or
+// LoadStateDict; Forward may then be called from many goroutines at once.
+type Model struct {
+	cfg    *Config
+	steps  []step
+	params []registry.Param
+	output int // index into the value slots
+}
+
+// step is one layer with its inputs resolved to value slots: slots
+// 0..len(Inputs)-1 hold the model inputs, then one slot per layer.
+type step struct {
+	spec   *LayerSpec
+	inputs []int
+}
+
+// New builds a model from a parsed config. Parameters start at zero: call
+// Init or LoadStateDict before Forward.
+func New(cfg *Config) (*Model, error) {
+	if cfg == nil || len(cfg.Layers) == 0 {
+		return nil, errors.New("models: empty config")
+	}
+	slot := map[string]int{}
+	for i, in := range cfg.Inputs {
+		slot[in] = i
+	}
+	m := &Model{cfg: cfg}
+	seen := map[string]string{}
+	for i := range cfg.Layers {
+		spec := &cfg.Layers[i]
+		st := step{spec: spec}
+		for _, in := range spec.Inputs {
+			idx, ok := slot[in]
+			if !ok {
+				return nil, fmt.Errorf("%s:%d: layer %q reads unknown input %q", cfg.Source, spec.Line, spec.Name, in)
+			}
+			st.inputs = append(st.inputs, idx)
+		}
+		slot[spec.Name] = len(cfg.Inputs) + i
+		m.steps = append(m.steps, st)
+		for _, p := range spec.Layer.Params() {
+			p.Name = spec.Name + "." + p.Name
+			if other, dup := seen[p.Name]; dup {
+				return nil, fmt.Errorf("%s: parameter %q is defined twice (layers %s and %s)", cfg.Source, p.Name, other, spec.Name)
+			}
+			seen[p.Name] = spec.Name
+			m.params = append(m.params, p)
+		}
+	}
+	m.output = slot[cfg.Output]
+	return m, nil
+}
+
+// Parse parses a YAML config and builds the model in one step.
+func Parse(data []byte, source string) (*Model, error) {
+	cfg, err := ParseConfig(data, source)
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)
+}
+
+// Load reads a YAML model config from a file and builds the model.
+func Load(path string) (*Model, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, filepath.Base(path))
+}
+
+// Config returns the config the model was built from.
+func (m *Model) Config() *Config { return m.cfg }
+
+// Name returns the model's name.
+func (m *Model) Name() string { return m.cfg.Name }
+
+// Params lists every parameter under its model name, "<layer>.<param>", in
+// config order. The tensors are the model's own storage.
+func (m *Model) Params() []registry.Param { return m.params }
+
+// NumParams counts the scalar parameters.
+func (m *Model) NumParams() int {
+	n := 0
+	for _, p := range m.params {
+		n += p.Value.Shape().TotalSize()
+	}
+	return n
+}
+
+// Layers returns the model's layer specs in config order.
+func (m *Model) Layers() []LayerSpec { return m.cfg.Layers }
+
+// Forward runs the model on its inputs (as many as the config's inputs
+// list). run may be nil for a plain eval pass. Errors name the layer.
+func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Dense, error) {
+	if len(inputs) != len(m.cfg.Inputs) {
+		return nil, fmt.Errorf("model %q takes %d input(s) (%s), got %d",
+			m.cfg.Name, len(m.cfg.Inputs), strings.Join(m.cfg.Inputs, ", "), len(inputs))
+	}
+	if run == nil {
+		run = &registry.Run{}
+	}
+	if run.Train && run.RNG == nil {
+		return nil, errors.New("train mode needs a Run.RNG for dropout")
+	}
+	values := make([]*tensor.Dense, len(inputs)+len(m.steps))
+	for i, in := range inputs {
+		if in == nil {
+			return nil, fmt.Errorf("model %q: input %q is nil", m.cfg.Name, m.cfg.Inputs[i])
+		}
+		if in.Dtype() != tensor.Float32 {
+			return nil, fmt.Errorf("model %q: input %q is %v, want float32", m.cfg.Name, m.cfg.Inputs[i], in.Dtype())
+		}
+		values[i] = in
+	}
+	for i, st := range m.steps {
+		args := make([]*tensor.Dense, len(st.inputs))
+		for j, idx := range st.inputs {
+			args[j] = values[idx]
+		}
+		layerRun := *run
+		layerRun.Layer = st.spec.Name
+		out, err := forwardLayer(st.spec.Layer, &layerRun, args)
+		if err != nil {
+			return nil, fmt.Errorf("layer %q (%s): %w", st.spec.Name, st.spec.Type, err)
+		}
+		values[len(inputs)+i] = out
+	}
+	return values[m.output], nil
+}
+
+// forwardLayer calls a layer's Forward, turning a panic (a bug in a layer,
+// perhaps someone else's) into an error so that it cannot cross our API.
+func forwardLayer(l registry.Layer, run *registry.Run, args []*tensor.Dense) (out *tensor.Dense, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("panic in Forward: %v", r)
+		}
+	}()
+	out, err = l.Forward(run, args)
+	if err == nil && out == nil {
+		err = errors.New("Forward returned no output")
+	}
+	return out, err
+}

@@ -1,0 +1,119 @@
+package models
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"gorgonia.org/tensor"
+)
+
+// StateDict returns the model's parameters as a name -> tensor map, and the
+// names in model order. The tensors are copies.
+func (m *Model) StateDict() ([]string, map[string]*tensor.Dense) {
+	names := make([]string, len(m.params))
+	dict := make(map[string]*tensor.Dense, len(m.params))
+	for i, p := range m.params {
+		names[i] = p.Name
+		dict[p.Name] = p.Value.Clone().(*tensor.Dense)
+	}
+	return names, dict
+}
+
+// LoadStateDict copies weights into the model. Like PyTorch's strict
+// load_state_dict, every parameter must be present with its exact shape and
+// no extra keys are allowed; float64 tensors are converted to float32. On any
+// error the model is left unchanged.
+func (m *Model) LoadStateDict(dict map[string]*tensor.Dense) error {
+	var missing []string
+	for _, p := range m.params {
+		if _, ok := dict[p.Name]; !ok {
+			missing = append(missing, p.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("state dict is missing parameter(s) %s of model %q", quoteList(missing), m.cfg.Name)
+	}
+	if len(dict) > len(m.params) {
+		known := map[string]bool{}
+		for _, p := range m.params {
+			known[p.Name] = true
+		}
+		var extra []string
+		for name := range dict {
+			if !known[name] {
+				extra = append(extra, name)
+			}
+		}
+		sort.Strings(extra)
+		return fmt.Errorf("state dict has unexpected key(s) %s; model %q has %s",
+			quoteList(extra), m.cfg.Name, quoteList(m.paramNames()))
+	}
+	values := make([][]float32, len(m.params))
+	for i, p := range m.params {
+		t := dict[p.Name]
+		want := p.Value.Shape()
+		if !t.Shape().Eq(want) {
+			return fmt.Errorf("state dict parameter %q has shape %v, model %q expects %v",
+				p.Name, shapeString(t.Shape()), m.cfg.Name, shapeString(want))
+		}
+		data, err := float32Data(t)
+		if err != nil {
+			return fmt.Errorf("state dict parameter %q: %w", p.Name, err)
+		}
+		values[i] = data
+	}
+	for i, p := range m.params {
+		copy(p.Value.Data().([]float32), values[i])
+	}
+	return nil
+}
+
+func (m *Model) paramNames() []string {
+	names := make([]string, len(m.params))
+	for i, p := range m.params {
+		names[i] = p.Name
+	}
+	return names
+}
+
+// float32Data returns a tensor's elements as float32, converting float64.
+func float32Data(t *tensor.Dense) ([]float32, error) {
+	switch d := t.Data().(type) {
+	case []float32:
+		return d, nil
+	case []float64:
+		out := make([]float32, len(d))
+		for i, v := range d {
+			out[i] = float32(v)
+		}
+		return out, nil
+	case float32:
+		return []float32{d}, nil
+	case float64:
+		return []float32{float32(d)}, nil
+	}
+	return nil, fmt.Errorf("dtype %v is not a float (want float32 or float64)", t.Dtype())
+}
+
+// shapeString prints a shape as PyTorch does: (2, 3).
+func shapeString(s tensor.Shape) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = fmt.Sprint(d)
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+func quoteList(names []string) string {
+	const show = 8
+	q := make([]string, 0, show+1)
+	for i, n := range names {
+		if i == show {
+			q = append(q, fmt.Sprintf("and %d more", len(names)-show))
+			break
+		}
+		q = append(q, fmt.Sprintf("%q", n))
+	}
+	return strings.Join(q, ", ")
+}

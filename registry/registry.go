@@ -1,0 +1,103 @@
+// Package registry is the contract between attnrun and its layers, and the
+// registry where layer types announce themselves.
+//
+// A layer type registers itself from an init function, the way database/sql
+// drivers do:
+//
+//	func init() {
+//		registry.Register(registry.Info{
+//			ID:      "attention.cosine",
+//			Summary: "cosine-similarity attention",
+//			New:     func() registry.Layer { return &Cosine{Temperature: 1} },
+//		})
+//	}
+//
+// A program that blank-imports the package can then build the layer from a
+// model config by its ID.
+package registry
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Info describes a layer type: its ID, a one-line summary, and a constructor.
+type Info struct {
+	// ID is the dotted, lowercase "namespace.name" used as `type:` in configs.
+	ID string
+	// Summary is one line for `attnrun layers`.
+	Summary string
+	// New returns a fresh layer with its configuration defaults filled in.
+	// The model decodes the YAML config into it, then calls Validate.
+	New func() Layer
+}
+
+var (
+	mu    sync.RWMutex
+	infos = map[string]Info{}
+)
+
+// idPattern is namespace.name, each part lowercase letters, digits and
+// underscores, starting with a letter.
+var idPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
+
+// Register makes a layer type available by its ID. It is meant to be called
+// from init and panics if the ID is empty, malformed or already registered, or
+// if New is nil: these are programming errors that must surface at start-up.
+func Register(info Info) {
+	if info.ID == "" {
+		panic("registry: Register with an empty layer ID")
+	}
+	if !idPattern.MatchString(info.ID) {
+		panic(fmt.Sprintf("registry: layer ID %q is not a dotted lowercase namespace.name", info.ID))
+	}
+	if info.New == nil {
+		panic(fmt.Sprintf("registry: Register %q with a nil constructor", info.ID))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := infos[info.ID]; dup {
+		panic(fmt.Sprintf("registry: Register called twice for layer %q", info.ID))
+	}
+	infos[info.ID] = info
+}
+
+// Lookup returns the registered layer type with the given ID. An unknown ID is
+// an error that lists every registered ID.
+func Lookup(id string) (Info, error) {
+	mu.RLock()
+	info, ok := infos[id]
+	mu.RUnlock()
+	if !ok {
+		return Info{}, fmt.Errorf("unknown layer type %q (forgotten import?); registered: %s",
+			id, strings.Join(IDs(), ", "))
+	}
+	return info, nil
+}
+
+// IDs returns the registered layer IDs, sorted.
+func IDs() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	ids := make([]string, 0, len(infos))
+	for id := range infos {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Infos returns every registered layer type, sorted by ID.
+func Infos() []Info {
+	ids := IDs()
+	out := make([]Info, 0, len(ids))
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, id := range ids {
+		out = append(out, infos[id])
+	}
+	return out
+}
