@@ -1,0 +1,314 @@
+package kernels
+
+import (
+	"math"
+)
+
+// The fused attention kernel: for a block of bq queries it walks the keys
+// in tiles of bk, computing the bq×bk scores with the GEMM micro-kernel,
+// folding them into a running softmax, and adding their product with V
+// into a bq×Dv accumulator, again with the micro-kernel. Per query it keeps
+// the largest score so far (m) and the sum of exp(score − m) (l); when a
+// tile raises m, what was accumulated is rescaled by exp(m_old − m_new).
+// At the end the accumulator divided by l is the softmax-weighted sum of V.
+// Only a few tiles and K and V (packed once per head) are ever in memory.
+
+// Tile sizes. A bq×bk score tile of 64×128 floats is 32 KiB and, with the
+// packed Q block (bq·D) and P tile (bq·bk), stays in L2; each micro-kernel
+// call then runs D (QKᵀ) or bk (PV) steps, long enough to hide its set-up.
+const (
+	flashQueries = 64  // bq, rounded up to the kernel's mr
+	flashKeys    = 256 // bk, a multiple of every kernel's nr
+)
+
+// attnScratch is one goroutine's attention buffers.
+type attnScratch struct {
+	kp, vp []float32 // the head's K (and V if need be), packed as B operands
+	q      []float32 // a ragged last query block, zero-padded to mr rows
+	s      []float32 // scores of one tile, then its weights: bq×bk, row stride bk
+	acc    []float32 // output accumulator, bq×dvPad
+	m, l   []float32 // running maximum and sum per query
+	drop   []uint64  // dropout bits of the block: 1 = dropped
+}
+
+// flash is one head set up for the fused kernel.
+type flash struct {
+	h      *Head
+	opt    *AttentionOptions
+	set    *isa
+	kern   *microKernel
+	bq, bk int
+	dvPad  int       // Dv rounded up to the kernel's nr
+	blocks int       // query blocks
+	kp     []float32 // K packed as the B operand of QKᵀ
+	vb     []float32 // V as the B operand of PV: in place, or packed
+	vRow   int       // row stride of vb
+	vPack  bool      // vb is packed
+	keep   float32   // 1/(1−Dropout)
+}
+
+// setup fills f for head h and packs its K into ws as the B operand of
+// QKᵀ (Kᵀ in panels of nr keys). V is the B operand of PV as it is, unless
+// Dv is not a multiple of nr: then the last columns would be read past the
+// row, and V is packed (zero-padded) instead.
+func (f *flash) setup(h *Head, opt *AttentionOptions, ws *workspace) {
+	set := currentISA()
+	kern := set.gemm
+	*f = flash{
+		h: h, opt: opt, set: set, kern: kern,
+		bq:    roundUp(flashQueries, kern.mr),
+		bk:    flashKeys,
+		dvPad: roundUp(h.Dv, kern.nr),
+		keep:  1 / (1 - opt.Dropout),
+	}
+	f.blocks = ceilDiv(h.Tq, f.bq)
+	sc := &ws.attn
+	sc.kp = grow(sc.kp, roundUp(h.Tk, kern.nr)*h.D)
+	packB(sc.kp, h.K, h.LdK, true, 0, h.D, 0, h.Tk, kern.nr)
+	f.kp = sc.kp
+	if h.Dv%kern.nr == 0 {
+		f.vb, f.vRow = h.V, h.LdV
+		return
+	}
+	sc.vp = grow(sc.vp, f.dvPad*h.Tk)
+	packB(sc.vp, h.V, h.LdV, false, 0, h.Tk, 0, h.Dv, kern.nr)
+	f.vb, f.vRow, f.vPack = sc.vp, kern.nr, true
+}
+
+// vPanel returns the B operand of PV for keys j0.. and output columns
+// c..c+nr.
+func (f *flash) vPanel(j0, c int) []float32 {
+	if f.vPack {
+		return f.vb[c*f.h.Tk+j0*f.kern.nr:] // packed: panel c/nr holds Tk·nr floats
+	}
+	return f.vb[j0*f.vRow+c:]
+}
+
+// attendFlash runs the fused kernel for one head on up to threads
+// goroutines (one when dropout draws from the RNG, whose order is fixed).
+func attendFlash(h *Head, opt *AttentionOptions, threads int) {
+	ws := getWorkspace()
+	j := getFlashJob()
+	j.f.setup(h, opt, ws)
+	work := 2 * h.Tq * h.Tk * (h.D + h.Dv)
+	switch {
+	case opt.Dropout > 0:
+		// The dropout mask is drawn block by block: keep the order.
+		for b := range j.f.blocks {
+			j.f.block(ws, b)
+		}
+	case work < parallelMinFlops:
+		parallelFor(j.f.blocks, 1, j)
+	default:
+		parallelFor(j.f.blocks, threads, j)
+	}
+	j.f = flash{}
+	putFlashJob(j)
+	putWorkspace(ws)
+}
+
+// flashJob runs the query blocks of one head as parts. The last blocks go
+// first: under a causal mask they see the most keys, and starting the long
+// parts early balances the threads.
+type flashJob struct{ f flash }
+
+// runPart computes one query block with a workspace of its own.
+func (j *flashJob) runPart(part int) {
+	ws := getWorkspace()
+	j.f.block(ws, j.f.blocks-1-part)
+	putWorkspace(ws)
+}
+
+// block computes the output rows of query block b.
+func (f *flash) block(ws *workspace, b int) {
+	h, opt, kern := f.h, f.opt, f.kern
+	mr, nr, bk := kern.mr, kern.nr, f.bk
+	i0 := b * f.bq
+	rows := min(f.bq, h.Tq-i0)
+	rowsPad := roundUp(rows, mr)
+
+	// Q is read in place, except for a ragged last block: the kernel
+	// computes whole tiles, so that block is copied and zero-padded.
+	sc := &ws.attn
+	qa, ldq := h.Q[i0*h.LdQ:], h.LdQ
+	if rows < rowsPad {
+		sc.q = grow(sc.q, rowsPad*h.D)
+		clear(sc.q)
+		for r := range rows {
+			copy(sc.q[r*h.D:(r+1)*h.D], h.Q[(i0+r)*h.LdQ:])
+		}
+		qa, ldq = sc.q, h.D
+	}
+	sc.s = grow(sc.s, rowsPad*bk)
+	sc.acc = grow(sc.acc, rowsPad*f.dvPad)
+	clear(sc.acc)
+	sc.m = grow(sc.m, rows)
+	sc.l = grow(sc.l, rows)
+	for r := range rows {
+		sc.m[r] = float32(math.Inf(-1))
+		sc.l[r] = 0
+	}
+	if opt.Dropout > 0 {
+		f.drawDropout(sc, rows)
+	}
+
+	// Keys past what the block's last query sees are never loaded.
+	kEnd := visibleKeys(i0+rows-1, h.Tq, h.Tk, opt.Causal)
+	for j0 := 0; j0 < kEnd; j0 += bk {
+		cols := min(bk, kEnd-j0)
+		colsPad := roundUp(cols, nr)
+
+		// S = Scale·Q·Kᵀ for the tile.
+		for jp := 0; jp < colsPad; jp += nr {
+			kpanel := f.kp[(j0+jp)*h.D : (j0+jp+nr)*h.D]
+			for ir := 0; ir < rowsPad; ir += mr {
+				kern.tile(h.D, qa[ir*ldq:], ldq, 1, kpanel, nr, sc.s[ir*bk+jp:], bk, opt.Scale, 0)
+			}
+		}
+
+		for r := range rows {
+			f.softmaxStep(sc, r, i0+r, j0, cols, colsPad)
+		}
+
+		// acc += P·V for the tile, with P the weights now in S.
+		for c := 0; c < f.dvPad; c += nr {
+			vpanel := f.vPanel(j0, c)
+			for ir := 0; ir < rowsPad; ir += mr {
+				kern.tile(cols, sc.s[ir*bk:], bk, 1, vpanel, f.vRow, sc.acc[ir*f.dvPad+c:], f.dvPad, 1, 1)
+			}
+		}
+	}
+
+	for r := range rows {
+		out := h.Out[(i0+r)*h.LdOut : (i0+r)*h.LdOut+h.Dv]
+		if sc.l[r] == 0 || opt.Dropout >= 1 {
+			clear(out) // no visible key, or every weight dropped
+			continue
+		}
+		norm := f.keep / sc.l[r]
+		for c, v := range sc.acc[r*f.dvPad : r*f.dvPad+h.Dv] {
+			out[c] = v * norm
+		}
+	}
+}
+
+// softmaxStep folds row r (query i) of the score tile starting at key j0
+// into the running softmax and leaves the row's unnormalized weights
+// exp(s − m) in the tile, zero where masked or dropped.
+func (f *flash) softmaxStep(sc *attnScratch, r, i, j0, cols, colsPad int) {
+	h, set := f.h, f.set
+	srow := sc.s[r*f.bk : r*f.bk+colsPad]
+	n := min(cols, visibleKeys(i, h.Tq, h.Tk, f.opt.Causal)-j0)
+	if n <= 0 {
+		clear(srow)
+		return
+	}
+	x := srow[:n]
+	clear(srow[n:])
+	if mask := h.maskRow(i); mask != nil {
+		for j, v := range mask[j0 : j0+n] {
+			x[j] += v
+		}
+	}
+	mOld := sc.m[r]
+	mNew := max(mOld, set.maxOf(x))
+	if math.IsInf(float64(mNew), -1) {
+		clear(x) // nothing visible yet
+		return
+	}
+	sum := set.expShift(x, mNew)
+	if mNew != mOld {
+		corr := exp32(mOld - mNew) // 0 on the first visible tile
+		sc.l[r] *= corr
+		set.scale(sc.acc[r*f.dvPad:(r+1)*f.dvPad], corr)
+		sc.m[r] = mNew
+	}
+	sc.l[r] += sum
+	if f.opt.Dropout > 0 {
+		words := ceilDiv(h.Tk, 64)
+		bits := sc.drop[r*words : (r+1)*words]
+		for j := range x {
+			k := j0 + j
+			if bits[k/64]&(1<<(k%64)) != 0 {
+				x[j] = 0
+			}
+		}
+	}
+}
+
+// drawDropout draws the dropout decisions of the block's rows for all Tk
+// keys, in row-major order, as the reference does (masked keys included,
+// so the stream does not depend on the mask or the tiling).
+func (f *flash) drawDropout(sc *attnScratch, rows int) {
+	words := ceilDiv(f.h.Tk, 64)
+	if cap(sc.drop) < rows*words {
+		sc.drop = make([]uint64, rows*words)
+	}
+	sc.drop = sc.drop[:rows*words]
+	clear(sc.drop)
+	p, rng := f.opt.Dropout, f.opt.RNG
+	for r := range rows {
+		bits := sc.drop[r*words : (r+1)*words]
+		for k := range f.h.Tk {
+			if rng.Float32() < p {
+				bits[k/64] |= 1 << (k % 64)
+			}
+		}
+	}
+}
+
+// batchJob runs whole heads of an AttendBatch as parts, each on one
+// goroutine with a workspace of its own.
+type batchJob struct {
+	heads []Head
+	opt   AttentionOptions
+}
+
+// runPart computes head i.
+func (j *batchJob) runPart(i int) {
+	ws := getWorkspace()
+	var f flash
+	f.setup(&j.heads[i], &j.opt, ws)
+	for b := range f.blocks {
+		f.block(ws, b)
+	}
+	putWorkspace(ws)
+}
+
+// Free lists of jobs, so that steady-state calls do not allocate.
+var (
+	freeFlashJobs = make(chan *flashJob, 16)
+	freeBatchJobs = make(chan *batchJob, 16)
+)
+
+func getFlashJob() *flashJob {
+	select {
+	case j := <-freeFlashJobs:
+		return j
+	default:
+		return new(flashJob)
+	}
+}
+
+func putFlashJob(j *flashJob) {
+	select {
+	case freeFlashJobs <- j:
+	default:
+	}
+}
+
+func getBatchJob() *batchJob {
+	select {
+	case j := <-freeBatchJobs:
+		return j
+	default:
+		return new(batchJob)
+	}
+}
+
+func putBatchJob(j *batchJob) {
+	select {
+	case freeBatchJobs <- j:
+	default:
+	}
+}

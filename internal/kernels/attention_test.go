@@ -1,0 +1,162 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// attnCase is one shape and set of options for Attend.
+type attnCase struct {
+	tq, tk, d, dv int
+	causal        bool
+	mask          string // "", "full" (Tq×Tk) or "row" (one row, LdMask 0)
+	weights       bool
+	dropout       float32
+	pad           int // extra row stride of every operand
+}
+
+func (c attnCase) String() string {
+	return fmt.Sprintf("Tq=%d/Tk=%d/D=%d/Dv=%d/causal=%v/mask=%q/weights=%v/dropout=%g/pad=%d",
+		c.tq, c.tk, c.d, c.dv, c.causal, c.mask, c.weights, c.dropout, c.pad)
+}
+
+// attnCases covers odd sizes (1, 7, 33, 513 and non-multiples of the
+// 64×128 tiles and of the kernels' mr and nr), Tq ≠ Tk both ways under a
+// causal mask (Tq > Tk leaves the first queries with no key at all), row
+// strides wider than a row, masks, weights and dropout.
+func attnCases() []attnCase {
+	sizes := [][4]int{
+		{1, 1, 1, 1}, {7, 7, 8, 8}, {7, 33, 5, 9}, {33, 7, 16, 16},
+		{33, 33, 64, 64}, {1, 513, 64, 64}, {513, 513, 64, 64},
+		{130, 300, 32, 48}, {67, 200, 65, 17}, {200, 129, 64, 64},
+	}
+	var cases []attnCase
+	for i, s := range sizes {
+		for _, causal := range []bool{false, true} {
+			for _, weights := range []bool{false, true} {
+				c := attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], causal: causal, weights: weights, pad: i % 3 * 3}
+				cases = append(cases, c)
+			}
+		}
+		// Masks and dropout on a subset of sizes, to keep the run short.
+		if i%2 == 1 {
+			cases = append(cases,
+				attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], mask: "full", causal: i%4 == 1, pad: 1},
+				attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], mask: "row", weights: i%4 == 3},
+				attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], dropout: 0.3, causal: true},
+				attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], dropout: 0.3, weights: true, mask: "row"},
+			)
+		}
+	}
+	return cases
+}
+
+// testHead builds a head for c with random operands inside buffers whose
+// row stride is c.pad wider than a row. Out is filled with NaN: every
+// element must be written.
+func testHead(rng *rand.Rand, c attnCase) Head {
+	h := Head{
+		Tq: c.tq, Tk: c.tk, D: c.d, Dv: c.dv,
+		LdQ: c.d + c.pad, LdK: c.d + 2*c.pad, LdV: c.dv + c.pad, LdOut: c.dv + c.pad,
+	}
+	h.Q = randSlice(rng, c.tq*h.LdQ)
+	h.K = randSlice(rng, c.tk*h.LdK)
+	h.V = randSlice(rng, c.tk*h.LdV)
+	h.Out = make([]float32, c.tq*h.LdOut)
+	for i := range h.Out {
+		h.Out[i] = float32(math.NaN())
+	}
+	switch c.mask {
+	case "full":
+		h.LdMask = c.tk + c.pad
+		h.Mask = randMask(rng, c.tq*h.LdMask)
+		// One query that sees nothing: its output must be zeros.
+		for j := range c.tk {
+			h.Mask[(c.tq/2)*h.LdMask+j] = float32(math.Inf(-1))
+		}
+	case "row":
+		h.Mask = randMask(rng, c.tk)
+	}
+	return h
+}
+
+// randMask returns additive mask values: mostly small numbers, some −Inf.
+func randMask(rng *rand.Rand, n int) []float32 {
+	m := make([]float32, n)
+	for i := range m {
+		if rng.IntN(5) == 0 {
+			m[i] = float32(math.Inf(-1))
+		} else {
+			m[i] = rng.Float32() - 0.5
+		}
+	}
+	return m
+}
+
+// outputRows copies the Tq×Dv output out of its strided buffer.
+func outputRows(h Head) []float32 {
+	out := make([]float32, 0, h.Tq*h.Dv)
+	for i := range h.Tq {
+		out = append(out, h.Out[i*h.LdOut:i*h.LdOut+h.Dv]...)
+	}
+	return out
+}
+
+// cloneHead returns h with its own Out buffer.
+func cloneHead(h Head) Head {
+	h.Out = append([]float32(nil), h.Out...)
+	return h
+}
+
+func TestAttendMatchesReference(t *testing.T) {
+	forEachISA(t, func(t *testing.T) {
+		for _, threshold := range []int{parallelMinFlops, 0} {
+			withParallelThreshold(threshold, func() {
+				for i, c := range attnCases() {
+					if threshold == 0 && (c.dropout > 0 || c.weights) {
+						continue // serial or GEMM-driven either way
+					}
+					checkAttend(t, fmt.Sprintf("%v/par=%v", c, threshold == 0), c, uint64(i))
+				}
+			})
+		}
+	})
+}
+
+// checkAttend runs case c through Attend and attendRef.
+func checkAttend(t *testing.T, name string, c attnCase, seed uint64) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 11))
+	h := testHead(rng, c)
+	opt := AttentionOptions{Scale: float32(1 / math.Sqrt(float64(max(c.d, 1)))), Causal: c.causal, Dropout: c.dropout}
+
+	ref, fast := cloneHead(h), cloneHead(h)
+	refOpt, fastOpt := opt, opt
+	if c.weights {
+		refOpt.Weights = make([]float32, c.tq*c.tk)
+		fastOpt.Weights = make([]float32, c.tq*c.tk)
+	}
+	if c.dropout > 0 {
+		refOpt.RNG = rand.New(rand.NewPCG(seed, 99))
+		fastOpt.RNG = rand.New(rand.NewPCG(seed, 99))
+	}
+	outTol, weightTol := attendRef(ref, refOpt)
+	Attend(fast, fastOpt)
+
+	requireWithin(t, outputRows(ref), outputRows(fast), outTol, name+": Out")
+	if c.weights {
+		requireWithin(t, refOpt.Weights, fastOpt.Weights, weightTol, name+": Weights")
+	}
+	if c.dropout > 0 {
+		require.Equal(t, refOpt.RNG.Uint64(), fastOpt.RNG.Uint64(), "%s: RNG streams diverged", name)
+	}
+	for i := range c.tq {
+		for j := c.dv; j < h.LdOut; j++ {
+			require.True(t, math.IsNaN(float64(fast.Out[i*h.LdOut+j])), "%s: Out[%d][%d] beyond Dv written", name, i, j)
+		}
+	}
+}

@@ -1,0 +1,40 @@
+package kernels
+
+// attendWithWeights is Attend for callers that want the weights: it writes
+// the Tq×Tk scores into w, turns each row into weights in place (mask,
+// softmax, dropout) and multiplies w by V. The O(Tq·Tk) memory is the
+// caller's, and two large GEMMs carry the work.
+func attendWithWeights(h *Head, opt *AttentionOptions, w []float32, threads int) {
+	set := currentISA()
+	tq, tk := h.Tq, h.Tk
+	w = w[:tq*tk]
+	scores := gemmCall{transB: true, m: tq, n: tk, k: h.D, alpha: opt.Scale,
+		a: h.Q, lda: h.LdQ, b: h.K, ldb: h.LdK, c: w, ldc: tk}
+	runGemm(&scores, threads)
+
+	keep := 1 / (1 - opt.Dropout)
+	for i := range tq {
+		row := w[i*tk : (i+1)*tk]
+		n := visibleKeys(i, tq, tk, opt.Causal)
+		if m := h.maskRow(i); m != nil {
+			for j, v := range m[:n] {
+				row[j] += v
+			}
+		}
+		softmaxRow(set, row[:n])
+		clear(row[n:])
+		if opt.Dropout > 0 {
+			for j := range row {
+				if opt.RNG.Float32() < opt.Dropout {
+					row[j] = 0
+				} else {
+					row[j] *= keep
+				}
+			}
+		}
+	}
+
+	out := gemmCall{m: tq, n: h.Dv, k: tk, alpha: 1,
+		a: w, lda: tk, b: h.V, ldb: h.LdV, c: h.Out, ldc: h.LdOut}
+	runGemm(&out, threads)
+}

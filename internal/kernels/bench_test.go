@@ -1,0 +1,149 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// gemmBenchSizes are the square sizes BenchmarkGemm runs.
+var gemmBenchSizes = []int{64, 128, 256, 512, 1024}
+
+// BenchmarkGemm times n×n×n products with every instruction set and, for
+// comparison, gonum's pure-Go Sgemm (what gorgonia.org/tensor uses). Run
+// with -cpu 2 (or leave GOMAXPROCS at its default) to include parallelism.
+func BenchmarkGemm(b *testing.B) {
+	for _, n := range gemmBenchSizes {
+		rng := rand.New(rand.NewPCG(1, 2))
+		x, y, z := randSlice(rng, n*n), randSlice(rng, n*n), make([]float32, n*n)
+		flops := 2 * float64(n) * float64(n) * float64(n)
+		for _, set := range availableISAs() {
+			b.Run(fmt.Sprintf("%s/n=%d", set.name, n), func(b *testing.B) {
+				saved := currentISA()
+				active.Store(set)
+				defer active.Store(saved)
+				for b.Loop() {
+					Gemm(false, false, n, n, n, 1, x, n, y, n, 0, z, n)
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+		b.Run(fmt.Sprintf("gonum/n=%d", n), func(b *testing.B) {
+			var impl gonum.Implementation
+			for b.Loop() {
+				impl.Sgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, x, n, y, n, 0, z, n)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// attnBenchSizes are the sequence lengths BenchmarkAttend runs.
+var attnBenchSizes = []int{512, 1024, 2048, 4096}
+
+// attentionFlops counts the multiply-adds of QKᵀ and PV as 2 flops each,
+// halved under a causal mask (the skipped half is not work to report).
+func attentionFlops(tq, tk, d, dv int, causal bool) float64 {
+	f := 2 * float64(tq) * float64(tk) * float64(d+dv)
+	if causal {
+		f /= 2
+	}
+	return f
+}
+
+// BenchmarkAttend times one causal head (T×64) with the fused kernel on
+// every instruction set, and, for comparison, the unfused computation a
+// layer on gonum would do: Sgemm for the scores, a row softmax, Sgemm for
+// the product with V.
+func BenchmarkAttend(b *testing.B) {
+	const d = 64
+	for _, t := range attnBenchSizes {
+		rng := rand.New(rand.NewPCG(1, 2))
+		h := Head{Tq: t, Tk: t, D: d, Dv: d, LdQ: d, LdK: d, LdV: d, LdOut: d,
+			Q: randSlice(rng, t*d), K: randSlice(rng, t*d), V: randSlice(rng, t*d), Out: make([]float32, t*d)}
+		opt := AttentionOptions{Scale: 0.125, Causal: true}
+		flops := attentionFlops(t, t, d, d, true)
+		for _, set := range availableISAs() {
+			b.Run(fmt.Sprintf("%s/T=%d", set.name, t), func(b *testing.B) {
+				saved := currentISA()
+				active.Store(set)
+				defer active.Store(saved)
+				for b.Loop() {
+					Attend(h, opt)
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+		if t > 2048 {
+			continue // the unfused version needs T² memory and minutes
+		}
+		b.Run(fmt.Sprintf("gonum-unfused/T=%d", t), func(b *testing.B) {
+			var impl gonum.Implementation
+			s := make([]float32, t*t)
+			for b.Loop() {
+				impl.Sgemm(blas.NoTrans, blas.Trans, t, t, d, opt.Scale, h.Q, d, h.K, d, 0, s, t)
+				for i := range t {
+					row := s[i*t : (i+1)*t]
+					for j := i + 1; j < t; j++ {
+						row[j] = float32(math.Inf(-1))
+					}
+				}
+				SoftmaxRows(s, t, t)
+				impl.Sgemm(blas.NoTrans, blas.NoTrans, t, d, t, 1, s, t, h.V, d, 0, h.Out, d)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkAttendBatch times the attention core of the multi-head layer in
+// issue 5: B=4, H=12 heads of 64, T=512, causal, heads addressed in place
+// inside (B·T, H·64) projections.
+func BenchmarkAttendBatch(b *testing.B) {
+	const bsz, nh, t, dh = 4, 12, 512, 64
+	const width = nh * dh
+	rng := rand.New(rand.NewPCG(1, 2))
+	q, k, v := randSlice(rng, bsz*t*width), randSlice(rng, bsz*t*width), randSlice(rng, bsz*t*width)
+	out := make([]float32, bsz*t*width)
+	heads := make([]Head, 0, bsz*nh)
+	for bi := range bsz {
+		for hi := range nh {
+			off := bi*t*width + hi*dh
+			heads = append(heads, Head{Tq: t, Tk: t, D: dh, Dv: dh,
+				Q: q[off:], LdQ: width, K: k[off:], LdK: width, V: v[off:], LdV: width, Out: out[off:], LdOut: width})
+		}
+	}
+	opt := AttentionOptions{Scale: 0.125, Causal: true}
+	flops := float64(len(heads)) * attentionFlops(t, t, dh, dh, true)
+	for _, set := range availableISAs() {
+		b.Run(set.name, func(b *testing.B) {
+			saved := currentISA()
+			active.Store(set)
+			defer active.Store(saved)
+			for b.Loop() {
+				AttendBatch(heads, opt)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkMicroKernel times each instruction set's micro-kernel alone on
+// L1-resident packed panels (kc = 256): the ceiling for everything else.
+func BenchmarkMicroKernel(b *testing.B) {
+	for _, set := range availableISAs() {
+		k := set.gemm
+		b.Run(k.name, func(b *testing.B) {
+			const kc = 256
+			a, p, c := make([]float32, kc*k.mr), make([]float32, kc*k.nr), make([]float32, k.mr*k.nr)
+			for b.Loop() {
+				k.tile(kc, a, 1, k.mr, p, k.nr, c, k.nr, 1, 1)
+			}
+			b.ReportMetric(2*float64(k.mr*k.nr*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -1,0 +1,13 @@
+//go:build !amd64
+
+package kernels
+
+// cpuFeatures is what the assembly kernels need; off amd64 there are none.
+type cpuFeatures struct {
+	avx2FMA bool
+	avx512  bool
+}
+
+// detectCPU reports no vector features: other architectures use the
+// portable Go kernels.
+func detectCPU() cpuFeatures { return cpuFeatures{} }

@@ -1,0 +1,209 @@
+package kernels
+
+// gemmCall is one product C = alpha·op(A)·op(B) + beta·C, as Gemm takes it.
+type gemmCall struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	a              []float32
+	lda            int
+	b              []float32
+	ldb            int
+	c              []float32
+	ldc            int
+}
+
+// parallelMinFlops is the smallest product (2·m·n·k floating-point
+// operations) worth splitting across threads. Waking a worker costs a few
+// microseconds, so below about a tenth of a millisecond of work one core
+// is as fast as two. A variable so tests can send small products down the
+// parallel path.
+var parallelMinFlops = 4 << 20
+
+// gemmJob is a GEMM in progress. For each kc×nc block of B it runs two
+// phases: pack the block of B (split by panels over the threads), then
+// multiply it by every mc×kc block of A (split by A blocks, and by B
+// panels when A has too few blocks to keep every thread busy). All threads
+// share the packed B, each packs its own A blocks.
+type gemmJob struct {
+	g       gemmCall
+	kern    *microKernel
+	threads int
+
+	packedB []float32 // the current kc×nc block of B, packed
+
+	// The current block and how its work is split.
+	jc, nc, pc, kc int
+	beta           float32
+	mcBlk          int  // rows per A block
+	mBlocks        int  // A blocks in m
+	nSplit         int  // parts the B panels are split into per A block
+	nPanels        int  // B panels in nc
+	packParts      int  // parts of the packing phase
+	packing        bool // phase: packing B, or computing
+}
+
+// freeGemmJobs recycles gemmJobs (and their packed-B buffers).
+var freeGemmJobs = make(chan *gemmJob, 64)
+
+// runGemm computes g with the active kernel on up to threads goroutines.
+func runGemm(g *gemmCall, threads int) {
+	if g.m == 0 || g.n == 0 {
+		return
+	}
+	if g.k == 0 || g.alpha == 0 {
+		scaleMatrix(g.c, g.ldc, g.m, g.n, g.beta)
+		return
+	}
+	if 2*g.m*g.n*g.k < parallelMinFlops {
+		threads = 1
+	}
+	var j *gemmJob
+	select {
+	case j = <-freeGemmJobs:
+	default:
+		j = new(gemmJob)
+	}
+	j.g, j.kern, j.threads = *g, currentISA().gemm, threads
+	j.run()
+	j.g = gemmCall{} // drop references to the caller's slices
+	select {
+	case freeGemmJobs <- j:
+	default:
+	}
+}
+
+// run walks the blocks of B and runs the two phases for each.
+func (j *gemmJob) run() {
+	g, kern := &j.g, j.kern
+	ncBlk := balancedBlock(g.n, kern.nc, kern.nr)
+	kcBlk := balancedBlock(g.k, kern.kc, 1)
+	j.mcBlk = balancedBlock(g.m, kern.mc, kern.mr)
+	j.mBlocks = ceilDiv(g.m, j.mcBlk)
+	for j.jc = 0; j.jc < g.n; j.jc += ncBlk {
+		j.nc = min(ncBlk, g.n-j.jc)
+		j.nPanels = ceilDiv(j.nc, kern.nr)
+		j.nSplit, j.packParts = 1, 1
+		if j.threads > 1 {
+			// Aim for at least two parts per thread, so that a thread
+			// slowed by another process costs little.
+			j.nSplit = min(j.nPanels, max(1, ceilDiv(2*j.threads, j.mBlocks)))
+			j.packParts = min(j.nPanels, 2*j.threads)
+		}
+		for j.pc = 0; j.pc < g.k; j.pc += kcBlk {
+			j.kc = min(kcBlk, g.k-j.pc)
+			j.beta = g.beta
+			if j.pc > 0 {
+				j.beta = 1 // later blocks of k add to what the first wrote
+			}
+			j.packedB = grow(j.packedB, j.nPanels*kern.nr*j.kc)
+			j.packing = true
+			parallelFor(j.packParts, j.threads, j)
+			j.packing = false
+			parallelFor(j.mBlocks*j.nSplit, j.threads, j)
+		}
+	}
+}
+
+// runPart runs one part of the current phase.
+func (j *gemmJob) runPart(part int) {
+	if j.packing {
+		j.packBPart(part)
+	} else {
+		j.computePart(part)
+	}
+}
+
+// packBPart packs one contiguous range of B panels.
+func (j *gemmJob) packBPart(part int) {
+	nr := j.kern.nr
+	p0, p1 := splitRange(j.nPanels, j.packParts, part)
+	if p0 == p1 {
+		return
+	}
+	j0 := p0 * nr
+	cols := min(p1*nr, j.nc) - j0
+	packB(j.packedB[p0*nr*j.kc:], j.g.b, j.g.ldb, j.g.transB, j.pc, j.kc, j.jc+j0, cols, nr)
+}
+
+// computePart packs one block of A and multiplies it by a range of the
+// packed B panels.
+func (j *gemmJob) computePart(part int) {
+	g, kern := &j.g, j.kern
+	mr, nr, kc := kern.mr, kern.nr, j.kc
+	ib, s := part/j.nSplit, part%j.nSplit
+	i0 := ib * j.mcBlk
+	mc := min(j.mcBlk, g.m-i0)
+	p0, p1 := splitRange(j.nPanels, j.nSplit, s)
+	if p0 == p1 {
+		return
+	}
+
+	ws := getWorkspace()
+	ws.packA = grow(ws.packA, roundUp(mc, mr)*kc)
+	ws.tile = grow(ws.tile, mr*nr)
+	packA(ws.packA, g.a, g.lda, g.transA, i0, mc, j.pc, kc, mr)
+
+	// Loop order: the B panel (kc·nr) is reused across all A panels of the
+	// block, so it stays in L1 while the A block streams from L2.
+	for jp := p0; jp < p1; jp++ {
+		jr := jp * nr
+		cols := min(nr, j.nc-jr)
+		bp := j.packedB[jp*nr*kc : (jp+1)*nr*kc]
+		for ir := 0; ir < mc; ir += mr {
+			rows := min(mr, mc-ir)
+			ap := ws.packA[ir*kc : (ir+mr)*kc]
+			c := g.c[(i0+ir)*g.ldc+j.jc+jr:]
+			if rows == mr && cols == nr {
+				kern.tile(kc, ap, 1, mr, bp, nr, c, g.ldc, g.alpha, j.beta)
+				continue
+			}
+			// A ragged edge: compute the full tile aside, keep the part
+			// that exists.
+			kern.tile(kc, ap, 1, mr, bp, nr, ws.tile, nr, 1, 0)
+			mergeTile(c, g.ldc, ws.tile, nr, rows, cols, g.alpha, j.beta)
+		}
+	}
+	putWorkspace(ws)
+}
+
+// splitRange returns the bounds of part p when n items are cut into parts
+// nearly equal ranges.
+func splitRange(n, parts, p int) (lo, hi int) {
+	return n * p / parts, n * (p + 1) / parts
+}
+
+// mergeTile sets the rows×cols corner of C to alpha·T + beta·C, where T
+// has row stride ldt; C is not read when beta is 0.
+func mergeTile(c []float32, ldc int, t []float32, ldt, rows, cols int, alpha, beta float32) {
+	for r := range rows {
+		cr := c[r*ldc : r*ldc+cols]
+		tr := t[r*ldt : r*ldt+cols]
+		if beta == 0 {
+			for i, v := range tr {
+				cr[i] = alpha * v
+			}
+			continue
+		}
+		for i, v := range tr {
+			cr[i] = alpha*v + beta*cr[i]
+		}
+	}
+}
+
+// scaleMatrix sets the m×n matrix C to beta·C (to zero if beta is 0,
+// whatever C held, NaNs included).
+func scaleMatrix(c []float32, ldc, m, n int, beta float32) {
+	for i := range m {
+		row := c[i*ldc : i*ldc+n]
+		switch beta {
+		case 0:
+			clear(row)
+		case 1:
+		default:
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+	}
+}

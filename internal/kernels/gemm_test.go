@@ -1,0 +1,137 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// forEachISA runs f once per instruction set this machine supports (the
+// assembly kernels and the portable Go ones), with that set active.
+func forEachISA(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	saved := currentISA()
+	defer active.Store(saved)
+	for _, set := range availableISAs() {
+		active.Store(set)
+		t.Run(set.name, f)
+	}
+}
+
+// withParallelThreshold runs f with parallelMinFlops set to v, so that
+// small products take the parallel path.
+func withParallelThreshold(v int, f func()) {
+	saved := parallelMinFlops
+	parallelMinFlops = v
+	defer func() { parallelMinFlops = saved }()
+	f()
+}
+
+// requireClose checks got against want element by element. An element may
+// be off by 1e-5 relative plus 1e-6·√k times its magnitude (the sum of the
+// absolute values of the terms that make it, from the reference): float32
+// rounding (u = 6e-8) of a k-term dot product grows like u·√k·Σ|terms| for
+// any summation order (Higham, "Accuracy and Stability", §3 and §4.2, the
+// probabilistic bound), and 1e-6 leaves a factor of ~16 for the extra
+// rounding of alpha, beta and the exponentials. A wrong term changes an
+// element by about |term|, far above this.
+func requireClose(t *testing.T, want, got []float32, mag []float64, k int, what string) {
+	t.Helper()
+	tol := make([]float64, len(want))
+	for i := range want {
+		tol[i] = 1e-5*math.Abs(float64(want[i])) + 1e-6*math.Sqrt(float64(max(k, 1)))*mag[i]
+	}
+	requireWithin(t, want, got, tol, what)
+}
+
+// requireWithin checks that got[i] is within tol[i] of want[i].
+func requireWithin(t *testing.T, want, got []float32, tol []float64, what string) {
+	t.Helper()
+	require.Equal(t, len(want), len(got), what)
+	for i := range want {
+		d := math.Abs(float64(got[i]) - float64(want[i]))
+		tol := tol[i]
+		if !(d <= tol) { // NaN fails too
+			require.Failf(t, "mismatch", "%s: element %d: got %g, want %g (diff %.3g, tol %.3g)", what, i, got[i], want[i], d, tol)
+		}
+	}
+}
+
+type gemmCase struct {
+	m, n, k       int
+	alpha, beta   float32
+	padA, padB, padC int // extra row stride beyond the row width
+}
+
+func gemmCases() []gemmCase {
+	sizes := [][3]int{
+		{1, 1, 1}, {7, 7, 7}, {1, 33, 7}, {33, 1, 33}, {33, 33, 33},
+		{6, 16, 1}, {12, 32, 257}, {5, 15, 300}, {7, 17, 513}, {513, 7, 3},
+		{3, 513, 9}, {65, 129, 70}, {100, 37, 260}, {130, 100, 600},
+	}
+	scalars := [][2]float32{{1, 0}, {-0.5, 1}, {2, -1.5}, {0, 0.5}, {0.75, 0}}
+	var cases []gemmCase
+	for i, s := range sizes {
+		ab := scalars[i%len(scalars)]
+		pad := i % 3 * 5 // 0, 5 or 10
+		cases = append(cases, gemmCase{s[0], s[1], s[2], ab[0], ab[1], pad, 2 * pad, pad + 1})
+	}
+	return cases
+}
+
+func TestGemmMatchesReference(t *testing.T) {
+	forEachISA(t, func(t *testing.T) {
+		for _, threshold := range []int{parallelMinFlops, 0} {
+			withParallelThreshold(threshold, func() {
+				for _, tc := range gemmCases() {
+					for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+						name := fmt.Sprintf("%dx%dx%d/tA=%v/tB=%v/alpha=%g/beta=%g/par=%v", tc.m, tc.n, tc.k, tr[0], tr[1], tc.alpha, tc.beta, threshold == 0)
+						checkGemm(t, name, tc, tr[0], tr[1])
+					}
+				}
+			})
+		}
+	})
+}
+
+// checkGemm runs one case through Gemm and gemmRef.
+func checkGemm(t *testing.T, name string, tc gemmCase, transA, transB bool) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(tc.m*1000003+tc.n*1009+tc.k), 7))
+	aRows, aCols := tc.m, tc.k
+	if transA {
+		aRows, aCols = tc.k, tc.m
+	}
+	bRows, bCols := tc.k, tc.n
+	if transB {
+		bRows, bCols = tc.n, tc.k
+	}
+	lda, ldb, ldc := aCols+tc.padA, bCols+tc.padB, tc.n+tc.padC
+	a := randSlice(rng, (aRows-1)*lda+aCols)
+	b := randSlice(rng, (bRows-1)*ldb+bCols)
+	c := randSlice(rng, tc.m*ldc)
+	if tc.beta == 0 {
+		for i := range c {
+			c[i] = float32(math.NaN()) // must be overwritten, not scaled
+		}
+	}
+	want := append([]float32(nil), c...)
+	mag := gemmRef(transA, transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, want, ldc)
+	got := append([]float32(nil), c...)
+	Gemm(transA, transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, got, ldc)
+
+	wantC, gotC := make([]float32, 0, tc.m*tc.n), make([]float32, 0, tc.m*tc.n)
+	for i := range tc.m {
+		wantC = append(wantC, want[i*ldc:i*ldc+tc.n]...)
+		gotC = append(gotC, got[i*ldc:i*ldc+tc.n]...)
+		for j := tc.n; j < ldc && i*ldc+j < len(c); j++ {
+			if math.Float32bits(got[i*ldc+j]) != math.Float32bits(c[i*ldc+j]) {
+				require.Failf(t, "padding written", "%s: C[%d][%d] beyond n changed", name, i, j)
+			}
+		}
+	}
+	requireClose(t, wantC, gotC, mag, tc.k, name)
+}

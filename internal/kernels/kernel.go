@@ -1,0 +1,78 @@
+package kernels
+
+import (
+	"os"
+	"sync/atomic"
+)
+
+// microKernel is a register-blocked inner kernel together with the cache
+// blocking that keeps it fed.
+//
+// The GEMM driver (gemm_driver.go) follows the Goto/BLIS scheme: B is
+// packed in kc×nc blocks (sized for L3, shared by all threads), A in mc×kc
+// blocks (sized for one core's L2), and the kernel multiplies an mr×kc
+// panel of A by a kc×nr panel of B (the B panel stays in L1 while the A
+// panels stream past it), keeping the whole mr×nr tile of C in registers
+// for the kc steps.
+type microKernel struct {
+	name   string
+	mr, nr int // register tile of C
+	kc     int // depth of a packed block: B panel kc·nr floats fits L1
+	mc     int // rows of a packed A block: mc·kc floats fits L2
+	nc     int // columns of a packed B block: kc·nc floats fits L3
+	// tile computes C = alpha·(A·B) + beta·C for one mr×nr tile of C with
+	// row stride ldc, where A(r, p) = a[r·aRow + p·aCol] (r < mr, p < kc)
+	// and B(p, j) = b[p·bRow + j] (j < nr). With beta == 0, C is not read.
+	//
+	// Packed operands (see pack.go) have aRow = 1, aCol = mr, bRow = nr;
+	// the strides also let the attention kernel read row-major blocks of
+	// Q, scores and V in place (aRow = ld, aCol = 1; bRow = ld).
+	tile func(kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32)
+}
+
+// isa is one complete set of kernels for an instruction set: the GEMM
+// micro-kernel and the vector helpers the attention and softmax use.
+type isa struct {
+	name string
+	gemm *microKernel
+	// expShift sets x[i] = exp(x[i] − shift) and returns the sum of the
+	// new values.
+	expShift func(x []float32, shift float32) float32
+	// maxOf returns the largest element of x (−Inf for an empty x).
+	maxOf func(x []float32) float32
+	// axpy adds alpha·x to y (len(y) ≥ len(x)).
+	scale func(x []float32, alpha float32)
+}
+
+// goISA is the portable fallback, written in plain Go.
+var goISA = &isa{
+	name:     "go",
+	gemm:     &goKernel,
+	expShift: expShiftGo,
+	maxOf:    maxOfGo,
+	scale:    scaleGo,
+}
+
+// cpu holds the processor's vector features, detected once.
+var cpu = detectCPU()
+
+// active is the instruction set in use. It is chosen once at start-up:
+// the best the CPU supports, or the portable Go kernels if the environment
+// sets ATTNRUN_NOASM=1. Tests swap it to cover every path in one run.
+var active atomic.Pointer[isa]
+
+func init() {
+	all := availableISAs()
+	choice := all[0]
+	if os.Getenv("ATTNRUN_NOASM") == "1" {
+		choice = goISA
+	}
+	active.Store(choice)
+}
+
+// currentISA returns the instruction set in use.
+func currentISA() *isa { return active.Load() }
+
+// ISA names the instruction set the kernels use on this machine ("avx2",
+// "go", ...), for benchmark reports and logs.
+func ISA() string { return currentISA().name }

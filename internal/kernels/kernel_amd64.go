@@ -1,0 +1,33 @@
+package kernels
+
+// availableISAs lists the instruction sets usable on this machine, best
+// first; the last is always the portable Go set.
+func availableISAs() []*isa {
+	var sets []*isa
+	if cpu.avx512 {
+		sets = append(sets, avx512ISA)
+	}
+	if cpu.avx2FMA {
+		sets = append(sets, avx2ISA)
+	}
+	return append(sets, goISA)
+}
+
+// avx2ISA uses the AVX2+FMA kernels.
+var avx2ISA = &isa{
+	name:     "avx2",
+	gemm:     &avx2Kernel,
+	expShift: expShiftVec,
+	maxOf:    maxOfVec,
+	scale:    scaleVec,
+}
+
+// avx512ISA uses the AVX-512 GEMM kernel; its vector helpers are the AVX2
+// ones, which every AVX-512 CPU also runs.
+var avx512ISA = &isa{
+	name:     "avx512",
+	gemm:     &avx512Kernel,
+	expShift: expShiftVec,
+	maxOf:    maxOfVec,
+	scale:    scaleVec,
+}

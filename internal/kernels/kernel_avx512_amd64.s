@@ -1,0 +1,213 @@
+#include "textflag.h"
+
+// AVX-512 micro-kernel: see kernel_avx512_amd64.go.
+
+// One step p of the 12×32 tile: load row p of B (32 floats, two ZMM
+// registers), broadcast A's 12 values of column p and multiply-add each
+// into its row's two accumulators: 24 FMAs against 2 loads and 12
+// broadcasts. A's rows are at AX, SI, DI, R13 (3 rows apart) plus 0, R10
+// and 2·R10; R11 steps A to the next column, R12 steps B to the next row.
+#define STEP12x32 \
+	VMOVUPS      (BX), Z28; \
+	VMOVUPS      64(BX), Z29; \
+	VBROADCASTSS (AX), Z30; \
+	VFMADD231PS  Z28, Z30, Z0; \
+	VFMADD231PS  Z29, Z30, Z1; \
+	VBROADCASTSS (AX)(R10*1), Z31; \
+	VFMADD231PS  Z28, Z31, Z2; \
+	VFMADD231PS  Z29, Z31, Z3; \
+	VBROADCASTSS (AX)(R10*2), Z30; \
+	VFMADD231PS  Z28, Z30, Z4; \
+	VFMADD231PS  Z29, Z30, Z5; \
+	VBROADCASTSS (SI), Z31; \
+	VFMADD231PS  Z28, Z31, Z6; \
+	VFMADD231PS  Z29, Z31, Z7; \
+	VBROADCASTSS (SI)(R10*1), Z30; \
+	VFMADD231PS  Z28, Z30, Z8; \
+	VFMADD231PS  Z29, Z30, Z9; \
+	VBROADCASTSS (SI)(R10*2), Z31; \
+	VFMADD231PS  Z28, Z31, Z10; \
+	VFMADD231PS  Z29, Z31, Z11; \
+	VBROADCASTSS (DI), Z30; \
+	VFMADD231PS  Z28, Z30, Z12; \
+	VFMADD231PS  Z29, Z30, Z13; \
+	VBROADCASTSS (DI)(R10*1), Z31; \
+	VFMADD231PS  Z28, Z31, Z14; \
+	VFMADD231PS  Z29, Z31, Z15; \
+	VBROADCASTSS (DI)(R10*2), Z30; \
+	VFMADD231PS  Z28, Z30, Z16; \
+	VFMADD231PS  Z29, Z30, Z17; \
+	VBROADCASTSS (R13), Z31; \
+	VFMADD231PS  Z28, Z31, Z18; \
+	VFMADD231PS  Z29, Z31, Z19; \
+	VBROADCASTSS (R13)(R10*1), Z30; \
+	VFMADD231PS  Z28, Z30, Z20; \
+	VFMADD231PS  Z29, Z30, Z21; \
+	VBROADCASTSS (R13)(R10*2), Z31; \
+	VFMADD231PS  Z28, Z31, Z22; \
+	VFMADD231PS  Z29, Z31, Z23; \
+	ADDQ         R11, AX; \
+	ADDQ         R11, SI; \
+	ADDQ         R11, DI; \
+	ADDQ         R11, R13; \
+	ADDQ         R12, BX
+
+// Store one row of the tile: C = alpha·acc + beta·C (Z30 = alpha, Z31 =
+// beta), or alpha·acc without reading C.
+#define STOREROW_BETA(lo, hi) \
+	VMULPS      (DX), Z31, Z28;   \
+	VMULPS      64(DX), Z31, Z29; \
+	VFMADD231PS lo, Z30, Z28;     \
+	VFMADD231PS hi, Z30, Z29;     \
+	VMOVUPS     Z28, (DX);        \
+	VMOVUPS     Z29, 64(DX);      \
+	ADDQ        R8, DX
+
+#define STOREROW(lo, hi) \
+	VMULPS  lo, Z30, Z28; \
+	VMULPS  hi, Z30, Z29; \
+	VMOVUPS Z28, (DX);    \
+	VMOVUPS Z29, 64(DX);  \
+	ADDQ    R8, DX
+
+// func tileAVX512(kc int, a *float32, aRow, aCol int, b *float32, bRow int, c *float32, ldc int, alpha, beta float32)
+TEXT ·tileAVX512(SB), NOSPLIT, $0-72
+	MOVQ kc+0(FP), CX
+	MOVQ a+8(FP), AX
+	MOVQ aRow+16(FP), R10
+	SHLQ $2, R10
+	MOVQ aCol+24(FP), R11
+	SHLQ $2, R11
+	MOVQ b+32(FP), BX
+	MOVQ bRow+40(FP), R12
+	SHLQ $2, R12
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	SHLQ $2, R8
+	LEAQ (R10)(R10*2), R9
+	LEAQ (AX)(R9*1), SI
+	LEAQ (SI)(R9*1), DI
+	LEAQ (DI)(R9*1), R13
+
+	// Touch the twelve rows of C now so they are in cache by the store.
+	MOVQ DX, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 124(R9)
+	ADDQ       R8, R9
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+	MOVQ CX, R9
+	SHRQ $2, R9
+	JZ   tail
+
+loop4:
+	STEP12x32
+	STEP12x32
+	STEP12x32
+	STEP12x32
+	DECQ R9
+	JNZ  loop4
+
+tail:
+	ANDQ $3, CX
+	JZ   store
+
+loop1:
+	STEP12x32
+	DECQ CX
+	JNZ  loop1
+
+store:
+	VBROADCASTSS alpha+64(FP), Z30
+	VBROADCASTSS beta+68(FP), Z31
+	VXORPS       X28, X28, X28
+	VUCOMISS     beta+68(FP), X28
+	JNE          storebeta
+	JP           storebeta
+	STOREROW(Z0, Z1)
+	STOREROW(Z2, Z3)
+	STOREROW(Z4, Z5)
+	STOREROW(Z6, Z7)
+	STOREROW(Z8, Z9)
+	STOREROW(Z10, Z11)
+	STOREROW(Z12, Z13)
+	STOREROW(Z14, Z15)
+	STOREROW(Z16, Z17)
+	STOREROW(Z18, Z19)
+	STOREROW(Z20, Z21)
+	STOREROW(Z22, Z23)
+	VZEROUPPER
+	RET
+
+storebeta:
+	STOREROW_BETA(Z0, Z1)
+	STOREROW_BETA(Z2, Z3)
+	STOREROW_BETA(Z4, Z5)
+	STOREROW_BETA(Z6, Z7)
+	STOREROW_BETA(Z8, Z9)
+	STOREROW_BETA(Z10, Z11)
+	STOREROW_BETA(Z12, Z13)
+	STOREROW_BETA(Z14, Z15)
+	STOREROW_BETA(Z16, Z17)
+	STOREROW_BETA(Z18, Z19)
+	STOREROW_BETA(Z20, Z21)
+	STOREROW_BETA(Z22, Z23)
+	VZEROUPPER
+	RET

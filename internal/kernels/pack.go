@@ -1,0 +1,75 @@
+package kernels
+
+// Packing copies a block of an operand into the order the micro-kernel
+// reads it, so that the kernel's inner loop walks memory strictly forward:
+//
+//   - A blocks (mc×kc) become row panels of mr rows; inside a panel the mr
+//     values of one column p are adjacent: panel[p*mr + r] = A[i+r][p].
+//   - B blocks (kc×nc) become column panels of nr columns; inside a panel
+//     the nr values of one row p are adjacent: panel[p*nr + c] = B[p][j+c].
+//
+// A panel is then kc·mr (or kc·nr) contiguous floats, read once per
+// micro-kernel call from L1/L2 with no TLB misses and no stride. Ragged
+// edges are padded with zeros, so the kernel always computes full tiles
+// and the padding contributes nothing. Transposed operands are handled
+// here, once per block, so the kernel never sees a transpose.
+
+// packA packs the mc×kc block of op(A) starting at row i0, column p0 into
+// dst, as ceil(mc/mr) panels of kc·mr floats. op(A) is A, or Aᵀ if trans
+// (A is then stored k×m).
+func packA(dst, a []float32, lda int, trans bool, i0, mc, p0, kc, mr int) {
+	for ip := 0; ip < mc; ip += mr {
+		rows := min(mr, mc-ip)
+		panel := dst[(ip/mr)*kc*mr : (ip/mr+1)*kc*mr]
+		if rows < mr {
+			clear(panel)
+		}
+		if trans {
+			// Row p of the stored matrix holds column p of op(A): copy
+			// `rows` adjacent floats per p.
+			for p := range kc {
+				src := a[(p0+p)*lda+i0+ip:]
+				src = src[:rows]
+				d := panel[p*mr : p*mr+rows]
+				copy(d, src)
+			}
+			continue
+		}
+		// Each stored row is one panel row: scatter it with stride mr.
+		for r := range rows {
+			off := (i0+ip+r)*lda + p0
+			src := a[off : off+kc]
+			for p, v := range src {
+				panel[p*mr+r] = v
+			}
+		}
+	}
+}
+
+// packB packs the kc×nc block of op(B) starting at row p0, column j0 into
+// dst, as ceil(nc/nr) panels of kc·nr floats. op(B) is B, or Bᵀ if trans
+// (B is then stored n×k, as nn.Linear weights are).
+func packB(dst, b []float32, ldb int, trans bool, p0, kc, j0, nc, nr int) {
+	for jp := 0; jp < nc; jp += nr {
+		cols := min(nr, nc-jp)
+		panel := dst[(jp/nr)*kc*nr : (jp/nr+1)*kc*nr]
+		if cols < nr {
+			clear(panel)
+		}
+		if trans {
+			// Each stored row is one panel column: scatter with stride nr.
+			for c := range cols {
+				off := (j0+jp+c)*ldb + p0
+				src := b[off : off+kc]
+				for p, v := range src {
+					panel[p*nr+c] = v
+				}
+			}
+			continue
+		}
+		for p := range kc {
+			off := (p0+p)*ldb + j0 + jp
+			copy(panel[p*nr:p*nr+cols], b[off:off+cols])
+		}
+	}
+}

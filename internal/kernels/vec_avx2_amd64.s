@@ -1,0 +1,203 @@
+#include "textflag.h"
+
+// AVX2 vector helpers for the softmax: see vec_avx2_amd64.go.
+
+// Eight copies of each constant of the exponential that does not fit in a
+// register (the polynomial's coefficients and the float32 exponent bias),
+// so the arithmetic can take them as 256-bit memory operands.
+DATA expTable<>+0(SB)/4, $0x39506967
+DATA expTable<>+4(SB)/4, $0x39506967
+DATA expTable<>+8(SB)/4, $0x39506967
+DATA expTable<>+12(SB)/4, $0x39506967
+DATA expTable<>+16(SB)/4, $0x39506967
+DATA expTable<>+20(SB)/4, $0x39506967
+DATA expTable<>+24(SB)/4, $0x39506967
+DATA expTable<>+28(SB)/4, $0x39506967
+DATA expTable<>+32(SB)/4, $0x3ab743ce
+DATA expTable<>+36(SB)/4, $0x3ab743ce
+DATA expTable<>+40(SB)/4, $0x3ab743ce
+DATA expTable<>+44(SB)/4, $0x3ab743ce
+DATA expTable<>+48(SB)/4, $0x3ab743ce
+DATA expTable<>+52(SB)/4, $0x3ab743ce
+DATA expTable<>+56(SB)/4, $0x3ab743ce
+DATA expTable<>+60(SB)/4, $0x3ab743ce
+DATA expTable<>+64(SB)/4, $0x3c088908
+DATA expTable<>+68(SB)/4, $0x3c088908
+DATA expTable<>+72(SB)/4, $0x3c088908
+DATA expTable<>+76(SB)/4, $0x3c088908
+DATA expTable<>+80(SB)/4, $0x3c088908
+DATA expTable<>+84(SB)/4, $0x3c088908
+DATA expTable<>+88(SB)/4, $0x3c088908
+DATA expTable<>+92(SB)/4, $0x3c088908
+DATA expTable<>+96(SB)/4, $0x3d2aa9c1
+DATA expTable<>+100(SB)/4, $0x3d2aa9c1
+DATA expTable<>+104(SB)/4, $0x3d2aa9c1
+DATA expTable<>+108(SB)/4, $0x3d2aa9c1
+DATA expTable<>+112(SB)/4, $0x3d2aa9c1
+DATA expTable<>+116(SB)/4, $0x3d2aa9c1
+DATA expTable<>+120(SB)/4, $0x3d2aa9c1
+DATA expTable<>+124(SB)/4, $0x3d2aa9c1
+DATA expTable<>+128(SB)/4, $0x3e2aaaaa
+DATA expTable<>+132(SB)/4, $0x3e2aaaaa
+DATA expTable<>+136(SB)/4, $0x3e2aaaaa
+DATA expTable<>+140(SB)/4, $0x3e2aaaaa
+DATA expTable<>+144(SB)/4, $0x3e2aaaaa
+DATA expTable<>+148(SB)/4, $0x3e2aaaaa
+DATA expTable<>+152(SB)/4, $0x3e2aaaaa
+DATA expTable<>+156(SB)/4, $0x3e2aaaaa
+DATA expTable<>+160(SB)/4, $0x3f000000
+DATA expTable<>+164(SB)/4, $0x3f000000
+DATA expTable<>+168(SB)/4, $0x3f000000
+DATA expTable<>+172(SB)/4, $0x3f000000
+DATA expTable<>+176(SB)/4, $0x3f000000
+DATA expTable<>+180(SB)/4, $0x3f000000
+DATA expTable<>+184(SB)/4, $0x3f000000
+DATA expTable<>+188(SB)/4, $0x3f000000
+DATA expTable<>+192(SB)/4, $0x7f
+DATA expTable<>+196(SB)/4, $0x7f
+DATA expTable<>+200(SB)/4, $0x7f
+DATA expTable<>+204(SB)/4, $0x7f
+DATA expTable<>+208(SB)/4, $0x7f
+DATA expTable<>+212(SB)/4, $0x7f
+DATA expTable<>+216(SB)/4, $0x7f
+DATA expTable<>+220(SB)/4, $0x7f
+GLOBL expTable<>(SB), RODATA|NOPTR, $224
+
+// EXP8 computes exp(x − shift) for the 8 floats in X, leaving the result
+// in P (N and M are scratch). Registers hold: Y8 shift, Y9 expMin, Y10
+// expMax, Y11 log2e, Y12 ln2Hi, Y13 ln2Lo, Y14 1.0. Same steps as exp32
+// in exp.go: n = round(x·log2e), r = x − n·ln2, 2ⁿ·(1 + r + r²·p(r)),
+// and 0 where x < expMin.
+#define EXP8(X, N, P, M) \
+	VSUBPS       Y8, X, X;                    \
+	VCMPPS       $1, Y9, X, M;                \
+	VMAXPS       Y9, X, X;                    \
+	VMINPS       Y10, X, X;                   \
+	VMULPS       Y11, X, N;                   \
+	VROUNDPS     $0, N, N;                    \
+	VFNMADD231PS Y12, N, X;                   \
+	VFNMADD231PS Y13, N, X;                   \
+	VMOVUPS      expTable<>+0(SB), P;        \
+	VFMADD213PS  expTable<>+32(SB), X, P;     \
+	VFMADD213PS  expTable<>+64(SB), X, P;     \
+	VFMADD213PS  expTable<>+96(SB), X, P;     \
+	VFMADD213PS  expTable<>+128(SB), X, P;     \
+	VFMADD213PS  expTable<>+160(SB), X, P;     \
+	VMULPS       X, P, P;                     \
+	VFMADD213PS  X, X, P;                     \
+	VADDPS       Y14, P, P;                   \
+	VCVTPS2DQ    N, N;                        \
+	VPADDD       expTable<>+192(SB), N, N;   \
+	VPSLLD       $23, N, N;                   \
+	VMULPS       N, P, P;                     \
+	VANDNPS      P, M, P
+
+// Broadcast a 32-bit constant into a YMM register.
+#define BCAST(imm, Y) \
+	MOVL         imm, AX; \
+	VMOVD        AX, X15; \
+	VPBROADCASTD X15, Y
+
+// func expShiftAVX2(x *float32, n int, shift float32) (sum float32)
+// n must be a multiple of 8.
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS shift+16(FP), Y8
+	BCAST($0xc2aeac4f, Y9)
+	BCAST($0x42b00000, Y10)
+	BCAST($0x3fb8aa3b, Y11)
+	BCAST($0x3f318000, Y12)
+	BCAST($0xb95e8083, Y13)
+	BCAST($0x3f800000, Y14)
+	VXORPS       Y15, Y15, Y15
+	SHRQ         $3, CX
+	JZ           done
+
+	// Two vectors per iteration when possible: their chains are independent.
+	CMPQ CX, $2
+	JLT  one
+
+loop2:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y4
+	EXP8(Y0, Y1, Y2, Y3)
+	EXP8(Y4, Y5, Y6, Y7)
+	VMOVUPS Y2, (SI)
+	VMOVUPS Y6, 32(SI)
+	VADDPS  Y2, Y15, Y15
+	VADDPS  Y6, Y15, Y15
+	ADDQ    $64, SI
+	SUBQ    $2, CX
+	CMPQ    CX, $2
+	JGE     loop2
+	TESTQ   CX, CX
+	JZ      done
+
+one:
+	VMOVUPS (SI), Y0
+	EXP8(Y0, Y1, Y2, Y3)
+	VMOVUPS Y2, (SI)
+	VADDPS  Y2, Y15, Y15
+
+done:
+	VEXTRACTF128 $1, Y15, X0
+	VADDPS       X0, X15, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, sum+24(FP)
+	VZEROUPPER
+	RET
+
+// func maxOfAVX2(x *float32, n int) float32
+// n must be a positive multiple of 16.
+TEXT ·maxOfAVX2(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	ADDQ    $64, SI
+	SHRQ    $4, CX
+	DECQ    CX
+	JZ      reduce
+
+loop:
+	VMAXPS (SI), Y0, Y0
+	VMAXPS 32(SI), Y1, Y1
+	ADDQ   $64, SI
+	DECQ   CX
+	JNZ    loop
+
+reduce:
+	VMAXPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VMAXPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VMAXSS       X1, X0, X0
+	VMOVSS       X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func scaleAVX2(x *float32, n int, alpha float32)
+// n must be a multiple of 8.
+TEXT ·scaleAVX2(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS alpha+16(FP), Y1
+	SHRQ         $3, CX
+	JZ           end
+
+loop:
+	VMULPS  (SI), Y1, Y0
+	VMOVUPS Y0, (SI)
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     loop
+
+end:
+	VZEROUPPER
+	RET

@@ -1,0 +1,61 @@
+package kernels
+
+// workspace is one goroutine's scratch memory: packing buffers for GEMM and
+// tiles for attention. Workspaces are kept on a free list and grown on
+// demand, so after the first calls at a given size no kernel allocates.
+//
+// The free list is a buffered channel rather than a sync.Pool on purpose:
+// a sync.Pool is emptied by every garbage collection, and re-allocating
+// megabytes of packing buffers after each GC would show up both in latency
+// and in allocation counts.
+type workspace struct {
+	packA []float32 // packed mc×kc block of A
+	tile  []float32 // one mr×nr tile for ragged edges
+	attn  attnScratch
+}
+
+// freeWorkspaces holds idle workspaces; at most one per goroutine that
+// ever ran a kernel at the same time is created.
+var freeWorkspaces = make(chan *workspace, 256)
+
+// getWorkspace takes an idle workspace or makes a new one.
+func getWorkspace() *workspace {
+	select {
+	case w := <-freeWorkspaces:
+		return w
+	default:
+		return new(workspace)
+	}
+}
+
+// putWorkspace returns w to the free list.
+func putWorkspace(w *workspace) {
+	select {
+	case freeWorkspaces <- w:
+	default:
+	}
+}
+
+// grow returns s resliced to n elements, reallocating only if its capacity
+// is too small. The contents are not preserved or cleared.
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// roundUp rounds n up to a multiple of m.
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// ceilDiv returns ⌈n/m⌉.
+func ceilDiv(n, m int) int { return (n + m - 1) / m }
+
+// balancedBlock splits n into ⌈n/max⌉ blocks of nearly equal size, rounded
+// up to a multiple of unit, and returns that size. Splitting 300 as
+// 150+150 rather than 256+44 keeps every block long enough to amortize
+// its overheads.
+func balancedBlock(n, maxBlock, unit int) int {
+	blocks := ceilDiv(n, maxBlock)
+	return min(roundUp(ceilDiv(n, blocks), unit), roundUp(maxBlock, unit))
+}

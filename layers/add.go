@@ -1,0 +1,46 @@
+package layers
+
+import (
+	"slices"
+
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.add",
+		Summary: "elementwise sum of the inputs (residual connections)",
+		New:     func() registry.Layer { return &Add{} },
+	})
+}
+
+// Add is nn.add: the elementwise sum of its inputs, for residual
+// connections; in PyTorch, x + sublayer(x).
+type Add struct{}
+
+var _ registry.Layer = (*Add)(nil)
+
+// Validate accepts the layer: it has no configuration.
+func (a *Add) Validate() error { return nil }
+
+// Params returns nil: the layer has no parameters.
+func (a *Add) Params() []registry.Param { return nil }
+
+// Forward takes one or more inputs of the same shape and returns their sum.
+func (a *Add) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	ins, err := readAll(inputs, "the shape of", func(first, s seqs) bool {
+		return slices.Equal(first.shape(first.D), s.shape(s.D))
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, data := ins[0].newOutput(ins[0].D)
+	copy(data, ins[0].data)
+	for _, in := range ins[1:] {
+		for i, x := range in.data {
+			data[i] += x
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,102 @@
+package layers
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/attnrun/attnrun/internal/kernels"
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+// heads describes attention over B sequences of T tokens for one or more
+// heads side by side, laid out as PyTorch lays out a (B, T, H·dh)
+// projection: token t of sequence b is row b·T+t, and head h starts at
+// column h·dk of the queries and keys and h·dv of the values and output.
+// Each (sequence, head) pair is a strided kernels.Head view: nothing is
+// copied.
+type heads struct {
+	q, k, v, out         []float32
+	ldq, ldk, ldv, ldOut int
+	seqs, tokens, count  int // B, T and the number of heads
+	dk, dv               int
+}
+
+// weightsView is where a group of heads writes its attention weights: the
+// (B, H, T, T) buffer of the whole layer (nil when no hook wants them), and
+// the index of the group's first head among its H.
+type weightsView struct {
+	data  []float32
+	heads int
+	first int
+}
+
+// attend runs kernels.Attend for every (sequence, head) pair, sequence by
+// sequence and head by head, so dropout masks are reproducible for a seed.
+func (hs heads) attend(opt kernels.AttentionOptions, w weightsView) {
+	tt := hs.tokens * hs.tokens
+	for b := 0; b < hs.seqs; b++ {
+		row := b * hs.tokens
+		for h := 0; h < hs.count; h++ {
+			if w.data != nil {
+				i := (b*w.heads + w.first + h) * tt
+				opt.Weights = w.data[i : i+tt]
+			}
+			kernels.Attend(kernels.Head{
+				Q: hs.q[row*hs.ldq+h*hs.dk:], LdQ: hs.ldq,
+				K: hs.k[row*hs.ldk+h*hs.dk:], LdK: hs.ldk,
+				V: hs.v[row*hs.ldv+h*hs.dv:], LdV: hs.ldv,
+				Out: hs.out[row*hs.ldOut+h*hs.dv:], LdOut: hs.ldOut,
+				Tq: hs.tokens, Tk: hs.tokens, D: hs.dk, Dv: hs.dv,
+			}, opt)
+		}
+	}
+}
+
+// invSqrt is the 1/√d score scale of scaled dot-product attention.
+func invSqrt(d int) float32 { return float32(1 / math.Sqrt(float64(d))) }
+
+// attentionOptions builds the kernel options of one forward pass. Dropout
+// applies in train mode only.
+func attentionOptions(run *registry.Run, scale float32, causal bool, dropout float64) (kernels.AttentionOptions, error) {
+	p, rng, err := activeDropout(run, "dropout", dropout)
+	if err != nil {
+		return kernels.AttentionOptions{}, err
+	}
+	return kernels.AttentionOptions{Scale: scale, Causal: causal, Dropout: p, RNG: rng}, nil
+}
+
+// activeDropout returns the dropout probability in effect for this run and
+// the RNG that draws its mask: zero in eval mode, and an error in train
+// mode when there is no RNG to draw from.
+func activeDropout(run *registry.Run, field string, p float64) (float32, *rand.Rand, error) {
+	if run == nil || !run.Train || p == 0 {
+		return 0, nil, nil
+	}
+	if run.RNG == nil {
+		return 0, nil, fmt.Errorf("%s %g in train mode needs run.RNG (a seeded *rand.Rand), got nil", field, p)
+	}
+	return float32(p), run.RNG, nil
+}
+
+// newWeights allocates the (B, H, T, T) attention weights when the run has
+// a hook that wants them; otherwise it returns nil and an empty view.
+// A (T, d) input counts as B = 1.
+func newWeights(run *registry.Run, in seqs, numHeads int) (*tensor.Dense, weightsView, error) {
+	if !run.WantWeights() {
+		return nil, weightsView{}, nil
+	}
+	t, err := newZeros("attention weights", in.B, numHeads, in.T, in.T)
+	if err != nil {
+		return nil, weightsView{}, err
+	}
+	return t, weightsView{data: floats(t), heads: numHeads}, nil
+}
+
+// observe hands the weights to the run's hook, if they were computed.
+func observe(run *registry.Run, weights *tensor.Dense) {
+	if weights != nil {
+		run.Observe(weights)
+	}
+}

@@ -1,0 +1,87 @@
+package layers
+
+import (
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.causal",
+		Summary: "single-head causal self-attention with dropout on the weights (CausalAttention)",
+		New:     func() registry.Layer { return &Causal{} },
+	})
+}
+
+// Causal is attention.causal, single-head masked self-attention. It equals
+// the seeds' CausalAttention module: nn.Linear projections, scores scaled by
+// 1/√d_out, a causal mask of context_length, and nn.Dropout on the
+// attention weights in train mode.
+type Causal struct {
+	// DIn is the width of the input tokens.
+	DIn int `yaml:"d_in"`
+	// DOut is the width of queries, keys, values and the output.
+	DOut int `yaml:"d_out"`
+	// ContextLength is the longest sequence the layer accepts (the size of
+	// the seeds' mask buffer).
+	ContextLength int `yaml:"context_length"`
+	// Dropout is the probability of zeroing an attention weight in train mode.
+	Dropout float64 `yaml:"dropout"`
+	// QKVBias gives the three nn.Linear a bias.
+	QKVBias bool `yaml:"qkv_bias"`
+
+	head *head
+}
+
+var _ registry.Layer = (*Causal)(nil)
+
+// Validate checks the sizes and the dropout probability, and allocates
+// zeroed parameters.
+func (c *Causal) Validate() error {
+	c.head = nil
+	h, err := newCausalHead("", c.DIn, c.DOut, c.ContextLength, c.Dropout, c.QKVBias)
+	if err != nil {
+		return err
+	}
+	c.head = h
+	return nil
+}
+
+// newCausalHead validates the fields of a CausalAttention and builds it; the
+// wrapper uses it for each of its heads, whose names start with prefix.
+func newCausalHead(prefix string, dIn, dOut, contextLength int, dropout float64, bias bool) (*head, error) {
+	err := firstError(
+		positive("d_in", dIn),
+		positive("d_out", dOut),
+		positive("context_length", contextLength),
+		probability("dropout", dropout),
+	)
+	if err != nil {
+		return nil, err
+	}
+	proj, err := newQKV(prefix, dIn, dOut, false, bias)
+	if err != nil {
+		return nil, err
+	}
+	return &head{
+		proj: proj, scale: invSqrt(dOut), causal: true,
+		dropout: dropout, contextLength: contextLength,
+	}, nil
+}
+
+// Params lists W_query, W_key and W_value, each nn.Linear's weight then bias.
+func (c *Causal) Params() []registry.Param {
+	if c.head == nil {
+		return nil
+	}
+	return c.head.proj.params("")
+}
+
+// Forward maps (T, d_in) or (B, T, d_in) to (T, d_out) or (B, T, d_out);
+// T may not exceed context_length.
+func (c *Causal) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if c.head == nil {
+		return nil, errNotValidated
+	}
+	return c.head.forward(run, inputs)
+}

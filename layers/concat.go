@@ -1,0 +1,53 @@
+package layers
+
+import (
+	"slices"
+
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.concat",
+		Summary: "concatenate the inputs along the last axis (torch.cat(dim=-1))",
+		New:     func() registry.Layer { return &Concat{} },
+	})
+}
+
+// Concat is nn.concat: it concatenates its inputs along the last axis, as
+// torch.cat(inputs, dim=-1), e.g. to join heads that each add their own
+// position embedding before a shared output projection.
+type Concat struct{}
+
+var _ registry.Layer = (*Concat)(nil)
+
+// Validate accepts the layer: it has no configuration.
+func (c *Concat) Validate() error { return nil }
+
+// Params returns nil: the layer has no parameters.
+func (c *Concat) Params() []registry.Param { return nil }
+
+// Forward takes one or more inputs with the same rank and leading
+// dimensions; the output's last dimension is the sum of theirs.
+func (c *Concat) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	ins, err := readAll(inputs, "the leading dimensions of", func(first, s seqs) bool {
+		return slices.Equal(first.shape(0), s.shape(0))
+	})
+	if err != nil {
+		return nil, err
+	}
+	width := 0
+	for _, in := range ins {
+		width += in.D
+	}
+	out, data := ins[0].newOutput(width)
+	for r := 0; r < ins[0].rows(); r++ {
+		dst := data[r*width : (r+1)*width]
+		for _, in := range ins {
+			n := copy(dst, in.data[r*in.D:(r+1)*in.D])
+			dst = dst[n:]
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,69 @@
+package layers
+
+import (
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.linear",
+		Summary: "affine map x Wᵀ + b (nn.Linear)",
+		New:     func() registry.Layer { return &Linear{Bias: true} },
+	})
+}
+
+// Linear is nn.linear, the affine map x Wᵀ + b applied to every token. It
+// equals nn.Linear(d_in, d_out, bias); the weight is stored (d_out, d_in)
+// as PyTorch stores it.
+type Linear struct {
+	// DIn is the width of the input tokens.
+	DIn int `yaml:"d_in"`
+	// DOut is the width of the output tokens.
+	DOut int `yaml:"d_out"`
+	// Bias adds a learned bias (default true, as nn.Linear).
+	Bias bool `yaml:"bias"`
+
+	weights *linearWeights
+}
+
+var _ registry.Layer = (*Linear)(nil)
+
+// Validate checks the sizes and allocates zeroed parameters.
+func (l *Linear) Validate() error {
+	l.weights = nil
+	if err := firstError(positive("d_in", l.DIn), positive("d_out", l.DOut)); err != nil {
+		return err
+	}
+	w, err := newLinearWeights("", l.DIn, l.DOut, l.Bias)
+	if err != nil {
+		return err
+	}
+	l.weights = w
+	return nil
+}
+
+// Params lists weight then bias, initialized as nn.Linear does.
+func (l *Linear) Params() []registry.Param {
+	if l.weights == nil {
+		return nil
+	}
+	return l.weights.params("")
+}
+
+// Forward maps (T, d_in) or (B, T, d_in) to (T, d_out) or (B, T, d_out).
+func (l *Linear) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if l.weights == nil {
+		return nil, errNotValidated
+	}
+	in, err := singleInput(inputs)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.expectWidth("d_in", l.weights.in); err != nil {
+		return nil, err
+	}
+	out, data := in.newOutput(l.weights.out)
+	l.weights.apply(data, in.data, in.rows())
+	return out, nil
+}

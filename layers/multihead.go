@@ -1,0 +1,130 @@
+package layers
+
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.multihead",
+		Summary: "multi-head attention: shared Wq, Wk, Wv split into heads, then out_proj (MultiHeadAttention)",
+		New:     func() registry.Layer { return &MultiHead{OutBias: true, Causal: true} },
+	})
+}
+
+// MultiHead is attention.multihead: one query, key and value projection of
+// width d_out, split into num_heads heads of d_out/num_heads, attended head
+// by head and projected back by out_proj. It equals the seeds'
+// MultiHeadAttention module (view/transpose into heads, causal mask,
+// scores scaled by 1/√head_dim, dropout on the weights, nn.Linear out_proj).
+type MultiHead struct {
+	// DIn is the width of the input tokens.
+	DIn int `yaml:"d_in"`
+	// DOut is the width of the projections and the output.
+	DOut int `yaml:"d_out"`
+	// ContextLength is the longest sequence the layer accepts.
+	ContextLength int `yaml:"context_length"`
+	// NumHeads is the number of heads; it must divide d_out.
+	NumHeads int `yaml:"num_heads"`
+	// Dropout is the probability of zeroing an attention weight in train mode.
+	Dropout float64 `yaml:"dropout"`
+	// QKVBias gives the query, key and value projections a bias.
+	QKVBias bool `yaml:"qkv_bias"`
+	// OutBias gives out_proj a bias (default true, as nn.Linear).
+	OutBias bool `yaml:"out_bias"`
+	// Causal lets token t attend to tokens ≤ t only (default true).
+	Causal bool `yaml:"causal"`
+
+	// What Validate prepared; Forward reads only these.
+	proj          qkv
+	outProj       *linearWeights
+	numHeads      int
+	contextLength int
+	causal        bool
+	dropout       float64
+}
+
+var _ registry.Layer = (*MultiHead)(nil)
+
+// Validate checks the sizes, that num_heads divides d_out and the dropout
+// probability, and allocates zeroed parameters.
+func (m *MultiHead) Validate() error {
+	m.outProj = nil
+	err := firstError(
+		positive("d_in", m.DIn),
+		positive("d_out", m.DOut),
+		positive("context_length", m.ContextLength),
+		positive("num_heads", m.NumHeads),
+		probability("dropout", m.Dropout),
+	)
+	if err != nil {
+		return err
+	}
+	if m.DOut%m.NumHeads != 0 {
+		return fmt.Errorf("num_heads %d does not divide d_out %d", m.NumHeads, m.DOut)
+	}
+	proj, err := newQKV("", m.DIn, m.DOut, false, m.QKVBias)
+	if err != nil {
+		return err
+	}
+	outProj, err := newLinearWeights("out_proj", m.DOut, m.DOut, m.OutBias)
+	if err != nil {
+		return err
+	}
+	m.proj, m.outProj = proj, outProj
+	m.numHeads, m.contextLength, m.causal, m.dropout = m.NumHeads, m.ContextLength, m.Causal, m.Dropout
+	return nil
+}
+
+// Params lists W_query, W_key, W_value and out_proj, each nn.Linear's weight
+// then bias.
+func (m *MultiHead) Params() []registry.Param {
+	if m.outProj == nil {
+		return nil
+	}
+	return append(m.proj.params(""), m.outProj.params("out_proj")...)
+}
+
+// Forward maps (T, d_in) or (B, T, d_in) to (T, d_out) or (B, T, d_out);
+// T may not exceed context_length. The heads are strided views of the
+// projections, attended in place; their outputs land side by side, which is
+// PyTorch's transpose(1, 2).view(b, T, d_out) without a copy.
+func (m *MultiHead) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if m.outProj == nil {
+		return nil, errNotValidated
+	}
+	in, err := singleInput(inputs)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.expectWidth("d_in", m.proj.in); err != nil {
+		return nil, err
+	}
+	if err := checkContext(in.T, m.contextLength); err != nil {
+		return nil, err
+	}
+	dOut, headDim := m.proj.out, m.proj.out/m.numHeads
+	opt, err := attentionOptions(run, invSqrt(headDim), m.causal, m.dropout)
+	if err != nil {
+		return nil, err
+	}
+	weights, w, err := newWeights(run, in, m.numHeads)
+	if err != nil {
+		return nil, err
+	}
+	q, k, v := m.proj.project(in.data, in.rows())
+	context := make([]float32, in.rows()*dOut)
+	heads{
+		q: q, k: k, v: v, out: context,
+		ldq: dOut, ldk: dOut, ldv: dOut, ldOut: dOut,
+		seqs: in.B, tokens: in.T, count: m.numHeads,
+		dk: headDim, dv: headDim,
+	}.attend(opt, w)
+	out, data := in.newOutput(dOut)
+	m.outProj.apply(data, context, in.rows())
+	observe(run, weights)
+	return out, nil
+}

@@ -1,0 +1,105 @@
+package layers
+
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.multihead_wrapper",
+		Summary: "num_heads independent causal heads, outputs concatenated (MultiHeadAttentionWrapper)",
+		New:     func() registry.Layer { return &MultiHeadWrapper{} },
+	})
+}
+
+// MultiHeadWrapper is attention.multihead_wrapper: num_heads independent
+// causal attention heads, each an attention.causal with its own
+// projections, their outputs concatenated along the last axis. It equals the
+// seeds' MultiHeadAttentionWrapper (an nn.ModuleList of CausalAttention and
+// torch.cat(..., dim=-1)).
+type MultiHeadWrapper struct {
+	// DIn is the width of the input tokens.
+	DIn int `yaml:"d_in"`
+	// DOut is the output width of each head; the layer outputs
+	// num_heads·d_out.
+	DOut int `yaml:"d_out"`
+	// ContextLength is the longest sequence the layer accepts.
+	ContextLength int `yaml:"context_length"`
+	// NumHeads is the number of heads.
+	NumHeads int `yaml:"num_heads"`
+	// Dropout is the probability of zeroing an attention weight in train mode.
+	Dropout float64 `yaml:"dropout"`
+	// QKVBias gives every projection a bias.
+	QKVBias bool `yaml:"qkv_bias"`
+
+	heads []*head
+}
+
+var _ registry.Layer = (*MultiHeadWrapper)(nil)
+
+// Validate checks the fields and allocates zeroed parameters for every head.
+func (m *MultiHeadWrapper) Validate() error {
+	m.heads = nil
+	if err := positive("num_heads", m.NumHeads); err != nil {
+		return err
+	}
+	heads := make([]*head, m.NumHeads)
+	for i := range heads {
+		h, err := newCausalHead(headPrefix(i), m.DIn, m.DOut, m.ContextLength, m.Dropout, m.QKVBias)
+		if err != nil {
+			return err
+		}
+		heads[i] = h
+	}
+	m.heads = heads
+	return nil
+}
+
+// headPrefix names head i's parameters, as nn.ModuleList does.
+func headPrefix(i int) string { return fmt.Sprintf("heads.%d", i) }
+
+// Params lists heads.0.W_query.weight, heads.0.W_key.weight, ... head by head.
+func (m *MultiHeadWrapper) Params() []registry.Param {
+	var ps []registry.Param
+	for i, h := range m.heads {
+		ps = append(ps, h.proj.params(headPrefix(i))...)
+	}
+	return ps
+}
+
+// Forward maps (T, d_in) or (B, T, d_in) to width num_heads·d_out. Each head
+// writes straight into its columns of the output. The attention weights go
+// to the hook once, stacked as (B, num_heads, T, T).
+func (m *MultiHeadWrapper) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if m.heads == nil {
+		return nil, errNotValidated
+	}
+	in, err := singleInput(inputs)
+	if err != nil {
+		return nil, err
+	}
+	first := m.heads[0]
+	if err := in.expectWidth("d_in", first.proj.in); err != nil {
+		return nil, err
+	}
+	if err := checkContext(in.T, first.contextLength); err != nil {
+		return nil, err
+	}
+	weights, w, err := newWeights(run, in, len(m.heads))
+	if err != nil {
+		return nil, err
+	}
+	width := len(m.heads) * first.proj.out
+	out, data := in.newOutput(width)
+	for i, h := range m.heads {
+		w.first = i
+		if err := h.attendInto(run, in, data[i*h.proj.out:], width, w); err != nil {
+			return nil, err
+		}
+	}
+	observe(run, weights)
+	return out, nil
+}

@@ -1,0 +1,79 @@
+package layers
+
+import (
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "position.learned",
+		Summary: "learned absolute position embedding added to the input (nn.Embedding)",
+		New:     func() registry.Layer { return &LearnedPosition{} },
+	})
+}
+
+// LearnedPosition is position.learned, a learned absolute position
+// embedding added to the input: x + weight[0:T]. It equals
+// x + nn.Embedding(context_length, d)(torch.arange(T)), as the seeds'
+// attention modules with a positional_encoding do it.
+type LearnedPosition struct {
+	// ContextLength is the number of positions, the longest sequence accepted.
+	ContextLength int `yaml:"context_length"`
+	// D is the width of the input tokens and of each position vector.
+	D int `yaml:"d"`
+
+	weight *tensor.Dense
+}
+
+var _ registry.Layer = (*LearnedPosition)(nil)
+
+// Validate checks the sizes and allocates the zeroed (context_length, d)
+// weight.
+func (p *LearnedPosition) Validate() error {
+	p.weight = nil
+	if err := firstError(positive("context_length", p.ContextLength), positive("d", p.D)); err != nil {
+		return err
+	}
+	w, err := newZeros("weight", p.ContextLength, p.D)
+	if err != nil {
+		return err
+	}
+	p.weight = w
+	return nil
+}
+
+// Params lists the embedding weight, initialized N(0, 1) as nn.Embedding.
+func (p *LearnedPosition) Params() []registry.Param {
+	if p.weight == nil {
+		return nil
+	}
+	return []registry.Param{{Name: "weight", Value: p.weight, Init: registry.NormalInit(0, 1)}}
+}
+
+// Forward adds position t's vector to token t of every sequence.
+func (p *LearnedPosition) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if p.weight == nil {
+		return nil, errNotValidated
+	}
+	in, err := singleInput(inputs)
+	if err != nil {
+		return nil, err
+	}
+	shape := p.weight.Shape()
+	if err := in.expectWidth("d", shape[1]); err != nil {
+		return nil, err
+	}
+	if err := checkContext(in.T, shape[0]); err != nil {
+		return nil, err
+	}
+	out, data := in.newOutput(in.D)
+	positions := floats(p.weight)[:in.T*in.D]
+	for b := 0; b < in.B; b++ {
+		base := b * in.T * in.D
+		for i, pos := range positions {
+			data[base+i] = in.data[base+i] + pos
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,85 @@
+package layers
+
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.self",
+		Summary: "single-head self-attention with trainable Wq, Wk, Wv (SelfAttention_v1/v2)",
+		New:     func() registry.Layer { return &Self{Weights: "linear", Scaled: true} },
+	})
+}
+
+// Self is attention.self, single-head scaled dot-product self-attention with
+// trainable query, key and value projections. With weights "linear" it
+// equals the seeds' SelfAttention_v2 (three nn.Linear); with "matrix" it
+// equals SelfAttention_v1 (three bare nn.Parameter matrices, x @ W).
+type Self struct {
+	// DIn is the width of the input tokens.
+	DIn int `yaml:"d_in"`
+	// DOut is the width of queries, keys, values and the output.
+	DOut int `yaml:"d_out"`
+	// Weights is "linear" (nn.Linear, weight (d_out, d_in); the default) or
+	// "matrix" (bare parameter (d_in, d_out), initialized like torch.rand).
+	Weights string `yaml:"weights"`
+	// QKVBias gives the three nn.Linear a bias; only with weights "linear".
+	QKVBias bool `yaml:"qkv_bias"`
+	// Causal lets token t attend to tokens ≤ t only.
+	Causal bool `yaml:"causal"`
+	// Scaled divides the scores by √d_out (the default); false keeps the
+	// raw scores.
+	Scaled bool `yaml:"scaled"`
+
+	head *head
+}
+
+var _ registry.Layer = (*Self)(nil)
+
+// Validate checks the sizes and the weights kind, and allocates zeroed
+// parameters.
+func (s *Self) Validate() error {
+	s.head = nil
+	err := firstError(positive("d_in", s.DIn), positive("d_out", s.DOut))
+	if err != nil {
+		return err
+	}
+	matrix := s.Weights == "matrix"
+	if s.Weights != "linear" && !matrix {
+		return fmt.Errorf("weights must be \"linear\" or \"matrix\", got %q", s.Weights)
+	}
+	if matrix && s.QKVBias {
+		return fmt.Errorf("qkv_bias needs weights: linear")
+	}
+	proj, err := newQKV("", s.DIn, s.DOut, matrix, s.QKVBias)
+	if err != nil {
+		return err
+	}
+	scale := float32(1)
+	if s.Scaled {
+		scale = invSqrt(s.DOut)
+	}
+	s.head = &head{proj: proj, scale: scale, causal: s.Causal}
+	return nil
+}
+
+// Params lists W_query, W_key and W_value: each nn.Linear's weight then
+// bias, or the three bare matrices.
+func (s *Self) Params() []registry.Param {
+	if s.head == nil {
+		return nil
+	}
+	return s.head.proj.params("")
+}
+
+// Forward maps (T, d_in) or (B, T, d_in) to (T, d_out) or (B, T, d_out).
+func (s *Self) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if s.head == nil {
+		return nil, errNotValidated
+	}
+	return s.head.forward(run, inputs)
+}

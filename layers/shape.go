@@ -1,0 +1,147 @@
+package layers
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"gorgonia.org/tensor"
+)
+
+// seqs is a layer input viewed as B sequences of T tokens of width D, row
+// major: token t of sequence b is row b·T+t of data.
+type seqs struct {
+	B, T, D int
+	// batched records whether the input was (B, T, d); a (T, d) input is
+	// one sequence and its output is (T, d') again.
+	batched bool
+	data    []float32
+	// dense is the input itself, or its row-major copy if it was a strided view.
+	dense *tensor.Dense
+}
+
+// readSeqs checks that x is a non-empty float32 (T, d) or (B, T, d) tensor
+// and returns its rows. A strided view (a column slice, a transpose) is
+// copied into row-major order first, since the kernels read the backing
+// array directly.
+func readSeqs(x *tensor.Dense) (seqs, error) {
+	if x == nil {
+		return seqs{}, errors.New("input is nil: want a (T, d) or (B, T, d) float32 tensor")
+	}
+	shape := x.Shape()
+	if len(shape) != 2 && len(shape) != 3 {
+		return seqs{}, fmt.Errorf("input shape %s: want (T, d) or (B, T, d)", fmtShape(shape))
+	}
+	for _, n := range shape {
+		if n <= 0 {
+			return seqs{}, fmt.Errorf("input shape %s has an empty dimension", fmtShape(shape))
+		}
+	}
+	if x.Dtype() != tensor.Float32 {
+		return seqs{}, fmt.Errorf("input dtype %v: want float32", x.Dtype())
+	}
+	if x.RequiresIterator() {
+		m, ok := x.Materialize().(*tensor.Dense)
+		if !ok {
+			return seqs{}, errors.New("input view could not be copied to a dense tensor")
+		}
+		x = m
+	}
+	data, ok := x.Data().([]float32)
+	if !ok || len(data) < volume(shape) {
+		return seqs{}, fmt.Errorf("input shape %s: backing array holds %d float32 values, want %d",
+			fmtShape(shape), len(data), volume(shape))
+	}
+	s := seqs{B: 1, T: shape[0], D: shape[1], data: data[:volume(shape)], dense: x}
+	if len(shape) == 3 {
+		s = seqs{B: shape[0], T: shape[1], D: shape[2], batched: true, data: s.data, dense: x}
+	}
+	return s, nil
+}
+
+// singleInput returns the input of a layer that takes exactly one.
+func singleInput(inputs []*tensor.Dense) (seqs, error) {
+	if len(inputs) != 1 {
+		return seqs{}, fmt.Errorf("takes 1 input, got %d", len(inputs))
+	}
+	return readSeqs(inputs[0])
+}
+
+// readAll reads the inputs of a layer that takes one or more, and checks
+// each against the first with fits; rule says what fits requires, for the
+// error.
+func readAll(inputs []*tensor.Dense, rule string, fits func(first, s seqs) bool) ([]seqs, error) {
+	if len(inputs) == 0 {
+		return nil, errors.New("takes 1 or more inputs, got 0")
+	}
+	ins := make([]seqs, len(inputs))
+	for i, x := range inputs {
+		s, err := readSeqs(x)
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		if i > 0 && !fits(ins[0], s) {
+			return nil, fmt.Errorf("input %d has shape %s, want %s input 0 %s",
+				i, fmtShape(s.shape(s.D)), rule, fmtShape(ins[0].shape(ins[0].D)))
+		}
+		ins[i] = s
+	}
+	return ins, nil
+}
+
+// rows is the number of token rows, B·T.
+func (s seqs) rows() int { return s.B * s.T }
+
+// expectWidth checks the input's last dimension against the layer field
+// that fixes it (d_in, or d for position.learned).
+func (s seqs) expectWidth(field string, want int) error {
+	if s.D != want {
+		return fmt.Errorf("%s mismatch: input last dim %d, layer expects %s %d", field, s.D, field, want)
+	}
+	return nil
+}
+
+// shape returns the shape of a tensor with the input's rank and leading
+// dimensions and the given last dimension.
+func (s seqs) shape(width int) []int {
+	if s.batched {
+		return []int{s.B, s.T, width}
+	}
+	return []int{s.T, width}
+}
+
+// newOutput allocates the layer output: the input's rank and leading
+// dimensions, last dimension width.
+func (s seqs) newOutput(width int) (*tensor.Dense, []float32) {
+	data := make([]float32, s.rows()*width)
+	return tensor.New(tensor.WithShape(s.shape(width)...), tensor.WithBacking(data)), data
+}
+
+// checkContext enforces a layer's context_length on the sequence length.
+func checkContext(tokens, contextLength int) error {
+	if tokens > contextLength {
+		return fmt.Errorf("sequence length %d exceeds context_length %d", tokens, contextLength)
+	}
+	return nil
+}
+
+// volume is the number of elements of a tensor of the given shape.
+func volume(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// fmtShape prints a shape as PyTorch users read it: (2, 6, 3).
+func fmtShape(shape []int) string {
+	parts := make([]string, len(shape))
+	for i, d := range shape {
+		parts[i] = fmt.Sprint(d)
+	}
+	if len(shape) == 1 {
+		return "(" + parts[0] + ",)"
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}

@@ -1,0 +1,63 @@
+package layers
+
+import (
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.simple",
+		Summary: "self-attention without weights: softmax(X Xᵀ) X, optionally scaled and causal",
+		New:     func() registry.Layer { return &Simple{} },
+	})
+}
+
+// Simple is attention.simple, self-attention without trainable weights: the
+// input serves as queries, keys and values, softmax(X Xᵀ) X. PyTorch has no
+// module for it; it equals torch.softmax(x @ x.transpose(-2, -1), dim=-1) @ x,
+// the first attention of the seed notebooks.
+type Simple struct {
+	// Scaled divides the scores by √d, d the input width.
+	Scaled bool `yaml:"scaled"`
+	// Causal lets token t attend to tokens ≤ t only.
+	Causal bool `yaml:"causal"`
+}
+
+var _ registry.Layer = (*Simple)(nil)
+
+// Validate accepts every configuration: both fields are plain switches.
+func (s *Simple) Validate() error { return nil }
+
+// Params returns nil: the layer has no parameters.
+func (s *Simple) Params() []registry.Param { return nil }
+
+// Forward attends over the input, of any width, and returns (T, d) or
+// (B, T, d) like its input.
+func (s *Simple) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	in, err := singleInput(inputs)
+	if err != nil {
+		return nil, err
+	}
+	scale := float32(1)
+	if s.Scaled {
+		scale = invSqrt(in.D)
+	}
+	opt, err := attentionOptions(run, scale, s.Causal, 0)
+	if err != nil {
+		return nil, err
+	}
+	weights, w, err := newWeights(run, in, 1)
+	if err != nil {
+		return nil, err
+	}
+	out, data := in.newOutput(in.D)
+	heads{
+		q: in.data, k: in.data, v: in.data, out: data,
+		ldq: in.D, ldk: in.D, ldv: in.D, ldOut: in.D,
+		seqs: in.B, tokens: in.T, count: 1,
+		dk: in.D, dv: in.D,
+	}.attend(opt, w)
+	observe(run, weights)
+	return out, nil
+}

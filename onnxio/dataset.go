@@ -1,0 +1,227 @@
+package onnxio
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// DataSet is one ONNX test-data set: the directory test_data_set_N with
+// input_0.pb, input_1.pb, ... and output_0.pb, ..., each a serialized
+// TensorProto, in the order of the graph's inputs and outputs.
+type DataSet struct {
+	// Dir is the directory the set was read from or is written to.
+	Dir string
+	// Inputs are the graph's inputs, input_K.pb in order of K.
+	Inputs []*onnxpb.TensorProto
+	// Outputs are the expected outputs, output_K.pb in order of K.
+	Outputs []*onnxpb.TensorProto
+}
+
+// ReadTensorFile reads a serialized TensorProto (an input_K.pb or
+// output_K.pb file) with DefaultLimits and validates its shape and data.
+func ReadTensorFile(path string) (*onnxpb.TensorProto, error) {
+	return DefaultLimits.ReadTensorFile(path)
+}
+
+// ReadTensorFile reads a serialized TensorProto and validates its shape and
+// data against the limits. Errors start with the path.
+func (l Limits) ReadTensorFile(path string) (*onnxpb.TensorProto, error) {
+	data, err := l.readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := DecodeTensor(data, l)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// DecodeTensor decodes and validates a serialized TensorProto. External
+// data is not followed: test-data files hold their data inline.
+func DecodeTensor(data []byte, lim Limits) (*onnxpb.TensorProto, error) {
+	if lim.MaxFileBytes > 0 && int64(len(data)) > lim.MaxFileBytes {
+		return nil, fmt.Errorf("tensor is %d bytes, over the limit of %d: %w", len(data), lim.MaxFileBytes, ErrLimit)
+	}
+	t := &onnxpb.TensorProto{}
+	if err := proto.Unmarshal(data, t); err != nil {
+		return nil, notONNX(data, "TensorProto", err.Error())
+	}
+	if t.DataType == nil {
+		return nil, notONNX(data, "TensorProto", "no data_type")
+	}
+	if isExternal(t) {
+		return nil, fmt.Errorf("tensor %q: external data is not supported in a tensor file", t.GetName())
+	}
+	if _, err := lim.checkTensor(t); err != nil {
+		return nil, fmt.Errorf("tensor %q (%s): %w", t.GetName(), tensorLabel(t), err)
+	}
+	return t, nil
+}
+
+// EncodeTensor serializes a TensorProto deterministically.
+func EncodeTensor(t *onnxpb.TensorProto) ([]byte, error) {
+	return encode(t, fmt.Sprintf("tensor %q", t.GetName()))
+}
+
+// WriteTensorFile writes a serialized TensorProto to path atomically.
+func WriteTensorFile(path string, t *onnxpb.TensorProto) error {
+	data, err := EncodeTensor(t)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return writeFileAtomic(path, data)
+}
+
+// dataFileName matches the files of a test-data set.
+var dataFileName = regexp.MustCompile(`^(input|output)_(0|[1-9][0-9]*)\.pb$`)
+
+// ReadDataSet reads the test-data set in dir with DefaultLimits.
+func ReadDataSet(dir string) (*DataSet, error) {
+	return DefaultLimits.ReadDataSet(dir)
+}
+
+// ReadDataSet reads the test-data set in dir: every input_K.pb and
+// output_K.pb, which must be numbered from 0 without gaps. Other files are
+// ignored.
+func (l Limits) ReadDataSet(dir string) (*DataSet, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	count := map[string]int{}
+	for _, e := range entries {
+		m := dataFileName.FindStringSubmatch(e.Name())
+		if m == nil || e.IsDir() {
+			continue
+		}
+		k, err := strconv.Atoi(m[2])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: index out of range", dir, e.Name())
+		}
+		count[m[1]] = max(count[m[1]], k+1)
+	}
+	if count["input"] == 0 && count["output"] == 0 {
+		return nil, fmt.Errorf("%s: no input_K.pb or output_K.pb files: not a test-data set", dir)
+	}
+	ds := &DataSet{Dir: dir}
+	if ds.Inputs, err = l.readTensorFiles(dir, "input", count["input"]); err != nil {
+		return nil, err
+	}
+	if ds.Outputs, err = l.readTensorFiles(dir, "output", count["output"]); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// readTensorFiles reads prefix_0.pb ... prefix_{n-1}.pb.
+func (l Limits) readTensorFiles(dir, prefix string, n int) ([]*onnxpb.TensorProto, error) {
+	out := make([]*onnxpb.TensorProto, n)
+	for k := range out {
+		path := filepath.Join(dir, fmt.Sprintf("%s_%d.pb", prefix, k))
+		t, err := l.ReadTensorFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s is missing (the set has %s_%d.pb)", path, prefix, n-1)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[k] = t
+	}
+	return out, nil
+}
+
+// WriteDataSet writes ds.Inputs and ds.Outputs as input_K.pb and
+// output_K.pb in dir, creating it if needed, each file atomically.
+// Numbered files left in dir from a larger earlier set are removed, so that
+// reading dir back gives exactly ds.
+func WriteDataSet(dir string, ds *DataSet) error {
+	if ds == nil {
+		return fmt.Errorf("%s: nil DataSet", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, part := range []struct {
+		prefix  string
+		tensors []*onnxpb.TensorProto
+	}{{"input", ds.Inputs}, {"output", ds.Outputs}} {
+		for k, t := range part.tensors {
+			if err := WriteTensorFile(filepath.Join(dir, fmt.Sprintf("%s_%d.pb", part.prefix, k)), t); err != nil {
+				return err
+			}
+		}
+		if err := removeStale(dir, part.prefix, len(part.tensors)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeStale removes prefix_K.pb files with K >= n from dir.
+func removeStale(dir, prefix string, n int) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		m := dataFileName.FindStringSubmatch(e.Name())
+		if m == nil || m[1] != prefix || e.IsDir() {
+			continue
+		}
+		if k, err := strconv.Atoi(m[2]); err != nil || k >= n {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DataSetDirs lists the test-data sets under dir, in numeric order of N:
+// its test_data_set_N subdirectories, or dir itself when it holds
+// input_K.pb/output_K.pb files directly (when it is one set).
+func DataSetDirs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	type set struct {
+		n    int
+		path string
+	}
+	var sets []set
+	for _, e := range entries {
+		if !e.IsDir() && dataFileName.MatchString(e.Name()) {
+			return []string{dir}, nil
+		}
+		suffix, ok := strings.CutPrefix(e.Name(), "test_data_set_")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		n, err := strconv.Atoi(suffix)
+		if err != nil || n < 0 {
+			continue
+		}
+		sets = append(sets, set{n, filepath.Join(dir, e.Name())})
+	}
+	if len(sets) == 0 {
+		return nil, fmt.Errorf("%s: no test_data_set_N directories and no input_K.pb/output_K.pb files", dir)
+	}
+	slices.SortFunc(sets, func(a, b set) int { return a.n - b.n })
+	paths := make([]string, len(sets))
+	for i, s := range sets {
+		paths[i] = s.path
+	}
+	return paths, nil
+}

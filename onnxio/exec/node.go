@@ -1,0 +1,140 @@
+package exec
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// node is one prepared operator application: its op resolved to a kernel,
+// its attributes decoded once, and its inputs and outputs resolved to value
+// slots of the run's environment.
+type node struct {
+	index  int    // position in the model's node list
+	name   string // the model's node name, possibly empty
+	op     string
+	opset  int // the model's default-domain opset version
+	spec   *opSpec
+	attrs  map[string]attribute
+	in     []int    // value slots; -1 for an omitted optional input
+	out    []int    // value slots; -1 for an omitted optional output
+	inName []string // the model's names of the inputs, for errors
+	free   []int    // slots whose last reader is this node
+}
+
+// label names the node in errors: its name in quotes, or its position when
+// the model leaves it unnamed.
+func (n *node) label() string {
+	if n.name != "" {
+		return strconv.Quote(n.name)
+	}
+	return fmt.Sprintf("#%d", n.index)
+}
+
+// attrKind is an attribute's type, numbered as ONNX's
+// AttributeProto.AttributeType.
+type attrKind int
+
+// The attribute kinds ops accept.
+const (
+	attrFloat   attrKind = 1
+	attrInt     attrKind = 2
+	attrString  attrKind = 3
+	attrTensor  attrKind = 4
+	attrFloats  attrKind = 6
+	attrInts    attrKind = 7
+	attrStrings attrKind = 8
+)
+
+// String names the kind as ONNX does ("INT", "FLOATS").
+func (k attrKind) String() string {
+	switch k {
+	case attrFloat:
+		return "FLOAT"
+	case attrInt:
+		return "INT"
+	case attrString:
+		return "STRING"
+	case attrTensor:
+		return "TENSOR"
+	case attrFloats:
+		return "FLOATS"
+	case attrInts:
+		return "INTS"
+	case attrStrings:
+		return "STRINGS"
+	}
+	return fmt.Sprintf("attribute type %d", int(k))
+}
+
+// attribute is a decoded node attribute; kind says which field is set.
+type attribute struct {
+	kind   attrKind
+	f      float32
+	i      int64
+	s      string
+	floats []float32
+	ints   []int64
+	t      *value
+}
+
+// has reports whether the node carries the attribute.
+func (n *node) has(name string) bool {
+	_, ok := n.attrs[name]
+	return ok
+}
+
+// attrInt returns an INT attribute, or def when it is absent. Kinds were
+// checked against the op's schema when the graph was prepared.
+func (n *node) attrInt(name string, def int64) int64 {
+	if a, ok := n.attrs[name]; ok {
+		return a.i
+	}
+	return def
+}
+
+// attrFloat returns a FLOAT attribute, or def when it is absent.
+func (n *node) attrFloat(name string, def float32) float32 {
+	if a, ok := n.attrs[name]; ok {
+		return a.f
+	}
+	return def
+}
+
+// attrInts returns an INTS attribute and whether it is present.
+func (n *node) attrInts(name string) ([]int64, bool) {
+	a, ok := n.attrs[name]
+	return a.ints, ok
+}
+
+// opFunc computes an op's outputs from its inputs; in[i] is nil for an
+// omitted optional input. It returns at least as many outputs as the node
+// asks for (len(n.out)) and never writes into its inputs.
+type opFunc func(n *node, in []*value) ([]*value, error)
+
+// opSpec describes what the executor implements of one ONNX operator.
+type opSpec struct {
+	// since is the first opset version whose semantics run implements;
+	// older versions differ (legacy broadcast attributes, consumed_inputs)
+	// and are refused when the graph is prepared.
+	since int
+	// minIn and maxIn bound the number of inputs (maxIn -1: variadic);
+	// inputs below minIn are required and may not be omitted.
+	minIn, maxIn int
+	// minOut and maxOut bound the number of outputs (maxOut -1: variadic).
+	minOut, maxOut int
+	// attrs lists the attributes the op accepts, with their kinds; any
+	// other attribute is an error, since ignoring it could change results.
+	attrs map[string]attrKind
+	run   opFunc
+}
+
+// one wraps a single output.
+func one(v *value) ([]*value, error) { return []*value{v}, nil }
+
+// oneOrErr wraps a single output or an error.
+func oneOrErr(v *value, err error) ([]*value, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []*value{v}, nil
+}

@@ -1,0 +1,138 @@
+package exec
+
+import (
+	"math"
+	"slices"
+)
+
+// ops is every operator the executor runs, by ONNX op type (default
+// domain). Each entry says from which opset version its semantics are
+// implemented, how many inputs and outputs it takes and which attributes
+// it understands.
+var ops = map[string]*opSpec{
+	// Elementwise arithmetic, numpy broadcasting (opset 7 on; earlier
+	// versions broadcast by attribute).
+	"Add": binarySpec(7, arithOp(opAdd)),
+	"Sub": binarySpec(7, arithOp(opSub)),
+	"Mul": binarySpec(7, arithOp(opMul)),
+	"Div": binarySpec(7, arithOp(opDiv)),
+	"Pow": binarySpec(7, powOp),
+	"Max": {since: 6, minIn: 1, maxIn: -1, minOut: 1, maxOut: 1, run: arithOp(opMax)},
+	"Min": {since: 6, minIn: 1, maxIn: -1, minOut: 1, maxOut: 1, run: arithOp(opMin)},
+
+	// Elementwise functions (opset 6 on; earlier versions carried the
+	// legacy consumed_inputs attribute).
+	"Sqrt":       unarySpec(6, floatOp(math.Sqrt)),
+	"Exp":        unarySpec(6, floatOp(math.Exp)),
+	"Log":        unarySpec(6, floatOp(math.Log)),
+	"Tanh":       unarySpec(6, floatOp(math.Tanh)),
+	"Sigmoid":    unarySpec(6, floatOp(sigmoid)),
+	"Reciprocal": unarySpec(6, floatOp(reciprocal)),
+	"Sin":        unarySpec(7, floatOp(math.Sin)),
+	"Cos":        unarySpec(7, floatOp(math.Cos)),
+	"Erf":        unarySpec(9, floatOp(math.Erf)),
+	"IsNaN":      unarySpec(9, isNaNOp),
+	"Abs":        unarySpec(6, signedOp(opAbs)),
+	"Neg":        unarySpec(6, signedOp(opNeg)),
+	"Relu":       unarySpec(6, signedOp(opRelu)),
+	"Clip": {since: 6, minIn: 1, maxIn: 3, minOut: 1, maxOut: 1, run: clipOp,
+		attrs: map[string]attrKind{"min": attrFloat, "max": attrFloat}},
+
+	// Comparisons and logic.
+	"Equal":          binarySpec(7, compareOp(opEqual)),
+	"Less":           binarySpec(7, compareOp(opLess)),
+	"Greater":        binarySpec(7, compareOp(opGreater)),
+	"LessOrEqual":    binarySpec(12, compareOp(opLessOrEqual)),
+	"GreaterOrEqual": binarySpec(12, compareOp(opGreaterOrEqual)),
+	"And":            binarySpec(7, logicalOp(func(x, y bool) bool { return x && y })),
+	"Or":             binarySpec(7, logicalOp(func(x, y bool) bool { return x || y })),
+	"Xor":            binarySpec(7, logicalOp(func(x, y bool) bool { return x != y })),
+	"Not":            unarySpec(1, notOp),
+	"Where":          {since: 9, minIn: 3, maxIn: 3, minOut: 1, maxOut: 1, run: whereOp},
+
+	// Linear algebra and normalization.
+	"MatMul": binarySpec(1, matmulOp),
+	"Gemm": {since: 7, minIn: 2, maxIn: 3, minOut: 1, maxOut: 1, run: gemmOp,
+		attrs: map[string]attrKind{"alpha": attrFloat, "beta": attrFloat, "transA": attrInt, "transB": attrInt}},
+	"Softmax": {since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: softmaxOp,
+		attrs: map[string]attrKind{"axis": attrInt}},
+	"LayerNormalization": {since: 17, minIn: 2, maxIn: 3, minOut: 1, maxOut: 3, run: layerNormOp,
+		attrs: map[string]attrKind{"axis": attrInt, "epsilon": attrFloat, "stash_type": attrInt}},
+	"ReduceSum":  reduceSpec(1, reduceOp(opReduceSum, 13)),
+	"ReduceMean": reduceSpec(1, reduceOp(opReduceMean, 18)),
+	"ReduceMax":  reduceSpec(1, reduceOp(opReduceMax, 18)),
+
+	// Shapes and data movement.
+	"Identity": unarySpec(1, identityOp),
+	"Cast": {since: 6, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: castOp,
+		attrs: map[string]attrKind{"to": attrInt, "saturate": attrInt}},
+	"Transpose": {since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: transposeOp,
+		attrs: map[string]attrKind{"perm": attrInts}},
+	"Reshape": {since: 5, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: reshapeOp,
+		attrs: map[string]attrKind{"allowzero": attrInt}},
+	"Flatten": {since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: flattenOp,
+		attrs: map[string]attrKind{"axis": attrInt}},
+	"Size": unarySpec(1, sizeOp),
+	"Shape": {since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: shapeOp,
+		attrs: map[string]attrKind{"start": attrInt, "end": attrInt}},
+	"Unsqueeze": {since: 1, minIn: 1, maxIn: 2, minOut: 1, maxOut: 1, run: unsqueezeOp,
+		attrs: map[string]attrKind{"axes": attrInts}},
+	"Squeeze": {since: 1, minIn: 1, maxIn: 2, minOut: 1, maxOut: 1, run: squeezeOp,
+		attrs: map[string]attrKind{"axes": attrInts}},
+	"Concat": {since: 4, minIn: 1, maxIn: -1, minOut: 1, maxOut: 1, run: concatOp,
+		attrs: map[string]attrKind{"axis": attrInt}},
+	"Slice": {since: 1, minIn: 1, maxIn: 5, minOut: 1, maxOut: 1, run: sliceOp,
+		attrs: map[string]attrKind{"starts": attrInts, "ends": attrInts, "axes": attrInts}},
+	"Split": {since: 2, minIn: 1, maxIn: 2, minOut: 1, maxOut: -1, run: splitOp,
+		attrs: map[string]attrKind{"axis": attrInt, "split": attrInts, "num_outputs": attrInt}},
+	"Gather": {since: 1, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: gatherOp,
+		attrs: map[string]attrKind{"axis": attrInt}},
+	"Expand": binarySpec(8, expandOp),
+	"Tile":   binarySpec(6, tileOp),
+	"Trilu": {since: 14, minIn: 1, maxIn: 2, minOut: 1, maxOut: 1, run: triluOp,
+		attrs: map[string]attrKind{"upper": attrInt}},
+
+	// Sources.
+	"Constant": {since: 1, minIn: 0, maxIn: 0, minOut: 1, maxOut: 1, run: constantOp,
+		attrs: map[string]attrKind{
+			"value": attrTensor, "value_float": attrFloat, "value_floats": attrFloats,
+			"value_int": attrInt, "value_ints": attrInts,
+			"value_string": attrString, "value_strings": attrStrings,
+		}},
+	"ConstantOfShape": {since: 9, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: constantOfShapeOp,
+		attrs: map[string]attrKind{"value": attrTensor}},
+	"Range": {since: 11, minIn: 3, maxIn: 3, minOut: 1, maxOut: 1, run: rangeOp},
+	"Dropout": {since: 7, minIn: 1, maxIn: 3, minOut: 1, maxOut: 2, run: dropoutOp,
+		attrs: map[string]attrKind{"ratio": attrFloat, "seed": attrInt}},
+}
+
+// maxOpset is the newest default-domain opset whose semantics the table
+// above is checked against (ONNX 1.18). Later opsets are refused rather
+// than run on guesses.
+const maxOpset = 23
+
+// unarySpec describes a one-input, one-output op without attributes.
+func unarySpec(since int, run opFunc) *opSpec {
+	return &opSpec{since: since, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: run}
+}
+
+// binarySpec describes a two-input, one-output op without attributes.
+func binarySpec(since int, run opFunc) *opSpec {
+	return &opSpec{since: since, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: run}
+}
+
+// reduction13 describes a Reduce op.
+func reduceSpec(since int, run opFunc) *opSpec {
+	return &opSpec{since: since, minIn: 1, maxIn: 2, minOut: 1, maxOut: 1, run: run,
+		attrs: map[string]attrKind{"axes": attrInts, "keepdims": attrInt, "noop_with_empty_axes": attrInt}}
+}
+
+// SupportedOps lists the ONNX operators the executor runs, sorted.
+func SupportedOps() []string {
+	names := make([]string, 0, len(ops))
+	for name := range ops {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -1,0 +1,217 @@
+package exec
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/attnrun/attnrun/internal/kernels"
+)
+
+// matmulOp is the kernel of MatMul, with numpy's matmul semantics: the
+// last two axes multiply, leading (batch) axes broadcast, and a 1-D
+// operand is a row (left) or column (right) vector whose axis is dropped
+// from the result. float32 goes through kernels.Gemm.
+func matmulOp(n *node, in []*value) ([]*value, error) {
+	a, b := in[0], in[1]
+	if err := sameDType(in); err != nil {
+		return nil, err
+	}
+	if !a.dtype.isNumeric() {
+		return nil, errDType(a, "a numeric type")
+	}
+	if a.rank() == 0 || b.rank() == 0 {
+		return nil, fmt.Errorf("operands must have rank >= 1, got %s and %s", shapeString(a.shape), shapeString(b.shape))
+	}
+	as, bs := a.shape, b.shape
+	if len(as) == 1 {
+		as = []int{1, as[0]}
+	}
+	if len(bs) == 1 {
+		bs = []int{bs[0], 1}
+	}
+	ra, rb := len(as), len(bs)
+	m, k, cols := as[ra-2], as[ra-1], bs[rb-1]
+	if bs[rb-2] != k {
+		return nil, fmt.Errorf("shapes %s and %s cannot be multiplied (%d != %d)", shapeString(a.shape), shapeString(b.shape), k, bs[rb-2])
+	}
+	batch, err := broadcastShapes(as[:ra-2], bs[:rb-2])
+	if err != nil {
+		return nil, fmt.Errorf("batch dimensions: %w", err)
+	}
+	shape := slices.Concat(batch, []int{m, cols})
+	if _, err := checkedNumel(shape); err != nil {
+		return nil, err
+	}
+	out := newValue(a.dtype, shape)
+	mm := matmul{
+		m: m, n: cols, k: k, batch: batch,
+		aStrides: scaled(broadcastStrides(as[:ra-2], batch), m*k),
+		bStrides: scaled(broadcastStrides(bs[:rb-2], batch), k*cols),
+	}
+	switch a.dtype {
+	case Float32:
+		mm.float32(a.data.([]float32), b.data.([]float32), out.data.([]float32))
+	case Float64:
+		matmulT(mm, a.data.([]float64), b.data.([]float64), out.data.([]float64))
+	case Int64:
+		matmulT(mm, a.data.([]int64), b.data.([]int64), out.data.([]int64))
+	case Int32:
+		matmulT(mm, a.data.([]int32), b.data.([]int32), out.data.([]int32))
+	case Int16:
+		matmulT(mm, a.data.([]int16), b.data.([]int16), out.data.([]int16))
+	case Int8:
+		matmulT(mm, a.data.([]int8), b.data.([]int8), out.data.([]int8))
+	case Uint64:
+		matmulT(mm, a.data.([]uint64), b.data.([]uint64), out.data.([]uint64))
+	case Uint32:
+		matmulT(mm, a.data.([]uint32), b.data.([]uint32), out.data.([]uint32))
+	case Uint16:
+		matmulT(mm, a.data.([]uint16), b.data.([]uint16), out.data.([]uint16))
+	case Uint8:
+		matmulT(mm, a.data.([]uint8), b.data.([]uint8), out.data.([]uint8))
+	}
+	// Drop the axes a vector operand was given.
+	switch {
+	case len(a.shape) == 1 && len(b.shape) == 1:
+		shape = batch
+	case len(a.shape) == 1:
+		shape = slices.Concat(batch, []int{cols})
+	case len(b.shape) == 1:
+		shape = slices.Concat(batch, []int{m})
+	}
+	return one(out.withShape(shape))
+}
+
+// scaled multiplies strides counted in matrices into strides in elements.
+func scaled(strides []int, f int) []int {
+	for i := range strides {
+		strides[i] *= f
+	}
+	return strides
+}
+
+// matmul is a batch of m×k by k×n products; a and b step through their
+// data by their (broadcast) batch strides, the output is dense.
+type matmul struct {
+	m, n, k            int
+	batch              []int
+	aStrides, bStrides []int
+}
+
+// each calls f with the offsets of every batch's operands and output.
+func (mm matmul) each(f func(ia, ib, ic int)) {
+	walk(mm.batch, [][]int{mm.aStrides, mm.bStrides, scaled(stridesOf(mm.batch), mm.m*mm.n)},
+		func(off []int, n int, step []int) {
+			ia, ib, ic := off[0], off[1], off[2]
+			for range n {
+				f(ia, ib, ic)
+				ia += step[0]
+				ib += step[1]
+				ic += step[2]
+			}
+		})
+}
+
+// float32 runs the batch on kernels.Gemm. When b is shared by every batch
+// and a's batches are contiguous (x·W with x of shape (B, T, d)), the whole
+// batch is one (B·T)×k by k×n product.
+func (mm matmul) float32(a, b, c []float32) {
+	shared, dense := true, true
+	want := stridesOf(mm.batch)
+	for i := range mm.batch {
+		shared = shared && (mm.bStrides[i] == 0 || mm.batch[i] == 1)
+		dense = dense && (mm.aStrides[i] == want[i]*mm.m*mm.k || mm.batch[i] == 1)
+	}
+	if shared && dense {
+		kernels.Gemm(false, false, numel(mm.batch)*mm.m, mm.n, mm.k, 1, a, mm.k, b, mm.n, 0, c, mm.n)
+		return
+	}
+	mm.each(func(ia, ib, ic int) {
+		kernels.Gemm(false, false, mm.m, mm.n, mm.k, 1, a[ia:], mm.k, b[ib:], mm.n, 0, c[ic:], mm.n)
+	})
+}
+
+// matmulT is the plain triple loop for the other numeric types.
+func matmulT[T number](mm matmul, a, b, c []T) {
+	mm.each(func(ia, ib, ic int) {
+		for i := range mm.m {
+			row := c[ic+i*mm.n : ic+(i+1)*mm.n]
+			for p := range mm.k {
+				x := a[ia+i*mm.k+p]
+				brow := b[ib+p*mm.n : ib+(p+1)*mm.n]
+				for j, y := range brow {
+					row[j] += x * y
+				}
+			}
+		}
+	})
+}
+
+// gemmOp is the kernel of Gemm: Y = alpha·op(A)·op(B) + beta·C for 2-D A
+// and B (op transposes when transA/transB is 1), with the optional C
+// broadcast one way to the M×N result.
+func gemmOp(n *node, in []*value) ([]*value, error) {
+	a, b, c := in[0], in[1], input(in, 2)
+	if err := sameDType(in); err != nil {
+		return nil, err
+	}
+	if !a.dtype.isNumeric() {
+		return nil, errDType(a, "a numeric type")
+	}
+	if a.rank() != 2 || b.rank() != 2 {
+		return nil, fmt.Errorf("A and B must be 2-D, got %s and %s", shapeString(a.shape), shapeString(b.shape))
+	}
+	transA, transB := n.attrInt("transA", 0) != 0, n.attrInt("transB", 0) != 0
+	alpha, beta := n.attrFloat("alpha", 1), n.attrFloat("beta", 1)
+	m, k := a.shape[0], a.shape[1]
+	if transA {
+		m, k = k, m
+	}
+	kb, cols := b.shape[0], b.shape[1]
+	if transB {
+		kb, cols = cols, kb
+	}
+	if k != kb {
+		return nil, fmt.Errorf("op(A) is %d×%d and op(B) is %d×%d: inner dimensions differ", m, k, kb, cols)
+	}
+	shape := []int{m, cols}
+	var out *value
+	if c != nil {
+		if bc, err := broadcastShapes(c.shape, shape); err != nil || !equalShapes(bc, shape) {
+			return nil, fmt.Errorf("C of shape %s does not broadcast to the %s result", shapeString(c.shape), shapeString(shape))
+		}
+		out = gather(c, view{strides: broadcastStrides(c.shape, shape)}, shape)
+	} else {
+		out = newValue(a.dtype, shape)
+		beta = 0
+	}
+	if a.dtype == Float32 {
+		kernels.Gemm(transA, transB, m, cols, k, alpha, a.data.([]float32), a.shape[1],
+			b.data.([]float32), b.shape[1], beta, out.data.([]float32), cols)
+		return one(out)
+	}
+	// Other types: compute op(A)·op(B) with MatMul's loop, then combine.
+	at, bt := a, b
+	if transA {
+		at = gather(a, view{strides: []int{1, a.shape[1]}}, []int{m, k})
+	}
+	if transB {
+		bt = gather(b, view{strides: []int{1, b.shape[1]}}, []int{k, cols})
+	}
+	prod, err := matmulOp(n, []*value{at, bt})
+	if err != nil {
+		return nil, err
+	}
+	return gemmCombine(prod[0], out, float64(alpha), float64(beta))
+}
+
+// gemmCombine returns alpha·ab + beta·c for non-float32 types, computed in
+// float64 and converted back (exact for the integer sizes Gemm meets).
+func gemmCombine(ab, c *value, alpha, beta float64) ([]*value, error) {
+	x := castTo[float64](ab.data)
+	y := castTo[float64](c.data)
+	for i := range x {
+		x[i] = alpha*x[i] + beta*y[i]
+	}
+	return one(castValue(valueOf(ab.shape, x), ab.dtype))
+}

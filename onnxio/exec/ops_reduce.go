@@ -1,0 +1,164 @@
+package exec
+
+import (
+	"math"
+	"slices"
+)
+
+// reduction names a Reduce op.
+type reduction int
+
+const (
+	opReduceSum reduction = iota
+	opReduceMean
+	opReduceMax
+)
+
+// reduceOp is the kernel of ReduceSum, ReduceMean and ReduceMax. Axes are
+// an attribute before opset axesInputSince (13 for ReduceSum, 18 for the
+// others) and an optional input from it. No axes (or an empty list) means
+// all axes, unless noop_with_empty_axes makes it the identity; keepdims
+// (default 1) keeps reduced axes with size 1.
+func reduceOp(kind reduction, axesInputSince int) opFunc {
+	return func(n *node, in []*value) ([]*value, error) {
+		x := in[0]
+		axes, _, err := axesOf(n, in, axesInputSince)
+		if err != nil {
+			return nil, err
+		}
+		reduced := make([]bool, x.rank())
+		if len(axes) == 0 {
+			if n.attrInt("noop_with_empty_axes", 0) == 1 {
+				return one(x)
+			}
+			for i := range reduced {
+				reduced[i] = true
+			}
+		} else {
+			pos, err := normalizeAxes(axes, x.rank())
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range pos {
+				reduced[p] = true
+			}
+		}
+		out, err := reduce(kind, x, reduced)
+		if err != nil {
+			return nil, err
+		}
+		if n.attrInt("keepdims", 1) == 0 {
+			shape := []int{}
+			for i, d := range out.shape {
+				if !reduced[i] {
+					shape = append(shape, d)
+				}
+			}
+			out = out.withShape(shape)
+		}
+		return one(out)
+	}
+}
+
+// reduce dispatches a reduction over the marked axes on x's type; the
+// result keeps the reduced axes with size 1.
+func reduce(kind reduction, x *value, reduced []bool) (*value, error) {
+	switch x.dtype {
+	case Float32:
+		return reduceFloat[float32](kind, x, reduced), nil
+	case Float64:
+		return reduceFloat[float64](kind, x, reduced), nil
+	case Int64:
+		return reduceInt[int64](kind, x, reduced, math.MinInt64), nil
+	case Int32:
+		return reduceInt[int32](kind, x, reduced, math.MinInt32), nil
+	case Int16:
+		return reduceInt[int16](kind, x, reduced, math.MinInt16), nil
+	case Int8:
+		return reduceInt[int8](kind, x, reduced, math.MinInt8), nil
+	case Uint64:
+		return reduceInt[uint64](kind, x, reduced, 0), nil
+	case Uint32:
+		return reduceInt[uint32](kind, x, reduced, 0), nil
+	case Uint16:
+		return reduceInt[uint16](kind, x, reduced, 0), nil
+	case Uint8:
+		return reduceInt[uint8](kind, x, reduced, 0), nil
+	}
+	return nil, errDType(x, "a numeric type")
+}
+
+// reduceFloat accumulates in float64 (the sum of many float32 terms is
+// then as accurate as numpy's pairwise float32 sum, or better) and rounds
+// once. Max propagates NaN; the max of no elements is -Inf.
+func reduceFloat[T float](kind reduction, x *value, reduced []bool) *value {
+	init := 0.0
+	step := func(acc float64, v T) float64 { return acc + float64(v) }
+	if kind == opReduceMax {
+		init = math.Inf(-1)
+		step = func(acc float64, v T) float64 { return max(acc, float64(v)) }
+	}
+	acc, shape, count := accumulate(x, reduced, init, step)
+	out := make([]T, len(acc))
+	for i, a := range acc {
+		if kind == opReduceMean {
+			a /= float64(count)
+		}
+		out[i] = T(a)
+	}
+	return valueOf(shape, out)
+}
+
+// reduceInt accumulates in the integer type itself (wrapping as C and
+// numpy's fixed-width sums do); lowest is the type's minimum, the max of
+// no elements. The mean truncates toward zero.
+func reduceInt[T integer](kind reduction, x *value, reduced []bool, lowest int64) *value {
+	init := T(0)
+	step := func(acc, v T) T { return acc + v }
+	if kind == opReduceMax {
+		init = T(lowest)
+		step = func(acc, v T) T { return max(acc, v) }
+	}
+	acc, shape, count := accumulate(x, reduced, init, step)
+	if kind == opReduceMean && count > 0 {
+		for i := range acc {
+			acc[i] /= T(count)
+		}
+	}
+	return valueOf(shape, acc)
+}
+
+// accumulate folds step over the elements of x into one accumulator per
+// output position (reduced axes kept with size 1). It returns the
+// accumulators, the kept-dims shape and the number of elements folded into
+// each accumulator.
+func accumulate[T number, A number](x *value, reduced []bool, init A, step func(A, T) A) ([]A, []int, int) {
+	shape := slices.Clone(x.shape)
+	count := 1
+	for i, r := range reduced {
+		if r {
+			count *= shape[i]
+			shape[i] = 1
+		}
+	}
+	acc := make([]A, numel(shape))
+	for i := range acc {
+		acc[i] = init
+	}
+	outStrides := stridesOf(shape)
+	for i, r := range reduced {
+		if r {
+			outStrides[i] = 0
+		}
+	}
+	xs := x.data.([]T)
+	walk(x.shape, [][]int{stridesOf(x.shape), outStrides}, func(off []int, n int, st []int) {
+		ix, io := off[0], off[1]
+		for range n {
+			acc[io] = step(acc[io], xs[ix])
+			ix += st[0]
+			io += st[1]
+		}
+	})
+	return acc, shape, count
+}

@@ -1,0 +1,167 @@
+package exec
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"gorgonia.org/tensor"
+)
+
+// Run executes the graph on the named inputs and returns every graph
+// output by name. Each input must match its declaration: element type,
+// rank, fixed dimensions, and one size per symbolic dimension across all
+// inputs. Inputs are not modified and the outputs share no memory with
+// them or with the graph. Run never panics: a failure inside an op comes
+// back as an error naming the node.
+func (g *Graph) Run(inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	values := make(map[string]*value, len(inputs))
+	for name, t := range inputs {
+		v, err := fromDense(t)
+		if err != nil {
+			return nil, fmt.Errorf("exec: input %q: %w", name, err)
+		}
+		values[name] = v
+	}
+	outs, err := g.run(values)
+	if err != nil {
+		return nil, err
+	}
+	res := make(map[string]*tensor.Dense, len(outs))
+	for i, info := range g.outputs {
+		d, err := toDense(outs[i])
+		if err != nil {
+			return nil, fmt.Errorf("exec: output %q: %w", info.Name, err)
+		}
+		res[info.Name] = d
+	}
+	return res, nil
+}
+
+// run executes the graph on values and returns the outputs in declaration
+// order; it is Run without the conversions to and from *tensor.Dense.
+func (g *Graph) run(inputs map[string]*value) (outs []*value, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("exec: internal error: %v", r)
+		}
+	}()
+	env := slices.Clone(g.consts)
+	if err := g.bindInputs(env, inputs); err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
+	}
+	for _, n := range g.nodes {
+		if err := runNode(n, env); err != nil {
+			return nil, fmt.Errorf("exec: %w", err)
+		}
+	}
+	outs = make([]*value, len(g.outSlots))
+	for i, s := range g.outSlots {
+		outs[i] = env[s]
+	}
+	return outs, nil
+}
+
+// runNode runs one node on the environment: it gathers the inputs, turns a
+// panic in the op into an error naming the node, stores the outputs and
+// drops the values this node was the last to read.
+func runNode(n *node, env []*value) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("node %s (%s): internal error: %v", n.label(), n.op, r)
+		}
+	}()
+	in := make([]*value, len(n.in))
+	for k, s := range n.in {
+		if s >= 0 {
+			in[k] = env[s]
+		}
+	}
+	outs, err := n.spec.run(n, in)
+	if err != nil {
+		return fmt.Errorf("node %s (%s): %w", n.label(), n.op, err)
+	}
+	if len(outs) < len(n.out) {
+		return fmt.Errorf("node %s (%s): produced %d outputs, the node has %d", n.label(), n.op, len(outs), len(n.out))
+	}
+	for k, s := range n.out {
+		if s >= 0 {
+			env[s] = outs[k]
+		}
+	}
+	for _, s := range n.free {
+		env[s] = nil
+	}
+	return nil
+}
+
+// bindInputs checks the caller's inputs against the declarations and puts
+// them into env.
+func (g *Graph) bindInputs(env []*value, inputs map[string]*value) error {
+	for name := range inputs {
+		if !slices.ContainsFunc(g.inputs, func(t TensorInfo) bool { return t.Name == name }) {
+			if _, ok := g.defaults[name]; !ok {
+				return fmt.Errorf("unknown input %q; the graph's inputs are %s", name, g.inputNames())
+			}
+		}
+	}
+	for name, s := range g.defaults {
+		if v, ok := inputs[name]; ok {
+			if v.dtype != env[s].dtype {
+				return fmt.Errorf("input %q: dtype %s, the graph declares %s", name, v.dtype, env[s].dtype)
+			}
+			env[s] = v
+		}
+	}
+	sizes := map[string]int{} // symbolic dimension: size bound by an earlier input
+	bound := map[string]string{}
+	for i, info := range g.inputs {
+		v, ok := inputs[info.Name]
+		if !ok {
+			return fmt.Errorf("missing input %q (%s)", info.Name, info)
+		}
+		if v.dtype != info.DType {
+			return fmt.Errorf("input %q: dtype %s, the graph declares %s", info.Name, v.dtype, info)
+		}
+		if err := checkShape(info, v.shape, sizes, bound); err != nil {
+			return fmt.Errorf("input %q: %w", info.Name, err)
+		}
+		env[g.inSlots[i]] = v
+	}
+	return nil
+}
+
+// checkShape matches a shape against a declaration; symbolic dimensions
+// bind to the first size seen and must keep it across inputs.
+func checkShape(info TensorInfo, shape []int, sizes map[string]int, bound map[string]string) error {
+	if info.Shape == nil {
+		return nil
+	}
+	if len(shape) != len(info.Shape) {
+		return fmt.Errorf("shape %s has rank %d, the graph declares %s (rank %d)", shapeString(shape), len(shape), info, len(info.Shape))
+	}
+	for i, d := range info.Shape {
+		switch {
+		case d.Known && int64(shape[i]) != d.Value:
+			return fmt.Errorf("shape %s: dimension %d is %d, the graph declares %s", shapeString(shape), i, shape[i], info)
+		case !d.Known && d.Param != "":
+			if want, ok := sizes[d.Param]; ok && want != shape[i] {
+				return fmt.Errorf("shape %s: dimension %d (%s) is %d, but %s is %d in input %q", shapeString(shape), i, d.Param, shape[i], d.Param, want, bound[d.Param])
+			}
+			sizes[d.Param], bound[d.Param] = shape[i], info.Name
+		}
+	}
+	return nil
+}
+
+// inputNames lists the declared inputs for errors.
+func (g *Graph) inputNames() string {
+	names := make([]string, len(g.inputs))
+	for i, t := range g.inputs {
+		names[i] = fmt.Sprintf("%q", t.Name)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}

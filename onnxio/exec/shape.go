@@ -1,0 +1,223 @@
+package exec
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// maxElements bounds the size of any tensor an op creates from numbers it
+// reads (Reshape, Expand, Tile, Range, ConstantOfShape, ...), so that a
+// hostile graph gets an error instead of exhausting memory: 1<<31 elements
+// is 8 GiB of float32, beyond any attention graph this package is for.
+const maxElements = 1 << 31
+
+// numel is the number of elements of an array of the given shape.
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// checkedNumel is numel for shapes read from data: it rejects negative
+// dimensions and sizes above maxElements without overflowing.
+func checkedNumel(shape []int) (int, error) {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("negative dimension in shape %s", shapeString(shape))
+		}
+		if d != 0 && n > maxElements/d {
+			return 0, fmt.Errorf("shape %s has more than %d elements", shapeString(shape), maxElements)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// stridesOf returns the row-major strides of a contiguous array.
+func stridesOf(shape []int) []int {
+	s := make([]int, len(shape))
+	step := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = step
+		step *= shape[i]
+	}
+	return s
+}
+
+// shapeString formats a shape the way errors show it: "(2, 3)", "()" for a
+// scalar.
+func shapeString(shape []int) string {
+	parts := make([]string, len(shape))
+	for i, d := range shape {
+		parts[i] = strconv.Itoa(d)
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// broadcastShapes returns the numpy broadcast of the given shapes: aligned
+// on the right, each dimension is either equal or 1.
+func broadcastShapes(shapes ...[]int) ([]int, error) {
+	rank := 0
+	for _, s := range shapes {
+		rank = max(rank, len(s))
+	}
+	out := make([]int, rank)
+	for i := range out {
+		out[i] = 1
+	}
+	for _, s := range shapes {
+		for i, d := range s {
+			o := &out[rank-len(s)+i]
+			switch {
+			case d == *o || d == 1:
+			case *o == 1:
+				*o = d
+			default:
+				return nil, fmt.Errorf("shapes %s do not broadcast", joinShapes(shapes))
+			}
+		}
+	}
+	return out, nil
+}
+
+// joinShapes formats several shapes: "(2, 3) and (4)".
+func joinShapes(shapes [][]int) string {
+	parts := make([]string, len(shapes))
+	for i, s := range shapes {
+		parts[i] = shapeString(s)
+	}
+	if len(parts) <= 2 {
+		return strings.Join(parts, " and ")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// broadcastStrides returns the strides with which a contiguous array of
+// shape s is read when broadcast to out: right-aligned, 0 along broadcast
+// dimensions and along the leading dimensions s lacks.
+func broadcastStrides(s, out []int) []int {
+	st := make([]int, len(out))
+	own := stridesOf(s)
+	off := len(out) - len(s)
+	for i, d := range s {
+		if d != 1 || out[off+i] == 1 {
+			st[off+i] = own[i]
+		}
+	}
+	return st
+}
+
+// normalizeAxis maps an axis in [-rank, rank) to [0, rank).
+func normalizeAxis(axis, rank int) (int, error) {
+	if axis < -rank || axis >= rank {
+		return 0, fmt.Errorf("axis %d is out of range for rank %d", axis, rank)
+	}
+	if axis < 0 {
+		axis += rank
+	}
+	return axis, nil
+}
+
+// normalizeAxes normalizes a list of axes and rejects repeats.
+func normalizeAxes(axes []int64, rank int) ([]int, error) {
+	out := make([]int, len(axes))
+	seen := make([]bool, rank)
+	for i, a := range axes {
+		ax, err := normalizeAxis(int(a), rank)
+		if err != nil {
+			return nil, err
+		}
+		if seen[ax] {
+			return nil, fmt.Errorf("axis %d appears twice in %v", a, axes)
+		}
+		seen[ax] = true
+		out[i] = ax
+	}
+	return out, nil
+}
+
+// walk visits every element of an array of the given shape in row-major
+// order, one innermost run at a time. Each operand k reads the array
+// through its own strides[k]; for every run, visit receives each operand's
+// offset of the run's first element, the run length n, and each operand's
+// step along the run. Dimensions that are contiguous for every operand are
+// merged first, so runs are as long as the layouts allow.
+func walk(shape []int, strides [][]int, visit func(off []int, n int, step []int)) {
+	if numel(shape) == 0 {
+		return
+	}
+	dims, st := coalesce(shape, strides)
+	ops := len(strides)
+	off := make([]int, ops)
+	step := make([]int, ops)
+	last := len(dims) - 1
+	if last < 0 { // a scalar: one run of one element
+		visit(off, 1, step)
+		return
+	}
+	for k := range ops {
+		step[k] = st[k][last]
+	}
+	n := dims[last]
+	idx := make([]int, last)
+	for {
+		visit(off, n, step)
+		// Advance the odometer over the outer dimensions.
+		d := last - 1
+		for ; d >= 0; d-- {
+			idx[d]++
+			for k := range ops {
+				off[k] += st[k][d]
+			}
+			if idx[d] < dims[d] {
+				break
+			}
+			for k := range ops {
+				off[k] -= st[k][d] * dims[d]
+			}
+			idx[d] = 0
+		}
+		if d < 0 {
+			return
+		}
+	}
+}
+
+// coalesce drops dimensions of size 1 and merges neighbouring dimensions
+// that every operand reads contiguously (stride[i] == stride[i+1]·dim[i+1]).
+func coalesce(shape []int, strides [][]int) ([]int, [][]int) {
+	dims := make([]int, 0, len(shape))
+	st := make([][]int, len(strides))
+	for i, d := range shape {
+		if d == 1 {
+			continue
+		}
+		if j := len(dims) - 1; j >= 0 && mergeable(st, strides, j, i, d) {
+			dims[j] *= d
+			for k := range strides {
+				st[k][j] = strides[k][i]
+			}
+			continue
+		}
+		dims = append(dims, d)
+		for k := range strides {
+			st[k] = append(st[k], strides[k][i])
+		}
+	}
+	return dims, st
+}
+
+// mergeable reports whether the kept dimension j can absorb dimension i of
+// size d for every operand.
+func mergeable(st, strides [][]int, j, i, d int) bool {
+	for k := range strides {
+		if st[k][j] != strides[k][i]*d {
+			return false
+		}
+	}
+	return true
+}

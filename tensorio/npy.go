@@ -1,0 +1,235 @@
+package tensorio
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/internal/atomicfile"
+)
+
+// npyMagic starts every .npy file.
+const npyMagic = "\x93NUMPY"
+
+// maxNPYHeader bounds the header text. NumPy itself refuses headers over
+// 10000 bytes by default; the three keys this package reads need far less.
+const maxNPYHeader = 64 << 10
+
+// ReadNPY reads one array in NumPy's .npy format (versions 1, 2 and 3) from
+// r, using DefaultLimits. See Limits.ReadNPY.
+func ReadNPY(r io.Reader) (*tensor.Dense, error) { return DefaultLimits.ReadNPY(r) }
+
+// ReadNPYFile reads the .npy file at path, using DefaultLimits. Errors start
+// with the path.
+func ReadNPYFile(path string) (*tensor.Dense, error) { return DefaultLimits.ReadNPYFile(path) }
+
+// ReadNPY reads one array in NumPy's .npy format (versions 1, 2 and 3) from
+// r. It accepts C-ordered arrays of any rank, including 0-d, with dtype
+// float32, float64, int64, int32, uint8, int8 or bool, little- or
+// big-endian; the tensor has the same dtype, in native byte order. It reads
+// exactly the header and the data, nothing after them.
+func (l Limits) ReadNPY(r io.Reader) (*tensor.Dense, error) {
+	l = l.withDefaults()
+	t, _, err := readNPY(r, l.MaxRank, l.MaxBytes)
+	return t, err
+}
+
+// ReadNPYFile reads the .npy file at path. Errors start with the path, and
+// bytes after the array are an error.
+func (l Limits) ReadNPYFile(path string) (*tensor.Dense, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	l = l.withDefaults()
+	br := bufio.NewReader(f)
+	t, _, err := readNPY(br, l.MaxRank, l.MaxBytes)
+	if err == nil {
+		err = expectEOF(br)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// readNPY reads a .npy stream with at most budget bytes of decoded data and
+// returns the tensor and its decoded size.
+func readNPY(r io.Reader, maxRank int, budget int64) (*tensor.Dense, int64, error) {
+	text, err := readNPYPreamble(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	h, err := parseNPYHeader(text)
+	if err != nil {
+		return nil, 0, fmt.Errorf("malformed header: %w", err)
+	}
+	e, order, err := npyElemType(h.descr)
+	if err != nil {
+		return nil, 0, err
+	}
+	if h.fortranOrder {
+		return nil, 0, errors.New("fortran_order True is not supported (want a C-ordered array: save np.ascontiguousarray(a))")
+	}
+	n, err := checkShape(h.shape, e.goSize, maxRank, budget)
+	if err != nil {
+		return nil, 0, err
+	}
+	data, err := readElements(r, e, n, order)
+	if err != nil {
+		return nil, 0, err
+	}
+	return newDense(h.shape, data), int64(n) * int64(e.goSize), nil
+}
+
+// readNPYPreamble reads the magic string, the version and the header text.
+func readNPYPreamble(r io.Reader) (string, error) {
+	var pre [8]byte
+	if _, err := io.ReadFull(r, pre[:]); err != nil {
+		return "", errors.New("not a .npy file: shorter than the 8-byte preamble")
+	}
+	if string(pre[:6]) != npyMagic {
+		return "", fmt.Errorf("not a .npy file: starts with %q, want %q", pre[:6], npyMagic)
+	}
+	major, minor := pre[6], pre[7]
+	var size int64
+	switch major {
+	case 1:
+		var b [2]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return "", errors.New("truncated header length")
+		}
+		size = int64(binary.LittleEndian.Uint16(b[:]))
+	case 2, 3:
+		var b [4]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return "", errors.New("truncated header length")
+		}
+		size = int64(binary.LittleEndian.Uint32(b[:]))
+	default:
+		return "", fmt.Errorf("format version %d.%d not supported (want 1.0, 2.0 or 3.0)", major, minor)
+	}
+	if minor != 0 {
+		return "", fmt.Errorf("format version %d.%d not supported (want 1.0, 2.0 or 3.0)", major, minor)
+	}
+	if size > maxNPYHeader {
+		return "", fmt.Errorf("header of %d bytes is larger than the %d accepted: %w", size, maxNPYHeader, ErrLimit)
+	}
+	text := make([]byte, size)
+	if _, err := io.ReadFull(r, text); err != nil {
+		return "", fmt.Errorf("header truncated: want %d bytes", size)
+	}
+	// Versions 1 and 2 are Latin-1, version 3 UTF-8; the keys and values
+	// this package accepts are ASCII either way.
+	if i := bytes.IndexFunc(text, func(c rune) bool { return c > 0x7e || (c < 0x20 && c != '\n' && c != '\t' && c != '\r') }); i >= 0 {
+		return "", fmt.Errorf("malformed header: byte %#x at offset %d is not printable ASCII", text[i], i)
+	}
+	return string(text), nil
+}
+
+// npyElemType decodes a descr such as "<f4" into an element type and the
+// byte order of the data.
+func npyElemType(descr string) (elemType, binary.ByteOrder, error) {
+	unsupported := fmt.Errorf("dtype %q not supported (want %s)", descr, supportedTypes)
+	if len(descr) < 2 {
+		return elemType{}, nil, unsupported
+	}
+	var order binary.ByteOrder
+	switch descr[0] {
+	case '<':
+		order = binary.LittleEndian
+	case '>':
+		order = binary.BigEndian
+	case '|':
+		order = binary.LittleEndian // single bytes: order does not apply
+	default:
+		return elemType{}, nil, unsupported
+	}
+	for _, e := range elemTypes {
+		if descr[1:] == e.npy {
+			if (e.size == 1) != (descr[0] == '|') {
+				return elemType{}, nil, unsupported // "<f4" and "|u1" only
+			}
+			return e, order, nil
+		}
+	}
+	return elemType{}, nil, unsupported
+}
+
+// WriteNPY writes t to w in .npy format version 1.0 (2.0 if the header
+// needs it), little-endian and C-ordered, byte-identical to what NumPy 1.24's
+// np.save writes for the same array.
+func WriteNPY(w io.Writer, t *tensor.Dense) error {
+	data, e, shape, err := contiguousData(t)
+	if err != nil {
+		return err
+	}
+	descr := "<" + e.npy
+	if e.size == 1 {
+		descr = "|" + e.npy
+	}
+	if _, err := w.Write(npyPreamble(formatNPYHeader(descr, shape))); err != nil {
+		return err
+	}
+	return writeElements(w, data)
+}
+
+// WriteNPYFile writes t to the .npy file at path atomically: the file is
+// either complete or, on any error, unchanged.
+func WriteNPYFile(path string, t *tensor.Dense) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		if err := WriteNPY(bw, t); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+}
+
+// npyPreamble frames a header dict the way NumPy does: magic, version,
+// length, then the dict padded with spaces and a newline so the data starts
+// on a 64-byte boundary.
+func npyPreamble(header string) []byte {
+	const align = 64
+	build := func(major byte, lenBytes int) []byte {
+		fixed := len(npyMagic) + 2 + lenBytes
+		total := len(header) + 1
+		pad := align - (fixed+total)%align
+		hlen := total + pad
+		out := make([]byte, 0, fixed+hlen)
+		out = append(out, npyMagic...)
+		out = append(out, major, 0)
+		if lenBytes == 2 {
+			out = binary.LittleEndian.AppendUint16(out, uint16(hlen))
+		} else {
+			out = binary.LittleEndian.AppendUint32(out, uint32(hlen))
+		}
+		out = append(out, header...)
+		out = append(out, bytes.Repeat([]byte{' '}, pad)...)
+		return append(out, '\n')
+	}
+	if p := build(1, 2); len(p) <= 10+0xffff {
+		return p
+	}
+	return build(2, 4)
+}
+
+// expectEOF reports an error if r has bytes left.
+func expectEOF(r io.Reader) error {
+	var b [1]byte
+	n, err := io.ReadFull(r, b[:])
+	if n > 0 {
+		return errors.New("unexpected bytes after the array data")
+	}
+	if err != io.EOF {
+		return fmt.Errorf("reading past the data: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package tensorio
+
+import (
+	"archive/zip"
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/internal/atomicfile"
+)
+
+// ReadNPZ reads the .npz archive at path (as np.savez or np.savez_compressed
+// write it), using DefaultLimits. See Limits.ReadNPZ.
+func ReadNPZ(path string) (names []string, tensors []*tensor.Dense, err error) {
+	return DefaultLimits.ReadNPZ(path)
+}
+
+// ReadNPZFrom reads a .npz archive of size bytes from r, using
+// DefaultLimits; for archives held in memory or embedded in the binary.
+func ReadNPZFrom(r io.ReaderAt, size int64) (names []string, tensors []*tensor.Dense, err error) {
+	return DefaultLimits.ReadNPZFrom(r, size)
+}
+
+// ReadNPZ reads the .npz archive at path: every member must be a .npy file,
+// stored or deflated. It returns the keys (member names without ".npy") in
+// archive order and the tensors in the same order. Errors start with the
+// path and name the member.
+func (l Limits) ReadNPZ(path string) (names []string, tensors []*tensor.Dense, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	names, tensors, err = l.ReadNPZFrom(f, info.Size())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return names, tensors, nil
+}
+
+// ReadNPZFrom reads a .npz archive of size bytes from r; see Limits.ReadNPZ.
+// The total decoded size of all tensors is held to l.MaxBytes, checked
+// against each member's declared sizes before reading it, and no member is
+// read past the array its header declares, so a zip bomb cannot inflate.
+func (l Limits) ReadNPZFrom(r io.ReaderAt, size int64) (names []string, tensors []*tensor.Dense, err error) {
+	l = l.withDefaults()
+	zr, err := zip.NewReader(r, size)
+	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
+		return nil, nil, fmt.Errorf("not a valid .npz (zip) archive: %w", err)
+	}
+	budget := l.MaxBytes
+	seen := map[string]bool{}
+	for _, f := range zr.File {
+		name, ok := strings.CutSuffix(f.Name, ".npy")
+		if !ok || name == "" {
+			return nil, nil, fmt.Errorf("member %q is not a .npy file", f.Name)
+		}
+		if seen[name] {
+			return nil, nil, fmt.Errorf("member %q appears twice", f.Name)
+		}
+		seen[name] = true
+		t, used, err := readNPZMember(f, l.MaxRank, budget)
+		if err != nil {
+			return nil, nil, fmt.Errorf("member %q: %w", f.Name, err)
+		}
+		budget -= used
+		names = append(names, name)
+		tensors = append(tensors, t)
+	}
+	if len(names) == 0 {
+		return nil, nil, errors.New("archive holds no arrays")
+	}
+	return names, tensors, nil
+}
+
+// readNPZMember decodes one member with at most budget bytes of data.
+func readNPZMember(f *zip.File, maxRank int, budget int64) (*tensor.Dense, int64, error) {
+	switch {
+	case f.Flags&0x1 != 0:
+		return nil, 0, errors.New("encrypted members are not supported")
+	case f.Method != zip.Store && f.Method != zip.Deflate:
+		return nil, 0, fmt.Errorf("compression method %d not supported (want stored or deflated)", f.Method)
+	}
+	// The declared size bounds the work up front. The element data is
+	// never larger in the file than decoded, so a member declaring more
+	// than the budget plus a maximal header cannot be accepted.
+	if f.UncompressedSize64 > uint64(budget)+maxNPYHeader+16 {
+		return nil, 0, fmt.Errorf("declares %d bytes, more than the limit of %d: %w", f.UncompressedSize64, budget, ErrLimit)
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rc.Close()
+	br := bufio.NewReader(rc)
+	t, used, err := readNPY(br, maxRank, budget)
+	if err != nil {
+		return nil, 0, err
+	}
+	// Reading to the end also makes archive/zip verify the CRC-32 and
+	// the declared size.
+	if err := expectEOF(br); err != nil {
+		return nil, 0, err
+	}
+	return t, used, nil
+}
+
+// npzTime is the modification time written for every member: the earliest
+// a zip file can record, so output depends only on the tensors.
+var npzTime = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// WriteNPZ writes tensors to the .npz archive at path under names (keys
+// without ".npy"), atomically. Members are stored uncompressed, as np.savez
+// stores them, in the order given and with a fixed timestamp, so the same
+// tensors always give the same bytes.
+func WriteNPZ(path string, names []string, tensors []*tensor.Dense) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		if err := WriteNPZTo(bw, names, tensors); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+}
+
+// WriteNPZTo writes the .npz archive WriteNPZ writes to w.
+func WriteNPZTo(w io.Writer, names []string, tensors []*tensor.Dense) error {
+	if err := checkNames(names, tensors); err != nil {
+		return err
+	}
+	zw := zip.NewWriter(w)
+	for i, name := range names {
+		member, err := zw.CreateHeader(&zip.FileHeader{
+			Name:     name + ".npy",
+			Method:   zip.Store,
+			Modified: npzTime,
+		})
+		if err != nil {
+			return err
+		}
+		if err := WriteNPY(member, tensors[i]); err != nil {
+			return fmt.Errorf("tensor %q: %w", name, err)
+		}
+	}
+	return zw.Close()
+}
+
+// checkNames validates the names and tensors given to a writer.
+func checkNames(names []string, tensors []*tensor.Dense) error {
+	if len(names) != len(tensors) {
+		return fmt.Errorf("%d names for %d tensors", len(names), len(tensors))
+	}
+	seen := map[string]bool{}
+	for i, name := range names {
+		if name == "" {
+			return fmt.Errorf("tensor %d has an empty name", i)
+		}
+		if seen[name] {
+			return fmt.Errorf("name %q appears twice", name)
+		}
+		seen[name] = true
+		if tensors[i] == nil {
+			return fmt.Errorf("tensor %q is nil", name)
+		}
+	}
+	return nil
+}
