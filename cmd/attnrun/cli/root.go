@@ -66,6 +66,6 @@ into it, and ONNX files, and cross-checks them against PyTorch's numbers.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newLayersCommand(), newPresetsCommand(), newRunCommand())
+	root.AddCommand(newLayersCommand(), newPresetsCommand(), newRunCommand(), newCheckCommand(), newInspectCommand())
 	return root
 }

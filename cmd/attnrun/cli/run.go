@@ -18,7 +18,7 @@ import (
 type runFlags struct {
 	weights   string
 	inputs    []string
-	output    string
+	outputs   []string
 	seed      uint64
 	train     bool
 	attention string
@@ -27,20 +27,22 @@ type runFlags struct {
 func newRunCommand() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run MODEL.yaml|PRESET",
+		Use:   "run MODEL.yaml|PRESET|FILE.onnx",
 		Short: "Run a model or preset and print or save its output",
 		Long: `run builds the model (a YAML config or a built-in preset), loads its weights
 (--weights, else the preset's embedded weights, else a seeded PyTorch-style
 initialization), runs it in eval mode (--train enables dropout) and prints the
 output as PyTorch prints tensors, or writes it with --output.
 
-A preset runs on its embedded example input unless --input is given. With
+A preset runs on its embedded example input unless --input is given. An ONNX
+file runs on attnrun's graph executor, with one --input per graph input. With
 --attention LAYER the command prints that layer's attention weights, shaped
 (B, H, Tq, Tk) with leading axes of size 1 dropped, instead of the output.`,
 		Example: `  attnrun run seed-mha-wrapper
   attnrun run seed-masked-weights            # prints attention weights
   attnrun run model.yaml --weights w.npz --input x.npy --output y.npy
-  attnrun run seed-self-attention-v2 --attention attn`,
+  attnrun run seed-self-attention-v2 --attention attn
+  attnrun run model.onnx --input x.npy`,
 		Args: oneArg("a model config or preset name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runModel(cmd, args[0], f)
@@ -48,8 +50,8 @@ A preset runs on its embedded example input unless --input is given. With
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.weights, "weights", "", "state dict (.npz or .safetensors) with the model's parameters")
-	fl.StringArrayVar(&f.inputs, "input", nil, "input tensor (.npy, float32 or float64); repeat for models with several inputs")
-	fl.StringVarP(&f.output, "output", "o", "", "write the result to this .npy file instead of printing it")
+	fl.StringArrayVar(&f.inputs, "input", nil, "input tensor (.npy; .pb TensorProto for ONNX); repeat for several inputs, in order")
+	fl.StringArrayVarP(&f.outputs, "output", "o", nil, "write the result to this .npy file instead of printing it (ONNX: one per graph output)")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed for weight initialization and dropout")
 	fl.BoolVar(&f.train, "train", false, "train mode: dropout is active")
 	fl.StringVar(&f.attention, "attention", "", "print this layer's attention weights instead of the output")
@@ -57,6 +59,12 @@ A preset runs on its embedded example input unless --input is given. With
 }
 
 func runModel(cmd *cobra.Command, target string, f runFlags) error {
+	if isONNX(target) {
+		return runGraph(cmd.OutOrStdout(), target, f.inputs, f.outputs)
+	}
+	if len(f.outputs) > 1 {
+		return usageError{fmt.Errorf("a model has one output, got %d --output", len(f.outputs))}
+	}
 	src, err := openSource(target, f.weights, f.seed)
 	if err != nil {
 		return err
@@ -66,14 +74,28 @@ func runModel(cmd *cobra.Command, target string, f runFlags) error {
 		return err
 	}
 	attention := f.attention
-	if attention == "" && !cmd.Flags().Changed("attention") && src.preset != nil {
+	if !cmd.Flags().Changed("attention") && src.preset != nil {
 		attention = src.preset.Attention
 	}
 	run := &registry.Run{Train: f.train, RNG: rand.New(rand.NewPCG(f.seed, 0x5eed))}
+	out, err := forward(src, run, inputs, attention)
+	if err != nil {
+		return fmt.Errorf("%s: %w", target, err)
+	}
+	if len(f.outputs) == 1 {
+		return tensorio.WriteNPYFile(f.outputs[0], out)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), formatTensor(out.Data().([]float32), out.Shape()))
+	return nil
+}
+
+// forward runs the model and returns its output, or the attention weights
+// of the named layer when attention is set.
+func forward(src *source, run *registry.Run, inputs []*tensor.Dense, attention string) (*tensor.Dense, error) {
 	var weights *tensor.Dense
 	if attention != "" {
 		if !hasLayer(src.model, attention) {
-			return fmt.Errorf("--attention %q: model %q has no such layer (layers: %s)",
+			return nil, fmt.Errorf("--attention %q: model %q has no such layer (layers: %s)",
 				attention, src.model.Name(), strings.Join(layerNames(src.model), ", "))
 		}
 		run.Hook = func(layer string, w *tensor.Dense) {
@@ -83,20 +105,23 @@ func runModel(cmd *cobra.Command, target string, f runFlags) error {
 		}
 	}
 	out, err := src.model.Forward(run, inputs...)
+	if err != nil || attention == "" {
+		return out, err
+	}
+	if weights == nil {
+		return nil, fmt.Errorf("--attention %q: the layer produced no attention weights (is it an attention layer?)", attention)
+	}
+	return squeezeLeading(weights), nil
+}
+
+// presetResult is what a preset shows on its example input: the output, or
+// the attention weights of its Attention layer.
+func presetResult(src *source) (*tensor.Dense, error) {
+	inputs, err := src.inputs(nil)
 	if err != nil {
-		return fmt.Errorf("%s: %w", target, err)
+		return nil, err
 	}
-	if attention != "" {
-		if weights == nil {
-			return fmt.Errorf("--attention %q: the layer produced no attention weights (is it an attention layer?)", attention)
-		}
-		out = squeezeLeading(weights)
-	}
-	if f.output != "" {
-		return tensorio.WriteNPYFile(f.output, out)
-	}
-	fmt.Fprintln(cmd.OutOrStdout(), formatTensor(out.Data().([]float32), out.Shape()))
-	return nil
+	return forward(src, &registry.Run{}, inputs, src.preset.Attention)
 }
 
 // source is what run, check and export work on: a model with its weights,
