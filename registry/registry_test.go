@@ -10,7 +10,7 @@ import (
 
 type nopLayer struct{}
 
-func (nopLayer) Validate() error  { return nil }
+func (nopLayer) Validate() error { return nil }
 func (nopLayer) Params() []Param { return nil }
 func (nopLayer) Forward(_ *Run, in []*tensor.Dense) (*tensor.Dense, error) {
 	return in[0], nil

@@ -32,9 +32,12 @@ type attnScratch struct {
 }
 
 // flash is one head set up for the fused kernel.
+// It holds copies of the head and options, not pointers: Attend's
+// arguments then stay on the caller's stack instead of escaping to the
+// heap with the pooled job.
 type flash struct {
-	h      *Head
-	opt    *AttentionOptions
+	h      Head
+	opt    AttentionOptions
 	set    *isa
 	kern   *microKernel
 	bq, bk int
@@ -55,7 +58,7 @@ func (f *flash) setup(h *Head, opt *AttentionOptions, ws *workspace) {
 	set := currentISA()
 	kern := set.gemm
 	*f = flash{
-		h: h, opt: opt, set: set, kern: kern,
+		h: *h, opt: *opt, set: set, kern: kern,
 		bq:    roundUp(flashQueries, kern.mr),
 		bk:    flashKeys,
 		dvPad: roundUp(h.Dv, kern.nr),
@@ -64,14 +67,14 @@ func (f *flash) setup(h *Head, opt *AttentionOptions, ws *workspace) {
 	f.blocks = ceilDiv(h.Tq, f.bq)
 	sc := &ws.attn
 	sc.kp = grow(sc.kp, roundUp(h.Tk, kern.nr)*h.D)
-	packB(sc.kp, h.K, h.LdK, true, 0, h.D, 0, h.Tk, kern.nr)
+	packB(set, sc.kp, h.K, h.LdK, true, 0, h.D, 0, h.Tk, kern.nr)
 	f.kp = sc.kp
 	if h.Dv%kern.nr == 0 {
 		f.vb, f.vRow = h.V, h.LdV
 		return
 	}
 	sc.vp = grow(sc.vp, f.dvPad*h.Tk)
-	packB(sc.vp, h.V, h.LdV, false, 0, h.Tk, 0, h.Dv, kern.nr)
+	packB(set, sc.vp, h.V, h.LdV, false, 0, h.Tk, 0, h.Dv, kern.nr)
 	f.vb, f.vRow, f.vPack = sc.vp, kern.nr, true
 }
 
@@ -121,7 +124,7 @@ func (j *flashJob) runPart(part int) {
 
 // block computes the output rows of query block b.
 func (f *flash) block(ws *workspace, b int) {
-	h, opt, kern := f.h, f.opt, f.kern
+	h, opt, kern := &f.h, &f.opt, f.kern
 	mr, nr, bk := kern.mr, kern.nr, f.bk
 	i0 := b * f.bq
 	rows := min(f.bq, h.Tq-i0)
@@ -196,7 +199,7 @@ func (f *flash) block(ws *workspace, b int) {
 // into the running softmax and leaves the row's unnormalized weights
 // exp(s − m) in the tile, zero where masked or dropped.
 func (f *flash) softmaxStep(sc *attnScratch, r, i, j0, cols, colsPad int) {
-	h, set := f.h, f.set
+	h, set := &f.h, f.set
 	srow := sc.s[r*f.bk : r*f.bk+colsPad]
 	n := min(cols, visibleKeys(i, h.Tq, h.Tk, f.opt.Causal)-j0)
 	if n <= 0 {

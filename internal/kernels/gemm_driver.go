@@ -27,6 +27,7 @@ var parallelMinFlops = 4 << 20
 // share the packed B, each packs its own A blocks.
 type gemmJob struct {
 	g       gemmCall
+	set     *isa
 	kern    *microKernel
 	threads int
 
@@ -64,7 +65,8 @@ func runGemm(g *gemmCall, threads int) {
 	default:
 		j = new(gemmJob)
 	}
-	j.g, j.kern, j.threads = *g, currentISA().gemm, threads
+	j.set = currentISA()
+	j.g, j.kern, j.threads = *g, j.set.gemm, threads
 	j.run()
 	j.g = gemmCall{} // drop references to the caller's slices
 	select {
@@ -123,7 +125,7 @@ func (j *gemmJob) packBPart(part int) {
 	}
 	j0 := p0 * nr
 	cols := min(p1*nr, j.nc) - j0
-	packB(j.packedB[p0*nr*j.kc:], j.g.b, j.g.ldb, j.g.transB, j.pc, j.kc, j.jc+j0, cols, nr)
+	packB(j.set, j.packedB[p0*nr*j.kc:], j.g.b, j.g.ldb, j.g.transB, j.pc, j.kc, j.jc+j0, cols, nr)
 }
 
 // computePart packs one block of A and multiplies it by a range of the
@@ -142,7 +144,7 @@ func (j *gemmJob) computePart(part int) {
 	ws := getWorkspace()
 	ws.packA = grow(ws.packA, roundUp(mc, mr)*kc)
 	ws.tile = grow(ws.tile, mr*nr)
-	packA(ws.packA, g.a, g.lda, g.transA, i0, mc, j.pc, kc, mr)
+	packA(j.set, ws.packA, g.a, g.lda, g.transA, i0, mc, j.pc, kc, mr)
 
 	// Loop order: the B panel (kc·nr) is reused across all A panels of the
 	// block, so it stays in L1 while the A block streams from L2.

@@ -61,8 +61,8 @@ func requireWithin(t *testing.T, want, got []float32, tol []float64, what string
 }
 
 type gemmCase struct {
-	m, n, k       int
-	alpha, beta   float32
+	m, n, k          int
+	alpha, beta      float32
 	padA, padB, padC int // extra row stride beyond the row width
 }
 

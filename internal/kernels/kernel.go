@@ -40,8 +40,12 @@ type isa struct {
 	expShift func(x []float32, shift float32) float32
 	// maxOf returns the largest element of x (−Inf for an empty x).
 	maxOf func(x []float32) float32
-	// axpy adds alpha·x to y (len(y) ≥ len(x)).
+	// scale multiplies x by alpha in place.
 	scale func(x []float32, alpha float32)
+	// interleave sets dst[p·ldd + r] = src[r·lds + p] for r < rows and
+	// p < n: rows of src become columns of dst, groups of ldd floats. It
+	// packs A (rows into mr-groups) and transposed B (into nr-groups).
+	interleave func(dst []float32, ldd int, src []float32, lds, rows, n int)
 }
 
 // goISA is the portable fallback, written in plain Go.
@@ -51,6 +55,8 @@ var goISA = &isa{
 	expShift: expShiftGo,
 	maxOf:    maxOfGo,
 	scale:    scaleGo,
+
+	interleave: interleaveGo,
 }
 
 // cpu holds the processor's vector features, detected once.

@@ -20,6 +20,8 @@ var avx2ISA = &isa{
 	expShift: expShiftVec,
 	maxOf:    maxOfVec,
 	scale:    scaleVec,
+
+	interleave: interleaveVec,
 }
 
 // avx512ISA uses the AVX-512 GEMM kernel; its vector helpers are the AVX2
@@ -30,4 +32,6 @@ var avx512ISA = &isa{
 	expShift: expShiftVec,
 	maxOf:    maxOfVec,
 	scale:    scaleVec,
+
+	interleave: interleaveVec,
 }

@@ -91,3 +91,14 @@ func expShiftGo(x []float32, shift float32) float32 {
 	}
 	return sum
 }
+
+// interleaveGo sets dst[p·ldd + r] = src[r·lds + p] for r < rows, p < n:
+// it transposes rows of src into groups of ldd, as packing needs.
+func interleaveGo(dst []float32, ldd int, src []float32, lds, rows, n int) {
+	for r := range rows {
+		row := src[r*lds : r*lds+n]
+		for p, v := range row {
+			dst[p*ldd+r] = v
+		}
+	}
+}

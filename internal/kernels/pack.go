@@ -17,7 +17,7 @@ package kernels
 // packA packs the mc×kc block of op(A) starting at row i0, column p0 into
 // dst, as ceil(mc/mr) panels of kc·mr floats. op(A) is A, or Aᵀ if trans
 // (A is then stored k×m).
-func packA(dst, a []float32, lda int, trans bool, i0, mc, p0, kc, mr int) {
+func packA(set *isa, dst, a []float32, lda int, trans bool, i0, mc, p0, kc, mr int) {
 	for ip := 0; ip < mc; ip += mr {
 		rows := min(mr, mc-ip)
 		panel := dst[(ip/mr)*kc*mr : (ip/mr+1)*kc*mr]
@@ -35,21 +35,15 @@ func packA(dst, a []float32, lda int, trans bool, i0, mc, p0, kc, mr int) {
 			}
 			continue
 		}
-		// Each stored row is one panel row: scatter it with stride mr.
-		for r := range rows {
-			off := (i0+ip+r)*lda + p0
-			src := a[off : off+kc]
-			for p, v := range src {
-				panel[p*mr+r] = v
-			}
-		}
+		// Each stored row is one panel row: a transpose into groups of mr.
+		set.interleave(panel, mr, a[(i0+ip)*lda+p0:], lda, rows, kc)
 	}
 }
 
 // packB packs the kc×nc block of op(B) starting at row p0, column j0 into
 // dst, as ceil(nc/nr) panels of kc·nr floats. op(B) is B, or Bᵀ if trans
 // (B is then stored n×k, as nn.Linear weights are).
-func packB(dst, b []float32, ldb int, trans bool, p0, kc, j0, nc, nr int) {
+func packB(set *isa, dst, b []float32, ldb int, trans bool, p0, kc, j0, nc, nr int) {
 	for jp := 0; jp < nc; jp += nr {
 		cols := min(nr, nc-jp)
 		panel := dst[(jp/nr)*kc*nr : (jp/nr+1)*kc*nr]
@@ -57,14 +51,9 @@ func packB(dst, b []float32, ldb int, trans bool, p0, kc, j0, nc, nr int) {
 			clear(panel)
 		}
 		if trans {
-			// Each stored row is one panel column: scatter with stride nr.
-			for c := range cols {
-				off := (j0+jp+c)*ldb + p0
-				src := b[off : off+kc]
-				for p, v := range src {
-					panel[p*nr+c] = v
-				}
-			}
+			// Each stored row is one panel column: a transpose into
+			// groups of nr.
+			set.interleave(panel, nr, b[(j0+jp)*ldb+p0:], ldb, cols, kc)
 			continue
 		}
 		for p := range kc {

@@ -40,8 +40,11 @@ var workers struct {
 	mu      sync.Mutex
 	started atomic.Int64
 	wake    chan *run // unbuffered: a send succeeds only if a worker is idle
-	runs    sync.Pool // *run, reused across calls
 }
+
+// freeRuns recycles runs (a channel, not a sync.Pool, so that a garbage
+// collection does not make the next call allocate).
+var freeRuns = make(chan *run, 64)
 
 // ensureWorkers starts workers until n are running.
 func ensureWorkers(n int) {
@@ -86,8 +89,10 @@ func parallelFor(parts, threads int, job partRunner) {
 	if workers.started.Load() < int64(threads-1) {
 		ensureWorkers(threads - 1)
 	}
-	r, _ := workers.runs.Get().(*run)
-	if r == nil {
+	var r *run
+	select {
+	case r = <-freeRuns:
+	default:
 		r = new(run)
 	}
 	r.job, r.parts = job, int64(parts)
@@ -103,5 +108,8 @@ func parallelFor(parts, threads int, job partRunner) {
 	r.drain()
 	r.done.Wait()
 	r.job = nil
-	workers.runs.Put(r)
+	select {
+	case freeRuns <- r:
+	default:
+	}
 }

@@ -120,3 +120,34 @@ func TestSoftmaxRows(t *testing.T) {
 		}
 	})
 }
+
+// TestInterleave checks every instruction set's transpose-for-packing
+// against its definition, at row and column counts around the assembly's
+// groups of 4 and 2 rows by 8 columns.
+func TestInterleave(t *testing.T) {
+	forEachISA(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(9, 10))
+		for _, rows := range []int{1, 2, 3, 4, 5, 6, 7, 12, 16, 32} {
+			for _, n := range []int{1, 7, 8, 9, 16, 33} {
+				lds, ldd := n+3, rows+2
+				src := randSlice(rng, (rows-1)*lds+n)
+				dst := make([]float32, (n-1)*ldd+rows+2)
+				for i := range dst {
+					dst[i] = -7
+				}
+				currentISA().interleave(dst, ldd, src, lds, rows, n)
+				for p := range n {
+					for r := range ldd {
+						want := float32(-7) // untouched outside the rows
+						if r < rows {
+							want = src[r*lds+p]
+						}
+						if p*ldd+r < len(dst) {
+							require.Equal(t, want, dst[p*ldd+r], "rows=%d n=%d p=%d r=%d", rows, n, p, r)
+						}
+					}
+				}
+			}
+		}
+	})
+}

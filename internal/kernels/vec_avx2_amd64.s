@@ -201,3 +201,90 @@ loop:
 end:
 	VZEROUPPER
 	RET
+
+// func interleave4AVX2(dst *float32, ldd int, src *float32, lds int, n int)
+// For p < n (a multiple of 8) and r < 4: dst[p·ldd + r] = src[r·lds + p].
+// Eight columns of four rows at a time: four loads, a 4×4 transpose in
+// each 128-bit lane, eight 16-byte stores.
+TEXT ·interleave4AVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	SHLQ $2, R9
+	MOVQ n+32(FP), CX
+	SHRQ $3, CX
+	JZ   done4
+	LEAQ (R9)(R9*2), R10 // 3 rows of src
+	LEAQ (R8)(R8*2), R11 // 3 rows of dst
+
+loop4:
+	VMOVUPS   (SI), Y0
+	VMOVUPS   (SI)(R9*1), Y1
+	VMOVUPS   (SI)(R9*2), Y2
+	VMOVUPS   (SI)(R10*1), Y3
+	VUNPCKLPS Y1, Y0, Y4         // a0 b0 a1 b1 | a4 b4 a5 b5
+	VUNPCKHPS Y1, Y0, Y5         // a2 b2 a3 b3 | a6 b6 a7 b7
+	VUNPCKLPS Y3, Y2, Y6         // c0 d0 c1 d1 | c4 d4 c5 d5
+	VUNPCKHPS Y3, Y2, Y7         // c2 d2 c3 d3 | c6 d6 c7 d7
+	VSHUFPS   $0x44, Y6, Y4, Y0  // a0 b0 c0 d0 | a4 b4 c4 d4
+	VSHUFPS   $0xee, Y6, Y4, Y1  // a1 b1 c1 d1 | a5 b5 c5 d5
+	VSHUFPS   $0x44, Y7, Y5, Y2  // a2 b2 c2 d2 | a6 b6 c6 d6
+	VSHUFPS   $0xee, Y7, Y5, Y3  // a3 b3 c3 d3 | a7 b7 c7 d7
+	VMOVUPS   X0, (DI)
+	VMOVUPS   X1, (DI)(R8*1)
+	VMOVUPS   X2, (DI)(R8*2)
+	VMOVUPS   X3, (DI)(R11*1)
+	LEAQ      (DI)(R8*4), DX
+	VEXTRACTF128 $1, Y0, (DX)
+	VEXTRACTF128 $1, Y1, (DX)(R8*1)
+	VEXTRACTF128 $1, Y2, (DX)(R8*2)
+	VEXTRACTF128 $1, Y3, (DX)(R11*1)
+	LEAQ      (DX)(R8*4), DI
+	ADDQ      $32, SI
+	DECQ      CX
+	JNZ       loop4
+
+done4:
+	VZEROUPPER
+	RET
+
+// func interleave2AVX2(dst *float32, ldd int, src *float32, lds int, n int)
+// For p < n (a multiple of 8) and r < 2: dst[p·ldd + r] = src[r·lds + p].
+TEXT ·interleave2AVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	SHLQ $2, R9
+	MOVQ n+32(FP), CX
+	SHRQ $3, CX
+	JZ   done2
+	LEAQ (R8)(R8*2), R11
+
+loop2:
+	VMOVUPS      (SI), Y0
+	VMOVUPS      (SI)(R9*1), Y1
+	VUNPCKLPS    Y1, Y0, Y4 // a0 b0 a1 b1 | a4 b4 a5 b5
+	VUNPCKHPS    Y1, Y0, Y5 // a2 b2 a3 b3 | a6 b6 a7 b7
+	VMOVLPS      X4, (DI)
+	VMOVHPS      X4, (DI)(R8*1)
+	VMOVLPS      X5, (DI)(R8*2)
+	VMOVHPS      X5, (DI)(R11*1)
+	LEAQ         (DI)(R8*4), DX
+	VEXTRACTF128 $1, Y4, X4
+	VEXTRACTF128 $1, Y5, X5
+	VMOVLPS      X4, (DX)
+	VMOVHPS      X4, (DX)(R8*1)
+	VMOVLPS      X5, (DX)(R8*2)
+	VMOVHPS      X5, (DX)(R11*1)
+	LEAQ         (DX)(R8*4), DI
+	ADDQ         $32, SI
+	DECQ         CX
+	JNZ          loop2
+
+done2:
+	VZEROUPPER
+	RET
