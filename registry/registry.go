@@ -8,7 +8,7 @@
 //		registry.Register(registry.Info{
 //			ID:      "attention.cosine",
 //			Summary: "cosine-similarity attention",
-//			New:     func() registry.Layer { return &Cosine{Temperature: 1} },
+//			New:     func() registry.Layer { return &Cosine{Scale: 10} },
 //		})
 //	}
 //

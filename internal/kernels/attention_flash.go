@@ -134,19 +134,21 @@ func (f *flash) block(ws *workspace, b int) {
 	// computes whole tiles, so that block is copied and zero-padded.
 	sc := &ws.attn
 	qa, ldq := h.Q[i0*h.LdQ:], h.LdQ
+	// Buffers are grown for a full block even for a ragged one, so that
+	// each workspace reaches its final size on first use.
 	if rows < rowsPad {
-		sc.q = grow(sc.q, rowsPad*h.D)
+		sc.q = grow(sc.q, f.bq*h.D)[:rowsPad*h.D]
 		clear(sc.q)
 		for r := range rows {
 			copy(sc.q[r*h.D:(r+1)*h.D], h.Q[(i0+r)*h.LdQ:])
 		}
 		qa, ldq = sc.q, h.D
 	}
-	sc.s = grow(sc.s, rowsPad*bk)
-	sc.acc = grow(sc.acc, rowsPad*f.dvPad)
+	sc.s = grow(sc.s, f.bq*bk)
+	sc.acc = grow(sc.acc, f.bq*f.dvPad)[:rowsPad*f.dvPad]
 	clear(sc.acc)
-	sc.m = grow(sc.m, rows)
-	sc.l = grow(sc.l, rows)
+	sc.m = grow(sc.m, f.bq)[:rows]
+	sc.l = grow(sc.l, f.bq)[:rows]
 	for r := range rows {
 		sc.m[r] = float32(math.Inf(-1))
 		sc.l[r] = 0

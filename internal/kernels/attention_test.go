@@ -160,3 +160,80 @@ func checkAttend(t *testing.T, name string, c attnCase, seed uint64) {
 		}
 	}
 }
+
+// multiHead builds the B·H heads of a multi-head layer addressed in place
+// inside (B·T, H·dh) projections, as layers pass them to AttendBatch.
+func multiHead(rng *rand.Rand, bsz, nh, tq, tk, dh int) []Head {
+	width := nh * dh
+	q, k, v := randSlice(rng, bsz*tq*width), randSlice(rng, bsz*tk*width), randSlice(rng, bsz*tk*width)
+	out := make([]float32, bsz*tq*width)
+	var heads []Head
+	for b := range bsz {
+		for h := range nh {
+			heads = append(heads, Head{Tq: tq, Tk: tk, D: dh, Dv: dh,
+				Q: q[b*tq*width+h*dh:], LdQ: width, K: k[b*tk*width+h*dh:], LdK: width,
+				V: v[b*tk*width+h*dh:], LdV: width, Out: out[b*tq*width+h*dh:], LdOut: width})
+		}
+	}
+	return heads
+}
+
+// TestAttendBatch checks AttendBatch against attendRef head by head, on
+// the parallel path, the weights path (each head's weights after the
+// previous heads') and the dropout path (the same RNG stream as Attend in
+// a loop).
+func TestAttendBatch(t *testing.T) {
+	forEachISA(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			name    string
+			tq, tk  int
+			weights bool
+			dropout float32
+		}{
+			{"parallel", 70, 70, false, 0},
+			{"parallel Tq<Tk", 33, 100, false, 0},
+			{"weights", 40, 50, true, 0},
+			{"dropout", 40, 40, false, 0.25},
+		} {
+			rng := rand.New(rand.NewPCG(21, 22))
+			heads := multiHead(rng, 2, 3, tc.tq, tc.tk, 16)
+			opt := AttentionOptions{Scale: 0.25, Causal: true, Dropout: tc.dropout}
+			refOpt := opt
+			if tc.weights {
+				opt.Weights = make([]float32, len(heads)*tc.tq*tc.tk)
+			}
+			if tc.dropout > 0 {
+				opt.RNG = rand.New(rand.NewPCG(1, 2))
+				refOpt.RNG = rand.New(rand.NewPCG(1, 2))
+			}
+			AttendBatch(heads, opt)
+			for i, h := range heads {
+				got := outputRows(h)
+				ref := cloneHead(h)
+				if tc.weights {
+					refOpt.Weights = make([]float32, tc.tq*tc.tk)
+				}
+				outTol, weightTol := attendRef(ref, refOpt)
+				name := fmt.Sprintf("%s head %d", tc.name, i)
+				requireWithin(t, outputRows(ref), got, outTol, name)
+				if tc.weights {
+					requireWithin(t, refOpt.Weights, opt.Weights[i*tc.tq*tc.tk:(i+1)*tc.tq*tc.tk], weightTol, name+" weights")
+				}
+			}
+		}
+	})
+}
+
+// TestAttendPanicsOnBadInput checks that inconsistent heads and options
+// are refused with a message naming the problem.
+func TestAttendPanicsOnBadInput(t *testing.T) {
+	h := Head{Tq: 2, Tk: 2, D: 2, Dv: 2, LdQ: 2, LdK: 2, LdV: 2, LdOut: 2,
+		Q: make([]float32, 4), K: make([]float32, 4), V: make([]float32, 3), Out: make([]float32, 4)}
+	require.PanicsWithValue(t, "kernels: Attend: V holds 3 floats, 2×2 with row stride 2 (batch 1, stride 0) needs 4",
+		func() { Attend(h, AttentionOptions{}) })
+	h.V = make([]float32, 4)
+	require.PanicsWithValue(t, "kernels: Attend: Dropout 0.5 needs an RNG",
+		func() { Attend(h, AttentionOptions{Dropout: 0.5}) })
+	require.PanicsWithValue(t, "kernels: Attend: Weights holds 3 floats, need 4",
+		func() { Attend(h, AttentionOptions{Weights: make([]float32, 3)}) })
+}

@@ -37,6 +37,7 @@ type gemmJob struct {
 	jc, nc, pc, kc int
 	beta           float32
 	mcBlk          int  // rows per A block
+	kcBlk          int  // depth of a full block
 	mBlocks        int  // A blocks in m
 	nSplit         int  // parts the B panels are split into per A block
 	nPanels        int  // B panels in nc
@@ -79,7 +80,7 @@ func runGemm(g *gemmCall, threads int) {
 func (j *gemmJob) run() {
 	g, kern := &j.g, j.kern
 	ncBlk := balancedBlock(g.n, kern.nc, kern.nr)
-	kcBlk := balancedBlock(g.k, kern.kc, 1)
+	j.kcBlk = balancedBlock(g.k, kern.kc, 1)
 	j.mcBlk = balancedBlock(g.m, kern.mc, kern.mr)
 	j.mBlocks = ceilDiv(g.m, j.mcBlk)
 	for j.jc = 0; j.jc < g.n; j.jc += ncBlk {
@@ -92,13 +93,13 @@ func (j *gemmJob) run() {
 			j.nSplit = min(j.nPanels, max(1, ceilDiv(2*j.threads, j.mBlocks)))
 			j.packParts = min(j.nPanels, 2*j.threads)
 		}
-		for j.pc = 0; j.pc < g.k; j.pc += kcBlk {
-			j.kc = min(kcBlk, g.k-j.pc)
+		for j.pc = 0; j.pc < g.k; j.pc += j.kcBlk {
+			j.kc = min(j.kcBlk, g.k-j.pc)
 			j.beta = g.beta
 			if j.pc > 0 {
 				j.beta = 1 // later blocks of k add to what the first wrote
 			}
-			j.packedB = grow(j.packedB, j.nPanels*kern.nr*j.kc)
+			j.packedB = grow(j.packedB, roundUp(ncBlk, kern.nr)*j.kcBlk)
 			j.packing = true
 			parallelFor(j.packParts, j.threads, j)
 			j.packing = false
@@ -141,8 +142,10 @@ func (j *gemmJob) computePart(part int) {
 		return
 	}
 
+	// Buffers are grown to a full block even for a ragged one, so that
+	// each workspace reaches its final size on first use.
 	ws := getWorkspace()
-	ws.packA = grow(ws.packA, roundUp(mc, mr)*kc)
+	ws.packA = grow(ws.packA, roundUp(j.mcBlk, mr)*j.kcBlk)
 	ws.tile = grow(ws.tile, mr*nr)
 	packA(j.set, ws.packA, g.a, g.lda, g.transA, i0, mc, j.pc, kc, mr)
 

@@ -135,3 +135,70 @@ func checkGemm(t *testing.T, name string, tc gemmCase, transA, transB bool) {
 	}
 	requireClose(t, wantC, gotC, mag, tc.k, name)
 }
+
+// TestGemmStrided checks a batch of per-head products addressed in place
+// inside (T, H·dh) matrices, as a multi-head layer uses it (Q·Kᵀ per head),
+// against one gemmRef per head; and a stride of 0 (one shared B).
+func TestGemmStrided(t *testing.T) {
+	forEachISA(t, func(t *testing.T) {
+		for _, tc := range []struct{ heads, tq, tk, dh int }{{1, 7, 9, 5}, {3, 33, 17, 8}, {12, 65, 65, 64}, {5, 130, 70, 33}} {
+			rng := rand.New(rand.NewPCG(uint64(tc.heads), uint64(tc.tq)))
+			width := tc.heads * tc.dh
+			q, k := randSlice(rng, tc.tq*width), randSlice(rng, tc.tk*width)
+			got := randSlice(rng, tc.heads*tc.tq*tc.tk)
+			want := append([]float32(nil), got...)
+			GemmStrided(tc.heads, false, true, tc.tq, tc.tk, tc.dh, 0.5, q, width, tc.dh, k, width, tc.dh, 1, got, tc.tk, tc.tq*tc.tk)
+			var mag []float64
+			for h := range tc.heads {
+				mag = append(mag, gemmRef(false, true, tc.tq, tc.tk, tc.dh, 0.5, q[h*tc.dh:], width, k[h*tc.dh:], width, 1, want[h*tc.tq*tc.tk:], tc.tk)...)
+			}
+			requireClose(t, want, got, mag, tc.dh, fmt.Sprintf("%+v", tc))
+
+			// Stride 0: every product multiplies by the same B.
+			b := randSlice(rng, tc.dh*tc.tk)
+			GemmStrided(tc.heads, false, false, tc.tq, tc.tk, tc.dh, 1, q, width, tc.dh, b, tc.tk, 0, 0, got, tc.tk, tc.tq*tc.tk)
+			mag = mag[:0]
+			for h := range tc.heads {
+				mag = append(mag, gemmRef(false, false, tc.tq, tc.tk, tc.dh, 1, q[h*tc.dh:], width, b, tc.tk, 0, want[h*tc.tq*tc.tk:], tc.tk)...)
+			}
+			requireClose(t, want, got, mag, tc.dh, fmt.Sprintf("%+v stride 0", tc))
+		}
+	})
+}
+
+// TestGemmPanicsOnShortSlices checks that sizes the slices cannot hold are
+// refused before any assembly runs, with a message naming the operand.
+func TestGemmPanicsOnShortSlices(t *testing.T) {
+	a, b, c := make([]float32, 12), make([]float32, 12), make([]float32, 12)
+	require.PanicsWithValue(t, "kernels: Gemm: A holds 12 floats, 4×4 with row stride 4 (batch 1, stride 0) needs 16",
+		func() { Gemm(false, false, 4, 3, 4, 1, a, 4, b, 3, 0, c, 3) })
+	require.PanicsWithValue(t, "kernels: Gemm: C is 3×4 as stored, its row stride 3 is less than 4",
+		func() { Gemm(false, false, 3, 4, 2, 1, a, 2, b, 4, 0, c, 3) })
+	require.PanicsWithValue(t, "kernels: GemmStrided: B holds 12 floats, 2×2 with row stride 2 (batch 3, stride 5) needs 14",
+		func() { GemmStrided(3, false, false, 2, 2, 2, 1, a, 2, 0, b, 2, 5, 0, make([]float32, 100), 2, 4) })
+	require.NotPanics(t, func() { Gemm(false, false, 0, 5, 5, 1, nil, 5, nil, 5, 0, nil, 5) })
+}
+
+// TestLinear checks y = x·Wᵀ + bias with and without bias.
+func TestLinear(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	const rows, in, out = 37, 70, 45
+	x, w, bias := randSlice(rng, rows*in), randSlice(rng, out*in), randSlice(rng, out)
+	for _, withBias := range []bool{false, true} {
+		want := make([]float32, rows*out)
+		mag := gemmRef(false, true, rows, out, in, 1, x, in, w, in, 0, want, out)
+		var bb []float32
+		if withBias {
+			bb = bias
+			for r := range rows {
+				for j := range out {
+					want[r*out+j] += bias[j]
+					mag[r*out+j] += math.Abs(float64(bias[j]))
+				}
+			}
+		}
+		got := make([]float32, rows*out)
+		Linear(got, x, w, bb, rows, in, out)
+		requireClose(t, want, got, mag, in, fmt.Sprintf("bias=%v", withBias))
+	}
+}

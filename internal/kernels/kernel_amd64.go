@@ -24,14 +24,14 @@ var avx2ISA = &isa{
 	interleave: interleaveVec,
 }
 
-// avx512ISA uses the AVX-512 GEMM kernel; its vector helpers are the AVX2
-// ones, which every AVX-512 CPU also runs.
+// avx512ISA uses the AVX-512 kernels; packing uses the AVX2 transposes,
+// which every AVX-512 CPU also runs.
 var avx512ISA = &isa{
 	name:     "avx512",
 	gemm:     &avx512Kernel,
-	expShift: expShiftVec,
-	maxOf:    maxOfVec,
-	scale:    scaleVec,
+	expShift: expShift512,
+	maxOf:    maxOf512,
+	scale:    scale512,
 
 	interleave: interleaveVec,
 }

@@ -16,11 +16,17 @@ import (
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
-// nodeTests is where Debian's libonnx-testdata installs ONNX's backend
-// node tests: test_*/model.onnx, written by ONNX's Python reference, with
-// test_data_set_*/input_K.pb and output_K.pb computed by its numpy
-// reference implementations.
-const nodeTests = "/usr/include/onnx/backend/test/data/node"
+// backendTests is where Debian's libonnx-testdata installs ONNX's backend
+// tests: <group>/test_*/model.onnx with test_data_set_*/input_K.pb and
+// output_K.pb.
+const backendTests = "/usr/include/onnx/backend/test/data"
+
+// conformanceGroups are the groups of backend tests run: node (one case
+// per operator feature, models written by ONNX's Python helpers, outputs by
+// its numpy reference implementations), pytorch-operator and
+// pytorch-converted (small modules exported by an old PyTorch at opset 6),
+// and simple (small hand-written models).
+var conformanceGroups = []string{"node", "pytorch-operator", "pytorch-converted", "simple"}
 
 // tolerance bounds |got - want| by atol + rtol·|want|, as numpy's
 // assert_allclose does.
@@ -45,22 +51,22 @@ var (
 // which is 0.5 - 0.5·cos(2π/10)), so it differs from the stored 0.0954861
 // by 6e-5 relative, well inside ONNX's rtol.
 var onnxToleranceCases = map[string]string{
-	"test_blackmanwindow_expanded":           "expected outputs use π ≈ 3.1415",
-	"test_blackmanwindow_symmetric_expanded": "expected outputs use π ≈ 3.1415",
-	"test_hammingwindow_expanded":            "expected outputs use π ≈ 3.1415",
-	"test_hammingwindow_symmetric_expanded":  "expected outputs use π ≈ 3.1415",
-	"test_hannwindow_expanded":               "expected outputs use π ≈ 3.1415",
-	"test_hannwindow_symmetric_expanded":     "expected outputs use π ≈ 3.1415",
+	"node/test_blackmanwindow_expanded":           "expected outputs use π ≈ 3.1415",
+	"node/test_blackmanwindow_symmetric_expanded": "expected outputs use π ≈ 3.1415",
+	"node/test_hammingwindow_expanded":            "expected outputs use π ≈ 3.1415",
+	"node/test_hammingwindow_symmetric_expanded":  "expected outputs use π ≈ 3.1415",
+	"node/test_hannwindow_expanded":               "expected outputs use π ≈ 3.1415",
+	"node/test_hannwindow_symmetric_expanded":     "expected outputs use π ≈ 3.1415",
 }
 
 // conformanceExclusions lists the node tests of supported ops that are
 // known not to pass, with the reason. The test checks that each of them
 // really fails, so that the list cannot go stale.
 var conformanceExclusions = map[string]string{
-	"test_training_dropout":              "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
-	"test_training_dropout_default":      "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
-	"test_training_dropout_default_mask": "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
-	"test_training_dropout_mask":         "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
+	"node/test_training_dropout":              "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
+	"node/test_training_dropout_default":      "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
+	"node/test_training_dropout_default_mask": "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
+	"node/test_training_dropout_mask":         "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
 }
 
 // exclusionRule says why a model cannot run at all, or "": it uses an op
@@ -133,54 +139,69 @@ type caseResult struct {
 	reason string   // why the case is excluded, if it is
 }
 
-// TestConformance runs ONNX's backend node tests of every supported op.
+// TestConformance runs ONNX's backend tests of every supported op: the
+// node tests (one operator each, with numpy reference outputs), and the
+// small PyTorch exports and models of the other groups.
 func TestConformance(t *testing.T) {
-	dirs, _ := filepath.Glob(filepath.Join(nodeTests, "test_*"))
-	if len(dirs) == 0 {
-		t.Skipf("ONNX backend node tests are not installed under %s (apt-get install libonnx-testdata)", nodeTests)
+	if dirs, _ := filepath.Glob(filepath.Join(backendTests, "node", "test_*")); len(dirs) == 0 {
+		t.Skipf("ONNX backend node tests are not installed under %s (apt-get install libonnx-testdata)", backendTests)
 	}
-	var results []caseResult
-	for _, dir := range dirs {
-		m, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
-		if err != nil {
-			t.Errorf("%s: %v", dir, err)
-			continue
-		}
-		r := caseResult{name: filepath.Base(dir)}
-		for _, n := range m.GetGraph().GetNode() {
-			if _, ok := ops[n.GetOpType()]; ok && !slices.Contains(r.ops, n.GetOpType()) {
-				r.ops = append(r.ops, n.GetOpType())
+	groups := map[string][]caseResult{}
+	for _, group := range conformanceGroups {
+		dirs, _ := filepath.Glob(filepath.Join(backendTests, group, "test_*"))
+		for _, dir := range dirs {
+			if r, ok := runCase(t, group, dir); ok {
+				groups[group] = append(groups[group], r)
 			}
 		}
-		if len(r.ops) == 0 {
-			continue // a test of ops we do not claim
-		}
-		tol32 := strict32
-		if _, ok := onnxToleranceCases[r.name]; ok {
-			tol32 = onnxTol
-			if runNodeTest(m, dir, strict32) == nil {
-				t.Errorf("%s: passes at the strict tolerance; remove it from onnxToleranceCases", r.name)
-			}
-		}
-		r.err = runNodeTest(m, dir, tol32)
-		if rule := exclusionRule(m); rule != "" {
-			r.reason = rule
-			if _, err := New(m); err == nil {
-				t.Errorf("%s: excluded by rule (%s) but New accepts it", r.name, rule)
-			}
-		}
-		if reason, ok := conformanceExclusions[r.name]; ok {
-			r.reason = reason
-			if r.err == nil {
-				t.Errorf("%s: listed as excluded (%s) but passes; remove the exclusion", r.name, reason)
-			}
-		}
-		if r.err != nil && r.reason == "" {
-			t.Errorf("%s: %v", r.name, r.err)
-		}
-		results = append(results, r)
 	}
-	logSummary(t, results)
+	logSummary(t, groups)
+}
+
+// runCase runs one backend test whose model uses a supported op, checks
+// it against the exclusions, and reports its outcome.
+func runCase(t *testing.T, group, dir string) (caseResult, bool) {
+	r := caseResult{name: group + "/" + filepath.Base(dir)}
+	m, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
+	if err != nil {
+		if _, statErr := os.Stat(filepath.Join(dir, "model.onnx")); statErr != nil {
+			return r, false // the "real" models ship without their (downloaded) files
+		}
+		t.Errorf("%s: %v", r.name, err)
+		return r, false
+	}
+	for _, n := range m.GetGraph().GetNode() {
+		if _, ok := ops[n.GetOpType()]; ok && !slices.Contains(r.ops, n.GetOpType()) {
+			r.ops = append(r.ops, n.GetOpType())
+		}
+	}
+	if len(r.ops) == 0 {
+		return r, false // a test of ops we do not claim
+	}
+	tol32 := strict32
+	if _, ok := onnxToleranceCases[r.name]; ok {
+		tol32 = onnxTol
+		if runNodeTest(m, dir, strict32) == nil {
+			t.Errorf("%s: passes at the strict tolerance; remove it from onnxToleranceCases", r.name)
+		}
+	}
+	r.err = runNodeTest(m, dir, tol32)
+	if rule := exclusionRule(m); rule != "" {
+		r.reason = rule
+		if _, err := New(m); err == nil {
+			t.Errorf("%s: excluded by rule (%s) but New accepts it", r.name, rule)
+		}
+	}
+	if reason, ok := conformanceExclusions[r.name]; ok {
+		r.reason = reason
+		if r.err == nil {
+			t.Errorf("%s: listed as excluded (%s) but passes; remove the exclusion", r.name, reason)
+		}
+	}
+	if r.err != nil && r.reason == "" {
+		t.Errorf("%s: %v", r.name, r.err)
+	}
+	return r, true
 }
 
 // runNodeTest runs every data set of a node test. Inputs go through the
@@ -358,14 +379,12 @@ func closeEnough(g, w float64, tol tolerance) bool {
 }
 
 // logSummary logs per op how many of its node tests pass, as a markdown
-// table for the README, and the excluded cases with their reasons. A case
-// counts for every supported op its model uses (the expanded function
-// tests use several).
-func logSummary(t *testing.T, results []caseResult) {
+// table for the README, one line per other group, and the excluded cases
+// with their reasons. A case counts for every supported op its model uses
+// (the expanded function tests use several).
+func logSummary(t *testing.T, groups map[string][]caseResult) {
 	byOp := map[string]*tally{}
-	var all tally
-	for _, r := range results {
-		all.count(r)
+	for _, r := range groups["node"] {
 		for _, op := range r.ops {
 			if byOp[op] == nil {
 				byOp[op] = &tally{}
@@ -374,9 +393,15 @@ func logSummary(t *testing.T, results []caseResult) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "ONNX backend node tests (%s): %d cases use supported ops: %d pass, %d fail, "+
-		"%d excluded for ops outside the supported set, %d excluded for other reasons\n\n",
-		nodeTests, len(results), all.passed, all.failed, all.otherOps, all.excluded)
+	for _, group := range conformanceGroups {
+		var all tally
+		for _, r := range groups[group] {
+			all.count(r)
+		}
+		fmt.Fprintf(&b, "%s: %d cases use supported ops: %d pass, %d fail, %d excluded for ops outside the supported set, %d excluded for other reasons\n",
+			group, len(groups[group]), all.passed, all.failed, all.otherOps, all.excluded)
+	}
+	b.WriteString("\nNode tests per op:\n\n")
 	b.WriteString("| op | passed | failed | excluded: model uses unsupported ops | excluded: other reasons | total |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
 	for _, op := range SupportedOps() {
@@ -389,15 +414,27 @@ func logSummary(t *testing.T, results []caseResult) {
 			c.passed+c.failed+c.otherOps+c.excluded)
 	}
 	b.WriteString("\nCompared at ONNX's runner tolerance (rtol 1e-3, atol 1e-7) instead of rtol 1e-5, atol 1e-7:\n")
-	for _, r := range results {
-		if reason, ok := onnxToleranceCases[r.name]; ok {
-			fmt.Fprintf(&b, "- %s: %s\n", r.name, reason)
+	for _, group := range conformanceGroups {
+		for _, r := range groups[group] {
+			if reason, ok := onnxToleranceCases[r.name]; ok {
+				fmt.Fprintf(&b, "- %s: %s\n", r.name, reason)
+			}
 		}
 	}
-	b.WriteString("\nExcluded:\n")
-	for _, r := range results {
-		if r.err != nil && r.reason != "" {
-			fmt.Fprintf(&b, "- %s: %s\n", r.name, r.reason)
+	b.WriteString("\nExcluded (other than for ops outside the supported set):\n")
+	for _, group := range conformanceGroups {
+		for _, r := range groups[group] {
+			if r.err != nil && r.reason != "" && !strings.HasPrefix(r.reason, unsupportedOpsReason) {
+				fmt.Fprintf(&b, "- %s: %s\n", r.name, r.reason)
+			}
+		}
+	}
+	b.WriteString("\nExcluded for ops outside the supported set:\n")
+	for _, group := range conformanceGroups {
+		for _, r := range groups[group] {
+			if r.err != nil && strings.HasPrefix(r.reason, unsupportedOpsReason) {
+				fmt.Fprintf(&b, "- %s: %s\n", r.name, strings.TrimPrefix(r.reason, unsupportedOpsReason))
+			}
 		}
 	}
 	t.Log("\n" + b.String())

@@ -239,19 +239,38 @@ func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
 }
 
 // prepareNodes resolves every node's op, attributes and value slots. It
-// reports all unsupported ops at once, so one error lists them all.
+// reports all problems at once, and the supported ops once at the end when
+// some op is not among them.
 func (b *builder) prepareNodes(nps []*onnxpb.NodeProto) ([]*node, error) {
 	var errs []error
+	var unsupported []string
 	nodes := make([]*node, 0, len(nps))
 	for i, np := range nps {
 		n, err := b.prepareNode(i, np)
-		if err != nil {
+		var u unsupportedOpError
+		switch {
+		case errors.As(err, &u):
+			unsupported = append(unsupported, u.Error())
+		case err != nil:
 			errs = append(errs, err)
-			continue
+		default:
+			nodes = append(nodes, n)
 		}
-		nodes = append(nodes, n)
+	}
+	if len(unsupported) > 0 {
+		errs = append(errs, fmt.Errorf("%s; supported: %s", strings.Join(unsupported, "; "), strings.Join(SupportedOps(), ", ")))
 	}
 	return nodes, errors.Join(errs...)
+}
+
+// unsupportedOpError is a node whose op the executor does not implement.
+type unsupportedOpError struct {
+	label, op string
+	opset     int
+}
+
+func (e unsupportedOpError) Error() string {
+	return fmt.Sprintf("node %s: op %q (opset %d) is not supported", e.label, e.op, e.opset)
 }
 
 func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
@@ -264,7 +283,7 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	}
 	spec, ok := ops[n.op]
 	if !ok {
-		return nil, fail("(opset %d) is not supported; supported: %s", n.opset, strings.Join(SupportedOps(), ", "))
+		return nil, unsupportedOpError{n.label(), n.op, n.opset}
 	}
 	if n.opset < spec.since {
 		return nil, fail("(opset %d) is not supported: it is implemented from opset %d on", n.opset, spec.since)

@@ -45,10 +45,8 @@ func arithPair(op arith, a, b *value) (*value, error) {
 	if op == opDiv && !a.dtype.IsFloat() && hasZero(b) {
 		return nil, errors.New("integer division by zero")
 	}
-	if op == opAdd || op == opMul { // the float32 hot path of attention graphs
-		if v, ok := fastFloat32(op, a, b); ok {
-			return v, nil
-		}
+	if v, ok := fastFloat32(op, a, b); ok {
+		return v, nil
 	}
 	switch a.dtype {
 	case Float32:
@@ -75,38 +73,57 @@ func arithPair(op arith, a, b *value) (*value, error) {
 	return nil, errDType(a, "a numeric type")
 }
 
-// fastFloat32 computes float32 Add and Mul of equal shapes, or with a
-// scalar, without the per-element function call of binaryMap.
+// fastFloat32 computes float32 arithmetic of equal shapes, or by a
+// scalar, without the per-element function call of binaryMap: the scale,
+// residual and bias steps of attention graphs.
 func fastFloat32(op arith, a, b *value) (*value, bool) {
-	if a.dtype != Float32 {
+	if a.dtype != Float32 || op > opDiv {
 		return nil, false
 	}
 	x, y := a.data.([]float32), b.data.([]float32)
-	switch {
-	case len(y) == 1 && len(b.shape) <= len(a.shape):
-	case len(x) == 1 && len(a.shape) <= len(b.shape):
-		a, b, x, y = b, a, y, x
-	case equalShapes(a.shape, b.shape):
-	default:
+	if !equalShapes(a.shape, b.shape) && (len(y) != 1 || len(b.shape) > len(a.shape)) {
 		return nil, false
 	}
 	o := make([]float32, len(x))
-	switch {
-	case len(y) == 1 && op == opAdd:
-		for i, v := range x {
-			o[i] = v + y[0]
+	if len(y) == 1 {
+		s := y[0]
+		switch op {
+		case opAdd:
+			for i, v := range x {
+				o[i] = v + s
+			}
+		case opSub:
+			for i, v := range x {
+				o[i] = v - s
+			}
+		case opMul:
+			for i, v := range x {
+				o[i] = v * s
+			}
+		case opDiv:
+			for i, v := range x {
+				o[i] = v / s
+			}
 		}
-	case len(y) == 1:
-		for i, v := range x {
-			o[i] = v * y[0]
-		}
-	case op == opAdd:
-		for i, v := range x {
-			o[i] = v + y[i]
-		}
-	default:
-		for i, v := range x {
-			o[i] = v * y[i]
+	} else {
+		y = y[:len(x)]
+		switch op {
+		case opAdd:
+			for i, v := range x {
+				o[i] = v + y[i]
+			}
+		case opSub:
+			for i, v := range x {
+				o[i] = v - y[i]
+			}
+		case opMul:
+			for i, v := range x {
+				o[i] = v * y[i]
+			}
+		case opDiv:
+			for i, v := range x {
+				o[i] = v / y[i]
+			}
 		}
 	}
 	return &value{dtype: Float32, shape: a.shape, data: o}, true

@@ -48,26 +48,27 @@ func matmulOp(n *node, in []*value) ([]*value, error) {
 		aStrides: scaled(broadcastStrides(as[:ra-2], batch), m*k),
 		bStrides: scaled(broadcastStrides(bs[:rb-2], batch), k*cols),
 	}
-	switch a.dtype {
-	case Float32:
+	switch {
+	case out.size() == 0 || k == 0: // nothing to add up: zeros
+	case a.dtype == Float32:
 		mm.float32(a.data.([]float32), b.data.([]float32), out.data.([]float32))
-	case Float64:
+	case a.dtype == Float64:
 		matmulT(mm, a.data.([]float64), b.data.([]float64), out.data.([]float64))
-	case Int64:
+	case a.dtype == Int64:
 		matmulT(mm, a.data.([]int64), b.data.([]int64), out.data.([]int64))
-	case Int32:
+	case a.dtype == Int32:
 		matmulT(mm, a.data.([]int32), b.data.([]int32), out.data.([]int32))
-	case Int16:
+	case a.dtype == Int16:
 		matmulT(mm, a.data.([]int16), b.data.([]int16), out.data.([]int16))
-	case Int8:
+	case a.dtype == Int8:
 		matmulT(mm, a.data.([]int8), b.data.([]int8), out.data.([]int8))
-	case Uint64:
+	case a.dtype == Uint64:
 		matmulT(mm, a.data.([]uint64), b.data.([]uint64), out.data.([]uint64))
-	case Uint32:
+	case a.dtype == Uint32:
 		matmulT(mm, a.data.([]uint32), b.data.([]uint32), out.data.([]uint32))
-	case Uint16:
+	case a.dtype == Uint16:
 		matmulT(mm, a.data.([]uint16), b.data.([]uint16), out.data.([]uint16))
-	case Uint8:
+	case a.dtype == Uint8:
 		matmulT(mm, a.data.([]uint8), b.data.([]uint8), out.data.([]uint8))
 	}
 	// Drop the axes a vector operand was given.
@@ -114,7 +115,8 @@ func (mm matmul) each(f func(ia, ib, ic int)) {
 
 // float32 runs the batch on kernels.Gemm. When b is shared by every batch
 // and a's batches are contiguous (x·W with x of shape (B, T, d)), the whole
-// batch is one (B·T)×k by k×n product.
+// batch is one (B·T)×k by k×n product; otherwise each run of batches with
+// uniform strides (all of them, for (B, H) heads) is one GemmStrided call.
 func (mm matmul) float32(a, b, c []float32) {
 	shared, dense := true, true
 	want := stridesOf(mm.batch)
@@ -126,8 +128,10 @@ func (mm matmul) float32(a, b, c []float32) {
 		kernels.Gemm(false, false, numel(mm.batch)*mm.m, mm.n, mm.k, 1, a, mm.k, b, mm.n, 0, c, mm.n)
 		return
 	}
-	mm.each(func(ia, ib, ic int) {
-		kernels.Gemm(false, false, mm.m, mm.n, mm.k, 1, a[ia:], mm.k, b[ib:], mm.n, 0, c[ic:], mm.n)
+	cStrides := scaled(stridesOf(mm.batch), mm.m*mm.n)
+	walk(mm.batch, [][]int{mm.aStrides, mm.bStrides, cStrides}, func(off []int, n int, step []int) {
+		kernels.GemmStrided(n, false, false, mm.m, mm.n, mm.k, 1,
+			a[off[0]:], mm.k, step[0], b[off[1]:], mm.n, step[1], 0, c[off[2]:], mm.n, step[2])
 	})
 }
 

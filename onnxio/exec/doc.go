@@ -1,0 +1,55 @@
+// Package exec runs ONNX graphs in pure Go: the graphs torch.onnx.export
+// writes for attention modules, their masks and their blocks, on attnrun's
+// float32 kernels.
+//
+// New prepares a decoded model once: it resolves the default-domain opset,
+// checks every node's op, arity and attributes against what the executor
+// implements at that opset, converts initializers and Constant nodes,
+// orders the nodes topologically (naming the node and input when something
+// is missing, and the nodes of a cycle) and plans when each intermediate
+// tensor can be dropped. Run then executes the graph as often as needed,
+// from any number of goroutines:
+//
+//	m, err := onnxio.ReadModel("attention.onnx")
+//	if err != nil { ... }
+//	g, err := exec.New(m)
+//	if err != nil { ... } // e.g. node "/attn/Foo": op "Foo" (opset 17) is not supported; supported: ...
+//	out, err := g.Run(map[string]*tensor.Dense{"x": x})
+//
+// # Semantics
+//
+// Ops follow the ONNX specification per opset, as ONNX's reference
+// implementation and its backend node tests define it: numpy broadcasting;
+// Softmax coerced to 2-D before opset 13 and along one axis from 13;
+// Unsqueeze, Squeeze, ReduceSum and Split with axes or sizes as attributes
+// or inputs depending on the opset (ReduceMean and ReduceMax switch at 18);
+// Reshape with 0, -1 and allowzero; Slice with negative starts, ends and
+// steps and the spec's clamping; Dropout as at inference. Element types are
+// float32, float64, int64, int32, int16, int8, uint64, uint32, uint16,
+// uint8 and bool; float16, bfloat16 and strings are refused when a graph is
+// prepared. MatMul and Gemm on float32 run on kernels.Gemm, Softmax along
+// the last axis on kernels.SoftmaxRows; elementwise functions of float32
+// are computed in float64 and rounded once.
+//
+// SupportedOps lists the operators; the package's conformance test runs
+// ONNX's own backend tests for each of them (libonnx-testdata) and prints a
+// per-op table of results with -v.
+//
+// # Errors
+//
+// Problems with the graph are reported by New, problems with the inputs by
+// Run, both with the name of the node, input or output concerned. Run
+// checks each input's element type, rank, fixed dimensions and symbolic
+// dimensions (one size per name across inputs); an op that fails names its
+// node and says why (shapes that do not broadcast, an impossible Reshape, a
+// Gather index out of range); and a panic inside an op is recovered into
+// such an error. Tensors created from sizes read from the graph (Reshape,
+// Expand, Tile, Range, ConstantOfShape) are limited to 2^31 elements.
+//
+// # Tensors
+//
+// Run takes and returns *tensor.Dense. Inputs are read in place and never
+// modified; outputs are fresh copies the caller owns. gorgonia's Dense
+// cannot represent tensors with zero elements, so a graph output with none
+// is an error from Run (intermediate values may be empty).
+package exec
