@@ -66,6 +66,7 @@ into it, and ONNX files, and cross-checks them against PyTorch's numbers.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newLayersCommand(), newPresetsCommand(), newRunCommand(), newCheckCommand(), newInspectCommand())
+	root.AddCommand(newLayersCommand(), newPresetsCommand(), newRunCommand(), newCheckCommand(), newInspectCommand(),
+		newExportCommand(), newImportCommand())
 	return root
 }
