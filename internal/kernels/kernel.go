@@ -68,12 +68,16 @@ var cpu = detectCPU()
 var active atomic.Pointer[isa]
 
 func init() {
-	all := availableISAs()
-	choice := all[0]
-	if os.Getenv("ATTNRUN_NOASM") == "1" {
-		choice = goISA
+	active.Store(chooseISA(availableISAs(), os.Getenv("ATTNRUN_NOASM")))
+}
+
+// chooseISA picks the best of the available sets (listed best first), or
+// the portable one if noAsm is "1".
+func chooseISA(available []*isa, noAsm string) *isa {
+	if noAsm == "1" {
+		return goISA
 	}
-	active.Store(choice)
+	return available[0]
 }
 
 // currentISA returns the instruction set in use.

@@ -113,18 +113,17 @@ func (mm matmul) each(f func(ia, ib, ic int)) {
 		})
 }
 
-// float32 runs the batch on kernels.Gemm. When b is shared by every batch
-// and a's batches are contiguous (x·W with x of shape (B, T, d)), the whole
-// batch is one (B·T)×k by k×n product; otherwise each run of batches with
-// uniform strides (all of them, for (B, H) heads) is one GemmStrided call.
+// float32 runs the batch on kernels.Gemm. When every batch shares one b
+// (x·W with x of shape (B, T, d)), a's batches are necessarily contiguous
+// and the whole batch is one (B·T)×k by k×n product; otherwise each run of
+// batches with uniform strides (all of them, for (B, H) heads) is one
+// GemmStrided call.
 func (mm matmul) float32(a, b, c []float32) {
-	shared, dense := true, true
-	want := stridesOf(mm.batch)
-	for i := range mm.batch {
-		shared = shared && (mm.bStrides[i] == 0 || mm.batch[i] == 1)
-		dense = dense && (mm.aStrides[i] == want[i]*mm.m*mm.k || mm.batch[i] == 1)
+	shared := true
+	for i, d := range mm.batch {
+		shared = shared && (mm.bStrides[i] == 0 || d == 1)
 	}
-	if shared && dense {
+	if shared {
 		kernels.Gemm(false, false, numel(mm.batch)*mm.m, mm.n, mm.k, 1, a, mm.k, b, mm.n, 0, c, mm.n)
 		return
 	}

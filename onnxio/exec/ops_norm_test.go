@@ -24,6 +24,7 @@ func TestSoftmax(t *testing.T) {
 		// Before 13 the input is coerced to 2-D at the axis: default 1
 		// normalizes each batch's 6 values together.
 		{name: "opset 11 default axis 1", op: "Softmax", opset: 11, in: []*value{normX}, want: []*value{coerced1}},
+		{name: "opset 12 still coerces", op: "Softmax", opset: 12, in: []*value{normX}, want: []*value{coerced1}},
 		{name: "opset 11 axis 0", op: "Softmax", opset: 11, attrs: attrs{"axis": aInt(0)}, in: []*value{normX}, want: []*value{coerced0}},
 		{name: "opset 11 axis -1 is along the last axis", op: "Softmax", opset: 11, attrs: attrs{"axis": aInt(-1)},
 			in: []*value{normX}, want: []*value{last}},

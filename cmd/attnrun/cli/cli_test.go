@@ -40,6 +40,12 @@ func TestRunPresets(t *testing.T) {
 			for i, w := range want.Data().([]float32) {
 				assert.InDelta(t, w, got.Data().([]float32)[i], 1e-6+1e-5*float64(abs32(w)))
 			}
+			// And the tensor the notebook prints, to its 4 decimals.
+			printed, _, err := p.PrintedValues()
+			require.NoError(t, err)
+			for i, v := range printed {
+				assert.InDelta(t, v, got.Data().([]float32)[i], 5e-5+1e-6)
+			}
 		})
 	}
 }
