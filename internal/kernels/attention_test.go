@@ -52,6 +52,12 @@ func attnCases() []attnCase {
 			)
 		}
 	}
+	// Dropout 1 drops everything: zeros, with no 0·∞ NaN from the 1/(1−p)
+	// scaling.
+	cases = append(cases,
+		attnCase{tq: 7, tk: 9, d: 4, dv: 4, dropout: 1},
+		attnCase{tq: 7, tk: 9, d: 4, dv: 4, dropout: 1, weights: true},
+	)
 	return cases
 }
 
