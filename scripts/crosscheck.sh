@@ -54,5 +54,13 @@ else
   result FAIL "presets regenerated from the notebooks" "$(tail -3 "$work/seeds.log" "$work/presets.diff" | tr '\n' ' ')"
 fi
 
+# 4. attnrun's own exports (every preset, a config per layer, opsets 13 and
+# 17) run in ONNX Runtime with attnrun's numbers and pass onnx.checker.
+if out=$(bash scripts/export_roundtrip.sh "$work/attnrun" 2>&1); then
+  result ok "export round trip" "$(tail -1 <<<"$out")"
+else
+  result FAIL "export round trip" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,16 +1,161 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/tensorio"
 )
 
+type exportFlags struct {
+	weights   string
+	seed      uint64
+	output    string
+	opset     int
+	stateDict string
+}
+
 func newExportCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:    "export",
-		Short:  "Export a model to ONNX (not yet available)",
-		Hidden: true,
-		RunE:   func(*cobra.Command, []string) error { return errors.New("export is not implemented yet") },
+	var f exportFlags
+	cmd := &cobra.Command{
+		Use:   "export MODEL.yaml|PRESET (-o OUT.onnx | --state-dict OUT.npz|OUT.safetensors)",
+		Short: "Export a model to ONNX, or its weights as a PyTorch state dict",
+		Long: fmt.Sprintf(`export builds the model (a YAML config or a built-in preset) with its weights
+(--weights, else the preset's embedded weights, else a seeded PyTorch-style
+initialization, --seed) and writes it:
+
+  -o OUT.onnx      an ONNX graph of standard ops (opset %d to %d, default %d)
+                   that ONNX Runtime runs with attnrun's numbers. Inputs keep
+                   the model's names, shaped (batch, seq, d) with batch and seq
+                   dynamic: feed a (T, d) input as (1, T, d). The output is "y".
+                   Initializers are the parameters under their state_dict
+                   names; metadata_props carry the YAML config, so that
+                   attnrun import restores the model exactly. Dropout is
+                   exported as at inference.
+  --state-dict F   the weights alone, keys = parameter names, as .npz
+                   (numpy.savez) or .safetensors, ready for PyTorch's
+                   load_state_dict.
+
+Both may be given at once. Every layer of the model must support ONNX export
+(all built-in layers do); the error names the one that does not. Files are
+written atomically.`, onnxio.MinExportOpset, onnxio.MaxExportOpset, onnxio.DefaultExportOpset),
+		Example: `  attnrun export seed-mha-wrapper -o mha.onnx
+  attnrun export model.yaml --weights w.safetensors -o model.onnx --opset 13
+  attnrun export model.yaml --seed 123 --state-dict w.npz
+  attnrun export seed-bishop-multihead -o mh.onnx --state-dict mh.safetensors`,
+		Args: oneArg("a model config or preset name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.check(cmd); err != nil {
+				return err
+			}
+			return exportModel(cmd.OutOrStdout(), args[0], f)
+		},
 	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.output, "output", "o", "", "write the ONNX model to this .onnx file")
+	fl.IntVar(&f.opset, "opset", onnxio.DefaultExportOpset, fmt.Sprintf("ONNX opset to target, %d to %d", onnxio.MinExportOpset, onnxio.MaxExportOpset))
+	fl.StringVar(&f.stateDict, "state-dict", "", "write the weights to this .npz or .safetensors file")
+	fl.StringVar(&f.weights, "weights", "", "state dict (.npz or .safetensors) with the model's parameters")
+	fl.Uint64Var(&f.seed, "seed", 0, "seed for weight initialization (configs without --weights)")
+	return cmd
+}
+
+// check reports misuse before any work is done.
+func (f exportFlags) check(cmd *cobra.Command) error {
+	if f.output == "" && f.stateDict == "" {
+		return usageError{fmt.Errorf("export needs -o OUT.onnx or --state-dict OUT.npz|OUT.safetensors")}
+	}
+	if f.output != "" && !isONNX(f.output) {
+		return usageError{fmt.Errorf("-o %s: the ONNX file name must end in .onnx", f.output)}
+	}
+	if cmd.Flags().Changed("opset") {
+		if f.output == "" {
+			return usageError{fmt.Errorf("--opset applies to the ONNX file: give -o OUT.onnx")}
+		}
+		if f.opset < onnxio.MinExportOpset || f.opset > onnxio.MaxExportOpset {
+			return usageError{fmt.Errorf("--opset %d: attnrun exports opsets %d to %d", f.opset, onnxio.MinExportOpset, onnxio.MaxExportOpset)}
+		}
+	}
+	if f.stateDict != "" {
+		if _, ok := stateDictWriters[strings.ToLower(filepath.Ext(f.stateDict))]; !ok {
+			return usageError{fmt.Errorf("--state-dict %s: unknown format (want .npz or .safetensors)", f.stateDict)}
+		}
+	}
+	return nil
+}
+
+func exportModel(stdout io.Writer, target string, f exportFlags) error {
+	src, err := openSource(target, f.weights, f.seed)
+	if err != nil {
+		return err
+	}
+	if f.output != "" {
+		if err := exportONNX(stdout, src, f.output, f.opset); err != nil {
+			return err
+		}
+	}
+	if f.stateDict != "" {
+		return exportStateDict(stdout, src.model, f.stateDict)
+	}
+	return nil
+}
+
+// exportONNX writes the model as ONNX. A preset's input width comes from
+// its example input; a config's from its parameters (Export finds it).
+func exportONNX(stdout io.Writer, src *source, path string, opset int) error {
+	opts := onnxio.ExportOptions{Opset: opset}
+	if src.preset != nil {
+		x, err := src.preset.Input()
+		if err != nil {
+			return err
+		}
+		opts.Widths = map[string]int{src.model.Config().Inputs[0]: x.Shape()[x.Dims()-1]}
+	}
+	m, err := onnxio.Export(src.model, opts)
+	if err != nil {
+		return err
+	}
+	if err := onnxio.WriteModel(path, m); err != nil {
+		return err
+	}
+	g := m.GetGraph()
+	var shapes []string
+	for _, vi := range append(g.GetInput(), g.GetOutput()...) {
+		shapes = append(shapes, vi.GetName()+" "+onnxio.FormatDims(onnxio.Dims(vi)))
+	}
+	fmt.Fprintf(stdout, "wrote %s: model %q, opset %d, %d nodes, %d initializers; %s\n",
+		path, src.model.Name(), opset, len(g.GetNode()), len(g.GetInitializer()), strings.Join(shapes, ", "))
+	return nil
+}
+
+// stateDictWriters writes a state dict by file extension.
+var stateDictWriters = map[string]func(path string, names []string, tensors []*tensor.Dense) error{
+	".npz": tensorio.WriteNPZ,
+	".safetensors": func(path string, names []string, tensors []*tensor.Dense) error {
+		// "format": "pt" is what safetensors' PyTorch helpers write and
+		// what transformers looks for.
+		return tensorio.WriteSafetensors(path, names, tensors, map[string]string{"format": "pt"})
+	},
+}
+
+// exportStateDict writes the model's parameters under their names.
+func exportStateDict(stdout io.Writer, m *models.Model, path string) error {
+	names, dict := m.StateDict()
+	tensors := make([]*tensor.Dense, len(names))
+	for i, n := range names {
+		tensors[i] = dict[n]
+	}
+	write := stateDictWriters[strings.ToLower(filepath.Ext(path))]
+	if err := write(path, names, tensors); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d parameters of model %q (%d values)\n", path, len(names), m.Name(), m.NumParams())
+	return nil
 }

@@ -1,0 +1,282 @@
+package onnxio
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+	"github.com/attnrun/attnrun/registry"
+)
+
+// The metadata_props an attnrun export carries, so that an importer can
+// rebuild the model losslessly: the YAML config it was built from, and the
+// version of this metadata format. An importer refuses versions it does not
+// know.
+const (
+	// MetadataConfig is the key of the model's YAML config.
+	MetadataConfig = "attnrun.config"
+	// MetadataVersion is the key of the metadata format version.
+	MetadataVersion = "attnrun.version"
+	// MetadataFormat is the metadata format version this package writes.
+	MetadataFormat = "1"
+)
+
+// The opsets Export writes: the default operator set versions whose
+// standard ops cover every built-in layer.
+const (
+	// DefaultExportOpset is the opset Export targets when none is given.
+	DefaultExportOpset = 17
+	// MinExportOpset is the oldest opset Export writes.
+	MinExportOpset = 13
+	// MaxExportOpset is the newest opset Export writes.
+	MaxExportOpset = 17
+)
+
+// exportIRVersion is the ONNX IR version of exports: IR 8 is what opsets
+// 13 to 17 were released with, and what python3-onnx 1.12's checker and
+// ONNX Runtime accept.
+const exportIRVersion = 8
+
+// OutputName is the name of an export's graph output.
+const OutputName = "y"
+
+// ExportOptions configures Export.
+type ExportOptions struct {
+	// Opset is the default-domain opset to target, MinExportOpset to
+	// MaxExportOpset; 0 means DefaultExportOpset.
+	Opset int
+	// Widths fixes the last axis of model inputs, by input name. An input
+	// not listed gets the one width the model accepts among its parameters'
+	// sizes (found by running the model on one token of each); when no
+	// single width fits (a model without parameters accepts any), the axis
+	// stays symbolic ("d").
+	Widths map[string]int
+}
+
+// Export writes a model as an ONNX graph of standard ops, each layer
+// through its registry.Exporter; a layer that does not implement it is an
+// error naming the layer and its type.
+//
+// The graph's inputs carry the model's input names, float32 of shape
+// (batch, seq, d) with batch and seq symbolic and d fixed when known (see
+// ExportOptions.Widths); its output is "y", shaped alike. Exports are
+// batched: a caller with a (T, d) tensor feeds it as (1, T, d), which is
+// what attnrun's layers compute for it. Sequences may be as long as the
+// model accepts: beyond the context_length of a causal layer or a position
+// embedding the graph fails, as attnrun does (a non-causal
+// attention.multihead has nothing that depends on its context_length in
+// the graph, and accepts longer sequences).
+//
+// Every parameter becomes an initializer under its model name
+// ("attn.W_query.weight") in PyTorch's layout, nn.Linear weights (out, in),
+// transposed by a Transpose node where the math needs it. Masks are computed
+// from the sequence length (Shape, Range, Greater), never stored as bool
+// tensors, so exports also decode in onnx-go. Dropout is exported as at
+// inference: the identity. metadata_props carry the model's YAML config
+// (MetadataConfig) and the metadata version (MetadataVersion); the producer
+// is "attnrun".
+//
+// The same model and options always give the same ModelProto, and
+// EncodeModel the same bytes.
+func Export(m *models.Model, opts ExportOptions) (*onnxpb.ModelProto, error) {
+	if m == nil {
+		return nil, fmt.Errorf("export: nil model")
+	}
+	cfg := m.Config()
+	if len(cfg.YAML) == 0 {
+		// The metadata must rebuild the model; a config assembled in code
+		// has no text to carry.
+		return nil, fmt.Errorf("export model %q: the config has no YAML text (models.Config.YAML) for the %s metadata; build the model with models.Parse or models.Load", cfg.Name, MetadataConfig)
+	}
+	opset := opts.Opset
+	if opset == 0 {
+		opset = DefaultExportOpset
+	}
+	if opset < MinExportOpset || opset > MaxExportOpset {
+		return nil, fmt.Errorf("export model %q: opset %d is not supported (attnrun exports opsets %d to %d)",
+			cfg.Name, opset, MinExportOpset, MaxExportOpset)
+	}
+	widths, err := inputWidths(m, opts.Widths)
+	if err != nil {
+		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
+	}
+
+	g := newGraph(opset)
+	values := map[string]string{} // model input or layer name -> ONNX value
+	for _, in := range cfg.Inputs {
+		values[in] = in
+		g.reserve(in)
+		g.widths[in] = widths[in]
+	}
+	for _, p := range m.Params() {
+		g.reserve(p.Name)
+	}
+	for i := range cfg.Layers {
+		spec := &cfg.Layers[i]
+		out, err := g.exportLayer(spec, values)
+		if err != nil {
+			return nil, fmt.Errorf("export model %q: layer %q (%s): %w", cfg.Name, spec.Name, spec.Type, err)
+		}
+		values[spec.Name] = out
+	}
+
+	output := g.setOutput(values[cfg.Output], cfg.Inputs)
+	initializers, err := paramInitializers(m)
+	if err != nil {
+		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
+	}
+	model := &onnxpb.ModelProto{
+		IrVersion:    proto.Int64(exportIRVersion),
+		ProducerName: proto.String("attnrun"),
+		OpsetImport:  []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(int64(opset))}},
+		Graph: &onnxpb.GraphProto{
+			Name:        proto.String(cfg.Name),
+			Node:        g.nodes,
+			Initializer: initializers,
+			Input:       inputInfos(cfg.Inputs, widths),
+			Output:      []*onnxpb.ValueInfoProto{outputInfo(output, cfg.Inputs, g.widths[output])},
+		},
+	}
+	if cfg.Description != "" {
+		model.Graph.DocString = proto.String(cfg.Description)
+	}
+	SetMetadata(model, MetadataConfig, string(cfg.YAML))
+	SetMetadata(model, MetadataVersion, MetadataFormat)
+	return model, nil
+}
+
+// exportLayer adds one layer's nodes and returns the value holding its
+// output; it also records the output's width for the layers that follow.
+func (g *graph) exportLayer(spec *models.LayerSpec, values map[string]string) (string, error) {
+	exporter, ok := spec.Layer.(registry.Exporter)
+	if !ok {
+		return "", fmt.Errorf("cannot be exported to ONNX: %T does not implement registry.Exporter", spec.Layer)
+	}
+	inputs := make([]string, len(spec.Inputs))
+	inWidths := make([]int, len(spec.Inputs))
+	for i, in := range spec.Inputs {
+		inputs[i] = values[in]
+		inWidths[i] = g.widths[inputs[i]]
+	}
+	b := newLayerBuilder(g, spec, inputs)
+	out, err := callExporter(exporter, b, inputs)
+	if err == nil {
+		err = b.err
+	}
+	if err != nil {
+		return "", err
+	}
+	if out == "" {
+		return "", fmt.Errorf("ExportONNX returned no output value")
+	}
+	if !g.defined(out) {
+		return "", fmt.Errorf("ExportONNX returned %q, which no node produces and which is not one of its inputs", out)
+	}
+	if w := probeLayer(spec, inWidths); w > 0 {
+		g.widths[out] = w
+	}
+	return out, nil
+}
+
+// callExporter runs a layer's ExportONNX, turning a panic (a bug in a
+// layer, perhaps someone else's) into an error.
+func callExporter(e registry.Exporter, b *layerBuilder, inputs []string) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("panic in ExportONNX: %v", r)
+		}
+	}()
+	return e.ExportONNX(b, slices.Clone(inputs))
+}
+
+// setOutput makes the model's output value the graph output named
+// OutputName (or OutputName_N when a model input already has that name):
+// the node producing it is renamed, or an Identity added when the output is
+// a graph input.
+func (g *graph) setOutput(value string, inputs []string) string {
+	name := OutputName
+	for i := 1; slices.Contains(inputs, name); i++ {
+		name = fmt.Sprintf("%s_%d", OutputName, i)
+	}
+	if !g.produced[value] {
+		g.addNode("Identity", "/Identity", []string{value}, []string{name}, nil)
+		g.widths[name] = g.widths[value]
+		return name
+	}
+	for _, n := range g.nodes {
+		for i, v := range n.Input {
+			if v == value {
+				n.Input[i] = name
+			}
+		}
+		for i, v := range n.Output {
+			if v == value {
+				n.Output[i] = name
+			}
+		}
+	}
+	g.widths[name] = g.widths[value]
+	return name
+}
+
+// paramInitializers stores every model parameter under its model name, in
+// model order.
+func paramInitializers(m *models.Model) ([]*onnxpb.TensorProto, error) {
+	params := m.Params()
+	out := make([]*onnxpb.TensorProto, len(params))
+	for i, p := range params {
+		tp, err := DenseToTensor(p.Name, p.Value)
+		if err != nil {
+			return nil, fmt.Errorf("parameter %q: %w", p.Name, err)
+		}
+		out[i] = tp
+	}
+	return out, nil
+}
+
+// inputInfos declares the graph inputs: float32 (batch, seq, d). The first
+// input's axes are "seq" and "d"; another input's are suffixed with its
+// name, since a second input (cross-attention memory) may differ in length.
+func inputInfos(inputs []string, widths map[string]int) []*onnxpb.ValueInfoProto {
+	infos := make([]*onnxpb.ValueInfoProto, len(inputs))
+	for i, in := range inputs {
+		seq, d := "seq", "d"
+		if i > 0 {
+			seq, d = "seq_"+in, "d_"+in
+		}
+		width := SymbolicDim(d)
+		if w := widths[in]; w > 0 {
+			width = FixedDim(int64(w))
+		}
+		infos[i] = TensorValueInfo(in, Float, []Dim{SymbolicDim("batch"), SymbolicDim(seq), width})
+	}
+	return infos
+}
+
+// outputInfo declares the graph output: (batch, seq, width). Its sequence
+// axis is the input's for a one-input model and left unnamed otherwise (it
+// may follow any input); its width is fixed when the export knows it.
+func outputInfo(name string, inputs []string, width int) *onnxpb.ValueInfoProto {
+	seq := Dim{}
+	if len(inputs) == 1 {
+		seq = SymbolicDim("seq")
+	}
+	d := Dim{}
+	if width > 0 {
+		d = FixedDim(int64(width))
+	}
+	return TensorValueInfo(name, Float, []Dim{SymbolicDim("batch"), seq, d})
+}
+
+// quoteNames lists names for an error message.
+func quoteNames(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,80 @@
+package registry
+
+// Exporter is the optional interface of layers that can write themselves
+// as ONNX: a layer that implements it works with `attnrun export` like a
+// built-in. The exporter calls ExportONNX once per layer, in config order,
+// with a GraphBuilder scoped to that layer.
+//
+// The graph computes the layer in eval mode (dropout is the identity) on
+// batched values: every input and the output are float32 (B, T, d), B and
+// T dynamic. A sketch, for a layer computing x Wᵀ with a parameter named
+// "weight" of shape (d_out, d_in):
+//
+//	func (l *Proj) ExportONNX(g registry.GraphBuilder, inputs []string) (string, error) {
+//		wt := g.Node("Transpose", []string{g.Param("weight")}, registry.IntsAttr("perm", 1, 0))
+//		return g.Node("MatMul", []string{inputs[0], wt}), nil
+//	}
+type Exporter interface {
+	// ExportONNX adds the nodes that compute the layer from the named input
+	// values (in the order of the layer's inputs) and returns the name of
+	// the value holding its output. It must not modify the layer.
+	ExportONNX(g GraphBuilder, inputs []string) (output string, err error)
+}
+
+// GraphBuilder is what an Exporter writes its nodes with. It names every
+// value and node under the layer's path, and owns the initializers: the
+// model's parameters, stored under their model names ("attn.W_query.weight")
+// in PyTorch's layout, which a layer reaches with Param.
+//
+// The methods return no errors, so that layer code reads top to bottom: a
+// misuse (an unknown parameter, an attribute of an unsupported type, a
+// constant whose shape does not match its values) is recorded, and the
+// export then fails with an error naming the layer.
+type GraphBuilder interface {
+	// Opset is the version of the default ONNX operator set the graph
+	// targets (13 to 17), for layers whose best ops depend on it.
+	Opset() int
+	// Param returns the value name of one of the layer's own parameters,
+	// given its name within the layer as Params lists it ("W_query.weight").
+	Param(name string) string
+	// Width returns the size of the last axis of one of the layer's input
+	// values when the export knows it statically, and 0 when it is dynamic.
+	Width(value string) int
+	// Node adds a node with one output and returns the output's name.
+	Node(op string, inputs []string, attrs ...Attr) string
+	// NodeOutputs adds a node with n outputs and returns their names.
+	NodeOutputs(op string, inputs []string, n int, attrs ...Attr) []string
+	// ConstInt64 adds an int64 constant. dims is its shape; without dims it
+	// is a vector of len(values).
+	ConstInt64(values []int64, dims ...int64) string
+	// ConstFloat adds a float32 constant. dims is its shape; without dims it
+	// is a vector of len(values).
+	ConstFloat(values []float32, dims ...int64) string
+	// ScalarInt64 adds a rank-0 int64 constant, as Range and Gather take.
+	ScalarInt64(v int64) string
+	// ScalarFloat adds a rank-0 float32 constant.
+	ScalarFloat(v float32) string
+}
+
+// Attr is one attribute of an ONNX node. Value is an int64 (INT), []int64
+// (INTS), float32 (FLOAT), []float32 (FLOATS) or string (STRING); the
+// helpers below build each kind.
+type Attr struct {
+	Name  string
+	Value any
+}
+
+// IntAttr is an INT attribute, such as Softmax's axis.
+func IntAttr(name string, v int64) Attr { return Attr{Name: name, Value: v} }
+
+// IntsAttr is an INTS attribute, such as Transpose's perm.
+func IntsAttr(name string, v ...int64) Attr { return Attr{Name: name, Value: v} }
+
+// FloatAttr is a FLOAT attribute, such as LayerNormalization's epsilon.
+func FloatAttr(name string, v float32) Attr { return Attr{Name: name, Value: v} }
+
+// FloatsAttr is a FLOATS attribute.
+func FloatsAttr(name string, v ...float32) Attr { return Attr{Name: name, Value: v} }
+
+// StringAttr is a STRING attribute.
+func StringAttr(name, v string) Attr { return Attr{Name: name, Value: v} }
