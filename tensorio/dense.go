@@ -24,6 +24,13 @@ func contiguousData(t *tensor.Dense) (data any, e elemType, shape []int64, err e
 	if t == nil {
 		return nil, elemType{}, nil, errors.New("tensor is nil")
 	}
+	// A Dense built by hand can be inconsistent enough for gorgonia to
+	// panic while copying it out; report that as an error.
+	defer func() {
+		if r := recover(); r != nil {
+			data, e, shape, err = nil, elemType{}, nil, fmt.Errorf("malformed tensor: %v", r)
+		}
+	}()
 	e, err = elemTypeOf(t.Dtype())
 	if err != nil {
 		return nil, elemType{}, nil, err

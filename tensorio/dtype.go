@@ -46,7 +46,11 @@ func elemTypeOf(dt tensor.Dtype) (elemType, error) {
 			return e, nil
 		}
 	}
-	return elemType{}, fmt.Errorf("dtype %v not supported (want %s)", dt, supportedTypes)
+	name := "none"
+	if dt.Type != nil { // a zero Dtype cannot print itself
+		name = dt.String()
+	}
+	return elemType{}, fmt.Errorf("dtype %s not supported (want %s)", name, supportedTypes)
 }
 
 // chunkSize is how many bytes are decoded or encoded at a time, so a tensor

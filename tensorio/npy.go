@@ -36,7 +36,11 @@ func ReadNPYFile(path string) (*tensor.Dense, error) { return DefaultLimits.Read
 // exactly the header and the data, nothing after them.
 func (l Limits) ReadNPY(r io.Reader) (*tensor.Dense, error) {
 	l = l.withDefaults()
-	t, _, err := readNPY(r, l.MaxRank, l.MaxBytes)
+	avail := int64(-1)
+	if sized, ok := r.(interface{ Len() int }); ok { // bytes.Reader, strings.Reader, ...
+		avail = int64(sized.Len())
+	}
+	t, _, err := readNPY(r, avail, l.MaxRank, l.MaxBytes)
 	return t, err
 }
 
@@ -48,9 +52,17 @@ func (l Limits) ReadNPYFile(path string) (*tensor.Dense, error) {
 		return nil, err
 	}
 	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	avail := info.Size()
+	if !info.Mode().IsRegular() { // a pipe or device has no size up front
+		avail = -1
+	}
 	l = l.withDefaults()
 	br := bufio.NewReader(f)
-	t, _, err := readNPY(br, l.MaxRank, l.MaxBytes)
+	t, _, err := readNPY(br, avail, l.MaxRank, l.MaxBytes)
 	if err == nil {
 		err = expectEOF(br)
 	}
@@ -61,13 +73,18 @@ func (l Limits) ReadNPYFile(path string) (*tensor.Dense, error) {
 }
 
 // readNPY reads a .npy stream with at most budget bytes of decoded data and
-// returns the tensor and its decoded size.
-func readNPY(r io.Reader, maxRank int, budget int64) (*tensor.Dense, int64, error) {
-	text, err := readNPYPreamble(r)
+// returns the tensor and its decoded size. avail is the number of bytes the
+// stream holds, or -1 if unknown: when known, a header that declares more
+// data than the stream holds is refused before the tensor is allocated.
+func readNPY(r io.Reader, avail int64, maxRank int, budget int64) (*tensor.Dense, int64, error) {
+	text, used, err := readNPYPreamble(r)
 	if err != nil {
 		return nil, 0, err
 	}
 	h, err := parseNPYHeader(text)
+	if errors.Is(err, errStructured) {
+		return nil, 0, err
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("malformed header: %w", err)
 	}
@@ -82,6 +99,9 @@ func readNPY(r io.Reader, maxRank int, budget int64) (*tensor.Dense, int64, erro
 	if err != nil {
 		return nil, 0, err
 	}
+	if want := int64(n) * int64(e.size); avail >= 0 && want > avail-used {
+		return nil, 0, fmt.Errorf("data truncated: want %d bytes, got %d", want, max(avail-used, 0))
+	}
 	data, err := readElements(r, e, n, order)
 	if err != nil {
 		return nil, 0, err
@@ -89,49 +109,42 @@ func readNPY(r io.Reader, maxRank int, budget int64) (*tensor.Dense, int64, erro
 	return newDense(h.shape, data), int64(n) * int64(e.goSize), nil
 }
 
-// readNPYPreamble reads the magic string, the version and the header text.
-func readNPYPreamble(r io.Reader) (string, error) {
+// readNPYPreamble reads the magic string, the version and the header text,
+// and returns the text and the number of bytes read.
+func readNPYPreamble(r io.Reader) (string, int64, error) {
 	var pre [8]byte
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
-		return "", errors.New("not a .npy file: shorter than the 8-byte preamble")
+		return "", 0, errors.New("not a .npy file: shorter than the 8-byte preamble")
 	}
 	if string(pre[:6]) != npyMagic {
-		return "", fmt.Errorf("not a .npy file: starts with %q, want %q", pre[:6], npyMagic)
+		return "", 0, fmt.Errorf("not a .npy file: starts with %q, want %q", pre[:6], npyMagic)
 	}
+	// Version 1 stores the header length in 2 bytes, versions 2 and 3 in 4.
 	major, minor := pre[6], pre[7]
-	var size int64
-	switch major {
-	case 1:
-		var b [2]byte
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return "", errors.New("truncated header length")
-		}
-		size = int64(binary.LittleEndian.Uint16(b[:]))
-	case 2, 3:
-		var b [4]byte
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return "", errors.New("truncated header length")
-		}
-		size = int64(binary.LittleEndian.Uint32(b[:]))
-	default:
-		return "", fmt.Errorf("format version %d.%d not supported (want 1.0, 2.0 or 3.0)", major, minor)
+	lenBytes := map[byte]int{1: 2, 2: 4, 3: 4}[major]
+	if lenBytes == 0 || minor != 0 {
+		return "", 0, fmt.Errorf("format version %d.%d not supported (want 1.0, 2.0 or 3.0)", major, minor)
 	}
-	if minor != 0 {
-		return "", fmt.Errorf("format version %d.%d not supported (want 1.0, 2.0 or 3.0)", major, minor)
+	var b [4]byte
+	if _, err := io.ReadFull(r, b[:lenBytes]); err != nil {
+		return "", 0, errors.New("truncated header length")
 	}
+	size := int64(binary.LittleEndian.Uint32(b[:])) // the unused bytes are zero
 	if size > maxNPYHeader {
-		return "", fmt.Errorf("header of %d bytes is larger than the %d accepted: %w", size, maxNPYHeader, ErrLimit)
+		return "", 0, fmt.Errorf("header of %d bytes is larger than the %d accepted: %w", size, maxNPYHeader, ErrLimit)
 	}
 	text := make([]byte, size)
 	if _, err := io.ReadFull(r, text); err != nil {
-		return "", fmt.Errorf("header truncated: want %d bytes", size)
+		return "", 0, fmt.Errorf("header truncated: want %d bytes", size)
 	}
 	// Versions 1 and 2 are Latin-1, version 3 UTF-8; the keys and values
 	// this package accepts are ASCII either way.
-	if i := bytes.IndexFunc(text, func(c rune) bool { return c > 0x7e || (c < 0x20 && c != '\n' && c != '\t' && c != '\r') }); i >= 0 {
-		return "", fmt.Errorf("malformed header: byte %#x at offset %d is not printable ASCII", text[i], i)
+	for i, c := range text {
+		if c > 0x7e || (c < 0x20 && c != '\n' && c != '\t' && c != '\r') {
+			return "", 0, fmt.Errorf("malformed header: byte %#x at offset %d is not printable ASCII", c, i)
+		}
 	}
-	return string(text), nil
+	return string(text), int64(len(pre)+lenBytes) + size, nil
 }
 
 // npyElemType decodes a descr such as "<f4" into an element type and the

@@ -1,6 +1,7 @@
 package tensorio
 
 import (
+	"archive/zip"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -220,6 +221,9 @@ func TestWriteNPYRefusesUnsupportedTensors(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "dtype int not supported (want float32")
 	require.Error(t, WriteNPY(&buf, nil))
+	err = WriteNPY(&buf, &tensor.Dense{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "dtype none not supported")
 }
 
 func TestWriteNPYFileFailureKeepsOldFile(t *testing.T) {
@@ -254,4 +258,53 @@ func TestErrorsAreNotLimitErrorsWhenMalformed(t *testing.T) {
 	_, err := ReadNPY(bytes.NewReader([]byte("garbage!")))
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, ErrLimit))
+}
+
+// TestShortFileCannotForceAllocation: a 128-byte file whose header declares
+// 400 MB (within the default limit) is refused before the tensor is
+// allocated, whether read from a file, from memory or from an archive.
+func TestShortFileCannotForceAllocation(t *testing.T) {
+	liar := npyWithHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (100000000,), }\n", make([]byte, 40))
+	want := "data truncated: want 400000000 bytes, got 40"
+	for name, read := range map[string]func() error{
+		"file": func() error {
+			_, err := ReadNPYFile(writeTemp(t, "x.npy", liar))
+			return err
+		},
+		"memory": func() error {
+			_, err := ReadNPY(bytes.NewReader(liar))
+			return err
+		},
+		"npz": func() error {
+			archive := buildZip(t, zipMember{name: "a.npy", data: liar, method: zip.Deflate})
+			_, _, err := ReadNPZFrom(bytes.NewReader(archive), int64(len(archive)))
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := heapAllocated()
+			err := read()
+			used := heapAllocated() - before
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), want)
+			assert.Less(t, used, uint64(8<<20), "allocated %d bytes", used)
+		})
+	}
+}
+
+func TestReadNPYFileFromPipe(t *testing.T) {
+	data := npyBytes(t, pattern(tensor.Float32, 2, 3))
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	go func() {
+		w.Write(data)
+		w.Close()
+	}()
+	defer r.Close()
+	got, err := ReadNPYFile(fmt.Sprintf("/dev/fd/%d", r.Fd()))
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("no /dev/fd on this system")
+	}
+	require.NoError(t, err)
+	assertSameTensor(t, pattern(tensor.Float32, 2, 3), got)
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 )
 
+// errStructured refuses NumPy record arrays, whose descr is a list.
+var errStructured = fmt.Errorf("structured dtypes (a descr list) are not supported (want %s)", supportedTypes)
+
 // npyHeader is what a .npy header declares about the array that follows.
 type npyHeader struct {
 	descr        string // e.g. "<f4"
@@ -40,7 +43,7 @@ func parseNPYHeader(text string) (npyHeader, error) {
 		switch key {
 		case "descr":
 			if p.peekIs('[') {
-				return h, errors.New("structured dtypes (a descr list) are not supported")
+				return h, errStructured
 			}
 			if h.descr, err = p.str(); err != nil {
 				return h, fmt.Errorf("descr: %w", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -103,7 +104,10 @@ func readNPZMember(f *zip.File, maxRank int, budget int64) (*tensor.Dense, int64
 	}
 	defer rc.Close()
 	br := bufio.NewReader(rc)
-	t, used, err := readNPY(br, maxRank, budget)
+	// archive/zip fails the read if the member is not as long as declared,
+	// so the declared size also bounds what the header may claim.
+	avail := int64(min(f.UncompressedSize64, math.MaxInt64))
+	t, used, err := readNPY(br, avail, maxRank, budget)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -148,7 +148,10 @@ func parseSafetensorsHeader(header []byte, l Limits, dataLen int64) ([]stEntry, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("malformed header: %w", err)
 		}
-		name := tok.(string) // object keys are always strings
+		name, ok := tok.(string)
+		if !ok {
+			return nil, nil, fmt.Errorf("malformed header: key %v is not a string", tok)
+		}
 		if seen[name] {
 			return nil, nil, fmt.Errorf("malformed header: %q appears twice", name)
 		}

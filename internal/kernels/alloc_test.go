@@ -67,3 +67,31 @@ func TestSteadyStateAllocations(t *testing.T) {
 		}
 	})
 }
+
+// TestAttendMemoryGrowsWithT checks that fused attention needs memory
+// proportional to T, not T²: a causal head with T = 16384 (T² floats would
+// be 1 GiB) may allocate only the packed K and per-thread tiles, a few MiB.
+// With the portable Go kernels T is 4096, to keep the test short.
+func TestAttendMemoryGrowsWithT(t *testing.T) {
+	const d = 64
+	tt := 16384
+	if currentISA() == goISA {
+		tt = 4096
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	h := Head{Tq: tt, Tk: tt, D: d, Dv: d, LdQ: d, LdK: d, LdV: d, LdOut: d,
+		Q: randSlice(rng, tt*d), K: randSlice(rng, tt*d), V: randSlice(rng, tt*d), Out: make([]float32, tt*d)}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	Attend(h, AttentionOptions{Scale: 0.125, Causal: true})
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	limit := uint64(4*tt*d*4) + 8<<20 // a few copies of one operand, plus tiles
+	require.Less(t, allocated, limit, "Attend with T=%d allocated %d MiB", tt, allocated>>20)
+	// And the result is right: spot-check the last query against the
+	// reference, which sees every key.
+	last := h
+	last.Q, last.Tq, last.Out = h.Q[(tt-1)*d:], 1, make([]float32, d)
+	outTol, _ := attendRef(last, AttentionOptions{Scale: 0.125, Causal: true})
+	requireWithin(t, last.Out, h.Out[(tt-1)*d:], outTol, "last query")
+}

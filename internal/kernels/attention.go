@@ -81,9 +81,11 @@ func AttendBatch(heads []Head, opt AttentionOptions) {
 		off += heads[i].Tq * heads[i].Tk
 	}
 	threads := maxThreads()
-	if opt.Weights != nil || opt.Dropout > 0 || len(heads) < threads {
-		// Weights and dropout are about exact, ordered output; few heads
-		// are better split inside each head.
+	// Whole heads per thread balance when they go round evenly or there
+	// are many; otherwise (3 heads on 2 threads) each head is split.
+	byHead := len(heads)%threads == 0 || len(heads) >= 4*threads
+	if opt.Weights != nil || opt.Dropout > 0 || !byHead || threads == 1 {
+		// Weights and dropout are about exact, ordered output.
 		off := 0
 		for i := range heads {
 			h := &heads[i]

@@ -13,9 +13,11 @@ import (
 // At the end the accumulator divided by l is the softmax-weighted sum of V.
 // Only a few tiles and K and V (packed once per head) are ever in memory.
 
-// Tile sizes. A bq×bk score tile of 64×128 floats is 32 KiB and, with the
-// packed Q block (bq·D) and P tile (bq·bk), stays in L2; each micro-kernel
-// call then runs D (QKᵀ) or bk (PV) steps, long enough to hide its set-up.
+// Tile sizes. A bq×bk score tile of 64×256 floats is 64 KiB and stays in
+// L2 with the Q block and the accumulator; the PV micro-kernel calls then
+// run bk = 256 steps, long enough to hide their set-up. (bk = 256 measured
+// ~10% faster than 128 on Zen 5; bq = 64 keeps the causal waste on the
+// diagonal small.)
 const (
 	flashQueries = 64  // bq, rounded up to the kernel's mr
 	flashKeys    = 256 // bk, a multiple of every kernel's nr
@@ -211,9 +213,7 @@ func (f *flash) softmaxStep(sc *attnScratch, r, i, j0, cols, colsPad int) {
 	x := srow[:n]
 	clear(srow[n:])
 	if mask := h.maskRow(i); mask != nil {
-		for j, v := range mask[j0 : j0+n] {
-			x[j] += v
-		}
+		set.add(x, mask[j0:j0+n])
 	}
 	mOld := sc.m[r]
 	mNew := max(mOld, set.maxOf(x))
@@ -286,6 +286,7 @@ var (
 	freeBatchJobs = make(chan *batchJob, 16)
 )
 
+// getFlashJob takes a flashJob from the free list or makes one.
 func getFlashJob() *flashJob {
 	select {
 	case j := <-freeFlashJobs:
@@ -295,6 +296,7 @@ func getFlashJob() *flashJob {
 	}
 }
 
+// putFlashJob returns j to the free list.
 func putFlashJob(j *flashJob) {
 	select {
 	case freeFlashJobs <- j:
@@ -302,6 +304,7 @@ func putFlashJob(j *flashJob) {
 	}
 }
 
+// getBatchJob takes a batchJob from the free list or makes one.
 func getBatchJob() *batchJob {
 	select {
 	case j := <-freeBatchJobs:
@@ -311,6 +314,7 @@ func getBatchJob() *batchJob {
 	}
 }
 
+// putBatchJob returns j to the free list.
 func putBatchJob(j *batchJob) {
 	select {
 	case freeBatchJobs <- j:

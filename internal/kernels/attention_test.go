@@ -192,17 +192,19 @@ func TestAttendBatch(t *testing.T) {
 	forEachISA(t, func(t *testing.T) {
 		for _, tc := range []struct {
 			name    string
+			bsz, nh int
 			tq, tk  int
 			weights bool
 			dropout float32
 		}{
-			{"parallel", 70, 70, false, 0},
-			{"parallel Tq<Tk", 33, 100, false, 0},
-			{"weights", 40, 50, true, 0},
-			{"dropout", 40, 40, false, 0.25},
+			{"whole heads in parallel", 2, 3, 70, 70, false, 0},
+			{"whole heads, Tq<Tk", 2, 3, 33, 100, false, 0},
+			{"heads split in parallel", 1, 3, 200, 200, false, 0},
+			{"weights", 2, 3, 40, 50, true, 0},
+			{"dropout", 2, 3, 40, 40, false, 0.25},
 		} {
 			rng := rand.New(rand.NewPCG(21, 22))
-			heads := multiHead(rng, 2, 3, tc.tq, tc.tk, 16)
+			heads := multiHead(rng, tc.bsz, tc.nh, tc.tq, tc.tk, 16)
 			opt := AttentionOptions{Scale: 0.25, Causal: true, Dropout: tc.dropout}
 			refOpt := opt
 			if tc.weights {
@@ -212,7 +214,8 @@ func TestAttendBatch(t *testing.T) {
 				opt.RNG = rand.New(rand.NewPCG(1, 2))
 				refOpt.RNG = rand.New(rand.NewPCG(1, 2))
 			}
-			AttendBatch(heads, opt)
+			// Threshold 0: even these small heads take the parallel paths.
+			withParallelThreshold(0, func() { AttendBatch(heads, opt) })
 			for i, h := range heads {
 				got := outputRows(h)
 				ref := cloneHead(h)

@@ -17,9 +17,7 @@ func attendWithWeights(h *Head, opt *AttentionOptions, w []float32, threads int)
 		row := w[i*tk : (i+1)*tk]
 		n := visibleKeys(i, tq, tk, opt.Causal)
 		if m := h.maskRow(i); m != nil {
-			for j, v := range m[:n] {
-				row[j] += v
-			}
+			set.add(row[:n], m)
 		}
 		softmaxRow(set, row[:n])
 		clear(row[n:])

@@ -160,3 +160,50 @@ func BenchmarkMicroKernel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLinear times the projections of the multi-head layer in issue 5
+// (B·T = 2048 rows, d = 768): the fused QKV projection (out = 3·768) and the
+// output projection (out = 768), weights stored (out, in) as PyTorch does.
+func BenchmarkLinear(b *testing.B) {
+	const rows, in = 2048, 768
+	for _, out := range []int{768, 3 * 768} {
+		rng := rand.New(rand.NewPCG(3, 4))
+		x, w, bias, y := randSlice(rng, rows*in), randSlice(rng, out*in), randSlice(rng, out), make([]float32, rows*out)
+		flops := 2 * float64(rows) * float64(in) * float64(out)
+		for _, set := range availableISAs() {
+			b.Run(fmt.Sprintf("%s/%dx%dx%d", set.name, rows, in, out), func(b *testing.B) {
+				saved := currentISA()
+				active.Store(set)
+				defer active.Store(saved)
+				measure(b, flops, func() { Linear(y, x, w, bias, rows, in, out) })
+			})
+		}
+		b.Run(fmt.Sprintf("gonum/%dx%dx%d", rows, in, out), func(b *testing.B) {
+			var impl gonum.Implementation
+			measure(b, flops, func() { impl.Sgemm(blas.NoTrans, blas.Trans, rows, out, in, 1, x, in, w, in, 0, y, out) })
+		})
+	}
+}
+
+// BenchmarkSoftmaxRows times the row softmax on 512 rows of 512 and of
+// 4096, reporting elements per nanosecond.
+func BenchmarkSoftmaxRows(b *testing.B) {
+	for _, n := range []int{512, 4096} {
+		rng := rand.New(rand.NewPCG(5, 6))
+		const rows = 512
+		src := randSlice(rng, rows*n)
+		x := make([]float32, rows*n)
+		for _, set := range availableISAs() {
+			b.Run(fmt.Sprintf("%s/n=%d", set.name, n), func(b *testing.B) {
+				saved := currentISA()
+				active.Store(set)
+				defer active.Store(saved)
+				for b.Loop() {
+					copy(x, src)
+					SoftmaxRows(x, rows, n)
+				}
+				b.ReportMetric(float64(rows*n)*float64(b.N)/float64(b.Elapsed().Nanoseconds()), "elem/ns")
+			})
+		}
+	}
+}

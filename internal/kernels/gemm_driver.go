@@ -18,7 +18,7 @@ type gemmCall struct {
 // microseconds, so below about a tenth of a millisecond of work one core
 // is as fast as two. A variable so tests can send small products down the
 // parallel path.
-var parallelMinFlops = 4 << 20
+var parallelMinFlops = 8 << 20
 
 // gemmJob is a GEMM in progress. For each kc×nc block of B it runs two
 // phases: pack the block of B (split by panels over the threads), then
@@ -36,9 +36,9 @@ type gemmJob struct {
 	// The current block and how its work is split.
 	jc, nc, pc, kc int
 	beta           float32
-	mcBlk          int  // rows per A block
 	kcBlk          int  // depth of a full block
-	mBlocks        int  // A blocks in m
+	mPanels        int  // mr-row panels in m
+	mBlocks        int  // A blocks in m, each a range of panels
 	nSplit         int  // parts the B panels are split into per A block
 	nPanels        int  // B panels in nc
 	packParts      int  // parts of the packing phase
@@ -81,16 +81,23 @@ func (j *gemmJob) run() {
 	g, kern := &j.g, j.kern
 	ncBlk := balancedBlock(g.n, kern.nc, kern.nr)
 	j.kcBlk = balancedBlock(g.k, kern.kc, 1)
-	j.mcBlk = balancedBlock(g.m, kern.mc, kern.mr)
-	j.mBlocks = ceilDiv(g.m, j.mcBlk)
+	j.mPanels = ceilDiv(g.m, kern.mr)
+	j.mBlocks = ceilDiv(g.m, kern.mc)
+	if j.threads > 1 {
+		// Every thread gets the same number of equal A blocks.
+		j.mBlocks = roundUp(j.mBlocks, j.threads)
+	}
+	j.mBlocks = min(j.mBlocks, j.mPanels)
 	for j.jc = 0; j.jc < g.n; j.jc += ncBlk {
 		j.nc = min(ncBlk, g.n-j.jc)
 		j.nPanels = ceilDiv(j.nc, kern.nr)
 		j.nSplit, j.packParts = 1, 1
 		if j.threads > 1 {
-			// Aim for at least two parts per thread, so that a thread
-			// slowed by another process costs little.
-			j.nSplit = min(j.nPanels, max(1, ceilDiv(2*j.threads, j.mBlocks)))
+			// Too few A blocks to go round (a short, wide product): split
+			// the B panels as well.
+			if j.mBlocks < 2*j.threads {
+				j.nSplit = min(j.nPanels, ceilDiv(2*j.threads, j.mBlocks))
+			}
 			j.packParts = min(j.nPanels, 2*j.threads)
 		}
 		for j.pc = 0; j.pc < g.k; j.pc += j.kcBlk {
@@ -135,8 +142,9 @@ func (j *gemmJob) computePart(part int) {
 	g, kern := &j.g, j.kern
 	mr, nr, kc := kern.mr, kern.nr, j.kc
 	ib, s := part/j.nSplit, part%j.nSplit
-	i0 := ib * j.mcBlk
-	mc := min(j.mcBlk, g.m-i0)
+	q0, q1 := splitRange(j.mPanels, j.mBlocks, ib)
+	i0 := q0 * mr
+	mc := min(q1*mr, g.m) - i0
 	p0, p1 := splitRange(j.nPanels, j.nSplit, s)
 	if p0 == p1 {
 		return
@@ -145,7 +153,7 @@ func (j *gemmJob) computePart(part int) {
 	// Buffers are grown to a full block even for a ragged one, so that
 	// each workspace reaches its final size on first use.
 	ws := getWorkspace()
-	ws.packA = grow(ws.packA, roundUp(j.mcBlk, mr)*j.kcBlk)
+	ws.packA = grow(ws.packA, ceilDiv(j.mPanels, j.mBlocks)*mr*j.kcBlk)
 	ws.tile = grow(ws.tile, mr*nr)
 	packA(j.set, ws.packA, g.a, g.lda, g.transA, i0, mc, j.pc, kc, mr)
 

@@ -177,6 +177,8 @@ func TestGemmPanicsOnShortSlices(t *testing.T) {
 	require.PanicsWithValue(t, "kernels: GemmStrided: B holds 12 floats, 2×2 with row stride 2 (batch 3, stride 5) needs 14",
 		func() { GemmStrided(3, false, false, 2, 2, 2, 1, a, 2, 0, b, 2, 5, 0, make([]float32, 100), 2, 4) })
 	require.NotPanics(t, func() { Gemm(false, false, 0, 5, 5, 1, nil, 5, nil, 5, 0, nil, 5) })
+	// A single row needs no stride.
+	require.NotPanics(t, func() { Gemm(false, false, 1, 3, 4, 1, a, 0, b, 3, 0, c, 0) })
 }
 
 // TestLinear checks y = x·Wᵀ + bias with and without bias.

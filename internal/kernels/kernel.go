@@ -42,6 +42,8 @@ type isa struct {
 	maxOf func(x []float32) float32
 	// scale multiplies x by alpha in place.
 	scale func(x []float32, alpha float32)
+	// add adds y to x element by element (len(y) ≥ len(x)).
+	add func(x, y []float32)
 	// interleave sets dst[p·ldd + r] = src[r·lds + p] for r < rows and
 	// p < n: rows of src become columns of dst, groups of ldd floats. It
 	// packs A (rows into mr-groups) and transposed B (into nr-groups).
@@ -55,6 +57,7 @@ var goISA = &isa{
 	expShift: expShiftGo,
 	maxOf:    maxOfGo,
 	scale:    scaleGo,
+	add:      addGo,
 
 	interleave: interleaveGo,
 }

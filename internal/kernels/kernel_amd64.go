@@ -17,11 +17,12 @@ func availableISAs() []*isa {
 var avx2ISA = &isa{
 	name:     "avx2",
 	gemm:     &avx2Kernel,
-	expShift: expShiftVec,
-	maxOf:    maxOfVec,
-	scale:    scaleVec,
+	expShift: expShift256,
+	maxOf:    maxOf256,
+	scale:    scale256,
+	add:      add256,
 
-	interleave: interleaveVec,
+	interleave: interleave256,
 }
 
 // avx512ISA uses the AVX-512 kernels; packing uses the AVX2 transposes,
@@ -32,6 +33,7 @@ var avx512ISA = &isa{
 	expShift: expShift512,
 	maxOf:    maxOf512,
 	scale:    scale512,
+	add:      add512,
 
-	interleave: interleaveVec,
+	interleave: interleave256,
 }

@@ -102,3 +102,11 @@ func interleaveGo(dst []float32, ldd int, src []float32, lds, rows, n int) {
 		}
 	}
 }
+
+// addGo adds y to x element by element (len(y) ≥ len(x)).
+func addGo(x, y []float32) {
+	y = y[:len(x)]
+	for i, v := range y {
+		x[i] += v
+	}
+}

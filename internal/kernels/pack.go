@@ -26,12 +26,14 @@ func packA(set *isa, dst, a []float32, lda int, trans bool, i0, mc, p0, kc, mr i
 		}
 		if trans {
 			// Row p of the stored matrix holds column p of op(A): copy
-			// `rows` adjacent floats per p.
+			// `rows` adjacent floats per p (a loop: too few for memmove).
 			for p := range kc {
-				src := a[(p0+p)*lda+i0+ip:]
-				src = src[:rows]
+				off := (p0+p)*lda + i0 + ip
+				src := a[off : off+rows]
 				d := panel[p*mr : p*mr+rows]
-				copy(d, src)
+				for r, v := range src {
+					d[r] = v
+				}
 			}
 			continue
 		}

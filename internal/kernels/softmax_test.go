@@ -31,10 +31,13 @@ func TestExpShift(t *testing.T) {
 	forEachISA(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 33, 64, 100, 513} {
-			x := make([]float32, n)
-			for i := range x {
-				x[i] = 40*rng.Float32() - 30
+			// x is followed by sentinels that must survive.
+			buf := make([]float32, n+20)
+			for i := range buf {
+				buf[i] = 40*rng.Float32() - 30
 			}
+			x := buf[:n]
+			after := append([]float32(nil), buf[n:]...)
 			if n > 3 {
 				x[1] = float32(math.Inf(-1))
 				x[2] = -200
@@ -58,31 +61,44 @@ func TestExpShift(t *testing.T) {
 				require.InDelta(t, 0, (float64(v)-want[i])/want[i], 3e-7, "n=%d i=%d: exp(%g)", n, i, orig[i]-shift)
 			}
 			require.InDelta(t, wantSum, float64(sum), 1e-6*wantSum+1e-30, "n=%d: sum", n)
+			require.Equal(t, after, buf[n:], "n=%d: wrote past the end", n)
 		}
 	})
 }
 
-// TestVectorHelpers checks maxOf and scale against plain loops.
+// TestVectorHelpers checks maxOf, scale and add against plain loops, and
+// that they touch nothing past the slice.
 func TestVectorHelpers(t *testing.T) {
 	forEachISA(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(5, 6))
-		for _, n := range []int{0, 1, 7, 8, 9, 16, 17, 31, 32, 33, 100} {
-			x := randSlice(rng, n)
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 100} {
+			buf := randSlice(rng, n+20)
+			x := buf[:n]
+			buf[n] = 100 // a larger value past the end must not count
 			want := float32(math.Inf(-1))
 			for _, v := range x {
 				want = max(want, v)
 			}
 			require.Equal(t, want, currentISA().maxOf(x), "maxOf n=%d", n)
 			if n > 0 {
-				x[n-1] = 5 // the last element, handled by the tail
+				x[n-1] = 5 // the last element, in the tail
 				require.Equal(t, float32(5), currentISA().maxOf(x), "maxOf tail n=%d", n)
 			}
 
-			y := append([]float32(nil), x...)
-			currentISA().scale(y, -1.5)
+			ybuf := append([]float32(nil), buf...)
+			currentISA().scale(ybuf[:n], -1.5)
 			for i := range x {
-				require.Equal(t, x[i]*-1.5, y[i], "scale n=%d i=%d", n, i)
+				require.Equal(t, x[i]*-1.5, ybuf[i], "scale n=%d i=%d", n, i)
 			}
+			require.Equal(t, buf[n:], ybuf[n:], "scale n=%d wrote past the end", n)
+
+			zbuf := append([]float32(nil), buf...)
+			y := randSlice(rng, n+3)
+			currentISA().add(zbuf[:n], y)
+			for i := range x {
+				require.Equal(t, x[i]+y[i], zbuf[i], "add n=%d i=%d", n, i)
+			}
+			require.Equal(t, buf[n:], zbuf[n:], "add n=%d wrote past the end", n)
 		}
 	})
 }
@@ -90,7 +106,8 @@ func TestVectorHelpers(t *testing.T) {
 func TestSoftmaxRows(t *testing.T) {
 	forEachISA(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 8))
-		for _, size := range [][2]int{{1, 1}, {3, 7}, {5, 33}, {2, 513}} {
+		// The last size is large enough to be split over threads.
+		for _, size := range [][2]int{{1, 1}, {3, 7}, {5, 33}, {2, 513}, {300, 257}} {
 			rows, n := size[0], size[1]
 			x := make([]float32, rows*n)
 			for i := range x {

@@ -2,49 +2,36 @@ package kernels
 
 import "unsafe"
 
-// expShiftAVX2 sets x[i] = exp(x[i] − shift) for n floats (a multiple of
-// 8) and returns their sum, with the same algorithm as exp32.
+// expShiftAVX2 sets x[i] = exp(x[i] − shift) for n floats and returns
+// their sum, with the same algorithm as exp32. The last n%8 are handled
+// with masked loads and stores, which touch nothing beyond them.
 //
 //go:noescape
 func expShiftAVX2(x *float32, n int, shift float32) (sum float32)
 
-// maxOfAVX2 returns the largest of n floats, n a positive multiple of 16.
+// maxOfAVX2 returns the largest of n floats (−Inf if n is 0).
 //
 //go:noescape
 func maxOfAVX2(x *float32, n int) float32
 
-// scaleAVX2 multiplies n floats (a multiple of 8) by alpha.
+// scaleAVX2 multiplies n floats by alpha.
 //
 //go:noescape
 func scaleAVX2(x *float32, n int, alpha float32)
 
-// expShiftVec is isa.expShift with AVX2: vectors of 8, the rest in Go.
-func expShiftVec(x []float32, shift float32) float32 {
-	n := len(x) &^ 7
-	var sum float32
-	if n > 0 {
-		sum = expShiftAVX2(unsafe.SliceData(x), n, shift)
-	}
-	return sum + expShiftGo(x[n:], shift)
+// expShift256 is isa.expShift with AVX2.
+func expShift256(x []float32, shift float32) float32 {
+	return expShiftAVX2(unsafe.SliceData(x), len(x), shift)
 }
 
-// maxOfVec is isa.maxOf with AVX2: vectors of 16, the rest in Go.
-func maxOfVec(x []float32) float32 {
-	n := len(x) &^ 15
-	m := maxOfGo(x[n:])
-	if n > 0 {
-		m = max(m, maxOfAVX2(unsafe.SliceData(x), n))
-	}
-	return m
+// maxOf256 is isa.maxOf with AVX2.
+func maxOf256(x []float32) float32 {
+	return maxOfAVX2(unsafe.SliceData(x), len(x))
 }
 
-// scaleVec is isa.scale with AVX2: vectors of 8, the rest in Go.
-func scaleVec(x []float32, alpha float32) {
-	n := len(x) &^ 7
-	if n > 0 {
-		scaleAVX2(unsafe.SliceData(x), n, alpha)
-	}
-	scaleGo(x[n:], alpha)
+// scale256 is isa.scale with AVX2.
+func scale256(x []float32, alpha float32) {
+	scaleAVX2(unsafe.SliceData(x), len(x), alpha)
 }
 
 // interleave4AVX2 sets dst[p·ldd + r] = src[r·lds + p] for r < 4 and
@@ -58,9 +45,9 @@ func interleave4AVX2(dst *float32, ldd int, src *float32, lds int, n int)
 //go:noescape
 func interleave2AVX2(dst *float32, ldd int, src *float32, lds int, n int)
 
-// interleaveVec is isa.interleave with AVX2: groups of 4 (then 2) rows by
+// interleave256 is isa.interleave with AVX2: groups of 4 (then 2) rows by
 // 8 columns in assembly, the ragged rest in Go.
-func interleaveVec(dst []float32, ldd int, src []float32, lds, rows, n int) {
+func interleave256(dst []float32, ldd int, src []float32, lds, rows, n int) {
 	if rows == 0 || n == 0 {
 		return
 	}
@@ -85,4 +72,15 @@ func interleaveVec(dst []float32, ldd int, src []float32, lds, rows, n int) {
 	if n8 < n {
 		interleaveGo(dst[n8*ldd:], ldd, src[n8:], lds, rows, n-n8)
 	}
+}
+
+// addAVX2 sets x[i] += y[i] for i < n.
+//
+//go:noescape
+func addAVX2(x, y *float32, n int)
+
+// add256 is isa.add with AVX2.
+func add256(x, y []float32) {
+	_ = y[:len(x)]
+	addAVX2(unsafe.SliceData(x), unsafe.SliceData(y), len(x))
 }

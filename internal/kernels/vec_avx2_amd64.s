@@ -98,8 +98,39 @@ GLOBL expTable<>(SB), RODATA|NOPTR, $224
 	VMOVD        AX, X15; \
 	VPBROADCASTD X15, Y
 
+// Eight all-ones lanes then eight zero lanes: the 8 floats loaded from
+// tailMask<>+32−4·r have exactly their first r lanes set, the mask for a
+// tail of r floats.
+DATA tailMask<>+0(SB)/4, $0xffffffff
+DATA tailMask<>+4(SB)/4, $0xffffffff
+DATA tailMask<>+8(SB)/4, $0xffffffff
+DATA tailMask<>+12(SB)/4, $0xffffffff
+DATA tailMask<>+16(SB)/4, $0xffffffff
+DATA tailMask<>+20(SB)/4, $0xffffffff
+DATA tailMask<>+24(SB)/4, $0xffffffff
+DATA tailMask<>+28(SB)/4, $0xffffffff
+DATA tailMask<>+32(SB)/4, $0
+DATA tailMask<>+36(SB)/4, $0
+DATA tailMask<>+40(SB)/4, $0
+DATA tailMask<>+44(SB)/4, $0
+DATA tailMask<>+48(SB)/4, $0
+DATA tailMask<>+52(SB)/4, $0
+DATA tailMask<>+56(SB)/4, $0
+DATA tailMask<>+60(SB)/4, $0
+GLOBL tailMask<>(SB), RODATA|NOPTR, $64
+
+// TAILMASK sets Y7 to the mask of the low CX&7 lanes, leaves CX&7 in CX
+// and sets the flags from it (JZ: no tail).
+#define TAILMASK \
+	ANDQ    $7, CX;                  \
+	LEAQ    tailMask<>+32(SB), AX;   \
+	MOVQ    CX, DX;                  \
+	SHLQ    $2, DX;                  \
+	SUBQ    DX, AX;                  \
+	VMOVDQU (AX), Y7;                \
+	TESTQ   CX, CX
+
 // func expShiftAVX2(x *float32, n int, shift float32) (sum float32)
-// n must be a multiple of 8.
 TEXT ·expShiftAVX2(SB), NOSPLIT, $0-28
 	MOVQ         x+0(FP), SI
 	MOVQ         n+8(FP), CX
@@ -111,11 +142,12 @@ TEXT ·expShiftAVX2(SB), NOSPLIT, $0-28
 	BCAST($0xb95e8083, Y13)
 	BCAST($0x3f800000, Y14)
 	VXORPS       Y15, Y15, Y15
-	SHRQ         $3, CX
-	JZ           done
+	MOVQ         CX, R8
+	SHRQ         $3, R8
+	JZ           tail
 
 	// Two vectors per iteration when possible: their chains are independent.
-	CMPQ CX, $2
+	CMPQ R8, $2
 	JLT  one
 
 loop2:
@@ -128,17 +160,29 @@ loop2:
 	VADDPS  Y2, Y15, Y15
 	VADDPS  Y6, Y15, Y15
 	ADDQ    $64, SI
-	SUBQ    $2, CX
-	CMPQ    CX, $2
+	SUBQ    $2, R8
+	CMPQ    R8, $2
 	JGE     loop2
-	TESTQ   CX, CX
-	JZ      done
+	TESTQ   R8, R8
+	JZ      tail
 
 one:
 	VMOVUPS (SI), Y0
 	EXP8(Y0, Y1, Y2, Y3)
 	VMOVUPS Y2, (SI)
 	VADDPS  Y2, Y15, Y15
+	ADDQ    $32, SI
+
+tail:
+	// The last n%8 floats under a mask: masked-off lanes are neither read
+	// (no fault past the slice) nor written, and are zeroed before the sum.
+	TAILMASK
+	JZ         done
+	VMASKMOVPS (SI), Y7, Y0
+	EXP8(Y0, Y1, Y2, Y3)
+	VANDPS     Y7, Y2, Y2
+	VMASKMOVPS Y2, Y7, (SI)
+	VADDPS     Y2, Y15, Y15
 
 done:
 	VEXTRACTF128 $1, Y15, X0
@@ -152,23 +196,36 @@ done:
 	RET
 
 // func maxOfAVX2(x *float32, n int) float32
-// n must be a positive multiple of 16.
 TEXT ·maxOfAVX2(SB), NOSPLIT, $0-20
-	MOVQ    x+0(FP), SI
-	MOVQ    n+8(FP), CX
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	ADDQ    $64, SI
-	SHRQ    $4, CX
-	DECQ    CX
-	JZ      reduce
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	BCAST($0xff800000, Y6) // −Inf
+	VMOVAPS Y6, Y0
+	VMOVAPS Y6, Y1
+	MOVQ    CX, R8
+	SHRQ    $4, R8
+	JZ      half
 
 loop:
 	VMAXPS (SI), Y0, Y0
 	VMAXPS 32(SI), Y1, Y1
 	ADDQ   $64, SI
-	DECQ   CX
+	DECQ   R8
 	JNZ    loop
+
+half:
+	TESTQ  $8, CX
+	JZ     tail
+	VMAXPS (SI), Y0, Y0
+	ADDQ   $32, SI
+
+tail:
+	// Masked-off lanes load as 0: replace them by −Inf before the max.
+	TAILMASK
+	JZ         reduce
+	VMASKMOVPS (SI), Y7, Y2
+	VBLENDVPS  Y7, Y2, Y6, Y2
+	VMAXPS     Y2, Y1, Y1
 
 reduce:
 	VMAXPS       Y1, Y0, Y0
@@ -183,20 +240,27 @@ reduce:
 	RET
 
 // func scaleAVX2(x *float32, n int, alpha float32)
-// n must be a multiple of 8.
 TEXT ·scaleAVX2(SB), NOSPLIT, $0-20
 	MOVQ         x+0(FP), SI
 	MOVQ         n+8(FP), CX
 	VBROADCASTSS alpha+16(FP), Y1
-	SHRQ         $3, CX
-	JZ           end
+	MOVQ         CX, R8
+	SHRQ         $3, R8
+	JZ           tail
 
 loop:
 	VMULPS  (SI), Y1, Y0
 	VMOVUPS Y0, (SI)
 	ADDQ    $32, SI
-	DECQ    CX
+	DECQ    R8
 	JNZ     loop
+
+tail:
+	TAILMASK
+	JZ         end
+	VMASKMOVPS (SI), Y7, Y0
+	VMULPS     Y1, Y0, Y0
+	VMASKMOVPS Y0, Y7, (SI)
 
 end:
 	VZEROUPPER
@@ -286,5 +350,36 @@ loop2:
 	JNZ          loop2
 
 done2:
+	VZEROUPPER
+	RET
+
+// func addAVX2(x, y *float32, n int)
+// x[i] += y[i] for i < n; the last n%8 under a mask.
+TEXT ·addAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ CX, R8
+	SHRQ $3, R8
+	JZ   tail
+
+loop:
+	VMOVUPS (SI), Y0
+	VADDPS  (DI), Y0, Y0
+	VMOVUPS Y0, (SI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    R8
+	JNZ     loop
+
+tail:
+	TAILMASK
+	JZ         end
+	VMASKMOVPS (SI), Y7, Y0
+	VMASKMOVPS (DI), Y7, Y1
+	VADDPS     Y1, Y0, Y0
+	VMASKMOVPS Y0, Y7, (SI)
+
+end:
 	VZEROUPPER
 	RET

@@ -34,8 +34,17 @@
 	VSCALEFPS    N, P, P;     \
 	VMOVUPS.Z    P, K1, P
 
+// TAILMASK sets K2 to the low CX&15 lanes, leaves CX&15 in CX and sets
+// the flags from it (JZ: no tail).
+#define TAILMASK \
+	ANDQ  $15, CX; \
+	MOVL  $1, AX;  \
+	SHLL  CX, AX;  \
+	DECL  AX;      \
+	KMOVW AX, K2;  \
+	TESTQ CX, CX
+
 // func expShiftAVX512(x *float32, n int, shift float32) (sum float32)
-// n must be a multiple of 16.
 TEXT ·expShiftAVX512(SB), NOSPLIT, $0-28
 	MOVQ         x+0(FP), SI
 	MOVQ         n+8(FP), CX
@@ -53,8 +62,9 @@ TEXT ·expShiftAVX512(SB), NOSPLIT, $0-28
 	BCAST($0x3e2aaaaa, Z20)
 	BCAST($0x3f000000, Z21)
 	VPXORD       Z15, Z15, Z15
-	SHRQ         $4, CX
-	JZ           done
+	MOVQ         CX, DX
+	SHRQ         $4, DX
+	JZ           tail
 
 loop:
 	VMOVUPS (SI), Z0
@@ -62,8 +72,19 @@ loop:
 	VMOVUPS Z2, (SI)
 	VADDPS  Z2, Z15, Z15
 	ADDQ    $64, SI
-	DECQ    CX
+	DECQ    DX
 	JNZ     loop
+
+tail:
+	// The last n%16 floats under a mask: masked-off lanes are neither read
+	// (no fault past the slice) nor written, and are zeroed before the sum.
+	TAILMASK
+	JZ        done
+	VMOVUPS.Z (SI), K2, Z0
+	EXP16(Z0, Z1, Z2)
+	VMOVUPS.Z Z2, K2, Z2
+	VMOVUPS   Z2, K2, (SI)
+	VADDPS    Z2, Z15, Z15
 
 done:
 	VEXTRACTF32X8 $1, Z15, Y0
@@ -79,23 +100,35 @@ done:
 	RET
 
 // func maxOfAVX512(x *float32, n int) float32
-// n must be a positive multiple of 32.
 TEXT ·maxOfAVX512(SB), NOSPLIT, $0-20
-	MOVQ    x+0(FP), SI
-	MOVQ    n+8(FP), CX
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	ADDQ    $128, SI
-	SHRQ    $5, CX
-	DECQ    CX
-	JZ      reduce
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	BCAST($0xff800000, Z0) // −Inf
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	MOVQ    CX, DX
+	SHRQ    $5, DX
+	JZ      half
 
 loop:
 	VMAXPS (SI), Z0, Z0
 	VMAXPS 64(SI), Z1, Z1
 	ADDQ   $128, SI
-	DECQ   CX
+	DECQ   DX
 	JNZ    loop
+
+half:
+	TESTQ  $16, CX
+	JZ     tail
+	VMAXPS (SI), Z0, Z0
+	ADDQ   $64, SI
+
+tail:
+	// Masked-off lanes keep −Inf (merge masking) and are not read.
+	TAILMASK
+	JZ      reduce
+	VMOVUPS (SI), K2, Z2
+	VMAXPS  Z2, Z1, Z1
 
 reduce:
 	VMAXPS        Z1, Z0, Z0
@@ -112,20 +145,58 @@ reduce:
 	RET
 
 // func scaleAVX512(x *float32, n int, alpha float32)
-// n must be a multiple of 16.
 TEXT ·scaleAVX512(SB), NOSPLIT, $0-20
 	MOVQ         x+0(FP), SI
 	MOVQ         n+8(FP), CX
 	VBROADCASTSS alpha+16(FP), Z1
-	SHRQ         $4, CX
-	JZ           end
+	MOVQ         CX, DX
+	SHRQ         $4, DX
+	JZ           tail
 
 loop:
 	VMULPS  (SI), Z1, Z0
 	VMOVUPS Z0, (SI)
 	ADDQ    $64, SI
-	DECQ    CX
+	DECQ    DX
 	JNZ     loop
+
+tail:
+	TAILMASK
+	JZ        end
+	VMOVUPS.Z (SI), K2, Z0
+	VMULPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K2, (SI)
+
+end:
+	VZEROUPPER
+	RET
+
+// func addAVX512(x, y *float32, n int)
+// x[i] += y[i] for i < n; the last n%16 under a mask.
+TEXT ·addAVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ CX, DX
+	SHRQ $4, DX
+	JZ   tail
+
+loop:
+	VMOVUPS (SI), Z0
+	VADDPS  (DI), Z0, Z0
+	VMOVUPS Z0, (SI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	DECQ    DX
+	JNZ     loop
+
+tail:
+	TAILMASK
+	JZ        end
+	VMOVUPS.Z (SI), K2, Z0
+	VMOVUPS.Z (DI), K2, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K2, (SI)
 
 end:
 	VZEROUPPER
