@@ -1,0 +1,273 @@
+package layers
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/attnrun/attnrun/internal/kernels"
+)
+
+// maxHeads bounds a head count read from a config before anything is
+// allocated per head.
+const maxHeads = 1 << 16
+
+// attention is one multi-head attention computation in its most general
+// form, shared by attention.sdpa, attention.torch_mha and the incremental
+// steps of every attention layer: B sequences of Tq queries against Tk keys
+// each, with more query heads than key/value heads allowed (grouped-query
+// attention), and every score rule of scoreRule.
+//
+// Nothing is copied: each (sequence, head) pair is a strided kernels.Head
+// view. Query head h reads KV head ⌊h / (qHeads/kvHeads)⌋.
+type attention struct {
+	seqs, tq, tk    int
+	qHeads, kvHeads int
+	dk, dv          int
+	// q holds the queries: row b·tq+i, query head h at column h·dk.
+	q   []float32
+	ldq int
+	// keys[b] and values[b] hold sequence b's keys and values: row j, KV
+	// head g at column g·dk (keys) or g·dv (values).
+	keys, values [][]float32
+	ldk, ldv     int
+	// out receives the context vectors: row b·tq+i, head h at column h·dv.
+	out   []float32
+	ldOut int
+	rule  scoreRule
+
+	bias, scratch []float32 // reused across heads
+}
+
+// scoreRule is what happens between QKᵀ and the product with V:
+//
+//	s = scale·q·k                        scaled dot product
+//	s = softcap·tanh(s / softcap)        if softcap > 0
+//	s = s + bias                         causal, window, ALiBi and masks
+//	w = dropout(softmax(s))
+//
+// Positions are absolute: query i sits at qPos+i and key j at kPos+j, which
+// is how one rule serves a full pass (qPos = Tk−Tq for bottom-right causal
+// alignment, 0 for top-left) and an incremental step (qPos = the tokens
+// already seen, kPos = the first key still cached).
+type scoreRule struct {
+	scale   float32
+	softcap float32
+	// causal hides keys after the query's position.
+	causal bool
+	// window > 0 hides keys window or more positions before the query:
+	// a query sees at most window keys, itself included.
+	window     int
+	qPos, kPos int
+	// slopes, if set, adds the ALiBi bias slopes[h]·(key − query position).
+	slopes []float32
+	// masks are added too; their key axis is absolute: key j reads column
+	// kPos+j.
+	masks []maskView
+	// nanRows makes a query that sees no key output NaN (as
+	// nn.MultiheadAttention does) instead of zeros.
+	nanRows bool
+	dropout float32
+	rng     *rand.Rand
+}
+
+// plainCausal reports whether the rule is what kernels.Attend does by
+// itself: at most a causal mask aligned bottom-right, nothing else.
+func (r *scoreRule) plainCausal(tq, tk int) bool {
+	return r.softcap == 0 && r.window == 0 && r.slopes == nil && len(r.masks) == 0 && !r.nanRows &&
+		(!r.causal || r.qPos == r.kPos+tk-tq)
+}
+
+// run computes the attention and writes the weights, if weights is
+// non-nil, as (B, qHeads, Tq, kPos+Tk), the columns of keys before kPos
+// left zero. Heads run sequence by sequence, head by head, so dropout masks
+// are reproducible for a seed.
+func (a *attention) run(weights []float32) {
+	if a.rule.plainCausal(a.tq, a.tk) && a.rule.kPos == 0 {
+		a.runFused(weights)
+		return
+	}
+	a.runGeneral(weights)
+}
+
+// head is the kernels.Head view of query head h of sequence b.
+func (a *attention) head(b, h int) kernels.Head {
+	g := h / (a.qHeads / a.kvHeads)
+	row := b * a.tq
+	return kernels.Head{
+		Q: a.q[row*a.ldq+h*a.dk:], LdQ: a.ldq,
+		K: a.keys[b][g*a.dk:], LdK: a.ldk,
+		V: a.values[b][g*a.dv:], LdV: a.ldv,
+		Out: a.out[row*a.ldOut+h*a.dv:], LdOut: a.ldOut,
+		Tq: a.tq, Tk: a.tk, D: a.dk, Dv: a.dv,
+	}
+}
+
+// runFused hands every head to the fused kernel at once, which spreads them
+// over the processors; the weights of head (b, h) are block b·H+h of
+// weights, as AttendBatch writes them.
+func (a *attention) runFused(weights []float32) {
+	heads := make([]kernels.Head, 0, a.seqs*a.qHeads)
+	for b := range a.seqs {
+		for h := range a.qHeads {
+			heads = append(heads, a.head(b, h))
+		}
+	}
+	kernels.AttendBatch(heads, kernels.AttentionOptions{
+		Scale: a.rule.scale, Causal: a.rule.causal,
+		Dropout: a.rule.dropout, RNG: a.rule.rng, Weights: weights,
+	})
+}
+
+// runGeneral attends head by head with an additive bias that holds the
+// causal mask, the window, ALiBi and the masks, rebuilt only when it
+// differs from the previous head's.
+func (a *attention) runGeneral(weights []float32) {
+	bySeq, byHead := a.rule.biasVaries()
+	builtB, builtH := -1, -1
+	wCols := a.rule.kPos + a.tk
+	for b := range a.seqs {
+		for h := range a.qHeads {
+			head := a.head(b, h)
+			bb, bh := b, h
+			if !bySeq {
+				bb = 0
+			}
+			if !byHead {
+				bh = 0
+			}
+			if bb != builtB || bh != builtH {
+				a.bias = a.rule.fillBias(growFloats(a.bias, a.tq*a.tk), bb, bh, a.tq, a.tk)
+				builtB, builtH = bb, bh
+			}
+			var w []float32
+			if weights != nil {
+				a.scratch = growFloats(a.scratch, a.tq*a.tk)
+				w = a.scratch
+			}
+			if a.rule.softcap != 0 {
+				a.attendCapped(&head, w)
+			} else {
+				head.Mask, head.LdMask = a.bias, a.tk
+				kernels.Attend(head, kernels.AttentionOptions{
+					Scale: a.rule.scale, Dropout: a.rule.dropout, RNG: a.rule.rng, Weights: w,
+				})
+			}
+			if a.rule.nanRows {
+				hideRows(&head, a.bias, w)
+			}
+			for i := 0; w != nil && i < a.tq; i++ {
+				at := ((b*a.qHeads+h)*a.tq+i)*wCols + a.rule.kPos
+				copy(weights[at:at+a.tk], w[i*a.tk:(i+1)*a.tk])
+			}
+		}
+	}
+}
+
+// biasVaries reports whether the additive bias differs between sequences
+// and between heads; when it does not, one bias serves them all.
+func (r *scoreRule) biasVaries() (bySeq, byHead bool) {
+	byHead = r.slopes != nil
+	for i := range r.masks {
+		s, h := r.masks[i].varies()
+		bySeq, byHead = bySeq || s, byHead || h
+	}
+	return bySeq, byHead
+}
+
+// fillBias writes the tq×tk additive bias of sequence b, head h into buf:
+// −Inf where the causal mask or the window hides a key, otherwise the
+// ALiBi term plus the masks.
+func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
+	for i := range tq {
+		qp := r.qPos + i
+		row := buf[i*tk : (i+1)*tk]
+		for j := range row {
+			kp := r.kPos + j
+			if (r.causal && kp > qp) || (r.window > 0 && qp-kp >= r.window) {
+				row[j] = negInf
+				continue
+			}
+			var v float32
+			if r.slopes != nil {
+				v = r.slopes[h] * float32(kp-qp)
+			}
+			for m := range r.masks {
+				v += r.masks[m].at(b, h, i, kp)
+			}
+			row[j] = v
+		}
+	}
+	return buf
+}
+
+// attendCapped is attention with logit soft-capping, which the fused kernel
+// does not do: it forms the head's Tq×Tk scores with a GEMM, caps them,
+// adds the bias, takes the softmax row by row (a row that sees no key
+// becomes zeros), applies dropout and multiplies by V. Dropout draws one
+// number per weight, row by row, as kernels.Attend does. w, if non-nil,
+// receives the weights.
+func (a *attention) attendCapped(h *kernels.Head, w []float32) {
+	r := &a.rule
+	s := w
+	if s == nil {
+		a.scratch = growFloats(a.scratch, h.Tq*h.Tk)
+		s = a.scratch
+	}
+	kernels.Gemm(false, true, h.Tq, h.Tk, h.D, r.scale, h.Q, h.LdQ, h.K, h.LdK, 0, s, h.Tk)
+	c := float64(r.softcap)
+	for i, v := range s {
+		s[i] = float32(c*math.Tanh(float64(v)/c)) + a.bias[i]
+	}
+	kernels.SoftmaxRows(s, h.Tq, h.Tk)
+	if r.dropout > 0 {
+		keep := 1 / (1 - r.dropout)
+		for i := range s {
+			if r.rng.Float32() < r.dropout {
+				s[i] = 0
+			} else {
+				s[i] *= keep
+			}
+		}
+	}
+	kernels.Gemm(false, false, h.Tq, h.Dv, h.Tk, 1, s, h.Tk, h.V, h.LdV, 0, h.Out, h.LdOut)
+}
+
+// hideRows sets to NaN the output (and weights, if any) of every query whose
+// bias row hides every key, as softmax over nothing but −Inf gives in
+// PyTorch.
+func hideRows(h *kernels.Head, bias, w []float32) {
+	nan := float32(math.NaN())
+	for i := range h.Tq {
+		if !allNegInf(bias[i*h.Tk : (i+1)*h.Tk]) {
+			continue
+		}
+		out := h.Out[i*h.LdOut : i*h.LdOut+h.Dv]
+		for j := range out {
+			out[j] = nan
+		}
+		if w != nil {
+			row := w[i*h.Tk : (i+1)*h.Tk]
+			for j := range row {
+				row[j] = nan
+			}
+		}
+	}
+}
+
+// allNegInf reports whether every value of row is −Inf.
+func allNegInf(row []float32) bool {
+	for _, v := range row {
+		if !math.IsInf(float64(v), -1) {
+			return false
+		}
+	}
+	return true
+}
+
+// growFloats returns buf resliced to n, reallocated if it is too short.
+func growFloats(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}

@@ -1,0 +1,244 @@
+package layers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/attnrun/attnrun/registry"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+	"gorgonia.org/tensor"
+)
+
+// goldArray is a JSON nested list of numbers, flattened row-major with its
+// shape. JSON has no NaN or infinity: null stands for NaN, and the strings
+// "inf" and "-inf" for ±Inf.
+type goldArray struct {
+	Shape []int
+	Data  []float32
+}
+
+func (a *goldArray) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*a = goldArray{}
+	return a.flatten(v, 0)
+}
+
+func (a *goldArray) flatten(v any, depth int) error {
+	switch x := v.(type) {
+	case nil:
+		a.Data = append(a.Data, float32(math.NaN()))
+		return nil
+	case float64:
+		a.Data = append(a.Data, float32(x))
+		return nil
+	case string:
+		switch x {
+		case "inf":
+			a.Data = append(a.Data, float32(math.Inf(1)))
+		case "-inf":
+			a.Data = append(a.Data, float32(math.Inf(-1)))
+		default:
+			return fmt.Errorf("unexpected string %q in a number array", x)
+		}
+		return nil
+	case []any:
+		if depth == len(a.Shape) {
+			a.Shape = append(a.Shape, len(x))
+		} else if a.Shape[depth] != len(x) {
+			return fmt.Errorf("ragged array at depth %d", depth)
+		}
+		for _, e := range x {
+			if err := a.flatten(e, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("unexpected JSON value %v", v)
+}
+
+// dense wraps a copy of the array as a tensor.
+func (a goldArray) dense() *tensor.Dense { return newDense(a.Shape, append([]float32(nil), a.Data...)) }
+
+// modernCase is one entry of testdata/modern_cases.json, written by
+// testdata/torch/modern.py.
+type modernCase struct {
+	Type    string          `json:"type"`
+	Config  json.RawMessage `json:"config"`
+	Params  stateDict       `json:"params"`
+	Inputs  []goldArray     `json:"inputs"`
+	Output  goldArray       `json:"output"`
+	Weights *goldArray      `json:"weights"`
+}
+
+var loadModernCases = sync.OnceValues(func() (map[string]modernCase, error) {
+	b, err := os.ReadFile(filepath.Join("testdata", "modern_cases.json"))
+	if err != nil {
+		return nil, err
+	}
+	var cases map[string]modernCase
+	return cases, json.Unmarshal(b, &cases)
+})
+
+// modernCases returns the cases sorted by name.
+func modernCases(t *testing.T) ([]string, map[string]modernCase) {
+	t.Helper()
+	cases, err := loadModernCases()
+	require.NoError(t, err)
+	names := make([]string, 0, len(cases))
+	for n := range cases {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, cases
+}
+
+// layer builds the case's layer from its registry ID and config, decoded
+// strictly as a model config is, and loads the case's parameters,
+// requiring PyTorch's state_dict names, order and shapes.
+func (c modernCase) layer(t *testing.T) registry.Layer {
+	t.Helper()
+	info, err := registry.Lookup(c.Type)
+	require.NoError(t, err)
+	l := info.New()
+	dec := yaml.NewDecoder(bytes.NewReader(c.Config)) // JSON is YAML
+	dec.KnownFields(true)
+	require.NoError(t, dec.Decode(l), "config %s", c.Config)
+	setParams(t, l, c.Params, "")
+	return l
+}
+
+// inputs returns fresh copies of the case's inputs.
+func (c modernCase) inputs() []*tensor.Dense {
+	xs := make([]*tensor.Dense, len(c.Inputs))
+	for i, a := range c.Inputs {
+		xs[i] = a.dense()
+	}
+	return xs
+}
+
+// assertCloseNaN is assertClose where NaN is expected exactly where want
+// has NaN.
+func assertCloseNaN(t *testing.T, want, got []float32, abs, rel float64, msg string) {
+	t.Helper()
+	require.Len(t, got, len(want), msg)
+	for i := range want {
+		w, g := float64(want[i]), float64(got[i])
+		if math.IsNaN(w) || math.IsNaN(g) {
+			if math.IsNaN(w) != math.IsNaN(g) {
+				require.Failf(t, msg, "element %d: got %.7g, want %.7g", i, g, w)
+			}
+			continue
+		}
+		if diff := math.Abs(g - w); diff > abs+rel*math.Abs(w) {
+			require.Failf(t, msg, "element %d: got %.7g, want %.7g (diff %.3g)", i, g, w, diff)
+		}
+	}
+}
+
+// TestModernAgainstPyTorch runs every case of modern_cases.json: the layer
+// built from its config must list PyTorch's parameters, and give PyTorch's
+// output and attention weights, with and without a weights hook.
+func TestModernAgainstPyTorch(t *testing.T) {
+	names, cases := modernCases(t)
+	require.GreaterOrEqual(t, len(names), 39)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			c := cases[name]
+			l := c.layer(t)
+			plain, err := l.Forward(&registry.Run{}, c.inputs())
+			require.NoError(t, err)
+			var weights *tensor.Dense
+			hooked, err := l.Forward(&registry.Run{Layer: name, Hook: func(layer string, w *tensor.Dense) {
+				require.Equal(t, name, layer)
+				require.Nil(t, weights, "the hook was called twice")
+				weights = w
+			}}, c.inputs())
+			require.NoError(t, err)
+
+			for _, out := range []*tensor.Dense{plain, hooked} {
+				require.Equal(t, c.Output.Shape, []int(out.Shape()), "output shape")
+				assertCloseNaN(t, c.Output.Data, floats(out), torchAbs, torchRel, "output")
+			}
+			if c.Weights == nil {
+				require.Nil(t, weights, "a layer without attention reported weights")
+				return
+			}
+			require.NotNil(t, weights, "the hook received no weights")
+			require.Equal(t, c.Weights.Shape, []int(weights.Shape()), "weights shape (B, H, Tq, Tk)")
+			assertCloseNaN(t, c.Weights.Data, floats(weights), torchAbs, torchRel, "weights")
+		})
+	}
+}
+
+// TestModernGoldensAreNotTrivial guards the goldens themselves: the cases
+// meant to have fully masked rows have them (zeros or NaN), and the others
+// have none, so that those behaviours are really exercised.
+func TestModernGoldensAreNotTrivial(t *testing.T) {
+	_, cases := modernCases(t)
+	hasNaN := func(xs []float32) bool {
+		for _, x := range xs {
+			if math.IsNaN(float64(x)) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, name := range []string{"sdpa_drop_mask_nan", "mha_nan_rows"} {
+		require.True(t, hasNaN(cases[name].Output.Data), "%s has no NaN output", name)
+	}
+	for name, c := range cases {
+		if name != "sdpa_drop_mask_nan" && name != "mha_nan_rows" {
+			require.False(t, hasNaN(c.Output.Data), "%s has NaN output", name)
+		}
+	}
+	// sdpa_keep_mask's sequence 1, query 2 sees no key: its weights are zeros.
+	w := cases["sdpa_keep_mask"].Weights
+	require.NotNil(t, w)
+	tk := w.Shape[3]
+	for h := range w.Shape[1] {
+		row := ((1*w.Shape[1]+h)*w.Shape[2] + 2) * tk
+		require.Equal(t, make([]float32, tk), w.Data[row:row+tk])
+	}
+	// sdpa_cross_more_queries: bottom-right alignment hides every key from
+	// the first Tq−Tk = 3 queries.
+	w = cases["sdpa_cross_more_queries"].Weights
+	require.Equal(t, []int{2, 2, 6, 3}, w.Shape)
+	require.Equal(t, make([]float32, 3*3), w.Data[:3*3])
+}
+
+// TestModernConcurrentForward runs each case's layer from several
+// goroutines at once: Forward must not modify the layer (run with -race).
+func TestModernConcurrentForward(t *testing.T) {
+	names, cases := modernCases(t)
+	for _, name := range names {
+		c := cases[name]
+		l := c.layer(t)
+		var wg sync.WaitGroup
+		outs := make([]*tensor.Dense, 4)
+		errs := make([]error, 4)
+		for i := range outs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[i], errs[i] = l.Forward(&registry.Run{Hook: func(string, *tensor.Dense) {}}, c.inputs())
+			}()
+		}
+		wg.Wait()
+		for i, out := range outs {
+			require.NoError(t, errs[i], name)
+			assertCloseNaN(t, c.Output.Data, floats(out), torchAbs, torchRel, name)
+		}
+	}
+}

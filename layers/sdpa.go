@@ -1,0 +1,558 @@
+package layers
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.sdpa",
+		Summary: "scaled dot-product attention with q/k/v/out projections: masks, causal alignment, GQA, RoPE, ALiBi, window, softcap",
+		New: func() registry.Layer {
+			return &SDPA{OutBias: true, OutName: "out_proj", CausalAlign: "bottom_right", MaskedRows: "zeros", RoPEBase: 10000}
+		},
+	})
+}
+
+// SDPA is attention.sdpa, general multi-head scaled dot-product attention
+// with its projections: q_proj, k_proj and v_proj (nn.Linear), attention
+// per head, and out_proj. It is the attention of PyTorch's
+// F.scaled_dot_product_attention between Hugging Face-style projections:
+// with rope it is Llama/Mistral's attention (LlamaAttention, with
+// num_kv_heads for grouped-query attention and window for Mistral's sliding
+// window), with softcap Gemma 2's, with alibi BLOOM/MPT's.
+//
+// Inputs: [x] is self-attention, [x, memory] cross-attention (queries from
+// x, keys and values from memory, which may be wider: d_memory); with a
+// mask configured, the mask is one more input, last. Inputs are (T, d) or
+// (B, T, d); the output has the shape of x.
+//
+// Per head, the scores of query i and key j are
+//
+//	s = scale · q_i·k_j                         scale defaults to 1/√head_dim
+//	s = softcap · tanh(s / softcap)             if softcap > 0 (before any mask)
+//	s = s + alibi + mask                        −Inf where causal or window hides j
+//
+// and the output is dropout(softmax(s)) · V. Query head h uses KV head
+// ⌊h / (num_heads/num_kv_heads)⌋ (grouped-query attention; num_kv_heads 1
+// is multi-query attention).
+//
+// Causal alignment: with Tq queries and Tk keys, "bottom_right" (default,
+// PyTorch's causal_lower_right, Hugging Face's and FlashAttention's) lets
+// query i see keys j ≤ i + Tk − Tq, so the last query sees every key;
+// "top_left" (PyTorch 2.x's is_causal and the ONNX Attention op) lets it
+// see j ≤ i. They agree when Tq = Tk. window (sliding-window attention, as
+// Mistral's sliding_window) lets a query see at most window keys, itself
+// included: j > i − window, in the same alignment; it needs causal.
+//
+// Masks: mask: bool reads the mask input as 0/1 with an explicit
+// mask_polarity ("keep": nonzero attends, as PyTorch SDPA, ONNX and Hugging
+// Face; "mask": nonzero is masked out, as nn.MultiheadAttention); mask:
+// additive adds it to the scores. The mask broadcasts to (B, H, Tq, Tk)
+// from the right: (Tq, Tk), (B, 1, 1, Tk) as a key-padding mask, etc.
+//
+// A query that sees no key gets a zero output (masked_rows: zeros,
+// FlashAttention's and the ONNX op's choice); masked_rows: nan gives NaN,
+// as nn.MultiheadAttention and a plain softmax do.
+//
+// rope applies rotary embeddings to queries and keys after the projection
+// (see RoPE; positions 0..T−1, self-attention only). alibi adds ALiBi's
+// per-head bias m_h·(j − i) (see ALiBi; self-attention only).
+//
+// As a Stepper, a causal self-attention layer keeps a KV cache (keys after
+// RoPE); with window it keeps only the last window−1 keys. A cross-attention
+// layer caches its memory's projections and re-projects only when the
+// memory changes.
+type SDPA struct {
+	// D is the width of x and of the output.
+	D int `yaml:"d"`
+	// DMemory is the width of the memory input of cross-attention (default d).
+	DMemory int `yaml:"d_memory"`
+	// NumHeads is the number of query heads.
+	NumHeads int `yaml:"num_heads"`
+	// NumKVHeads is the number of key/value heads (default num_heads); it
+	// must divide num_heads.
+	NumKVHeads int `yaml:"num_kv_heads"`
+	// HeadDim is the width of one head (default d / num_heads).
+	HeadDim int `yaml:"head_dim"`
+	// QKVBias gives q_proj, k_proj and v_proj a bias.
+	QKVBias bool `yaml:"qkv_bias"`
+	// OutBias gives the output projection a bias (default true).
+	OutBias bool `yaml:"out_bias"`
+	// OutName names the output projection's parameters: "out_proj"
+	// (default, PyTorch) or "o_proj" (Hugging Face Llama, Mistral, Gemma).
+	OutName string `yaml:"out_name"`
+	// Causal hides keys after each query (see the alignment above).
+	Causal bool `yaml:"causal"`
+	// CausalAlign is "bottom_right" (default) or "top_left".
+	CausalAlign string `yaml:"causal_align"`
+	// Scale multiplies q·k (default 0 means 1/√head_dim).
+	Scale float64 `yaml:"scale"`
+	// Softcap, if positive, caps the scores to (−softcap, softcap) with
+	// softcap·tanh(s/softcap), before the masks.
+	Softcap float64 `yaml:"softcap"`
+	// Window, if positive, is how many keys a query sees, itself included
+	// (sliding-window attention); it needs causal.
+	Window int `yaml:"window"`
+	// Dropout is the probability of zeroing an attention weight in train mode.
+	Dropout float64 `yaml:"dropout"`
+	// Mask is the kind of the mask input: "" (none), "bool" or "additive".
+	Mask string `yaml:"mask"`
+	// MaskPolarity says what a nonzero bool mask value means: "keep"
+	// (attend) or "mask" (masked out). Required with mask: bool.
+	MaskPolarity string `yaml:"mask_polarity"`
+	// MaskedRows is the output of a query that sees no key: "zeros"
+	// (default) or "nan".
+	MaskedRows string `yaml:"masked_rows"`
+	// RoPE is the rotary embedding style: "" (none), "half" (GPT-NeoX,
+	// Llama) or "interleaved" (GPT-J).
+	RoPE string `yaml:"rope"`
+	// RoPEBase is the rotary base θ (default 10000).
+	RoPEBase float64 `yaml:"rope_base"`
+	// RoPERotaryDim is how many leading dimensions of each head rotate
+	// (default 0: all; partial rotary otherwise).
+	RoPERotaryDim int `yaml:"rope_rotary_dim"`
+	// ALiBi adds the ALiBi bias of num_heads slopes to the scores.
+	ALiBi bool `yaml:"alibi"`
+
+	c *sdpaPrepared
+}
+
+// sdpaPrepared is what Validate prepared; Forward and Step read only this.
+type sdpaPrepared struct {
+	q, k, v, out     *linearWeights
+	outName          string
+	heads, kvHeads   int
+	headDim          int
+	causal, topLeft  bool
+	scale, softcap   float32
+	window           int
+	dropout          float64
+	mask             maskKind // 0: no mask input
+	nanRows          bool
+	rot              *rotary
+	slopes           []float32
+	d, dMemory, hdim int // d, d_memory and heads·head_dim
+}
+
+var (
+	_ registry.Layer   = (*SDPA)(nil)
+	_ registry.Stepper = (*SDPA)(nil)
+)
+
+// sdpaRopeFields are attention.sdpa's rotary field names.
+var sdpaRopeFields = rotaryFields{style: "rope", base: "rope_base", dim: "rope_rotary_dim"}
+
+// Validate checks every field (see the type's documentation for the rules)
+// and allocates zeroed parameters.
+func (s *SDPA) Validate() error {
+	s.c = nil
+	c, err := s.prepare()
+	if err != nil {
+		return err
+	}
+	s.c = c
+	return nil
+}
+
+// prepare validates the fields in order and builds the prepared layer.
+func (s *SDPA) prepare() (*sdpaPrepared, error) {
+	err := firstError(
+		positive("d", s.D),
+		positive("num_heads", s.NumHeads),
+		probability("dropout", s.Dropout),
+	)
+	if err != nil {
+		return nil, err
+	}
+	c := &sdpaPrepared{d: s.D, dMemory: s.DMemory, heads: s.NumHeads, kvHeads: s.NumKVHeads, headDim: s.HeadDim, dropout: s.Dropout}
+	if c.heads > maxHeads {
+		return nil, fmt.Errorf("num_heads %d is above the limit of %d", c.heads, maxHeads)
+	}
+	if c.dMemory == 0 {
+		c.dMemory = s.D
+	}
+	if c.kvHeads == 0 {
+		c.kvHeads = c.heads
+	}
+	switch {
+	case c.dMemory < 0:
+		return nil, fmt.Errorf("d_memory must be positive, got %d", c.dMemory)
+	case c.kvHeads < 0 || c.heads%c.kvHeads != 0:
+		return nil, fmt.Errorf("num_kv_heads %d does not divide num_heads %d", c.kvHeads, c.heads)
+	case c.headDim < 0:
+		return nil, fmt.Errorf("head_dim must be positive, got %d", c.headDim)
+	case c.headDim == 0 && s.D%c.heads != 0:
+		return nil, fmt.Errorf("num_heads %d does not divide d %d (or set head_dim)", c.heads, s.D)
+	}
+	if c.headDim == 0 {
+		c.headDim = s.D / c.heads
+	}
+	if c.headDim > maxElements/c.heads {
+		return nil, fmt.Errorf("num_heads %d × head_dim %d is above the limit of %d", c.heads, c.headDim, maxElements)
+	}
+	c.hdim = c.heads * c.headDim
+	if err := s.prepareScores(c); err != nil {
+		return nil, err
+	}
+	if err := s.prepareWeights(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// prepareScores validates the fields that shape the scores: alignment,
+// scale, softcap, window, mask, masked rows, RoPE and ALiBi.
+func (s *SDPA) prepareScores(c *sdpaPrepared) error {
+	c.causal = s.Causal
+	switch s.CausalAlign {
+	case "bottom_right":
+	case "top_left":
+		c.topLeft = true
+	default:
+		return fmt.Errorf("causal_align %q is not \"bottom_right\" or \"top_left\"", s.CausalAlign)
+	}
+	if math.IsNaN(s.Scale) || math.IsInf(s.Scale, 0) {
+		return fmt.Errorf("scale must be finite, got %g", s.Scale)
+	}
+	c.scale = float32(s.Scale)
+	if s.Scale == 0 {
+		c.scale = invSqrt(c.headDim)
+	}
+	if !(s.Softcap >= 0) || math.IsInf(s.Softcap, 0) {
+		return fmt.Errorf("softcap must be 0 (off) or a positive number, got %g", s.Softcap)
+	}
+	c.softcap = float32(s.Softcap)
+	if s.Window < 0 {
+		return fmt.Errorf("window must be 0 (off) or positive, got %d", s.Window)
+	}
+	if s.Window > 0 && !s.Causal {
+		return fmt.Errorf("window %d needs causal: true (a window counts the keys up to and including the query)", s.Window)
+	}
+	c.window = s.Window
+	switch s.Mask {
+	case "":
+		if s.MaskPolarity != "" {
+			return errors.New("mask_polarity is set but mask is not \"bool\"")
+		}
+	case "bool":
+		kind, err := boolMaskKind("mask_polarity", s.MaskPolarity)
+		if err != nil {
+			return err
+		}
+		c.mask = kind
+	case "additive":
+		if s.MaskPolarity != "" {
+			return errors.New("mask_polarity is set but mask is not \"bool\"")
+		}
+		c.mask = maskAdd
+	default:
+		return fmt.Errorf("mask %q is not \"\" (none), \"bool\" or \"additive\"", s.Mask)
+	}
+	switch s.MaskedRows {
+	case "zeros":
+	case "nan":
+		c.nanRows = true
+	default:
+		return fmt.Errorf("masked_rows %q is not \"zeros\" or \"nan\"", s.MaskedRows)
+	}
+	if s.RoPE != "" {
+		rot, err := newRotary(sdpaRopeFields, s.RoPE, s.RoPEBase, s.RoPERotaryDim, c.headDim)
+		if err != nil {
+			return err
+		}
+		c.rot = rot
+	} else if s.RoPERotaryDim != 0 {
+		return errors.New("rope_rotary_dim is set but rope is not")
+	}
+	if s.ALiBi {
+		c.slopes = alibiSlopes(c.heads)
+	}
+	return nil
+}
+
+// prepareWeights checks out_name and allocates the four projections.
+func (s *SDPA) prepareWeights(c *sdpaPrepared) error {
+	switch s.OutName {
+	case "out_proj", "o_proj":
+		c.outName = s.OutName
+	default:
+		return fmt.Errorf("out_name %q is not \"out_proj\" (PyTorch) or \"o_proj\" (Hugging Face)", s.OutName)
+	}
+	kvWidth := c.kvHeads * c.headDim
+	var err error
+	if c.q, err = newLinearWeights("q_proj", c.d, c.hdim, s.QKVBias); err != nil {
+		return err
+	}
+	if c.k, err = newLinearWeights("k_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
+		return err
+	}
+	if c.v, err = newLinearWeights("v_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
+		return err
+	}
+	c.out, err = newLinearWeights(c.outName, c.hdim, c.d, s.OutBias)
+	return err
+}
+
+// Params lists q_proj, k_proj, v_proj and out_proj (or o_proj), each
+// nn.Linear's weight then bias, as Hugging Face's attention modules
+// register them.
+func (s *SDPA) Params() []registry.Param {
+	if s.c == nil {
+		return nil
+	}
+	ps := s.c.q.params("q_proj")
+	ps = append(ps, s.c.k.params("k_proj")...)
+	ps = append(ps, s.c.v.params("v_proj")...)
+	return append(ps, s.c.out.params(s.c.outName)...)
+}
+
+// Forward computes the attention of x over itself or over memory.
+func (s *SDPA) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if s.c == nil {
+		return nil, errNotValidated
+	}
+	in, err := s.c.split(inputs)
+	if err != nil {
+		return nil, err
+	}
+	return s.c.attend(run, in, nil)
+}
+
+// NewState starts a decoding session with an empty KV cache.
+func (s *SDPA) NewState() registry.State { return &attentionState{} }
+
+// Step attends the new tokens of x to every token so far (self-attention,
+// which must be causal or masked) or to the memory (cross-attention).
+func (s *SDPA) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if s.c == nil {
+		return nil, errNotValidated
+	}
+	in, err := s.c.split(inputs)
+	if err != nil {
+		return nil, err
+	}
+	st, err := attentionStateOf(state, in.x.B)
+	if err != nil {
+		return nil, err
+	}
+	return s.c.attend(run, in, st)
+}
+
+// sdpaInputs is a forward pass's inputs, sorted out.
+type sdpaInputs struct {
+	x      seqs
+	memory *seqs         // nil for self-attention
+	mask   *tensor.Dense // nil without a mask input
+}
+
+// split sorts the inputs into x, an optional memory and the mask (last,
+// if configured), and checks their widths and batch sizes.
+func (c *sdpaPrepared) split(inputs []*tensor.Dense) (sdpaInputs, error) {
+	var in sdpaInputs
+	n := len(inputs)
+	if c.mask != 0 {
+		n--
+	}
+	if n < 1 || n > 2 {
+		want := "[x] or [x, memory]"
+		if c.mask != 0 {
+			want = "[x, mask] or [x, memory, mask]"
+		}
+		return in, fmt.Errorf("takes %s, got %d input(s)", want, len(inputs))
+	}
+	if c.mask != 0 {
+		in.mask = inputs[n]
+	}
+	var err error
+	if in.x, err = readSeqs(inputs[0]); err != nil {
+		return in, err
+	}
+	if err := in.x.expectWidth("d", c.d); err != nil {
+		return in, err
+	}
+	if n == 2 {
+		m, err := readSeqs(inputs[1])
+		if err != nil {
+			return in, fmt.Errorf("memory: %w", err)
+		}
+		if m.D != c.dMemory {
+			return in, fmt.Errorf("d_memory mismatch: memory last dim %d, layer expects d_memory %d", m.D, c.dMemory)
+		}
+		if m.B != in.x.B || m.batched != in.x.batched {
+			return in, fmt.Errorf("memory shape %s does not match x %s: want the same batch", fmtShape(m.shape(m.D)), fmtShape(in.x.shape(in.x.D)))
+		}
+		if c.rot != nil || c.slopes != nil {
+			return in, errors.New("rope and alibi apply to self-attention; this layer got a memory input")
+		}
+		in.memory = &m
+	}
+	return in, nil
+}
+
+// attend runs one pass: the whole sequence when st is nil, or the next
+// tokens of a decoding session.
+func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionState) (*tensor.Dense, error) {
+	x := in.x
+	p, rng, err := activeDropout(run, "dropout", c.dropout)
+	if err != nil {
+		return nil, err
+	}
+	past := 0
+	if st != nil {
+		if err := c.canStep(in); err != nil {
+			return nil, err
+		}
+		past = st.tokens
+	}
+	kvWidth := c.kvHeads * c.headDim
+	q := make([]float32, x.rows()*c.hdim)
+	c.q.apply(q, x.data, x.rows())
+	if c.rot != nil {
+		c.rot.apply(q, c.hdim, x.B, x.T, c.heads, past)
+	}
+
+	rule := scoreRule{scale: c.scale, softcap: c.softcap, causal: c.causal, window: c.window,
+		slopes: c.slopes, nanRows: c.nanRows, dropout: p, rng: rng}
+	src := c.keySource(in, st, past)
+	rule.qPos, rule.kPos = src.qPos, src.kPos
+	tk := src.tk
+	if c.mask != 0 {
+		m, err := broadcastMask("mask", in.mask, c.mask, x.B, c.heads, x.T, rule.kPos+tk)
+		if err != nil {
+			return nil, err
+		}
+		rule.masks = []maskView{m}
+	}
+	weights, err := newStepWeights(run, x.B, c.heads, x.T, rule.kPos+tk)
+	if err != nil {
+		return nil, err
+	}
+
+	// Everything is checked: from here on the state changes.
+	keys, values := src.keys, src.values
+	if src.commit != nil {
+		keys, values = src.commit()
+	}
+	context := make([]float32, x.rows()*c.hdim)
+	a := attention{
+		seqs: x.B, tq: x.T, tk: tk, qHeads: c.heads, kvHeads: c.kvHeads, dk: c.headDim, dv: c.headDim,
+		q: q, ldq: c.hdim, keys: keys, values: values, ldk: kvWidth, ldv: kvWidth,
+		out: context, ldOut: c.hdim, rule: rule,
+	}
+	a.run(weightData(weights))
+	out, data := x.newOutput(c.d)
+	c.out.apply(data, context, x.rows())
+	if st != nil {
+		st.seqs, st.tokens = x.B, st.tokens+x.T
+		if c.window > 0 && in.memory == nil {
+			st.caches[0].keepLast(c.window - 1)
+		}
+	}
+	observe(run, weights)
+	return out, nil
+}
+
+// canStep reports why a step on in would not give the rows of the full
+// pass, if it would not.
+func (c *sdpaPrepared) canStep(in sdpaInputs) error {
+	if in.memory == nil && !c.causal && c.mask == 0 {
+		return errors.New("non-causal self-attention cannot run incrementally (its outputs depend on later tokens): set causal: true, or give a mask")
+	}
+	if in.memory != nil && c.causal && !c.topLeft {
+		return errors.New("a causal cross-attention step needs causal_align: top_left (bottom-right alignment depends on the final number of queries)")
+	}
+	return nil
+}
+
+// keySource is where a pass's keys and values come from, and where its
+// queries and keys sit (see scoreRule).
+type keySource struct {
+	keys, values [][]float32
+	tk           int
+	qPos, kPos   int
+	// commit, set for a self-attention step, appends the new keys and
+	// values to the session's cache and returns the whole cache.
+	commit func() (keys, values [][]float32)
+}
+
+// keySource finds the keys and values of a pass: the memory's projections
+// (cross-attention; cached in a session), this pass's own (self-attention),
+// or the session's cache plus the new tokens' (a self-attention step).
+func (c *sdpaPrepared) keySource(in sdpaInputs, st *attentionState, past int) keySource {
+	x, kvWidth := in.x, c.kvHeads*c.headDim
+	switch {
+	case in.memory != nil:
+		src := keySource{qPos: past}
+		src.keys, src.values, src.tk = c.memoryKV(*in.memory, st)
+		if st == nil && !c.topLeft {
+			src.qPos = src.tk - x.T // bottom-right: the last query sees every key
+		}
+		return src
+	case st == nil:
+		k, v := c.projectKV(x, 0)
+		return keySource{keys: perSequence(k, x.B, x.T*kvWidth), values: perSequence(v, x.B, x.T*kvWidth), tk: x.T}
+	}
+	k, v := c.projectKV(x, past)
+	cache := newKVCache(x.B, kvWidth, kvWidth)
+	if st.seqs != 0 { // a step has succeeded: its cache is the session's
+		cache = st.caches[0]
+	}
+	return keySource{
+		tk: cache.len() + x.T, qPos: past, kPos: cache.start,
+		commit: func() ([][]float32, [][]float32) {
+			cache.appendRows(k, v, x.T)
+			st.caches = []*kvCache{cache}
+			return cache.keys, cache.values
+		},
+	}
+}
+
+// projectKV projects the keys and values of x's tokens, which sit at
+// positions past, past+1, ..., and rotates the keys if RoPE is on.
+func (c *sdpaPrepared) projectKV(x seqs, past int) (k, v []float32) {
+	kvWidth := c.kvHeads * c.headDim
+	k = make([]float32, x.rows()*kvWidth)
+	v = make([]float32, x.rows()*kvWidth)
+	c.k.apply(k, x.data, x.rows())
+	c.v.apply(v, x.data, x.rows())
+	if c.rot != nil {
+		c.rot.apply(k, kvWidth, x.B, x.T, c.kvHeads, past)
+	}
+	return k, v
+}
+
+// memoryKV returns the per-sequence keys and values of the memory and their
+// count. A step reuses the projections cached in st while the memory's
+// values stay the same. (Refreshing that cache is not a change of the
+// session: it is a pure function of the memory.)
+func (c *sdpaPrepared) memoryKV(m seqs, st *attentionState) (keys, values [][]float32, tk int) {
+	kvWidth := c.kvHeads * c.headDim
+	if st != nil && st.sameMemory(m) {
+		cache := st.caches[0]
+		return cache.keys, cache.values, m.T
+	}
+	k, v := c.projectKV(m, 0)
+	keys, values = perSequence(k, m.B, m.T*kvWidth), perSequence(v, m.B, m.T*kvWidth)
+	if st != nil {
+		st.rememberMemory(m)
+		st.caches = []*kvCache{{kWidth: kvWidth, vWidth: kvWidth, keys: keys, values: values}}
+	}
+	return keys, values, m.T
+}
+
+// perSequence cuts a (B·T, width) projection into B per-sequence slices of
+// n = T·width values, each capped at its end so that appending to one
+// never writes into the next.
+func perSequence(x []float32, seqs, n int) [][]float32 {
+	out := make([][]float32, seqs)
+	for b := range out {
+		out[b] = x[b*n : (b+1)*n : (b+1)*n]
+	}
+	return out
+}

@@ -1,0 +1,261 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/registry"
+)
+
+// State is a model's memory between the incremental steps of one decoding
+// session: the state of each of its Stepper layers. Make one with
+// Model.NewState for each session; a State is not safe for concurrent use,
+// but sessions of one Model may run concurrently.
+type State struct {
+	model  *Model
+	layers []registry.State // nil entries for token-wise layers
+	tokens int
+	// broken is the error of a failed step: some layers may have advanced
+	// and others not, so the session cannot go on.
+	broken error
+}
+
+// Tokens reports how many tokens of each sequence the session has consumed.
+func (s *State) Tokens() int { return s.tokens }
+
+// CheckIncremental reports whether every layer of the model can run
+// incrementally, and if not, which cannot.
+func (m *Model) CheckIncremental() error {
+	for _, st := range m.steps {
+		switch st.spec.Layer.(type) {
+		case registry.Stepper, registry.TokenWise:
+		default:
+			return fmt.Errorf("model %q: layer %q (%s) cannot run incrementally: it is neither a registry.Stepper nor registry.TokenWise",
+				m.cfg.Name, st.spec.Name, st.spec.Type)
+		}
+	}
+	return nil
+}
+
+// NewState starts an incremental decoding session. It fails if a layer
+// cannot run incrementally (non-causal attention, or a custom layer that
+// implements neither registry.Stepper nor registry.TokenWise).
+func (m *Model) NewState() (*State, error) {
+	if err := m.CheckIncremental(); err != nil {
+		return nil, err
+	}
+	s := &State{model: m, layers: make([]registry.State, len(m.steps))}
+	for i, st := range m.steps {
+		if stepper, ok := st.spec.Layer.(registry.Stepper); ok {
+			s.layers[i] = stepper.NewState()
+		}
+	}
+	return s, nil
+}
+
+// Step feeds the next tokens of every sequence through the model and
+// returns the model's output for them. The first model input holds the new
+// tokens, (n, d) or (B, n, d); the other inputs keep their meaning for the
+// whole sequence (a cross-attention memory is passed whole each time) or
+// for the new rows (a mask covers the n new queries against every key so
+// far). Feeding a sequence in any split gives, row for row, what Forward
+// gives for the whole sequence.
+//
+// A failed step leaves the session unusable: later steps return the error.
+func (m *Model) Step(run *registry.Run, s *State, inputs ...*tensor.Dense) (*tensor.Dense, error) {
+	if s == nil || s.model != m {
+		return nil, fmt.Errorf("model %q: Step needs a State from this model's NewState", m.cfg.Name)
+	}
+	if s.broken != nil {
+		return nil, fmt.Errorf("model %q: session unusable after an earlier failed step: %w", m.cfg.Name, s.broken)
+	}
+	out, n, err := m.step(run, s, inputs)
+	if err != nil {
+		s.broken = err
+		return nil, err
+	}
+	s.tokens += n
+	for _, ls := range s.layers {
+		if ls != nil { // a layer knows its token axis best (nn.MultiheadAttention's may be the first)
+			s.tokens = ls.Tokens()
+			break
+		}
+	}
+	return out, nil
+}
+
+// step runs every layer on the new tokens and returns the output and the
+// number of new tokens.
+func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense) (*tensor.Dense, int, error) {
+	if len(inputs) != len(m.cfg.Inputs) {
+		return nil, 0, fmt.Errorf("model %q takes %d input(s) (%s), got %d",
+			m.cfg.Name, len(m.cfg.Inputs), strings.Join(m.cfg.Inputs, ", "), len(inputs))
+	}
+	if run == nil {
+		run = &registry.Run{}
+	}
+	if run.Train && run.RNG == nil {
+		return nil, 0, errors.New("train mode needs a Run.RNG for dropout")
+	}
+	for i, in := range inputs {
+		if in == nil {
+			return nil, 0, fmt.Errorf("model %q: input %q is nil", m.cfg.Name, m.cfg.Inputs[i])
+		}
+		if in.Dtype() != tensor.Float32 {
+			return nil, 0, fmt.Errorf("model %q: input %q is %v, want float32", m.cfg.Name, m.cfg.Inputs[i], in.Dtype())
+		}
+	}
+	shape := inputs[0].Shape()
+	if len(shape) < 2 {
+		return nil, 0, fmt.Errorf("model %q: input %q has shape %v, want (n, d) or (B, n, d) new tokens",
+			m.cfg.Name, m.cfg.Inputs[0], shape)
+	}
+	values := make([]*tensor.Dense, len(inputs)+len(m.steps))
+	copy(values, inputs)
+	for i, st := range m.steps {
+		args := make([]*tensor.Dense, len(st.inputs))
+		for j, idx := range st.inputs {
+			args[j] = values[idx]
+		}
+		layerRun := *run
+		layerRun.Layer = st.spec.Name
+		var out *tensor.Dense
+		var err error
+		if state := s.layers[i]; state != nil {
+			out, err = stepLayer(st.spec.Layer.(registry.Stepper), &layerRun, state, args)
+		} else {
+			out, err = forwardLayer(st.spec.Layer, &layerRun, args)
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("layer %q (%s) at token %d: %w", st.spec.Name, st.spec.Type, s.tokens, err)
+		}
+		values[len(inputs)+i] = out
+	}
+	return values[m.output], shape[len(shape)-2], nil
+}
+
+// stepLayer calls a layer's Step, turning a panic into an error as
+// forwardLayer does for Forward.
+func stepLayer(l registry.Stepper, run *registry.Run, state registry.State, args []*tensor.Dense) (out *tensor.Dense, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("panic in Step: %v", r)
+		}
+	}()
+	out, err = l.Step(run, state, args)
+	if err == nil && out == nil {
+		err = errors.New("Step returned no output")
+	}
+	return out, err
+}
+
+// Decode runs the model incrementally over whole inputs, as `attnrun run
+// --incremental` does: it starts a session, feeds the first input's tokens
+// (its second to last axis) chunk at a time, passes the other inputs whole
+// at every step (a cross-attention memory, a mask over the memory's keys),
+// and joins the steps' outputs along the token axis. The result equals
+// Forward's, which makes Decode both a check of the incremental path and
+// the way to run a model token by token. run's hook, if any, is called at
+// every step with that step's weights, (B, H, chunk, keys so far).
+func (m *Model) Decode(run *registry.Run, chunk int, inputs ...*tensor.Dense) (*tensor.Dense, error) {
+	if chunk <= 0 {
+		return nil, fmt.Errorf("model %q: chunk must be positive, got %d", m.cfg.Name, chunk)
+	}
+	if len(inputs) == 0 || inputs[0] == nil {
+		return nil, fmt.Errorf("model %q: Decode needs the token stream as the first input", m.cfg.Name)
+	}
+	stream, err := tokenRows(inputs[0])
+	if err != nil {
+		return nil, fmt.Errorf("model %q: input %q: %w", m.cfg.Name, m.cfg.Inputs[0], err)
+	}
+	state, err := m.NewState()
+	if err != nil {
+		return nil, err
+	}
+	var outs []tokenSlab
+	args := append([]*tensor.Dense(nil), inputs...)
+	for t0 := 0; t0 < stream.tokens; t0 += chunk {
+		args[0] = stream.slice(t0, min(t0+chunk, stream.tokens))
+		out, err := m.Step(run, state, args...)
+		if err != nil {
+			return nil, err
+		}
+		slab, err := tokenRows(out)
+		if err != nil {
+			return nil, fmt.Errorf("model %q: step output: %w", m.cfg.Name, err)
+		}
+		outs = append(outs, slab)
+	}
+	return joinTokens(outs)
+}
+
+// tokenSlab views a float32 tensor as outer × tokens × inner, the tokens
+// being its second to last axis.
+type tokenSlab struct {
+	shape                tensor.Shape
+	outer, tokens, inner int
+	data                 []float32
+}
+
+// tokenRows views t, of rank 2 or more, as a tokenSlab.
+func tokenRows(t *tensor.Dense) (tokenSlab, error) {
+	shape := t.Shape()
+	if len(shape) < 2 {
+		return tokenSlab{}, fmt.Errorf("shape %v has no token axis: want (T, d) or (B, T, d)", shape)
+	}
+	if t.RequiresIterator() {
+		m, ok := t.Materialize().(*tensor.Dense)
+		if !ok {
+			return tokenSlab{}, errors.New("view could not be copied to a dense tensor")
+		}
+		t = m
+	}
+	data, ok := t.Data().([]float32)
+	if !ok {
+		return tokenSlab{}, fmt.Errorf("dtype %v: want float32", t.Dtype())
+	}
+	s := tokenSlab{shape: shape.Clone(), outer: 1, tokens: shape[len(shape)-2], inner: shape[len(shape)-1], data: data}
+	for _, d := range shape[:len(shape)-2] {
+		s.outer *= d
+	}
+	return s, nil
+}
+
+// slice copies tokens t0..t1 into a new tensor.
+func (s tokenSlab) slice(t0, t1 int) *tensor.Dense {
+	out := make([]float32, 0, s.outer*(t1-t0)*s.inner)
+	for o := range s.outer {
+		base := o * s.tokens * s.inner
+		out = append(out, s.data[base+t0*s.inner:base+t1*s.inner]...)
+	}
+	shape := s.shape.Clone()
+	shape[len(shape)-2] = t1 - t0
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out))
+}
+
+// joinTokens concatenates slabs along the token axis; their other axes
+// must agree.
+func joinTokens(slabs []tokenSlab) (*tensor.Dense, error) {
+	first := slabs[0]
+	tokens := 0
+	for _, s := range slabs {
+		if s.outer != first.outer || s.inner != first.inner || len(s.shape) != len(first.shape) {
+			return nil, fmt.Errorf("step outputs %v and %v differ beyond the token axis", first.shape, s.shape)
+		}
+		tokens += s.tokens
+	}
+	out := make([]float32, first.outer*tokens*first.inner)
+	t0 := 0
+	for _, s := range slabs {
+		for o := range s.outer {
+			copy(out[(o*tokens+t0)*s.inner:], s.data[o*s.tokens*s.inner:(o+1)*s.tokens*s.inner])
+		}
+		t0 += s.tokens
+	}
+	shape := first.shape.Clone()
+	shape[len(shape)-2] = tokens
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out)), nil
+}
