@@ -44,6 +44,7 @@ func copyView(dst any, dv view, src any, sv view, shape []int) {
 	}
 }
 
+// copyViewT is copyView for one element type.
 func copyViewT[T any](dst []T, dv view, src []T, sv view, shape []int) {
 	walk(shape, [][]int{dv.strides, sv.strides}, func(off []int, n int, step []int) {
 		d, s := dv.offset+off[0], sv.offset+off[1]

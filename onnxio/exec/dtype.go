@@ -59,15 +59,6 @@ func (d DType) Supported() bool {
 // IsFloat reports whether d is a floating-point type.
 func (d DType) IsFloat() bool { return d == Float32 || d == Float64 }
 
-// isSigned reports whether d is a signed integer or floating-point type.
-func (d DType) isSigned() bool {
-	switch d {
-	case Float32, Float64, Int64, Int32, Int16, Int8:
-		return true
-	}
-	return false
-}
-
 // isNumeric reports whether d supports arithmetic (every supported type but bool).
 func (d DType) isNumeric() bool { return d.Supported() && d != Bool }
 

@@ -105,6 +105,8 @@ func TestNewErrors(t *testing.T) {
 			nodeP("add", "Add", []string{"x", "x"}, []string{"y"})}}.model(), `op "Add" (opset 6) is not supported: it is implemented from opset 7 on`},
 		{"foreign domain", foreign.model(), `node "n": op "FusedGelu" is in domain "com.microsoft"; only the default ONNX domain (ai.onnx) is supported`},
 		{"unknown attribute", unaryGraph("Softmax", 17, intAttr("axes", 1)).model(), `op "Softmax" has unknown attribute "axes"`},
+		{"attribute that became an input", unaryGraph("Unsqueeze", 13, intsAttr("axes", 0)).model(),
+			`op "Unsqueeze" has attribute "axes", which is an input from opset 13 on`},
 		{"attribute of the wrong kind", unaryGraph("Softmax", 17, floatAttr("axis", 1)).model(), `attribute "axis" must be INT, is FLOAT`},
 		{"too few inputs", unaryGraph("Add", 17).model(), `op "Add" takes 2 inputs, the node has 1`},
 		{"empty required input", graphSpec{inputs: x, outputs: y, nodes: []*onnxpb.NodeProto{
@@ -243,6 +245,13 @@ func TestRunOwnership(t *testing.T) {
 		floats(t, out["x_out"])[0] = 100
 	}
 	assert.Equal(t, []float32{1, 2, 3, 4}, floats(t, x), "the input is untouched")
+
+	// A transposed Dense is read as it looks, not as it is stored.
+	xt := dense([]int{2, 2}, float32(1), 2, 3, 4)
+	require.NoError(t, xt.T())
+	out, err := g.Run(map[string]*tensor.Dense{"x": xt})
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 3, 2, 4}, floats(t, out["x_out"]))
 }
 
 // TestSchedule checks dead-node removal, Constant folding and that every

@@ -125,7 +125,11 @@ type opSpec struct {
 	// attrs lists the attributes the op accepts, with their kinds; any
 	// other attribute is an error, since ignoring it could change results.
 	attrs map[string]attrKind
-	run   opFunc
+	// movedToInput lists attributes that later opsets replaced by inputs,
+	// with the version that did: a node of that opset or later carrying
+	// one is an error, since the kernel would silently ignore it.
+	movedToInput map[string]int
+	run          opFunc
 }
 
 // one wraps a single output.
@@ -137,4 +141,12 @@ func oneOrErr(v *value, err error) ([]*value, error) {
 		return nil, err
 	}
 	return []*value{v}, nil
+}
+
+// input returns in[i], or nil when the input is omitted or absent.
+func input(in []*value, i int) *value {
+	if i < len(in) {
+		return in[i]
+	}
+	return nil
 }

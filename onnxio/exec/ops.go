@@ -36,7 +36,7 @@ var ops = map[string]*opSpec{
 	"Neg":        unarySpec(6, signedOp(opNeg)),
 	"Relu":       unarySpec(6, signedOp(opRelu)),
 	"Clip": {since: 6, minIn: 1, maxIn: 3, minOut: 1, maxOut: 1, run: clipOp,
-		attrs: map[string]attrKind{"min": attrFloat, "max": attrFloat}},
+		attrs: map[string]attrKind{"min": attrFloat, "max": attrFloat}, movedToInput: map[string]int{"min": 11, "max": 11}},
 
 	// Comparisons and logic.
 	"Equal":          binarySpec(7, compareOp(opEqual)),
@@ -56,11 +56,13 @@ var ops = map[string]*opSpec{
 		attrs: map[string]attrKind{"alpha": attrFloat, "beta": attrFloat, "transA": attrInt, "transB": attrInt}},
 	"Softmax": {since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: softmaxOp,
 		attrs: map[string]attrKind{"axis": attrInt}},
+	"Attention":       attentionSpec, // ops_attention.go
+	"RotaryEmbedding": rotarySpec,    // ops_rotary.go
 	"LayerNormalization": {since: 17, minIn: 2, maxIn: 3, minOut: 1, maxOut: 3, run: layerNormOp,
 		attrs: map[string]attrKind{"axis": attrInt, "epsilon": attrFloat, "stash_type": attrInt}},
-	"ReduceSum":  reduceSpec(1, reduceOp(opReduceSum, 13)),
-	"ReduceMean": reduceSpec(1, reduceOp(opReduceMean, 18)),
-	"ReduceMax":  reduceSpec(1, reduceOp(opReduceMax, 18)),
+	"ReduceSum":  reduceSpec(opReduceSum, 13),
+	"ReduceMean": reduceSpec(opReduceMean, 18),
+	"ReduceMax":  reduceSpec(opReduceMax, 18),
 
 	// Shapes and data movement.
 	"Identity": unarySpec(1, identityOp),
@@ -76,15 +78,17 @@ var ops = map[string]*opSpec{
 	"Shape": {since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: shapeOp,
 		attrs: map[string]attrKind{"start": attrInt, "end": attrInt}},
 	"Unsqueeze": {since: 1, minIn: 1, maxIn: 2, minOut: 1, maxOut: 1, run: unsqueezeOp,
-		attrs: map[string]attrKind{"axes": attrInts}},
+		attrs: map[string]attrKind{"axes": attrInts}, movedToInput: map[string]int{"axes": 13}},
 	"Squeeze": {since: 1, minIn: 1, maxIn: 2, minOut: 1, maxOut: 1, run: squeezeOp,
-		attrs: map[string]attrKind{"axes": attrInts}},
+		attrs: map[string]attrKind{"axes": attrInts}, movedToInput: map[string]int{"axes": 13}},
 	"Concat": {since: 4, minIn: 1, maxIn: -1, minOut: 1, maxOut: 1, run: concatOp,
 		attrs: map[string]attrKind{"axis": attrInt}},
 	"Slice": {since: 1, minIn: 1, maxIn: 5, minOut: 1, maxOut: 1, run: sliceOp,
-		attrs: map[string]attrKind{"starts": attrInts, "ends": attrInts, "axes": attrInts}},
+		attrs:        map[string]attrKind{"starts": attrInts, "ends": attrInts, "axes": attrInts},
+		movedToInput: map[string]int{"starts": 10, "ends": 10, "axes": 10}},
 	"Split": {since: 2, minIn: 1, maxIn: 2, minOut: 1, maxOut: -1, run: splitOp,
-		attrs: map[string]attrKind{"axis": attrInt, "split": attrInts, "num_outputs": attrInt}},
+		attrs:        map[string]attrKind{"axis": attrInt, "split": attrInts, "num_outputs": attrInt},
+		movedToInput: map[string]int{"split": 13}},
 	"Gather": {since: 1, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: gatherOp,
 		attrs: map[string]attrKind{"axis": attrInt}},
 	"Expand": binarySpec(8, expandOp),
@@ -103,13 +107,14 @@ var ops = map[string]*opSpec{
 		attrs: map[string]attrKind{"value": attrTensor}},
 	"Range": {since: 11, minIn: 3, maxIn: 3, minOut: 1, maxOut: 1, run: rangeOp},
 	"Dropout": {since: 7, minIn: 1, maxIn: 3, minOut: 1, maxOut: 2, run: dropoutOp,
-		attrs: map[string]attrKind{"ratio": attrFloat, "seed": attrInt}},
+		attrs: map[string]attrKind{"ratio": attrFloat, "seed": attrInt}, movedToInput: map[string]int{"ratio": 12}},
 }
 
 // maxOpset is the newest default-domain opset whose semantics the table
-// above is checked against (ONNX 1.18). Later opsets are refused rather
+// above is checked against (ONNX 1.19; opset 24 changed only Attention and
+// element types among them). Later opsets are refused rather
 // than run on guesses.
-const maxOpset = 23
+const maxOpset = 24
 
 // unarySpec describes a one-input, one-output op without attributes.
 func unarySpec(since int, run opFunc) *opSpec {
@@ -121,10 +126,12 @@ func binarySpec(since int, run opFunc) *opSpec {
 	return &opSpec{since: since, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: run}
 }
 
-// reduction13 describes a Reduce op.
-func reduceSpec(since int, run opFunc) *opSpec {
-	return &opSpec{since: since, minIn: 1, maxIn: 2, minOut: 1, maxOut: 1, run: run,
-		attrs: map[string]attrKind{"axes": attrInts, "keepdims": attrInt, "noop_with_empty_axes": attrInt}}
+// reduceSpec describes a Reduce op whose axes became an input at opset
+// axesInput.
+func reduceSpec(kind reduction, axesInput int) *opSpec {
+	return &opSpec{since: 1, minIn: 1, maxIn: 2, minOut: 1, maxOut: 1, run: reduceOp(kind, axesInput),
+		attrs:        map[string]attrKind{"axes": attrInts, "keepdims": attrInt, "noop_with_empty_axes": attrInt},
+		movedToInput: map[string]int{"axes": axesInput}}
 }
 
 // SupportedOps lists the ONNX operators the executor runs, sorted.

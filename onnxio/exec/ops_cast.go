@@ -86,6 +86,8 @@ func castTo[D number](data any) []D {
 	panic(fmt.Sprintf("exec: cast from %T", data))
 }
 
+// convert converts each element with Go's conversion, which truncates
+// floats toward zero.
 func convert[S, D number](s []S) []D {
 	o := make([]D, len(s))
 	for i, x := range s {
@@ -108,6 +110,7 @@ func castToBool(data any) []bool {
 	return nonzero(f)
 }
 
+// nonzero maps each element to whether it is nonzero (NaN is).
 func nonzero[S number](s []S) []bool {
 	o := make([]bool, len(s))
 	for i, x := range s {

@@ -83,6 +83,7 @@ func rangeOp(n *node, in []*value) ([]*value, error) {
 	return nil, errDType(in[0], "float32, float64, int64, int32 or int16")
 }
 
+// rangeT is rangeOp for one element type.
 func rangeT[T number](in []*value) (*value, error) {
 	start, limit, delta := in[0].data.([]T)[0], in[1].data.([]T)[0], in[2].data.([]T)[0]
 	if delta == 0 {

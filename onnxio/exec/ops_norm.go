@@ -59,6 +59,7 @@ func softmaxRows32(data []float32, rows, d int) {
 	}
 }
 
+// allNegInf reports whether a non-empty row holds only -Inf.
 func allNegInf(row []float32) bool {
 	for _, v := range row {
 		if !math.IsInf(float64(v), -1) {

@@ -97,14 +97,15 @@ func joinShapes(shapes [][]int) string {
 }
 
 // broadcastStrides returns the strides with which a contiguous array of
-// shape s is read when broadcast to out: right-aligned, 0 along broadcast
-// dimensions and along the leading dimensions s lacks.
+// shape s is read when broadcast to out: right-aligned, 0 along the
+// dimensions of size 1 (broadcast, or of no consequence) and along the
+// leading dimensions s lacks.
 func broadcastStrides(s, out []int) []int {
 	st := make([]int, len(out))
 	own := stridesOf(s)
 	off := len(out) - len(s)
 	for i, d := range s {
-		if d != 1 || out[off+i] == 1 {
+		if d != 1 {
 			st[off+i] = own[i]
 		}
 	}
@@ -216,6 +217,19 @@ func coalesce(shape []int, strides [][]int) ([]int, [][]int) {
 func mergeable(st, strides [][]int, j, i, d int) bool {
 	for k := range strides {
 		if st[k][j] != strides[k][i]*d {
+			return false
+		}
+	}
+	return true
+}
+
+// equalShapes reports whether two shapes are identical.
+func equalShapes(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
 			return false
 		}
 	}

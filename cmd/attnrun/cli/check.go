@@ -3,17 +3,15 @@ package cli
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"gorgonia.org/tensor"
-
-	"github.com/attnrun/attnrun/onnxio"
 )
 
 type checkFlags struct {
 	data       string
 	rtol, atol float64
+	executor   bool
 }
 
 func newCheckCommand() *cobra.Command {
@@ -27,18 +25,20 @@ reference outputs, elementwise as numpy.allclose does:
 
 For an ONNX file the reference data are ONNX test-data sets (test_data_set_N/
 input_K.pb, output_K.pb) in --data, by default the file's own directory; --data
-may also name one set. For a preset the reference is the PyTorch output
-embedded with it.
+may also name one set. A file attnrun wrote (attnrun export, attnrun import)
+runs on attnrun's layers, rebuilt from its metadata; --executor runs its graph
+instead. For a preset the reference is the PyTorch output embedded with it.
 
 It prints the largest absolute and relative error per output, then a summary
 line, and exits 1 if any output is out of tolerance.`,
 		Example: `  attnrun check testdata/onnx/multihead_opset17_dynamic/model.onnx
   attnrun check model.onnx --data test_data_set_0 --rtol 1e-4 --atol 1e-5
+  attnrun check lifted.onnx --data testdata/onnx/multihead_opset17_dynamic
   attnrun check seed-mha-wrapper`,
 		Args: oneArg("an ONNX file or a preset name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if isONNX(args[0]) {
-				return checkGraph(cmd.OutOrStdout(), args[0], f)
+				return checkONNX(cmd.OutOrStdout(), args[0], f)
 			}
 			return checkPreset(cmd.OutOrStdout(), args[0], f)
 		},
@@ -46,6 +46,7 @@ line, and exits 1 if any output is out of tolerance.`,
 	cmd.Flags().StringVar(&f.data, "data", "", "directory of test_data_set_N folders, or one set (default: the model's directory)")
 	cmd.Flags().Float64Var(&f.rtol, "rtol", 1e-5, "relative tolerance")
 	cmd.Flags().Float64Var(&f.atol, "atol", 1e-6, "absolute tolerance")
+	cmd.Flags().BoolVar(&f.executor, "executor", false, "run a file attnrun wrote on its ONNX graph, not on attnrun's layers")
 	return cmd
 }
 
@@ -85,54 +86,6 @@ func (t *tally) result() error {
 		return errMismatch{t.failed, t.passed + t.failed}
 	}
 	return nil
-}
-
-func checkGraph(w io.Writer, path string, f checkFlags) error {
-	g, err := openGraph(path)
-	if err != nil {
-		return err
-	}
-	dataDir := f.data
-	if dataDir == "" {
-		dataDir = filepath.Dir(path)
-	}
-	dirs, err := onnxio.DataSetDirs(dataDir)
-	if err != nil {
-		return err
-	}
-	if len(dirs) == 0 {
-		return fmt.Errorf("%s: no test_data_set_N folders (or input_K.pb files) found", dataDir)
-	}
-	t := &tally{w: w, rtol: f.rtol, atol: f.atol}
-	inputs, outputs := g.Inputs(), g.Outputs()
-	for _, dir := range dirs {
-		ds, err := onnxio.ReadDataSet(dir)
-		if err != nil {
-			return err
-		}
-		if len(ds.Inputs) != len(inputs) || len(ds.Outputs) != len(outputs) {
-			return fmt.Errorf("%s: %d inputs and %d outputs, model %s has %d and %d",
-				dir, len(ds.Inputs), len(ds.Outputs), path, len(inputs), len(outputs))
-		}
-		feeds := map[string]*tensor.Dense{}
-		for i, tp := range ds.Inputs {
-			if feeds[inputs[i].Name], err = onnxio.TensorToDense(tp); err != nil {
-				return fmt.Errorf("%s: input_%d.pb: %w", dir, i, err)
-			}
-		}
-		got, err := g.Run(feeds)
-		if err != nil {
-			return fmt.Errorf("%s on %s: %w", path, dir, err)
-		}
-		for i, tp := range ds.Outputs {
-			want, err := onnxio.TensorToDense(tp)
-			if err != nil {
-				return fmt.Errorf("%s: output_%d.pb: %w", dir, i, err)
-			}
-			t.add(filepath.Base(dir), fmt.Sprintf("output %d %q", i, outputs[i].Name), got[outputs[i].Name], want)
-		}
-	}
-	return t.result()
 }
 
 func checkPreset(w io.Writer, name string, f checkFlags) error {

@@ -2,15 +2,246 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/lift"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
+type importFlags struct {
+	output    string
+	configOut string
+	partial   bool
+	name      string
+	opset     int
+}
+
 func newImportCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:    "import",
-		Short:  "Lift an ONNX graph into attnrun layers (not yet available)",
-		Hidden: true,
-		RunE:   func(*cobra.Command, []string) error { return errors.New("import is not implemented yet") },
+	var f importFlags
+	cmd := &cobra.Command{
+		Use:   "import IN.onnx -o OUT.onnx [--config-out OUT.yaml] [--partial]",
+		Short: "Lift an ONNX graph (a PyTorch export) into attnrun layers",
+		Long: `import recognizes the attention structures of an ONNX graph by their
+structure, not their names (PyTorch renames transposed Linear weights to
+onnx::MatMul_NN), and rebuilds them as attnrun layers carrying the graph's
+weights: Linear (MatMul + Add, Gemm), query/key/value projections, heads split
+and merged by Reshape/Transpose, scaling, causal masks cut from buffers,
+learned positions, nn.MultiheadAttention's packed in_proj (self- and
+cross-attention, key padding masks), the seed modules nested and in sequence,
+layer norm, GELU and residuals.
+
+The lifted model is run against the graph (with attnrun's executor) on random
+inputs before anything is written: a lift that does not reproduce the graph is
+an error. import prints the model config and the mapping table (graph tensor ->
+parameter, with any transpose or split applied) and writes OUT.onnx: the model
+exported as a graph of standard ops with the config in its metadata, so that
+attnrun run and attnrun check run it on attnrun's layers. When some layer has
+no ONNX exporter, OUT.onnx keeps the source graph's nodes and adds the
+parameters as initializers instead.
+
+What cannot be lifted is named (node, op, reason) and import exits 1; with
+--partial those parts become onnx.subgraph layers, ONNX subgraphs the executor
+runs inside the attnrun model, so the whole model still runs.`,
+		Example: `  attnrun import testdata/onnx/multihead_opset17_dynamic/model.onnx -o mha.onnx --config-out mha.yaml
+  attnrun check mha.onnx --data testdata/onnx/multihead_opset17_dynamic
+  attnrun import block.onnx -o block.onnx --partial`,
+		Args: oneArg("an ONNX file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.output == "" {
+				return usageError{errors.New("import needs -o OUT.onnx")}
+			}
+			if !isONNX(f.output) {
+				return usageError{fmt.Errorf("-o %s: the ONNX file name must end in .onnx", f.output)}
+			}
+			if f.opset < onnxio.MinExportOpset || f.opset > onnxio.MaxExportOpset {
+				return usageError{fmt.Errorf("--opset %d: attnrun writes opsets %d to %d", f.opset, onnxio.MinExportOpset, onnxio.MaxExportOpset)}
+			}
+			return importModel(cmd.OutOrStdout(), args[0], f)
+		},
 	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.output, "output", "o", "", "write the lifted model to this .onnx file")
+	fl.StringVar(&f.configOut, "config-out", "", "also write the lifted model config (YAML) to this file")
+	fl.BoolVar(&f.partial, "partial", false, "keep what cannot be lifted as onnx.subgraph layers run by the executor")
+	fl.StringVar(&f.name, "name", "", "name of the lifted model (default \"lifted\")")
+	fl.IntVar(&f.opset, "opset", onnxio.DefaultExportOpset, "ONNX opset of the written graph")
+	return cmd
+}
+
+func importModel(w io.Writer, path string, f importFlags) error {
+	src, err := onnxio.ReadModel(path)
+	if err != nil {
+		return err
+	}
+	res, err := lift.Options{Name: f.name, Partial: f.partial}.Lift(src)
+	var unlifted *lift.UnliftedError
+	if errors.As(err, &unlifted) {
+		printUnlifted(w, unlifted.Nodes)
+		return fmt.Errorf("%s: %d node(s) cannot be lifted (op types %s); --partial keeps them as ONNX subgraphs",
+			path, len(unlifted.Nodes), strings.Join(opTypes(unlifted.Nodes), ", "))
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	printLift(w, res)
+	out, note, err := liftedONNX(src, res, f.opset)
+	if err != nil {
+		return err
+	}
+	if err := onnxio.WriteModel(f.output, out); err != nil {
+		return err
+	}
+	if note != "" {
+		fmt.Fprintf(w, "\nnote: %s\n", note)
+	}
+	fmt.Fprintf(w, "\nwrote %s\n", f.output)
+	if f.configOut != "" {
+		if err := writeFileAtomic(f.configOut, []byte(res.Config)); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "wrote %s\n", f.configOut)
+	}
+	return nil
+}
+
+// liftedONNX writes a lifted model as an attnrun ONNX file: exported as a
+// graph of standard ops when every layer can be, else the source graph
+// with the parameters added (see lift.Annotate).
+func liftedONNX(src *onnxpb.ModelProto, res *lift.Result, opset int) (*onnxpb.ModelProto, string, error) {
+	if res.Attnrun {
+		return src, "the file was written by attnrun: its model is written back unchanged", nil
+	}
+	m, err := onnxio.Export(res.Model, onnxio.ExportOptions{Opset: opset})
+	if err == nil {
+		outputs := append([]lift.Output(nil), res.Outputs...)
+		outputs[0].Name = m.GetGraph().GetOutput()[0].GetName()
+		if err := lift.SetOutputs(m, outputs); err != nil {
+			return nil, "", err
+		}
+		if len(outputs) > 1 {
+			return m, "the exported graph returns the model's output only; attnrun run and check also return the attention weights (metadata " + lift.MetadataOutputs + ")", nil
+		}
+		return m, "", nil
+	}
+	annotated, aerr := lift.Annotate(src, res)
+	if aerr != nil {
+		return nil, "", fmt.Errorf("cannot write the lifted model: %v; %v", err, aerr)
+	}
+	return annotated, fmt.Sprintf("the model cannot be exported as attnrun's own graph (%v); the file keeps the source graph's nodes, with the parameters added as initializers", err), nil
+}
+
+// printLift shows what was lifted: the config, the mapping table, the
+// outputs, and how closely the lifted model reproduced the graph.
+func printLift(w io.Writer, res *lift.Result) {
+	if res.Attnrun {
+		fmt.Fprintln(w, "# written by attnrun: loaded from its metadata")
+	}
+	fmt.Fprint(w, res.Config)
+	if len(res.Mapping) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "graph tensor\tparameter\ttransform")
+		for _, m := range res.Mapping {
+			from := m.Initializer
+			if from == "" {
+				from = "(computed)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", from, m.Param, orDash(m.Transform))
+		}
+		tw.Flush()
+	}
+	if len(res.Outputs) > 1 {
+		fmt.Fprintln(w)
+		for i, o := range res.Outputs {
+			what := "the model's output"
+			switch o.Weights {
+			case "mean":
+				what = fmt.Sprintf("attention weights of %s, averaged over heads", o.Layer)
+			case "heads":
+				what = fmt.Sprintf("attention weights of %s", o.Layer)
+			}
+			fmt.Fprintf(w, "output %d %q: %s\n", i, o.Name, what)
+		}
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if len(res.Unlifted) > 0 {
+		fmt.Fprintf(w, "\nkept as ONNX subgraphs (onnx.subgraph layers):\n")
+		printUnlifted(w, res.Unlifted)
+	}
+	if res.Check.Runs > 0 {
+		fmt.Fprintf(w, "\nchecked against the graph on %d random input set(s): max abs diff %.3g, max rel diff %.3g\n",
+			res.Check.Runs, res.Check.MaxAbs, res.Check.MaxRel)
+	}
+}
+
+// printUnlifted lists nodes no layer computes, grouped by reason.
+func printUnlifted(w io.Writer, nodes []lift.Unlifted) {
+	byReason := map[string][]string{}
+	var reasons []string
+	for _, u := range nodes {
+		if _, ok := byReason[u.Reason]; !ok {
+			reasons = append(reasons, u.Reason)
+		}
+		byReason[u.Reason] = append(byReason[u.Reason], fmt.Sprintf("%s (%s)", u.Node, u.Op))
+	}
+	for _, r := range reasons {
+		fmt.Fprintf(w, "  %s\n      %s\n", r, strings.Join(byReason[r], ", "))
+	}
+}
+
+// opTypes lists the distinct op types of nodes, sorted.
+func opTypes(nodes []lift.Unlifted) []string {
+	seen := map[string]bool{}
+	var ops []string
+	for _, u := range nodes {
+		if !seen[u.Op] {
+			seen[u.Op] = true
+			ops = append(ops, u.Op)
+		}
+	}
+	sort.Strings(ops)
+	return ops
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// writeFileAtomic writes data next to path and renames it into place, so
+// that no half-written file is ever left at path.
+func writeFileAtomic(path string, data []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -19,7 +21,9 @@ func newInspectCommand() *cobra.Command {
 		Short: "Describe an ONNX file: producer, opsets, inputs, outputs, ops, weights",
 		Long: `inspect prints what an ONNX file holds: its producer and opsets, its inputs
 and outputs with their (possibly symbolic) shapes, how often each op occurs,
-and every initializer with its shape and size.`,
+and every initializer with its shape and size; then the attnrun layers the
+graph lifts to (what attnrun import would build), or which nodes cannot be
+lifted and why. A file attnrun wrote shows the layers of its metadata.`,
 		Example: "  attnrun inspect testdata/onnx/multihead_opset17_dynamic/model.onnx",
 		Args:    oneArg("an ONNX file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -28,6 +32,7 @@ and every initializer with its shape and size.`,
 				return err
 			}
 			describeModel(cmd.OutOrStdout(), args[0], m)
+			describeLift(cmd.OutOrStdout(), m)
 			return nil
 		},
 	}
@@ -97,6 +102,32 @@ func describeModel(out io.Writer, path string, m *onnxpb.ModelProto) {
 		fmt.Fprintf(w, "  %s\t%s\t%v\t%s\n", t.GetName(), onnxio.DataType(t.GetDataType()), t.GetDims(), humanBytes(size))
 	}
 	fmt.Fprintf(w, "  total\t\t\t%s\n", humanBytes(total))
+}
+
+// describeLift shows which attnrun layers a file lifts to, or why not.
+func describeLift(out io.Writer, m *onnxpb.ModelProto) {
+	fmt.Fprintln(out, "\nattnrun layers")
+	res, err := lift.Lift(m)
+	var unlifted *lift.UnliftedError
+	switch {
+	case errors.As(err, &unlifted):
+		fmt.Fprintln(out, "  cannot be lifted completely (attnrun import --partial keeps these as ONNX subgraphs):")
+		printUnlifted(out, unlifted.Nodes)
+		return
+	case err != nil:
+		fmt.Fprintf(out, "  cannot be lifted: %v\n", err)
+		return
+	}
+	if res.Attnrun {
+		fmt.Fprintf(out, "  written by attnrun: model %q, rebuilt from its metadata\n", res.Model.Name())
+	} else {
+		fmt.Fprintf(out, "  lifts to model %q (checked against the graph: max abs diff %.3g)\n", res.Model.Name(), res.Check.MaxAbs)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	defer w.Flush()
+	for _, l := range res.Model.Layers() {
+		fmt.Fprintf(w, "  %s\t%s\treads %s\n", l.Name, l.Type, strings.Join(l.Inputs, ", "))
+	}
 }
 
 func shapeOfInfo(vi *onnxpb.ValueInfoProto) string {

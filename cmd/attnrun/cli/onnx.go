@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
@@ -16,19 +15,6 @@ import (
 // isONNX tells an ONNX file from a config or preset by its extension.
 func isONNX(target string) bool {
 	return strings.EqualFold(filepath.Ext(target), ".onnx")
-}
-
-// openGraph reads an ONNX file and prepares it for the executor.
-func openGraph(path string) (*exec.Graph, error) {
-	m, err := onnxio.ReadModel(path)
-	if err != nil {
-		return nil, err
-	}
-	g, err := exec.New(m)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return g, nil
 }
 
 // readTensor reads an input tensor from .npy or a serialized TensorProto (.pb).
@@ -45,48 +31,6 @@ func readTensor(path string) (*tensor.Dense, error) {
 		return t, nil
 	}
 	return tensorio.ReadNPYFile(path)
-}
-
-// runGraph executes an ONNX file on --input tensors given in the order of
-// the graph's inputs, and prints or writes the outputs.
-func runGraph(stdout io.Writer, path string, inputPaths, outputPaths []string) error {
-	g, err := openGraph(path)
-	if err != nil {
-		return err
-	}
-	want := g.Inputs()
-	if len(inputPaths) != len(want) {
-		return usageError{fmt.Errorf("%s takes %d input(s) (%s), got %d --input", path, len(want), describeInfos(want), len(inputPaths))}
-	}
-	feeds := map[string]*tensor.Dense{}
-	for i, p := range inputPaths {
-		t, err := readTensor(p)
-		if err != nil {
-			return err
-		}
-		feeds[want[i].Name] = t
-	}
-	outs, err := g.Run(feeds)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	infos := g.Outputs()
-	if len(outputPaths) > 0 && len(outputPaths) != len(infos) {
-		return usageError{fmt.Errorf("%s has %d output(s) (%s), got %d --output", path, len(infos), describeInfos(infos), len(outputPaths))}
-	}
-	for i, info := range infos {
-		if len(outputPaths) > 0 {
-			if err := tensorio.WriteNPYFile(outputPaths[i], outs[info.Name]); err != nil {
-				return err
-			}
-			continue
-		}
-		if len(infos) > 1 {
-			fmt.Fprintf(stdout, "%s:\n", info.Name)
-		}
-		fmt.Fprintln(stdout, formatDense(outs[info.Name]))
-	}
-	return nil
 }
 
 func describeInfos(infos []exec.TensorInfo) string {

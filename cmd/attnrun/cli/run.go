@@ -22,6 +22,7 @@ type runFlags struct {
 	seed      uint64
 	train     bool
 	attention string
+	executor  bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -35,7 +36,9 @@ initialization), runs it in eval mode (--train enables dropout) and prints the
 output as PyTorch prints tensors, or writes it with --output.
 
 A preset runs on its embedded example input unless --input is given. An ONNX
-file runs on attnrun's graph executor, with one --input per graph input. With
+file runs on attnrun's graph executor, with one --input per graph input; a
+file attnrun wrote (attnrun export, attnrun import) runs on attnrun's layers,
+rebuilt from its metadata, unless --executor is given. With
 --attention LAYER the command prints that layer's attention weights, shaped
 (B, H, Tq, Tk) with leading axes of size 1 dropped, instead of the output.`,
 		Example: `  attnrun run seed-mha-wrapper
@@ -55,12 +58,13 @@ file runs on attnrun's graph executor, with one --input per graph input. With
 	fl.Uint64Var(&f.seed, "seed", 0, "seed for weight initialization and dropout")
 	fl.BoolVar(&f.train, "train", false, "train mode: dropout is active")
 	fl.StringVar(&f.attention, "attention", "", "print this layer's attention weights instead of the output")
+	fl.BoolVar(&f.executor, "executor", false, "run a file attnrun wrote on its ONNX graph, not on attnrun's layers")
 	return cmd
 }
 
 func runModel(cmd *cobra.Command, target string, f runFlags) error {
 	if isONNX(target) {
-		return runGraph(cmd.OutOrStdout(), target, f.inputs, f.outputs)
+		return runONNX(cmd.OutOrStdout(), target, f.executor, f.inputs, f.outputs)
 	}
 	if len(f.outputs) > 1 {
 		return usageError{fmt.Errorf("a model has one output, got %d --output", len(f.outputs))}
