@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/lift"
+	"github.com/attnrun/attnrun/registry"
+	"github.com/attnrun/attnrun/tensorio"
+)
+
+// liftedFile is an ONNX file attnrun wrote (attnrun export, attnrun
+// import): a model of attnrun layers with its weights, which run and check
+// execute on the layers themselves rather than on the graph.
+type liftedFile struct {
+	model   *models.Model
+	outputs []lift.Output
+}
+
+// onnxFile is an ONNX file ready to run: on attnrun's layers when attnrun
+// wrote it, on the graph executor otherwise (or when executor is set).
+type onnxFile struct {
+	graph  *exec.Graph
+	lifted *liftedFile
+}
+
+// openONNX reads an ONNX file once and prepares it for run and check.
+func openONNX(path string, executor bool) (*onnxFile, error) {
+	m, err := onnxio.ReadModel(path)
+	if err != nil {
+		return nil, err
+	}
+	if !executor && lift.IsAttnrun(m) {
+		model, outputs, err := lift.Load(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (run it on the graph with --executor)", path, err)
+		}
+		return &onnxFile{lifted: &liftedFile{model: model, outputs: outputs}}, nil
+	}
+	g, err := exec.New(m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &onnxFile{graph: g}, nil
+}
+
+// inputNames lists what the file takes, for messages.
+func (f *onnxFile) inputNames() string {
+	if f.graph != nil {
+		return describeInfos(f.graph.Inputs())
+	}
+	return fmt.Sprint(f.lifted.model.Config().Inputs)
+}
+
+// numInputs is how many tensors a run needs.
+func (f *onnxFile) numInputs() int {
+	if f.graph != nil {
+		return len(f.graph.Inputs())
+	}
+	return len(f.lifted.model.Config().Inputs)
+}
+
+// outputNames names the outputs, in order.
+func (f *onnxFile) outputNames() []string {
+	var names []string
+	if f.graph != nil {
+		for _, o := range f.graph.Outputs() {
+			names = append(names, o.Name)
+		}
+		return names
+	}
+	for _, o := range f.lifted.outputs {
+		names = append(names, o.Name)
+	}
+	return names
+}
+
+// run computes every output from the inputs, given in order.
+func (f *onnxFile) run(inputs []*tensor.Dense) ([]*tensor.Dense, error) {
+	if f.graph != nil {
+		feeds := map[string]*tensor.Dense{}
+		for i, info := range f.graph.Inputs() {
+			feeds[info.Name] = inputs[i]
+		}
+		outs, err := f.graph.Run(feeds)
+		if err != nil {
+			return nil, err
+		}
+		var res []*tensor.Dense
+		for _, o := range f.graph.Outputs() {
+			res = append(res, outs[o.Name])
+		}
+		return res, nil
+	}
+	args := make([]*tensor.Dense, len(inputs))
+	for i, x := range inputs {
+		var err error
+		if args[i], err = lift.ModelInput(x); err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+	}
+	return lift.RunOutputs(f.lifted.model, f.lifted.outputs, &registry.Run{}, args)
+}
+
+// runONNX executes an ONNX file on --input tensors given in the order of
+// its inputs, and prints or writes the outputs.
+func runONNX(stdout io.Writer, path string, executor bool, inputPaths, outputPaths []string) error {
+	f, err := openONNX(path, executor)
+	if err != nil {
+		return err
+	}
+	if len(inputPaths) != f.numInputs() {
+		return usageError{fmt.Errorf("%s takes %d input(s) (%s), got %d --input", path, f.numInputs(), f.inputNames(), len(inputPaths))}
+	}
+	var inputs []*tensor.Dense
+	for _, p := range inputPaths {
+		t, err := readTensor(p)
+		if err != nil {
+			return err
+		}
+		inputs = append(inputs, t)
+	}
+	outs, err := f.run(inputs)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	names := f.outputNames()
+	if len(outputPaths) > 0 && len(outputPaths) != len(names) {
+		return usageError{fmt.Errorf("%s has %d output(s) (%v), got %d --output", path, len(names), names, len(outputPaths))}
+	}
+	for i, out := range outs {
+		if len(outputPaths) > 0 {
+			if err := tensorio.WriteNPYFile(outputPaths[i], out); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(outs) > 1 {
+			fmt.Fprintf(stdout, "%s:\n", names[i])
+		}
+		fmt.Fprintln(stdout, formatDense(out))
+	}
+	return nil
+}
+
+// checkONNX compares an ONNX file's outputs with its test-data sets.
+func checkONNX(w io.Writer, path string, f checkFlags) error {
+	file, err := openONNX(path, f.executor)
+	if err != nil {
+		return err
+	}
+	dataDir := f.data
+	if dataDir == "" {
+		dataDir = filepath.Dir(path)
+	}
+	dirs, err := onnxio.DataSetDirs(dataDir)
+	if err != nil {
+		return err
+	}
+	if len(dirs) == 0 {
+		return fmt.Errorf("%s: no test_data_set_N folders (or input_K.pb files) found", dataDir)
+	}
+	if file.lifted != nil {
+		fmt.Fprintf(w, "%s: attnrun model %q, run on attnrun layers (--executor runs the graph)\n", path, file.lifted.model.Name())
+	}
+	t := &tally{w: w, rtol: f.rtol, atol: f.atol}
+	names := file.outputNames()
+	for _, dir := range dirs {
+		ds, err := onnxio.ReadDataSet(dir)
+		if err != nil {
+			return err
+		}
+		if len(ds.Inputs) != file.numInputs() || len(ds.Outputs) != len(names) {
+			return fmt.Errorf("%s: %d inputs and %d outputs, model %s has %d and %d",
+				dir, len(ds.Inputs), len(ds.Outputs), path, file.numInputs(), len(names))
+		}
+		var inputs []*tensor.Dense
+		for i, tp := range ds.Inputs {
+			x, err := onnxio.TensorToDense(tp)
+			if err != nil {
+				return fmt.Errorf("%s: input_%d.pb: %w", dir, i, err)
+			}
+			inputs = append(inputs, x)
+		}
+		got, err := file.run(inputs)
+		if err != nil {
+			return fmt.Errorf("%s on %s: %w", path, dir, err)
+		}
+		for i, tp := range ds.Outputs {
+			want, err := onnxio.TensorToDense(tp)
+			if err != nil {
+				return fmt.Errorf("%s: output_%d.pb: %w", dir, i, err)
+			}
+			t.add(filepath.Base(dir), fmt.Sprintf("output %d %q", i, names[i]), got[i], want)
+		}
+	}
+	return t.result()
+}

@@ -1,0 +1,667 @@
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/attnrun/attnrun/internal/kernels"
+)
+
+// attentionSpec is the ONNX Attention operator: opset 23, and opset 24's
+// nonpad_kv_seqlen input.
+//
+// Semantics follow the specification with the errata ONNX applied to both
+// versions in place (onnx/onnx#7867, #7913, #8068), which ONNX Runtime 1.30
+// implements too:
+//
+//   - scores are scale·QKᵀ (scale defaults to 1/√head_size), then softcap
+//     c·tanh(x/c) when softcap > 0, then the bias is added: attn_mask
+//     (bool: true attends; float: added), the causal frontier and the
+//     padding bound of nonpad_kv_seqlen; softmax; times V. Softcap comes
+//     before the bias so that −Inf stays −Inf.
+//   - qk_matmul_output_mode 0 returns the raw scaled scores, 1 the scores
+//     after softcap, 2 after the bias, 3 after the softmax. (The first
+//     release of Attention-23 numbered 1 and 2 the other way round, with
+//     softcap after the mask.)
+//   - is_causal lets query i see key j iff j ≤ i + offset, where offset is
+//     past_sequence_length with past_key, nonpad_kv_seqlen[b] − q_len with
+//     nonpad_kv_seqlen alone, and 0 otherwise: with neither, a query block
+//     shorter than the keys is aligned top-left (query 0 sees key 0 only).
+//   - a query that can see no key gets zeros in Y and in the mode-3 output,
+//     not NaN.
+//   - attn_mask broadcasts (numpy rules) to (batch, q_heads, q_len, total);
+//     a last dimension shorter than total is padded with −Inf (false).
+//
+// GQA and MQA: query head h reads K and V head ⌊h / (q_heads/kv_heads)⌋,
+// each KV head repeated for consecutive query heads (ONNX's reference tiled
+// them until onnx/onnx#7274; ONNX Runtime repeats).
+//
+// Where ONNX Runtime 1.30 differs (testdata/attention/manifest.json, tested
+// by TestAttentionDisagreesWithORT): its mode-2 output holds the lowest
+// float32 instead of −Inf where the causal frontier, a bool mask or
+// nonpad_kv_seqlen masks a key, and it ignores softmax_precision. It also
+// refuses what the specification defines and the executor computes: a 1-D
+// attn_mask, one broadcast along the queries or shorter than total, and
+// past_key without the present_key output. Both refuse nonpad_kv_seqlen
+// outside 0..total, and nonpad_kv_seqlen with past_key.
+var attentionSpec = &opSpec{since: 23, minIn: 3, maxIn: 7, minOut: 1, maxOut: 4, run: attentionOp,
+	attrs: map[string]attrKind{
+		"is_causal": attrInt, "scale": attrFloat, "softcap": attrFloat,
+		"q_num_heads": attrInt, "kv_num_heads": attrInt,
+		"qk_matmul_output_mode": attrInt, "softmax_precision": attrInt,
+	}}
+
+// The inputs and outputs of Attention, by position.
+const (
+	attnQ, attnK, attnV, attnMask, attnPastKey, attnPastValue, attnNonpad = 0, 1, 2, 3, 4, 5, 6
+	attnY, attnPresentKey, attnPresentValue, attnQK                       = 0, 1, 2, 3
+)
+
+// attnFloat16 and attnBFloat16 are the ONNX type codes softmax_precision
+// may name besides Float32 and Float64: the executor rounds to those types
+// but has no tensors of them.
+const (
+	attnFloat16  DType = 10
+	attnBFloat16 DType = 16
+)
+
+// attnPlan is one Attention call: its sizes, attributes and operands,
+// checked against each other.
+type attnPlan struct {
+	batch, qHeads, kvHeads int
+	qLen, kvLen, pastLen   int
+	total                  int // pastLen + kvLen: the keys every query may see
+	d, dv                  int // head sizes of Q and K, and of V
+	rank3                  bool
+	scale, softcap         float32
+	causal                 bool
+	mode                   int   // qk_matmul_output_mode, -1 when the output is not asked for
+	precision              DType // softmax_precision; Float32 when absent
+	q, k, v, y             heads // k and v address total keys: the present cache when there is a past
+	bias                   attnBias
+	nonpad                 []int // nonpad_kv_seqlen per batch, nil when absent
+}
+
+// attentionOp is the kernel of Attention.
+func attentionOp(n *node, in []*value) ([]*value, error) {
+	p, presentK, presentV, err := planAttention(n, in)
+	if err != nil {
+		return nil, err
+	}
+	yShape := []int{p.batch, p.qHeads, p.qLen, p.dv}
+	if p.rank3 {
+		yShape = []int{p.batch, p.qLen, p.qHeads * p.dv}
+	}
+	y := newValue(Float32, yShape)
+	p.y = p.layout(y.data.([]float32), p.qHeads, p.qLen, p.dv)
+	var qk *value
+	if p.mode >= 0 {
+		qkShape := []int{p.batch, p.qHeads, p.qLen, p.total}
+		if _, err := checkedNumel(qkShape); err != nil {
+			return nil, fmt.Errorf("qk_matmul_output: %w", err)
+		}
+		qk = newValue(Float32, qkShape)
+	}
+	fused := p.mode < 0 && p.softcap == 0 && (p.precision == Float32 || p.precision == Float64) && p.d > 0 && p.dv > 0
+	// The step-by-step computation holds the q_len × total scores of a head,
+	// the fused kernel those of each mask slice, if it needs a bias at all.
+	if !fused || p.bias.mask != nil || (p.causal && !p.kernelCausal()) {
+		if _, err := checkedNumel([]int{p.bias.mb * p.bias.mh, p.qLen, p.total}); err != nil {
+			return nil, fmt.Errorf("attention scores: %w", err)
+		}
+	}
+	switch {
+	case p.qLen == 0 || p.total == 0:
+		// Nothing to compute: no query, or no key to see (Y is zeros).
+	case fused:
+		p.attendFused()
+	default:
+		p.attendStepwise(qk)
+	}
+	return []*value{y, presentK, presentV, qk}, nil
+}
+
+// planAttention reads the attributes and inputs of an Attention node and
+// checks them against each other. It also returns present_key and
+// present_value: the past with the new keys and values appended, in
+// (batch, kv_heads, total, head_size) layout.
+func planAttention(n *node, in []*value) (p *attnPlan, presentK, presentV *value, err error) {
+	p = &attnPlan{mode: -1, precision: Float32}
+	if err := p.readAttributes(n); err != nil {
+		return nil, nil, nil, err
+	}
+	q, k, v := in[attnQ], in[attnK], in[attnV]
+	mask, pastK, pastV, nonpad := input(in, attnMask), input(in, attnPastKey), input(in, attnPastValue), input(in, attnNonpad)
+	for _, x := range []struct {
+		name string
+		v    *value
+	}{{"Q", q}, {"K", k}, {"V", v}, {"past_key", pastK}, {"past_value", pastV}} {
+		if x.v != nil && x.v.dtype != Float32 {
+			return nil, nil, nil, fmt.Errorf("%s is %s; Attention is computed in float32", x.name, x.v.dtype)
+		}
+	}
+	if err := p.readShapes(n, q, k, v); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := p.readPast(pastK, pastV); err != nil {
+		return nil, nil, nil, err
+	}
+	if nonpad != nil {
+		if err := p.readNonpad(n, nonpad, pastK != nil); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if p.bias, err = p.newBias(mask); err != nil {
+		return nil, nil, nil, err
+	}
+	if len(n.out) > attnQK && n.out[attnQK] >= 0 {
+		p.mode = int(n.attrInt("qk_matmul_output_mode", 0))
+	}
+
+	p.q = p.layout(q.data.([]float32), p.qHeads, p.qLen, p.d)
+	kIn := p.layout(k.data.([]float32), p.kvHeads, p.kvLen, p.d)
+	vIn := p.layout(v.data.([]float32), p.kvHeads, p.kvLen, p.dv)
+	wantPresent := len(n.out) > attnPresentValue && (n.out[attnPresentKey] >= 0 || n.out[attnPresentValue] >= 0)
+	p.k, p.v = kIn, vIn
+	if pastK != nil || wantPresent {
+		presentK = p.present(pastK, kIn, p.d)
+		presentV = p.present(pastV, vIn, p.dv)
+		p.k = heads4D(presentK.data.([]float32), p.kvHeads, p.total, p.d)
+		p.v = heads4D(presentV.data.([]float32), p.kvHeads, p.total, p.dv)
+	}
+	return p, presentK, presentV, nil
+}
+
+// readAttributes decodes and checks the attributes that do not depend on
+// the inputs.
+func (p *attnPlan) readAttributes(n *node) error {
+	switch c := n.attrInt("is_causal", 0); c {
+	case 0, 1:
+		p.causal = c == 1
+	default:
+		return fmt.Errorf("is_causal is %d, want 0 or 1", c)
+	}
+	if n.has("scale") {
+		p.scale = n.attrFloat("scale", 0)
+		if !(p.scale > 0) || math.IsInf(float64(p.scale), 1) {
+			return fmt.Errorf("scale is %g, want a positive finite number", p.scale)
+		}
+	}
+	p.softcap = n.attrFloat("softcap", 0)
+	if !(p.softcap >= 0) || math.IsInf(float64(p.softcap), 1) {
+		return fmt.Errorf("softcap is %g, want 0 (off) or a positive finite number", p.softcap)
+	}
+	if m := n.attrInt("qk_matmul_output_mode", 0); m < 0 || m > 3 {
+		return fmt.Errorf("qk_matmul_output_mode is %d, want 0 (scores), 1 (after softcap), 2 (after the mask) or 3 (after the softmax)", m)
+	}
+	if n.has("softmax_precision") {
+		switch prec := DType(n.attrInt("softmax_precision", 0)); prec {
+		case Float32, Float64, attnFloat16, attnBFloat16:
+			p.precision = prec
+		default:
+			return fmt.Errorf("softmax_precision is %s, want float32 (1), float16 (10), float64 (11) or bfloat16 (16)", prec)
+		}
+	}
+	return nil
+}
+
+// readShapes sizes the call from Q, K and V: all (batch, heads, seq,
+// head_size), or all (batch, seq, heads·head_size) with the head counts as
+// attributes.
+func (p *attnPlan) readShapes(n *node, q, k, v *value) error {
+	qHeads, kvHeads := int(n.attrInt("q_num_heads", 0)), int(n.attrInt("kv_num_heads", 0))
+	if q.rank() != k.rank() || q.rank() != v.rank() || (q.rank() != 3 && q.rank() != 4) {
+		return fmt.Errorf("Q %s, K %s and V %s must all be 3-D (batch, seq, hidden) or all 4-D (batch, heads, seq, head_size)",
+			shapeString(q.shape), shapeString(k.shape), shapeString(v.shape))
+	}
+	p.batch = q.shape[0]
+	if k.shape[0] != p.batch || v.shape[0] != p.batch {
+		return fmt.Errorf("batch sizes differ: Q %s, K %s, V %s", shapeString(q.shape), shapeString(k.shape), shapeString(v.shape))
+	}
+	if q.rank() == 3 {
+		if qHeads <= 0 || kvHeads <= 0 {
+			return fmt.Errorf("3-D Q %s needs positive q_num_heads and kv_num_heads attributes (they are %d and %d)", shapeString(q.shape), qHeads, kvHeads)
+		}
+		p.rank3, p.qHeads, p.kvHeads = true, qHeads, kvHeads
+		p.qLen, p.kvLen = q.shape[1], k.shape[1]
+		for _, x := range []struct {
+			name  string
+			v     *value
+			heads int
+			size  *int
+		}{{"Q", q, qHeads, &p.d}, {"K", k, kvHeads, nil}, {"V", v, kvHeads, &p.dv}} {
+			if x.v.shape[2]%x.heads != 0 {
+				return fmt.Errorf("%s %s: hidden size %d is not a multiple of %d heads", x.name, shapeString(x.v.shape), x.v.shape[2], x.heads)
+			}
+			if x.size != nil {
+				*x.size = x.v.shape[2] / x.heads
+			}
+		}
+		if k.shape[2] != kvHeads*p.d {
+			return fmt.Errorf("K %s: hidden size %d, want kv_num_heads %d × Q's head size %d", shapeString(k.shape), k.shape[2], kvHeads, p.d)
+		}
+	} else {
+		p.qHeads, p.qLen, p.d = q.shape[1], q.shape[2], q.shape[3]
+		p.kvHeads, p.kvLen, p.dv = k.shape[1], k.shape[2], v.shape[3]
+		if k.shape[3] != p.d {
+			return fmt.Errorf("K %s: head size %d, Q %s has %d", shapeString(k.shape), k.shape[3], shapeString(q.shape), p.d)
+		}
+		if v.shape[1] != p.kvHeads {
+			return fmt.Errorf("V %s has %d heads, K %s has %d", shapeString(v.shape), v.shape[1], shapeString(k.shape), p.kvHeads)
+		}
+		if (qHeads != 0 && qHeads != p.qHeads) || (kvHeads != 0 && kvHeads != p.kvHeads) {
+			return fmt.Errorf("q_num_heads %d and kv_num_heads %d disagree with 4-D Q %s and K %s", qHeads, kvHeads, shapeString(q.shape), shapeString(k.shape))
+		}
+	}
+	if v.shape[v.rank()-2] != p.kvLen {
+		return fmt.Errorf("K %s and V %s have different sequence lengths", shapeString(k.shape), shapeString(v.shape))
+	}
+	if p.kvHeads == 0 || p.qHeads%p.kvHeads != 0 {
+		return fmt.Errorf("q_num_heads %d is not a multiple of kv_num_heads %d", p.qHeads, p.kvHeads)
+	}
+	if p.scale == 0 {
+		if p.d == 0 {
+			return errors.New("head size is 0: the default scale 1/√head_size is undefined")
+		}
+		p.scale = float32(1 / math.Sqrt(float64(p.d)))
+	}
+	p.total = p.kvLen
+	return nil
+}
+
+// readPast checks past_key and past_value, which come together.
+func (p *attnPlan) readPast(pastK, pastV *value) error {
+	if (pastK == nil) != (pastV == nil) {
+		return errors.New("past_key and past_value must be given together")
+	}
+	if pastK == nil {
+		return nil
+	}
+	if pastK.rank() != 4 || pastV.rank() != 4 || pastV.shape[2] != pastK.shape[2] {
+		return fmt.Errorf("past_key %s and past_value %s must be 4-D (batch, kv_heads, past_seq, head_size) with one past length",
+			shapeString(pastK.shape), shapeString(pastV.shape))
+	}
+	p.pastLen = pastK.shape[2]
+	if want := []int{p.batch, p.kvHeads, p.pastLen, p.d}; !equalShapes(pastK.shape, want) {
+		return fmt.Errorf("past_key %s, want %s", shapeString(pastK.shape), shapeString(want))
+	}
+	if want := []int{p.batch, p.kvHeads, p.pastLen, p.dv}; !equalShapes(pastV.shape, want) {
+		return fmt.Errorf("past_value %s, want %s", shapeString(pastV.shape), shapeString(want))
+	}
+	p.total = p.pastLen + p.kvLen
+	return nil
+}
+
+// readNonpad checks nonpad_kv_seqlen (opset 24): how many leading keys of
+// each batch entry are real, K and V being a padded external cache.
+func (p *attnPlan) readNonpad(n *node, nonpad *value, hasPast bool) error {
+	if n.opset < 24 {
+		return fmt.Errorf("nonpad_kv_seqlen is an input from opset 24 on; the model imports opset %d", n.opset)
+	}
+	if hasPast {
+		// The specification allows one cache or the other: K and V are either
+		// the new keys (with past_key) or the whole cache (with nonpad_kv_seqlen).
+		return errors.New("nonpad_kv_seqlen cannot be combined with past_key and past_value")
+	}
+	if nonpad.dtype != Int64 || !equalShapes(nonpad.shape, []int{p.batch}) {
+		return fmt.Errorf("nonpad_kv_seqlen is %s, want int64 (%d)", nonpad.describe(), p.batch)
+	}
+	p.nonpad = make([]int, p.batch)
+	for b, l := range nonpad.data.([]int64) {
+		if l < 0 || l > int64(p.total) {
+			return fmt.Errorf("nonpad_kv_seqlen[%d] is %d, want 0 to %d (the key length)", b, l, p.total)
+		}
+		p.nonpad[b] = int(l)
+	}
+	return nil
+}
+
+// layout addresses the heads of a Q, K, V or Y tensor of this call.
+func (p *attnPlan) layout(data []float32, h, s, d int) heads {
+	if p.rank3 {
+		return heads{data: data, batch: s * h * d, head: d, row: h * d}
+	}
+	return heads4D(data, h, s, d)
+}
+
+// present returns past (if any) with the new keys or values appended along
+// the sequence, as a (batch, kv_heads, total, size) tensor.
+func (p *attnPlan) present(past *value, cur heads, size int) *value {
+	out := newValue(Float32, []int{p.batch, p.kvHeads, p.total, size})
+	ov := contiguous(out.shape)
+	if past != nil {
+		copyView(out.data, ov, past.data, contiguous(past.shape), past.shape)
+	}
+	dst := view{offset: p.pastLen * size, strides: ov.strides}
+	copyView(out.data, dst, cur.data, cur.view(), []int{p.batch, p.kvHeads, p.kvLen, size})
+	return out
+}
+
+// kvHead is the K and V head query head h reads: GQA and MQA repeat each of
+// the kv_heads for q_heads/kv_heads consecutive query heads.
+func (p *attnPlan) kvHead(h int) int { return h / (p.qHeads / p.kvHeads) }
+
+// causalOffset is the shift of the causal frontier in batch entry b: query
+// i may see key j iff j ≤ i + offset.
+func (p *attnPlan) causalOffset(b int) int {
+	switch {
+	case p.pastLen > 0:
+		return p.pastLen
+	case p.nonpad != nil:
+		return p.nonpad[b] - p.qLen
+	}
+	return 0
+}
+
+// kernelCausal reports whether the fused kernel's causal frontier, aligned
+// bottom-right on the keys it is given, is the specification's.
+func (p *attnPlan) kernelCausal() bool {
+	return p.causal && (p.nonpad != nil || p.causalOffset(0) == p.total-p.qLen)
+}
+
+// attendFused runs the plain case (no scores asked for, no softcap, softmax
+// in float32 or wider) on kernels.AttendBatch. nonpad_kv_seqlen shortens
+// each batch entry's keys, which also makes the kernel's bottom-right
+// causal alignment the specification's; otherwise the causal frontier is
+// the kernel's only when the query and new key lengths agree, and is part
+// of the bias when they do not.
+func (p *attnPlan) attendFused() {
+	kernelCausal := p.kernelCausal()
+	biases := p.bias.distinct(p.causal && !kernelCausal)
+	hs := make([]kernels.Head, 0, p.batch*p.qHeads)
+	for b := range p.batch {
+		tk := p.total
+		if p.nonpad != nil {
+			tk = p.nonpad[b]
+		}
+		for h := range p.qHeads {
+			kv := p.kvHead(h)
+			head := kernels.Head{
+				Q: p.q.at(b, h), LdQ: p.q.row,
+				K: p.k.at(b, kv), LdK: p.k.row,
+				V: p.v.at(b, kv), LdV: p.v.row,
+				Out: p.y.at(b, h), LdOut: p.y.row,
+				Tq: p.qLen, Tk: tk, D: p.d, Dv: p.dv,
+			}
+			if biases != nil {
+				head.Mask, head.LdMask = biases[p.bias.index(b, h)], p.total
+			}
+			hs = append(hs, head)
+		}
+	}
+	kernels.AttendBatch(hs, kernels.AttentionOptions{Scale: p.scale, Causal: kernelCausal})
+}
+
+// attendStepwise computes each head step by step, as the specification
+// writes it, keeping the intermediate scores qk_matmul_output asks for:
+// scores, softcap, bias, softmax (in softmax_precision), product with V.
+// There is at least one query and one key.
+func (p *attnPlan) attendStepwise(qk *value) {
+	scores := make([]float32, p.qLen*p.total)
+	bias := make([]float32, p.qLen*p.total)
+	var qkData []float32
+	if qk != nil {
+		qkData = qk.data.([]float32)
+	}
+	snapshot := func(mode, b, h int) {
+		if p.mode == mode {
+			off := (b*p.qHeads + h) * len(scores)
+			copy(qkData[off:off+len(scores)], scores)
+		}
+	}
+	for b := range p.batch {
+		for h := range p.qHeads {
+			kv := p.kvHead(h)
+			if p.d > 0 {
+				kernels.Gemm(false, true, p.qLen, p.total, p.d, p.scale, p.q.at(b, h), p.q.row, p.k.at(b, kv), p.k.row, 0, scores, p.total)
+			} else {
+				clear(scores) // no features: every score is 0
+			}
+			snapshot(0, b, h)
+			if c := float64(p.softcap); c > 0 {
+				for i, x := range scores {
+					scores[i] = float32(c * math.Tanh(float64(x)/c))
+				}
+			}
+			snapshot(1, b, h)
+			p.bias.fill(bias, b, h, p.causal)
+			for i, x := range bias {
+				scores[i] += x
+			}
+			snapshot(2, b, h)
+			p.softmax(scores)
+			snapshot(3, b, h)
+			if p.dv > 0 {
+				kernels.Gemm(false, false, p.qLen, p.dv, p.total, 1, scores, p.total, p.v.at(b, kv), p.v.row, 0, p.y.at(b, h), p.y.row)
+			}
+		}
+	}
+}
+
+// softmax normalizes each row of the scores in place: with
+// kernels.SoftmaxRows in float32; in float64 for softmax_precision float64,
+// and for float16 and bfloat16, whose scores are rounded to the narrow type
+// first and the weights after. A row that can see no key (all −Inf)
+// becomes zeros, as the specification's errata says, so that Y is 0 there.
+func (p *attnPlan) softmax(scores []float32) {
+	round := func(x float32) float32 { return x }
+	switch p.precision {
+	case Float32:
+		kernels.SoftmaxRows(scores, p.qLen, p.total)
+		return
+	case attnFloat16:
+		round = roundFloat16
+	case attnBFloat16:
+		round = roundBFloat16
+	}
+	for i := range p.qLen {
+		row := scores[i*p.total : (i+1)*p.total]
+		top := math.Inf(-1)
+		for j, x := range row {
+			row[j] = round(x)
+			top = max(top, float64(row[j]))
+		}
+		if math.IsInf(top, -1) {
+			clear(row)
+			continue
+		}
+		var sum float64
+		for _, x := range row {
+			sum += math.Exp(float64(x) - top)
+		}
+		for j, x := range row {
+			row[j] = round(float32(math.Exp(float64(x)-top) / sum))
+		}
+	}
+}
+
+// heads addresses the heads of a (batch, heads, seq, size) or (batch, seq,
+// heads·size) tensor in place: head h of batch entry b starts at
+// b·batch + h·head and its rows are row floats apart.
+type heads struct {
+	data             []float32
+	batch, head, row int
+}
+
+// heads4D is the layout of a contiguous (batch, h, s, d) tensor.
+func heads4D(data []float32, h, s, d int) heads {
+	return heads{data: data, batch: h * s * d, head: s * d, row: d}
+}
+
+// at returns the data from head h of batch entry b on.
+func (x heads) at(b, h int) []float32 {
+	off := b*x.batch + h*x.head
+	if off >= len(x.data) {
+		return nil // an empty head: no rows or no columns
+	}
+	return x.data[off:]
+}
+
+// view reads the tensor as (batch, heads, seq, size).
+func (x heads) view() view { return view{strides: []int{x.batch, x.head, x.row, 1}} }
+
+// attnBias is what attn_mask, is_causal and nonpad_kv_seqlen add to the
+// scores of each head: 0 where a query may see a key, the float mask's
+// value, or −Inf.
+type attnBias struct {
+	p       *attnPlan
+	mask    *value // bool or float32, nil when absent
+	strides [3]int // of the mask's batch, head and query axes; 0 where broadcast
+	cols    int    // the mask's last dimension; the columns after it are −Inf
+	mb, mh  int    // the mask's batch and head sizes after broadcasting: 1 or the full size
+}
+
+// newBias checks attn_mask against the scores it is added to.
+func (p *attnPlan) newBias(mask *value) (attnBias, error) {
+	ab := attnBias{p: p, mb: 1, mh: 1}
+	if mask == nil {
+		return ab, nil
+	}
+	if mask.dtype != Bool && mask.dtype != Float32 {
+		return ab, fmt.Errorf("attn_mask is %s; want bool (true attends) or float32 (added to the scores)", mask.dtype)
+	}
+	if mask.rank() == 0 {
+		return ab, fmt.Errorf("attn_mask () needs a key axis: it broadcasts to (batch, q_heads, q_len, total) = %s",
+			shapeString([]int{p.batch, p.qHeads, p.qLen, p.total}))
+	}
+	if mask.rank() > 4 {
+		return ab, fmt.Errorf("attn_mask %s has rank %d; it must broadcast to (batch, q_heads, q_len, total) = %s",
+			shapeString(mask.shape), mask.rank(), shapeString([]int{p.batch, p.qHeads, p.qLen, p.total}))
+	}
+	shape := append([]int{1, 1, 1, 1}[:4-mask.rank()], mask.shape...)
+	strides := stridesOf(shape)
+	for i, want := range []int{p.batch, p.qHeads, p.qLen} {
+		switch shape[i] {
+		case want:
+		case 1:
+			strides[i] = 0
+		default:
+			return ab, fmt.Errorf("attn_mask %s does not broadcast to (batch, q_heads, q_len, total) = %s",
+				shapeString(mask.shape), shapeString([]int{p.batch, p.qHeads, p.qLen, p.total}))
+		}
+	}
+	if shape[3] > p.total {
+		return ab, fmt.Errorf("attn_mask %s is longer than the %d keys (past and new)", shapeString(mask.shape), p.total)
+	}
+	ab.mask, ab.cols = mask, shape[3]
+	ab.strides = [3]int{strides[0], strides[1], strides[2]}
+	if strides[0] != 0 {
+		ab.mb = p.batch
+	}
+	if strides[1] != 0 {
+		ab.mh = p.qHeads
+	}
+	return ab, nil
+}
+
+// index numbers the distinct biases of the mask: head h of batch entry b
+// uses bias index(b, h).
+func (ab *attnBias) index(b, h int) int { return (b%ab.mb)*ab.mh + h%ab.mh }
+
+// distinct returns the bias of each distinct mask slice (see index) for
+// the fused kernel, with the causal frontier when withCausal, or nil when
+// nothing is to be added. nonpad_kv_seqlen is left out: the fused kernel
+// is given fewer keys instead.
+func (ab *attnBias) distinct(withCausal bool) [][]float32 {
+	if ab.mask == nil && !withCausal {
+		return nil
+	}
+	p := ab.p
+	out := make([][]float32, ab.mb*ab.mh)
+	for b := range ab.mb {
+		for h := range ab.mh {
+			buf := make([]float32, p.qLen*p.total)
+			ab.fillMask(buf, b, h)
+			if withCausal {
+				ab.addCausal(buf, p.causalOffset(b))
+			}
+			out[ab.index(b, h)] = buf
+		}
+	}
+	return out
+}
+
+// fill writes the whole bias of head h of batch entry b into dst (q_len ×
+// total): the mask, the causal frontier when causal, and the padding bound.
+func (ab *attnBias) fill(dst []float32, b, h int, causal bool) {
+	p := ab.p
+	ab.fillMask(dst, b, h)
+	if causal {
+		ab.addCausal(dst, p.causalOffset(b))
+	}
+	if p.nonpad != nil {
+		for i := range p.qLen {
+			row := dst[i*p.total : (i+1)*p.total]
+			fillNegInf(row[p.nonpad[b]:])
+		}
+	}
+}
+
+// fillMask writes the mask's part of the bias: the float mask's values or
+// 0/−Inf for a bool mask, −Inf past the mask's last column, 0 without a
+// mask.
+func (ab *attnBias) fillMask(dst []float32, b, h int) {
+	p := ab.p
+	if ab.mask == nil {
+		clear(dst)
+		return
+	}
+	for i := range p.qLen {
+		row := dst[i*p.total : (i+1)*p.total]
+		base := b*ab.strides[0] + h*ab.strides[1] + i*ab.strides[2]
+		switch m := ab.mask.data.(type) {
+		case []float32:
+			copy(row, m[base:base+ab.cols])
+		case []bool:
+			for j, ok := range m[base : base+ab.cols] {
+				row[j] = 0
+				if !ok {
+					row[j] = float32(math.Inf(-1))
+				}
+			}
+		}
+		fillNegInf(row[ab.cols:])
+	}
+}
+
+// addCausal masks the keys after each query's causal frontier j ≤ i + offset.
+func (ab *attnBias) addCausal(dst []float32, offset int) {
+	p := ab.p
+	for i := range p.qLen {
+		row := dst[i*p.total : (i+1)*p.total]
+		fillNegInf(row[min(p.total, max(0, i+offset+1)):])
+	}
+}
+
+// fillNegInf sets every element of s to −Inf.
+func fillNegInf(s []float32) {
+	for i := range s {
+		s[i] = float32(math.Inf(-1))
+	}
+}
+
+// roundFloat16 rounds x to the nearest IEEE half-precision value (ties to
+// even), returned as a float32: ±Inf beyond the largest half, 65504.
+func roundFloat16(x float32) float32 { return roundTo(x, 10, -14, 65504) }
+
+// roundBFloat16 rounds x to the nearest bfloat16 value (ties to even).
+func roundBFloat16(x float32) float32 { return roundTo(x, 7, -126, 0x1.fep127) }
+
+// roundTo rounds x to a binary format with mant explicit mantissa bits,
+// smallest normal exponent minExp and largest finite value maxFinite. In
+// float64 the division by the format's spacing at x is exact, so one
+// RoundToEven does it.
+func roundTo(x float32, mant, minExp int, maxFinite float64) float32 {
+	f := float64(x)
+	if f == 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return x
+	}
+	_, exp := math.Frexp(math.Abs(f)) // |f| = frac·2^exp with frac in [0.5, 1)
+	spacing := math.Ldexp(1, max(exp-1, minExp)-mant)
+	r := math.RoundToEven(f/spacing) * spacing
+	if math.Abs(r) > maxFinite {
+		return float32(math.Copysign(math.Inf(1), f))
+	}
+	return float32(r)
+}

@@ -1,0 +1,95 @@
+package exec
+
+import (
+	"math"
+)
+
+// floatOp is the kernel of a float-only elementwise function such as Exp
+// or Erf. float32 inputs are computed in float64 and rounded once, as the
+// numpy reference does for Erf and as close as one rounding gets for the
+// others.
+func floatOp(g func(float64) float64) opFunc {
+	return func(n *node, in []*value) ([]*value, error) {
+		switch x := in[0]; x.dtype {
+		case Float32:
+			return one(unaryMap(x, Float32, func(e float32) float32 { return float32(g(float64(e))) }))
+		case Float64:
+			return one(unaryMap(x, Float64, g))
+		}
+		return nil, errDType(in[0], "float32 or float64")
+	}
+}
+
+// sigmoid is 1/(1+e^-x); for very negative x, e^-x overflows to +Inf and
+// the result is the correct 0.
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// reciprocal is 1/x.
+func reciprocal(x float64) float64 { return 1 / x }
+
+// isNaNOp is the kernel of IsNaN.
+func isNaNOp(n *node, in []*value) ([]*value, error) {
+	switch x := in[0]; x.dtype {
+	case Float32:
+		return one(unaryMap(x, Bool, func(e float32) bool { return e != e }))
+	case Float64:
+		return one(unaryMap(x, Bool, math.IsNaN))
+	}
+	return nil, errDType(in[0], "float32 or float64")
+}
+
+// signed names an elementwise op on any numeric type.
+type signed int
+
+const (
+	opAbs signed = iota
+	opNeg
+	opRelu
+)
+
+// signedFunc returns the element function of op for type T. Abs computes
+// 0-x for x <= 0 so that Abs(-0) is +0, as math.Abs gives.
+func signedFunc[T number](op signed) func(T) T {
+	switch op {
+	case opAbs:
+		return func(x T) T {
+			if x <= 0 {
+				return 0 - x
+			}
+			return x
+		}
+	case opNeg:
+		return func(x T) T { return -x }
+	default:
+		return func(x T) T { return max(x, 0) }
+	}
+}
+
+// signedOp is the kernel of Abs, Neg and Relu.
+func signedOp(op signed) opFunc {
+	return func(n *node, in []*value) ([]*value, error) {
+		switch x := in[0]; x.dtype {
+		case Float32:
+			return one(unaryMap(x, x.dtype, signedFunc[float32](op)))
+		case Float64:
+			return one(unaryMap(x, x.dtype, signedFunc[float64](op)))
+		case Int64:
+			return one(unaryMap(x, x.dtype, signedFunc[int64](op)))
+		case Int32:
+			return one(unaryMap(x, x.dtype, signedFunc[int32](op)))
+		case Int16:
+			return one(unaryMap(x, x.dtype, signedFunc[int16](op)))
+		case Int8:
+			return one(unaryMap(x, x.dtype, signedFunc[int8](op)))
+		case Uint64:
+			return one(unaryMap(x, x.dtype, signedFunc[uint64](op)))
+		case Uint32:
+			return one(unaryMap(x, x.dtype, signedFunc[uint32](op)))
+		case Uint16:
+			return one(unaryMap(x, x.dtype, signedFunc[uint16](op)))
+		case Uint8:
+			return one(unaryMap(x, x.dtype, signedFunc[uint8](op)))
+		}
+		return nil, errDType(in[0], "a numeric type")
+	}
+}

@@ -1,0 +1,603 @@
+package lift
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// unboundedContext is the context_length given to an attention.multihead
+// whose graph bounds the sequence length nowhere (no mask buffer, dynamic
+// axes): the layer needs one, and the graph accepts any length.
+const unboundedContext = 4096
+
+// scores is the chain from the query-key product to the softmax.
+type scores struct {
+	qk    *node
+	nodes []*node
+	scale float64
+	masks []maskTerm
+	// dynamic are masks computed from graph inputs (a key padding mask).
+	dynamic []maskTerm
+}
+
+// attention analyzes the computation around one Softmax and returns the
+// layer it lifts to, or why it cannot be lifted. The recognized shape is
+//
+//	softmax(scale · (Q Kᵀ) [masked]) V  [heads merged] [out projection]
+//
+// with Q, K and V projections of token tensors (Linear, packed Linear, or
+// none), split into heads by any layout of Reshape, Transpose, Slice and
+// Gather nodes. Layouts are checked by tracing index tensors through them
+// (see probe), so it does not matter how an exporter spells them.
+func (a *analysis) attention(sm *node) (*region, *failure) {
+	var problems []string
+	sc, f := a.scores(sm)
+	if f != nil {
+		return nil, f
+	}
+	all := append([]*node{sm}, sc.nodes...)
+	if f := a.softmaxAxis(sm); f != nil {
+		f.nodes = uniqueNodes(all)
+		return nil, f
+	}
+	pv, pvNodes, weights, f := a.weightedSum(sm)
+	all = append(all, pvNodes...)
+	if f != nil {
+		f.nodes = uniqueNodes(all)
+		return nil, f
+	}
+	q := a.traceBack(sc.qk.GetInput()[0], true)
+	k := a.traceBack(sc.qk.GetInput()[1], true)
+	v := a.traceBack(pv.GetInput()[1], true)
+	srcQ, srcK, srcV := a.sourceOf(q.base), a.sourceOf(k.base), a.sourceOf(v.base)
+	for _, c := range []chain{q, k, v} {
+		all = append(all, c.nodes...)
+	}
+	for _, s := range []source{srcQ, srcK, srcV} {
+		if s.lin != nil {
+			all = append(all, s.lin.nodes...)
+			all = append(all, s.pre.nodes...)
+		}
+	}
+	for _, d := range sc.dynamic {
+		all = append(all, a.maskNodes(d.value)...)
+	}
+	if srcK.tokens != srcV.tokens {
+		problems = append(problems, fmt.Sprintf("keys come from %q but values from %q", srcK.tokens, srcV.tokens))
+	}
+	if v.scale != 1 {
+		problems = append(problems, fmt.Sprintf("the values are scaled by %g", v.scale))
+	}
+	if len(problems) > 0 {
+		return nil, fail(all, "attention: %s", strings.Join(problems, "; "))
+	}
+	l := &attentionLayer{a: a, sm: sm, sc: sc, pv: pv, q: q, k: k, v: v, srcQ: srcQ, srcK: srcK, srcV: srcV, weights: weights}
+	r, err := l.build()
+	all = append(all, l.extra...)
+	if err != nil {
+		return nil, fail(all, "attention: %v", err)
+	}
+	r.nodes = uniqueNodes(all)
+	if f := a.checkContained(r); f != nil {
+		return nil, f
+	}
+	return r, nil
+}
+
+// softmaxAxis checks that the softmax normalizes over the last axis.
+func (a *analysis) softmaxAxis(sm *node) *failure {
+	shape, err := a.probes[0].shape(sm.GetInput()[0])
+	if err != nil {
+		return fail(nil, "softmax: %v", err)
+	}
+	def := int64(-1)
+	if a.g.opset < 13 {
+		def = 1 // coerced to 2-D: equals the last axis only when it is the last axis
+	}
+	axis := attrInt(sm, "axis", def)
+	if axis < 0 {
+		axis += int64(len(shape))
+	}
+	if axis != int64(len(shape)-1) {
+		return fail(nil, "softmax over axis %d of a rank-%d tensor: attention normalizes over the last axis (the keys)", axis, len(shape))
+	}
+	return nil
+}
+
+// scores walks back from the softmax to the query-key product, collecting
+// scale factors, static masks and masks computed from inputs; a chain that
+// reaches no product is a failure.
+func (a *analysis) scores(sm *node) (scores, *failure) {
+	g := a.g
+	s := scores{scale: 1}
+	v := sm.GetInput()[0]
+	for {
+		n := g.producer[v]
+		if n == nil || !g.data[v] {
+			return s, fail(append(s.nodes, sm), "softmax over %q, which is not computed from query-key scores", v)
+		}
+		s.nodes = append(s.nodes, n)
+		if f, x, ok := a.scalarFactor(n); ok {
+			s.scale *= f
+			v = x
+			continue
+		}
+		ins := n.GetInput()
+		switch n.GetOpType() {
+		case "MatMul":
+			if g.data[ins[0]] && g.data[ins[1]] {
+				s.qk = n
+				return s, nil
+			}
+			return s, fail(append(s.nodes, sm), "softmax over a product with a constant matrix (node %s), not of queries and keys", n.label())
+		case "Identity":
+			v = ins[0]
+			continue
+		case "Where":
+			cond, x, y := ins[0], ins[1], ins[2]
+			switch {
+			case g.static(x) && g.data[y] && a.isMaskFill(x):
+				s.masks = append(s.masks, maskTerm{value: cond, kind: maskWhereTrue})
+				v = y
+			case g.static(y) && g.data[x] && a.isMaskFill(y):
+				s.masks = append(s.masks, maskTerm{value: cond, kind: maskWhereFalse})
+				v = x
+			default:
+				return s, fail(append(s.nodes, sm), "node %s (Where) does not fill masked scores with -inf", n.label())
+			}
+			if !g.static(cond) {
+				s.dynamic = append(s.dynamic, s.masks[len(s.masks)-1])
+				s.masks = s.masks[:len(s.masks)-1]
+			}
+			continue
+		case "Add":
+			x, y := ins[0], ins[1]
+			switch {
+			case g.data[x] && g.static(y):
+				s.masks = append(s.masks, maskTerm{value: y, kind: maskAdd})
+				v = x
+			case g.static(x) && g.data[y]:
+				s.masks = append(s.masks, maskTerm{value: x, kind: maskAdd})
+				v = y
+			case a.leadsToProduct(x) != a.leadsToProduct(y):
+				scoresIn, other := x, y
+				if !a.leadsToProduct(x) {
+					scoresIn, other = y, x
+				}
+				s.dynamic = append(s.dynamic, maskTerm{value: other, kind: maskAdd})
+				v = scoresIn
+			default:
+				return s, fail(append(s.nodes, sm), "node %s adds two computed values to the scores", n.label())
+			}
+			continue
+		}
+		return s, fail(append(s.nodes, sm), "softmax over the output of node %s (%s), not over query-key scores", n.label(), n.GetOpType())
+	}
+}
+
+// leadsToProduct reports whether v is a product of two computed values,
+// possibly scaled: the query-key scores rather than a mask.
+func (a *analysis) leadsToProduct(v string) bool {
+	for {
+		n := a.g.producer[v]
+		if n == nil {
+			return false
+		}
+		if f, x, ok := a.scalarFactor(n); ok && f != 0 {
+			v = x
+			continue
+		}
+		if n.GetOpType() == "Identity" {
+			v = n.GetInput()[0]
+			continue
+		}
+		return n.GetOpType() == "MatMul" && a.g.data[n.GetInput()[0]] && a.g.data[n.GetInput()[1]]
+	}
+}
+
+// weightedSum finds the product of the softmax output with the values, and
+// the graph outputs that return the attention weights themselves.
+func (a *analysis) weightedSum(sm *node) (*node, []*node, []weightsOutput, *failure) {
+	var pvs, nodes []*node
+	var weights []weightsOutput
+	var visit func(v string) *failure
+	visit = func(v string) *failure {
+		if a.g.isGraphOutput(v) {
+			weights = append(weights, weightsOutput{output: v})
+		}
+		for _, r := range a.readers(v) {
+			switch {
+			case r.GetOpType() == "MatMul" && r.GetInput()[0] == v && r.GetInput()[1] != v:
+				pvs = append(pvs, r)
+			case (r.GetOpType() == "Identity" || r.GetOpType() == "Dropout") && a.isLayout(r):
+				nodes = append(nodes, r)
+				if f := visit(r.GetOutput()[0]); f != nil {
+					return f
+				}
+			default:
+				w, chain, f := a.weightsChain(r, v)
+				if f != nil {
+					return f
+				}
+				nodes = append(nodes, chain...)
+				weights = append(weights, w)
+			}
+		}
+		return nil
+	}
+	if f := visit(sm.GetOutput()[0]); f != nil {
+		return nil, nodes, nil, f
+	}
+	if len(pvs) != 1 {
+		return nil, append(nodes, pvs...), nil, fail(nil, "the attention weights of softmax %s are multiplied with %d value tensors, want 1", sm.label(), len(pvs))
+	}
+	return pvs[0], append(nodes, pvs[0]), weights, nil
+}
+
+// weightsChain follows the attention weights from node n to a graph
+// output: layout nodes, at most one ReduceSum or ReduceMean (averaging over
+// heads, as nn.MultiheadAttention does) and scalar factors.
+func (a *analysis) weightsChain(n *node, v string) (weightsOutput, []*node, *failure) {
+	var nodes []*node
+	reduced := false
+	for {
+		nodes = append(nodes, n)
+		switch {
+		case a.isLayout(n) && n.GetInput()[0] == v:
+		case (n.GetOpType() == "ReduceSum" || n.GetOpType() == "ReduceMean") && !reduced:
+			reduced = true
+		default:
+			if _, x, ok := a.scalarFactor(n); !ok || x != v {
+				return weightsOutput{}, nodes, fail(nil, "the attention weights are also read by node %s (%s), which is not part of an attention layer",
+					n.label(), n.GetOpType())
+			}
+		}
+		v = n.GetOutput()[0]
+		rs := a.readers(v)
+		if a.g.isGraphOutput(v) && len(rs) == 0 {
+			return weightsOutput{output: v, mean: reduced}, nodes, nil
+		}
+		if len(rs) != 1 {
+			return weightsOutput{}, nodes, fail(nil, "the attention weights reach value %q, read by %d nodes", v, len(rs))
+		}
+		n = rs[0]
+	}
+}
+
+// attentionLayer decides which attnrun layer an attention computation is
+// and collects its parameters.
+type attentionLayer struct {
+	a                *analysis
+	sm, pv           *node
+	sc               scores
+	q, k, v          chain
+	srcQ, srcK, srcV source
+	weights          []weightsOutput
+	extra            []*node // merge, out projection and its layout, once found
+}
+
+func (l *attentionLayer) build() (*region, error) {
+	a := l.a
+	var hs heads
+	var tokQ, tokK tokens
+	var merge, post chain
+	var out *linear
+	var causal bool
+	var kpm paddingMask
+	for i, p := range a.probes {
+		var err error
+		if tokQ, err = a.tokensOf(p, l.srcQ.tokens); err != nil {
+			return nil, err
+		}
+		if tokK, err = a.tokensOf(p, l.srcK.tokens); err != nil {
+			return nil, err
+		}
+		if tokQ.B != tokK.B {
+			return nil, fmt.Errorf("queries have %d sequences, keys %d", tokQ.B, tokK.B)
+		}
+		scoreShape, err := p.shape(l.sc.qk.GetOutput()[0])
+		if err != nil {
+			return nil, err
+		}
+		m, err := a.maskAt(p, l.sc.masks, scoreShape)
+		if err != nil {
+			return nil, err
+		}
+		c, err := causality(m, scoreShape)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && c != causal {
+			return nil, fmt.Errorf("the mask is causal at one sequence length and not at another")
+		}
+		causal = c
+		h, err := l.headsAt(p, tokQ, tokK)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && (h.H != hs.H || h.dk != hs.dk || h.segQ != hs.segQ || h.segK != hs.segK || h.segV != hs.segV) {
+			return nil, fmt.Errorf("the head split differs between sequence lengths")
+		}
+		hs = h
+		if i == 0 {
+			merge = a.traceForward(l.pv.GetOutput()[0])
+			l.extra = append(l.extra, merge.nodes...)
+		}
+		mShape, mIdx, err := p.trace(l.pv.GetOutput()[0], merge.value, nil)
+		if err != nil {
+			return nil, err
+		}
+		pvShape, err := p.shape(l.pv.GetOutput()[0])
+		if err != nil {
+			return nil, err
+		}
+		rowsTok, err := mergedRows(mIdx, mShape, pvShape, hs, tokQ.T)
+		if err != nil {
+			return nil, err
+		}
+		batched := len(mustShape(p, l.srcQ.tokens)) == 3
+		split := hs.H > 1 || l.shared() || l.cross() || !canonical(rowsTok, mShape, tokQ, batched)
+		if i == 0 && split {
+			if out = a.linearReading(merge.value); out == nil {
+				return nil, fmt.Errorf("%d heads are merged but no output projection follows (attention.multihead needs out_proj)", hs.H)
+			}
+			if out.dIn != out.dOut {
+				return nil, fmt.Errorf("the output projection maps %d to %d features; attnrun's out_proj is square", out.dIn, out.dOut)
+			}
+			post = a.traceForward(out.out)
+			l.extra = append(l.extra, out.nodes...)
+			l.extra = append(l.extra, post.nodes...)
+		}
+		if out != nil {
+			yShape, yIdx, err := p.trace(out.out, post.value, nil)
+			if err != nil {
+				return nil, err
+			}
+			if rowsTok, err = projectedRows(yIdx, yShape, rowsTok, out.dOut); err != nil {
+				return nil, err
+			}
+			mShape = yShape
+		}
+		if !canonical(rowsTok, mShape, tokQ, batched) {
+			return nil, fmt.Errorf("the output %s is not laid out like the input tokens", fmtShape(mShape))
+		}
+		if len(l.sc.dynamic) > 0 {
+			if kpm, err = l.paddingMaskAt(p, hs, scoreShape, tokK); err != nil {
+				return nil, err
+			}
+		}
+	}
+	output := merge.value
+	if out != nil {
+		output = post.value
+	}
+	r := &region{inputs: []string{l.srcQ.tokens}, output: output, weights: l.weights, kind: "attention"}
+	ctx := 0
+	if causal {
+		ctx = a.maskBuffer(l.sc.masks)
+	}
+	scale := l.sc.scale * l.q.scale * l.k.scale
+	switch {
+	case l.srcQ.lin == nil && l.srcK.lin == nil && l.srcV.lin == nil && !l.cross() && kpm.input == "":
+		return r, l.simple(r, tokQ, scale, causal)
+	case l.srcQ.lin == nil || l.srcK.lin == nil || l.srcV.lin == nil:
+		return nil, fmt.Errorf("some of queries, keys and values are projected and some are not")
+	case l.cross() || kpm.input != "":
+		return r, l.torchMHA(r, tokQ, tokK, hs, out, scale, causal, kpm)
+	case out != nil:
+		return r, l.multihead(r, tokQ, hs, out, scale, causal, ctx)
+	}
+	return r, l.singleHead(r, tokQ, hs, scale, causal, ctx)
+}
+
+// cross reports cross-attention: keys and values from other tokens than
+// the queries.
+func (l *attentionLayer) cross() bool { return l.srcQ.tokens != l.srcK.tokens }
+
+// mustShape returns a value's shape at a probe, or nil.
+func mustShape(p *probe, v string) []int {
+	s, _ := p.shape(v)
+	return s
+}
+
+// shared reports whether two of the projections are one Linear (a packed
+// in_proj), which only attention.multihead's split can express.
+func (l *attentionLayer) shared() bool {
+	q, k, v := l.srcQ.lin, l.srcK.lin, l.srcV.lin
+	return q != nil && (q.out == k.out || q.out == v.out || k.out == v.out)
+}
+
+// headsAt checks the head split of queries, keys and values at one probe.
+func (l *attentionLayer) headsAt(p *probe, tokQ, tokK tokens) (heads, error) {
+	a := l.a
+	elQ, shQ, err := a.elements(p, l.q, l.srcQ)
+	if err != nil {
+		return heads{}, err
+	}
+	elK, shK, err := a.elements(p, l.k, l.srcK)
+	if err != nil {
+		return heads{}, err
+	}
+	elV, shV, err := a.elements(p, l.v, l.srcV)
+	if err != nil {
+		return heads{}, err
+	}
+	gq, dk, err := groups(elQ, shQ, false, tokQ.T, "queries")
+	if err != nil {
+		return heads{}, err
+	}
+	gk, dk2, err := groups(elK, shK, true, tokK.T, "keys")
+	if err != nil {
+		return heads{}, err
+	}
+	gv, dv, err := groups(elV, shV, false, tokK.T, "values")
+	if err != nil {
+		return heads{}, err
+	}
+	if dk != dk2 {
+		return heads{}, fmt.Errorf("queries have %d features per head, keys %d", dk, dk2)
+	}
+	return assignHeads(gq, gk, gv, dk, dv, tokQ.B)
+}
+
+// projectedRows checks the layout after the output projection: every row
+// of y is one row of the projection's output, features in order, and
+// returns the token of each row of y.
+func projectedRows(idx, shape, rowsTok []int, width int) ([]int, error) {
+	if len(shape) == 0 || shape[len(shape)-1] != width {
+		return nil, fmt.Errorf("the projected output has shape %s, want %d features", fmtShape(shape), width)
+	}
+	out := make([]int, len(idx)/width)
+	for i, f := range idx {
+		if f%width != i%width {
+			return nil, fmt.Errorf("the projected output reorders features")
+		}
+		out[i/width] = rowsTok[f/width]
+	}
+	return out, nil
+}
+
+// linearReading finds a Linear whose input is v and v's only reader.
+func (a *analysis) linearReading(v string) *linear {
+	rs := a.readers(v)
+	if len(rs) != 1 || a.g.isGraphOutput(v) || rs[0].GetInput()[0] != v {
+		return nil
+	}
+	n := rs[0]
+	switch n.GetOpType() {
+	case "Gemm":
+		return a.matchGemm(n)
+	case "MatMul":
+		out := n.GetOutput()[0]
+		if next := a.readers(out); len(next) == 1 && next[0].GetOpType() == "Add" && !a.g.isGraphOutput(out) {
+			if l := a.matchLinear(next[0].GetOutput()[0]); l != nil && l.in == v {
+				return l
+			}
+		}
+		return a.matchMatMul(n)
+	}
+	return nil
+}
+
+// scaledAs compares a score scale with 1/√d.
+func scaledAs(scale float64, d int) bool {
+	return math.Abs(scale*math.Sqrt(float64(d))-1) < 1e-6
+}
+
+// simple lifts attention without projections: attention.simple.
+func (l *attentionLayer) simple(r *region, tok tokens, scale float64, causal bool) error {
+	if l.q.base != l.k.base || l.k.base != l.v.base {
+		return fmt.Errorf("queries, keys and values are different tensors without projections")
+	}
+	scaled := scaledAs(scale, tok.D)
+	if !scaled && math.Abs(scale-1) > 1e-6 {
+		return fmt.Errorf("the scores are scaled by %g; attention.simple scales by 1/√%d or not at all", scale, tok.D)
+	}
+	r.typ = "attention.simple"
+	r.fields = []field{{"scaled", scaled}, {"causal", causal}}
+	return nil
+}
+
+// qkvParams collects W_query, W_key, W_value (weight, then bias) from the
+// projections, each restricted to its columns [seg, seg+width).
+func (l *attentionLayer) qkvParams(prefix string, hs heads, width int, matrix bool) ([]param, bool, error) {
+	srcs := []source{l.srcQ, l.srcK, l.srcV}
+	segs := []int{hs.segQ, hs.segK, hs.segV}
+	withBias := l.srcQ.lin.bias != nil
+	var ps []param
+	for i, name := range []string{"W_query", "W_key", "W_value"} {
+		lin, lo := srcs[i].lin, segs[i]
+		hi := lo + width
+		if hi > lin.dOut {
+			return nil, false, fmt.Errorf("%s uses columns %d:%d of a %d-column projection", name, lo, hi, lin.dOut)
+		}
+		if (lin.bias != nil) != withBias {
+			return nil, false, fmt.Errorf("some of the query, key and value projections have a bias and some do not")
+		}
+		whole := lo == 0 && hi == lin.dOut
+		if matrix {
+			ps = append(ps, param{name: prefix + name, value: transpose2(lin.weight), pieces: []piece{{value: lin.weightValue}}})
+			continue
+		}
+		ps = append(ps, param{name: prefix + name + ".weight", value: rows(lin.weight, lo, hi),
+			pieces: []piece{lin.weightPiece(lo, hi, whole)}})
+		if withBias {
+			ps = append(ps, param{name: prefix + name + ".bias", value: rows(lin.bias, lo, hi),
+				pieces: []piece{lin.biasPiece(lo, hi, whole)}})
+		}
+	}
+	return ps, withBias, nil
+}
+
+// singleHead lifts one head with its own projections: attention.causal
+// when the mask is cut from a fixed-size buffer and the scores are scaled
+// by 1/√d_out, attention.self otherwise.
+func (l *attentionLayer) singleHead(r *region, tok tokens, hs heads, scale float64, causal bool, ctx int) error {
+	d := hs.dk
+	scaled := scaledAs(scale, d)
+	if !scaled && math.Abs(scale-1) > 1e-6 {
+		return fmt.Errorf("the scores are scaled by %g; attnrun's layers scale by 1/√%d or not at all", scale, d)
+	}
+	matrix := l.srcQ.lin.matrix && l.srcK.lin.matrix && l.srcV.lin.matrix
+	if causal && ctx > 0 && scaled {
+		ps, bias, err := l.qkvParams("", hs, d, false)
+		if err != nil {
+			return err
+		}
+		r.typ, r.params = "attention.causal", ps
+		r.fields = []field{{"d_in", tok.D}, {"d_out", d}, {"context_length", ctx}, {"qkv_bias", bias}}
+		return nil
+	}
+	if causal && ctx > 0 && len(l.a.probes) > 1 {
+		r.notes = append(r.notes, fmt.Sprintf("the graph's mask buffer bounds sequences to %d tokens; attention.self (unscaled, so not attention.causal) accepts longer ones", ctx))
+	}
+	if matrix && l.srcQ.lin.bias != nil {
+		matrix = false
+	}
+	ps, bias, err := l.qkvParams("", hs, d, matrix)
+	if err != nil {
+		return err
+	}
+	weights := "linear"
+	if matrix {
+		weights = "matrix"
+	}
+	r.typ, r.params = "attention.self", ps
+	r.fields = []field{{"d_in", tok.D}, {"d_out", d}, {"weights", weights}, {"qkv_bias", bias}, {"causal", causal}, {"scaled", scaled}}
+	return nil
+}
+
+// multihead lifts split-head attention with an output projection:
+// attention.multihead.
+func (l *attentionLayer) multihead(r *region, tok tokens, hs heads, out *linear, scale float64, causal bool, ctx int) error {
+	dOut := hs.H * hs.dk
+	if !scaledAs(scale, hs.dk) {
+		return fmt.Errorf("the scores are scaled by %g; attention.multihead scales by 1/√head_dim = 1/√%d", scale, hs.dk)
+	}
+	if out.dIn != dOut {
+		return fmt.Errorf("the output projection takes %d features, the heads give %d", out.dIn, dOut)
+	}
+	ps, bias, err := l.qkvParams("", hs, dOut, false)
+	if err != nil {
+		return err
+	}
+	ps = append(ps, out.params("out_proj.")...)
+	if ctx == 0 {
+		ctx = l.contextFallback(tok)
+		r.notes = append(r.notes, fmt.Sprintf("no mask buffer bounds the sequence length; context_length set to %d", ctx))
+	}
+	r.typ, r.params = "attention.multihead", ps
+	r.fields = []field{{"d_in", tok.D}, {"d_out", dOut}, {"context_length", ctx}, {"num_heads", hs.H},
+		{"qkv_bias", bias}, {"out_bias", out.bias != nil}, {"causal", causal}}
+	return nil
+}
+
+// contextFallback is the context_length of a layer whose graph has no mask
+// buffer: the sequence length when the graph fixes it, else unboundedContext.
+func (l *attentionLayer) contextFallback(tok tokens) int {
+	if len(l.a.probes) == 1 {
+		return tok.T
+	}
+	return unboundedContext
+}

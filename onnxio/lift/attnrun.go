@@ -1,0 +1,217 @@
+package lift
+
+import (
+	"fmt"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+)
+
+// MetadataOutputs is the metadata key of an attnrun file listing what each
+// of the lifted model's outputs is (YAML, a list of Output), written when
+// the model returns more than its output: the attention weights a PyTorch
+// graph returned beside it (nn.MultiheadAttention's need_weights). Without
+// it, the model's output is the graph's only output. The model config and
+// its version are under onnxio.MetadataConfig and onnxio.MetadataVersion.
+const MetadataOutputs = "attnrun.outputs"
+
+// IsAttnrun reports whether a model was written by attnrun: it carries the
+// model config in its metadata (onnxio.MetadataConfig).
+func IsAttnrun(m *onnxpb.ModelProto) bool {
+	_, ok := onnxio.Metadata(m, onnxio.MetadataConfig)
+	return ok
+}
+
+// Load builds the attnrun model an attnrun-written ONNX file holds, with
+// its weights, exactly: the config from the metadata, every parameter from
+// the initializer of the same name. An unknown format version is refused.
+func Load(m *onnxpb.ModelProto) (*models.Model, []Output, error) {
+	version, ok := onnxio.Metadata(m, onnxio.MetadataVersion)
+	if !ok {
+		return nil, nil, fmt.Errorf("the file has %s but no %s: not a file attnrun wrote", onnxio.MetadataConfig, onnxio.MetadataVersion)
+	}
+	if version != onnxio.MetadataFormat {
+		return nil, nil, fmt.Errorf("attnrun format version %q is not supported (this attnrun reads version %q); use a newer attnrun", version, onnxio.MetadataFormat)
+	}
+	text, _ := onnxio.Metadata(m, onnxio.MetadataConfig)
+	model, err := models.Parse([]byte(text), "metadata "+onnxio.MetadataConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	inits := map[string]*onnxpb.TensorProto{}
+	for _, t := range m.GetGraph().GetInitializer() {
+		inits[t.GetName()] = t
+	}
+	dict := map[string]*tensor.Dense{}
+	for _, p := range model.Params() {
+		t, ok := inits[p.Name]
+		if !ok {
+			return nil, nil, fmt.Errorf("parameter %q of model %q has no initializer of that name", p.Name, model.Name())
+		}
+		d, err := onnxio.TensorToDense(t)
+		if err != nil {
+			return nil, nil, err
+		}
+		dict[p.Name] = d
+	}
+	if err := model.LoadStateDict(dict); err != nil {
+		return nil, nil, fmt.Errorf("initializers: %w", err)
+	}
+	outputs, err := metaOutputs(m, model)
+	if err != nil {
+		return nil, nil, err
+	}
+	return model, outputs, nil
+}
+
+// metaOutputs reads MetadataOutputs, or makes the single graph output the
+// model's output.
+func metaOutputs(m *onnxpb.ModelProto, model *models.Model) ([]Output, error) {
+	text, ok := onnxio.Metadata(m, MetadataOutputs)
+	if !ok {
+		name := "output"
+		if outs := m.GetGraph().GetOutput(); len(outs) > 0 {
+			name = outs[0].GetName()
+		}
+		return []Output{{Name: name, Layer: model.Config().Output}}, nil
+	}
+	var outs []Output
+	if err := yaml.Unmarshal([]byte(text), &outs); err != nil {
+		return nil, fmt.Errorf("metadata %s: %w", MetadataOutputs, err)
+	}
+	for _, o := range outs {
+		if o.Weights != "" && o.Weights != "heads" && o.Weights != "mean" {
+			return nil, fmt.Errorf("metadata %s: output %q has unknown weights kind %q", MetadataOutputs, o.Name, o.Weights)
+		}
+	}
+	return outs, nil
+}
+
+// loadResult is Lift for a file attnrun wrote: nothing to recognize.
+func loadResult(m *onnxpb.ModelProto) (*Result, error) {
+	model, outputs, err := Load(m)
+	if err != nil {
+		return nil, fmt.Errorf("lift: %w", err)
+	}
+	names, dict := model.StateDict()
+	res := &Result{Config: string(model.Config().YAML), Model: model, StateDict: dict, Outputs: outputs, Attnrun: true}
+	for _, n := range names {
+		res.Mapping = append(res.Mapping, Mapping{Initializer: n, Param: n})
+	}
+	return res, nil
+}
+
+// SetOutputs records in a model's metadata what the lifted model's outputs
+// are, when it has more than its one output (attention weights the source
+// graph returned beside it). Load reads them back.
+func SetOutputs(m *onnxpb.ModelProto, outputs []Output) error {
+	if len(outputs) <= 1 {
+		return nil
+	}
+	data, err := yaml.Marshal(outputs)
+	if err != nil {
+		return err
+	}
+	onnxio.SetMetadata(m, MetadataOutputs, string(data))
+	return nil
+}
+
+// Annotate writes a lifted model into a copy of the graph it was lifted
+// from, for models whose layers cannot all be exported as ONNX: the nodes
+// stay (any runtime still runs the graph), the parameters are added as
+// initializers under their model names, and the metadata makes attnrun load
+// the model from them, exactly. A source value that has a parameter's name
+// but other contents is renamed (suffix "__source").
+func Annotate(src *onnxpb.ModelProto, res *Result) (*onnxpb.ModelProto, error) {
+	if res == nil || res.Model == nil {
+		return nil, fmt.Errorf("annotate: no lifted model")
+	}
+	m := proto.Clone(src).(*onnxpb.ModelProto)
+	g := m.GetGraph()
+	inits := map[string]*onnxpb.TensorProto{}
+	for _, t := range g.GetInitializer() {
+		inits[t.GetName()] = t
+	}
+	produced := map[string]bool{}
+	for _, n := range g.GetNode() {
+		for _, o := range n.GetOutput() {
+			produced[o] = true
+		}
+	}
+	reserved := map[string]bool{}
+	for _, vi := range append(slices.Clone(g.GetInput()), g.GetOutput()...) {
+		if inits[vi.GetName()] == nil {
+			reserved[vi.GetName()] = true
+		}
+	}
+	names, dict := res.Model.StateDict()
+	for _, name := range names {
+		tp, err := onnxio.DenseToTensor(name, dict[name])
+		if err != nil {
+			return nil, fmt.Errorf("annotate: parameter %q: %w", name, err)
+		}
+		if reserved[name] {
+			return nil, fmt.Errorf("annotate: parameter %q has the name of a graph input or output", name)
+		}
+		if old := inits[name]; old != nil {
+			if sameTensor(old, tp) {
+				continue
+			}
+			renameValue(g, name, name+"__source")
+		} else if produced[name] {
+			renameValue(g, name, name+"__source")
+		}
+		g.Initializer = append(g.Initializer, tp)
+	}
+	onnxio.SetMetadata(m, onnxio.MetadataConfig, res.Config)
+	onnxio.SetMetadata(m, onnxio.MetadataVersion, onnxio.MetadataFormat)
+	if err := SetOutputs(m, res.Outputs); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// sameTensor compares two tensors' shapes and values.
+func sameTensor(a, b *onnxpb.TensorProto) bool {
+	da, err1 := onnxio.TensorToDense(a)
+	db, err2 := onnxio.TensorToDense(b)
+	if err1 != nil || err2 != nil || !da.Shape().Eq(db.Shape()) {
+		return false
+	}
+	fa, err1 := floats64(da)
+	fb, err2 := floats64(db)
+	return err1 == nil && err2 == nil && slices.Equal(fa, fb)
+}
+
+// renameValue renames a value (initializer, node output, node inputs)
+// throughout a graph.
+func renameValue(g *onnxpb.GraphProto, from, to string) {
+	for _, t := range g.GetInitializer() {
+		if t.GetName() == from {
+			t.Name = proto.String(to)
+		}
+	}
+	for _, vi := range g.GetInput() {
+		if vi.GetName() == from {
+			vi.Name = proto.String(to)
+		}
+	}
+	for _, n := range g.GetNode() {
+		for i, in := range n.Input {
+			if in == from {
+				n.Input[i] = to
+			}
+		}
+		for i, out := range n.Output {
+			if out == from {
+				n.Output[i] = to
+			}
+		}
+	}
+}

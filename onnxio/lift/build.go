@@ -1,0 +1,332 @@
+package lift
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/models"
+)
+
+// builder turns recognized regions into a model config.
+type builder struct {
+	a       *analysis
+	p       *plan
+	o       Options
+	regions []*region
+	layers  []*layer
+	// inputs are the graph inputs, in order: the model's inputs.
+	inputs     []string
+	inputNames map[string]string // graph input: config input name
+	output     string            // the config's output layer
+	outputs    []Output
+	// extraUnlifted are graph outputs no layer can produce.
+	extraUnlifted []Unlifted
+}
+
+// layer is a region with its name and wiring in the config.
+type layer struct {
+	*region
+	name string
+	in   []string // config names of the inputs
+}
+
+func newBuilder(a *analysis, p *plan, o Options) *builder {
+	b := &builder{a: a, p: p, o: o, regions: append([]*region(nil), p.regions...), inputNames: map[string]string{}}
+	used := map[string]bool{}
+	for i, vi := range a.g.inputs {
+		name := identifier(vi.GetName())
+		if name == "" || used[name] {
+			name = fmt.Sprintf("input_%d", i)
+		}
+		used[name] = true
+		b.inputs = append(b.inputs, vi.GetName())
+		b.inputNames[vi.GetName()] = name
+	}
+	return b
+}
+
+// identifier turns a graph input name into a config input name: letters,
+// digits and underscores, not starting with a digit.
+func identifier(s string) string {
+	var out strings.Builder
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_', r >= '0' && r <= '9' && i > 0:
+			out.WriteRune(r)
+		case r >= '0' && r <= '9':
+			out.WriteString("_" + string(r))
+		default:
+			out.WriteByte('_')
+		}
+	}
+	return out.String()
+}
+
+// fallbackNames is the layer name used when node names suggest none.
+var fallbackNames = map[string]string{"attention": "attn", "residual": "add"}
+
+// wire orders the regions, names the layers, resolves every input to a
+// model input or an earlier layer, and maps the graph outputs.
+func (b *builder) wire() error {
+	a, p := b.a, b.p
+	a.sortRegions(b.regions)
+	names := map[string]bool{}
+	for _, n := range b.inputNames {
+		names[n] = true
+	}
+	values := map[string]string{} // graph value: config name
+	for v, n := range b.inputNames {
+		values[v] = n
+	}
+	var missing []string
+	for _, r := range b.regions {
+		name := nameHint(r.nodes)
+		if name == "" {
+			name = r.kind
+			if f, ok := fallbackNames[r.kind]; ok {
+				name = f
+			}
+		}
+		base := name
+		for k := 2; names[name]; k++ {
+			name = fmt.Sprintf("%s_%d", base, k)
+		}
+		names[name] = true
+		l := &layer{region: r, name: name}
+		for _, in := range r.inputs {
+			v := p.resolve(in)
+			n, ok := values[v]
+			if !ok {
+				missing = append(missing, fmt.Sprintf("layer %s reads %q, which no lifted layer computes", name, v))
+				n = "?"
+			}
+			l.in = append(l.in, n)
+		}
+		values[r.output] = name
+		b.layers = append(b.layers, l)
+	}
+	for i, o := range a.g.outputs {
+		v := p.resolve(o)
+		if i == 0 {
+			name, ok := values[v]
+			if !ok || b.inputNames[v] != "" {
+				return fmt.Errorf("%w (output %q)", errNoOutput, o)
+			}
+			b.output = name
+			b.outputs = append(b.outputs, Output{Name: o, Layer: name})
+			continue
+		}
+		if w, name, ok := b.weightsOf(o); ok {
+			kind := "heads"
+			if w.mean {
+				kind = "mean"
+			}
+			b.outputs = append(b.outputs, Output{Name: o, Layer: name, Weights: kind})
+			continue
+		}
+		b.extraUnlifted = append(b.extraUnlifted, Unlifted{Node: o, Op: "graph output",
+			Reason: fmt.Sprintf("graph output %d %q is a second tensor; an attnrun model has one output (besides attention weights)", i, o)})
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s", strings.Join(missing, "; "))
+	}
+	if len(b.extraUnlifted) > 0 {
+		return fmt.Errorf("%d graph output(s) cannot be produced", len(b.extraUnlifted))
+	}
+	return nil
+}
+
+// weightsOf finds the layer whose attention weights a graph output holds.
+func (b *builder) weightsOf(o string) (weightsOutput, string, bool) {
+	for _, l := range b.layers {
+		for _, w := range l.weights {
+			if w.output == o {
+				return w, l.name, true
+			}
+		}
+	}
+	return weightsOutput{}, "", false
+}
+
+// fuseWrappers replaces a Concat of independent causal heads that read the
+// same input (the seeds' MultiHeadAttentionWrapper) by one
+// attention.multihead_wrapper layer. It runs before wire.
+func (b *builder) fuseWrappers() {
+	byOutput := map[string]*region{}
+	for _, r := range b.regions {
+		byOutput[r.output] = r
+	}
+	var out []*region
+	drop := map[*region]bool{}
+	for _, r := range b.regions {
+		if r.typ != "nn.concat" || len(r.inputs) < 2 {
+			continue
+		}
+		var heads []*region
+		for _, in := range r.inputs {
+			h := byOutput[b.p.resolve(in)]
+			if h == nil || h.typ != "attention.causal" || len(h.weights) > 0 || !b.readOnlyBy(h.output, r) ||
+				h.inputs[0] != heads0(heads, h).inputs[0] || !reflect.DeepEqual(h.fields, heads0(heads, h).fields) {
+				heads = nil
+				break
+			}
+			heads = append(heads, h)
+		}
+		if heads == nil {
+			continue
+		}
+		fields := heads[0].fields // d_in, d_out, context_length, qkv_bias
+		w := &region{typ: "attention.multihead_wrapper", kind: "attention", inputs: heads[0].inputs, output: r.output,
+			fields: []field{fields[0], fields[1], fields[2], {"num_heads", len(heads)}, fields[3]}}
+		for i, h := range heads {
+			for _, p := range h.params {
+				p.name = fmt.Sprintf("heads.%d.%s", i, p.name)
+				w.params = append(w.params, p)
+			}
+			w.nodes = append(w.nodes, h.nodes...)
+			drop[h] = true
+		}
+		w.nodes = uniqueNodes(append(w.nodes, r.nodes...))
+		drop[r] = true
+		out = append(out, w)
+	}
+	for _, r := range b.regions {
+		if !drop[r] {
+			out = append(out, r)
+		}
+	}
+	if len(drop) > 0 {
+		b.regions = out
+	}
+}
+
+// heads0 is the first head of a group, or h when the group is empty.
+func heads0(group []*region, h *region) *region {
+	if len(group) == 0 {
+		return h
+	}
+	return group[0]
+}
+
+// readOnlyBy reports whether v is read only by region r's nodes.
+func (b *builder) readOnlyBy(v string, r *region) bool {
+	if b.a.g.isGraphOutput(v) {
+		return false
+	}
+	for _, c := range b.a.readers(v) {
+		found := false
+		for _, n := range r.nodes {
+			found = found || n == c
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// yaml writes the model config.
+func (b *builder) yaml() string {
+	var s strings.Builder
+	name := b.o.Name
+	if name == "" {
+		name = "lifted"
+	}
+	m := b.a.g.model
+	producer := strings.TrimSpace(m.GetProducerName() + " " + m.GetProducerVersion())
+	if producer == "" {
+		producer = "unknown producer"
+	}
+	fmt.Fprintf(&s, "name: %s\n", yamlScalar(name))
+	fmt.Fprintf(&s, "description: %s\n", strconv.Quote(fmt.Sprintf("lifted from ONNX (%s, opset %d) by attnrun import", producer, b.a.g.opset)))
+	var ins []string
+	for _, v := range b.inputs {
+		ins = append(ins, b.inputNames[v])
+	}
+	fmt.Fprintf(&s, "inputs: [%s]\n", strings.Join(ins, ", "))
+	if b.output != "" {
+		fmt.Fprintf(&s, "output: %s\n", b.output)
+	}
+	s.WriteString("layers:\n")
+	previous := ""
+	if len(ins) > 0 {
+		previous = ins[0]
+	}
+	for _, l := range b.layers {
+		parts := []string{"name: " + l.name, "type: " + l.typ}
+		if len(l.in) != 1 || l.in[0] != previous {
+			parts = append(parts, "inputs: ["+strings.Join(l.in, ", ")+"]")
+		}
+		for _, f := range l.fields {
+			parts = append(parts, f.key+": "+yamlScalar(f.value))
+		}
+		fmt.Fprintf(&s, "  - {%s}\n", strings.Join(parts, ", "))
+		previous = l.name
+	}
+	return s.String()
+}
+
+// yamlScalar formats a config value for a YAML flow mapping.
+func yamlScalar(v any) string {
+	switch x := v.(type) {
+	case string:
+		if x != "" && strings.IndexFunc(x, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+		}) < 0 && x != "true" && x != "false" && x != "null" {
+			return x
+		}
+		return strconv.Quote(x)
+	case []string:
+		q := make([]string, len(x))
+		for i, e := range x {
+			q[i] = yamlScalar(e)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	case fmt.Stringer:
+		return x.String()
+	}
+	return fmt.Sprint(v)
+}
+
+// stateDict gathers the layers' parameters under their model names and
+// the mapping table in the model's parameter order.
+func (b *builder) stateDict(m *models.Model) (map[string]*tensor.Dense, []Mapping) {
+	dict := map[string]*tensor.Dense{}
+	from := map[string]param{}
+	for _, l := range b.layers {
+		for _, p := range l.params {
+			name := l.name + "." + p.name
+			dict[name] = p.value
+			from[name] = p
+		}
+	}
+	var table []Mapping
+	for _, mp := range m.Params() {
+		if p, ok := from[mp.Name]; ok {
+			table = append(table, b.a.mapping(mp.Name, p)...)
+		}
+	}
+	return dict, table
+}
+
+// ModelInput converts a graph input to what a lifted model takes: float32,
+// with booleans (a key_padding_mask) as 0 and 1.
+func ModelInput(t *tensor.Dense) (*tensor.Dense, error) {
+	f, err := floats64(t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(f))
+	for i, v := range f {
+		out[i] = float32(v)
+	}
+	shape := []int(t.Shape().Clone())
+	if t.IsScalar() {
+		return tensor.New(tensor.FromScalar(out[0])), nil
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out)), nil
+}

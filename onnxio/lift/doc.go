@@ -1,0 +1,64 @@
+// Package lift turns ONNX graphs back into attnrun models: it recognizes
+// the attention structures of a graph (a PyTorch export, typically) and
+// rebuilds them as attnrun layers carrying the graph's weights, with a
+// config that can be edited, run, exported and cross-checked like any
+// other. It is what `attnrun import` runs.
+//
+//	m, err := onnxio.ReadModel("attention.onnx")
+//	if err != nil { ... }
+//	res, err := lift.Lift(m) // *lift.UnliftedError names what cannot be lifted
+//	if err != nil { ... }
+//	fmt.Print(res.Config)    // the model config, YAML
+//	y, err := res.Model.Forward(nil, x)
+//
+// # Structure, not names
+//
+// PyTorch's exporter renames the transposed copy of an nn.Linear weight to
+// onnx::MatMul_NN, folds or keeps shape arithmetic depending on the opset
+// and on dynamic axes, and spells head splits with any mix of Reshape,
+// Transpose, Slice and Gather. So nothing is recognized by name. Each
+// Softmax is followed back to the product of queries and keys (through
+// scaling by Div or Mul, and masks by Where or Add) and forward to the
+// product with the values; each operand back to its projection (MatMul by
+// a constant, with an Add of a bias, or Gemm; a packed in_proj sliced in
+// three); the result forward through the heads' merge to an output
+// projection. Residual Adds, Concat, learned position tables, the causal
+// average, LayerNorm (LayerNormalization or its opset-13 decomposition) and
+// the exact GELU are recognized the same way.
+//
+// The numbers a structure carries are read by running the graph with the
+// executor (package exec) at one or two probe shapes: every value that
+// depends only on constants and input shapes is evaluated, which folds a
+// scale of Pow(Cast(Gather(Shape(k), 2)), 0.5) to √8 and a mask sliced
+// from a buffer by the sequence length to the mask itself. Layouts are read
+// by pushing an index tensor through a chain of layout nodes: element i of
+// the result holds the index it was copied from, which says exactly which
+// token and feature each head reads, however the exporter wrote it. A
+// dynamic graph is probed at two sizes, so that a pattern that holds by
+// coincidence at one size is caught.
+//
+// # Checked, or not lifted
+//
+// A lifted model is built with models.New and run against the graph on
+// random inputs, every output compared; a lift that does not reproduce the
+// graph is an error, never a result. A structure that looks like attention
+// but misses a piece (no softmax, a mask that does not fit the scores or is
+// not causal, a scale no attnrun layer applies, heads that are not slices
+// of the projection) is reported with the reason; the nodes no layer
+// computes are listed in an *UnliftedError and in Result.Unlifted. With
+// Options.Partial they become onnx.subgraph layers (type Subgraph), pieces
+// of the graph run by the executor inside the attnrun model, so the whole
+// model runs and the rest is still lifted.
+//
+// # attnrun files
+//
+// A file attnrun wrote carries its model config in metadata_props
+// (onnxio.MetadataConfig, format onnxio.MetadataVersion) and its
+// parameters as initializers under their model names; Lift and Load
+// rebuild that model exactly instead of recognizing anything, and refuse a
+// format version they do not know. Annotate writes a lifted model into its
+// source graph when a layer has no ONNX exporter.
+//
+// The layer types a lift produces must be registered: import package
+// layers (the command line does).
+package lift

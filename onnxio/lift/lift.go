@@ -1,0 +1,332 @@
+package lift
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+)
+
+// Options tune Lift. The zero value lifts completely or reports.
+type Options struct {
+	// Name is the lifted model's name; the default is "lifted".
+	Name string
+	// Partial keeps what cannot be lifted as onnx.subgraph layers, ONNX
+	// subgraphs run by the executor inside the attnrun model, so that the
+	// whole model still runs. Result.Unlifted still lists those nodes.
+	Partial bool
+}
+
+// Result is a lifted model: its config and weights, how the graph's
+// tensors became parameters, and what could not be lifted.
+type Result struct {
+	// Config is the model config, YAML as models.ParseConfig reads it.
+	// When the graph cannot be lifted completely it shows the layers that
+	// were recognized, "?" standing for inputs no lifted layer computes.
+	Config string
+	// Model is the built model with its weights loaded; nil when the graph
+	// could not be lifted completely.
+	Model *models.Model
+	// StateDict holds the parameters under their model names.
+	StateDict map[string]*tensor.Dense
+	// Mapping says where each parameter comes from, in model order.
+	Mapping []Mapping
+	// Outputs says what each graph output is in the lifted model.
+	Outputs []Output
+	// Unlifted lists the nodes no attnrun layer computes, with the reason.
+	Unlifted []Unlifted
+	// Notes are assumptions the lift made (a context_length the graph does
+	// not fix, a table the exporter cut), one line each.
+	Notes []string
+	// Check is the lifted model run against the graph on random inputs.
+	Check Check
+	// Attnrun reports that the file was written by attnrun and loaded from
+	// its metadata rather than lifted.
+	Attnrun bool
+}
+
+// Mapping is one row of the mapping table: a graph tensor and the model
+// parameter it became.
+type Mapping struct {
+	// Initializer names the graph's tensor; "" when the graph computes the
+	// value from its nodes.
+	Initializer string
+	// Param is the model parameter, "<layer>.<name>".
+	Param string
+	// Transform is how the tensor was changed on the way: "" (as is),
+	// "transposed" (MatMul's (in, out) weight became nn.Linear's (out, in)),
+	// "split rows 8:16" (one projection of a packed in_proj; "split 8:16"
+	// for a vector), "into rows 8:24" (the block of a parameter stacked
+	// from several tensors), or a combination; "computed by the graph"
+	// when no initializer holds the numbers as they are.
+	Transform string
+}
+
+// Output says how the lifted model produces one graph output.
+type Output struct {
+	// Name is the graph output's name.
+	Name string `yaml:"name"`
+	// Layer is the layer that produces it.
+	Layer string `yaml:"layer"`
+	// Weights is "" for the model's output, "heads" for the layer's
+	// attention weights (B, H, Tq, Tk), "mean" for them averaged over heads
+	// (nn.MultiheadAttention's need_weights output).
+	Weights string `yaml:"weights,omitempty"`
+}
+
+// Unlifted is a node no attnrun layer computes.
+type Unlifted struct {
+	// Node is the node's name (or "#index (op)" when it has none).
+	Node string
+	// Op is its op type.
+	Op string
+	// Reason says why it was not lifted: the pattern it is part of and
+	// what that pattern lacks, or that no layer computes its op.
+	Reason string
+}
+
+// Check is how closely the lifted model reproduced the graph.
+type Check struct {
+	// Runs is the number of random input sets compared.
+	Runs int
+	// MaxAbs and MaxRel are the largest differences over all outputs.
+	MaxAbs, MaxRel float64
+}
+
+// UnliftedError reports the nodes of a graph that could not be lifted.
+type UnliftedError struct {
+	Nodes []Unlifted
+}
+
+// Error lists the nodes grouped by reason.
+func (e *UnliftedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d node(s) cannot be lifted into attnrun layers:", len(e.Nodes))
+	byReason := map[string][]string{}
+	var reasons []string
+	for _, u := range e.Nodes {
+		if _, ok := byReason[u.Reason]; !ok {
+			reasons = append(reasons, u.Reason)
+		}
+		byReason[u.Reason] = append(byReason[u.Reason], fmt.Sprintf("%s (%s)", u.Node, u.Op))
+	}
+	for _, r := range reasons {
+		fmt.Fprintf(&b, "\n  %s: %s", r, strings.Join(byReason[r], ", "))
+	}
+	return b.String()
+}
+
+// Lift lifts a model with the default Options.
+func Lift(m *onnxpb.ModelProto) (*Result, error) { return Options{}.Lift(m) }
+
+// Lift recognizes the attention structures of an ONNX graph and rebuilds
+// them as attnrun layers carrying the graph's weights. A file written by
+// attnrun (metadata attnrun.config) is loaded from its metadata instead.
+//
+// The lifted model is run against the graph itself (with the executor) on
+// random inputs before it is returned: a lift that does not reproduce the
+// graph's outputs is an error, never a result. When some nodes cannot be
+// lifted, Lift returns the Result (with Unlifted set and Model nil) and an
+// *UnliftedError; with Options.Partial it keeps them as subgraph layers.
+//
+// The layer types must be registered: import package layers (the command
+// line does).
+func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("lift: internal error: %v", r)
+		}
+	}()
+	if IsAttnrun(m) {
+		return loadResult(m)
+	}
+	g, err := newGraph(m)
+	if err != nil {
+		return nil, fmt.Errorf("lift: %w", err)
+	}
+	a := &analysis{g: g}
+	if err := a.newProbes(); err != nil {
+		return nil, fmt.Errorf("lift: %w", err)
+	}
+	a.markLive()
+	p := a.plan()
+	return o.assemble(a, p)
+}
+
+// newProbes evaluates the graph at one or, for dynamic graphs, two sizes.
+func (a *analysis) newProbes() error {
+	p, err := newProbe(a.g, 2)
+	if err != nil {
+		return fmt.Errorf("cannot evaluate the graph at a probe shape: %w", err)
+	}
+	a.probes = []*probe{p}
+	if len(p.dims) > 0 {
+		q, err := newProbe(a.g, 3)
+		if err != nil {
+			return fmt.Errorf("cannot evaluate the graph at a second probe shape: %w", err)
+		}
+		a.probes = append(a.probes, q)
+	}
+	return nil
+}
+
+// plan is the outcome of recognition: the regions to lift, the values
+// that are plain copies of others, and the failures.
+type plan struct {
+	regions  []*region
+	alias    map[string]string
+	claimed  map[*node]bool
+	failures []*failure
+	failedBy map[*node]*failure
+}
+
+// plan recognizes every attention first (its projections would otherwise
+// look like plain Linears), then the other layers in graph order.
+func (a *analysis) plan() *plan {
+	p := &plan{alias: map[string]string{}, claimed: map[*node]bool{}, failedBy: map[*node]*failure{}}
+	for _, n := range a.g.nodes {
+		if n.GetOpType() == "Softmax" && a.liveNode(n) && a.g.data[n.GetInput()[0]] {
+			p.add(a.attention(n))
+		}
+	}
+	for _, n := range a.g.nodes {
+		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) {
+			continue
+		}
+		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) {
+			p.alias[n.GetOutput()[0]] = n.GetInput()[0]
+			p.claimed[n] = true
+			continue
+		}
+		r, f := a.block(n)
+		if r != nil {
+			f = a.checkContained(r)
+		}
+		if f != nil {
+			r = nil
+		}
+		p.add(r, f)
+	}
+	return p
+}
+
+// add records a recognized region, or a failure; a region that overlaps
+// one recorded before is a failure too.
+func (p *plan) add(r *region, f *failure) {
+	if r != nil {
+		for _, n := range r.nodes {
+			if p.claimed[n] {
+				f = fail(r.nodes, "%s overlaps another layer at node %s", r.kind, n.label())
+				break
+			}
+		}
+		if f == nil {
+			for _, n := range r.nodes {
+				p.claimed[n] = true
+			}
+			p.regions = append(p.regions, r)
+			return
+		}
+	}
+	if f != nil {
+		p.failures = append(p.failures, f)
+		for _, n := range f.nodes {
+			if p.failedBy[n] == nil && !p.claimed[n] {
+				p.failedBy[n] = f
+			}
+		}
+	}
+}
+
+// unlifted lists the live data nodes no region claims, with their reasons.
+func (a *analysis) unlifted(p *plan) []Unlifted {
+	var out []Unlifted
+	for _, n := range a.g.nodes {
+		if p.claimed[n] || !a.liveNode(n) {
+			continue
+		}
+		reason := fmt.Sprintf("op %s is not part of any attnrun layer", n.GetOpType())
+		if f := p.failedBy[n]; f != nil {
+			reason = f.reason
+		}
+		out = append(out, Unlifted{Node: n.label(), Op: n.GetOpType(), Reason: reason})
+	}
+	return out
+}
+
+// resolve follows aliases (Identity, Dropout) to the value they copy.
+func (p *plan) resolve(v string) string {
+	for {
+		w, ok := p.alias[v]
+		if !ok {
+			return v
+		}
+		v = w
+	}
+}
+
+// assemble turns a plan into a model: layers in graph order, named,
+// wired, fused where a layer type covers several regions, built and
+// checked against the graph.
+func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
+	res := &Result{}
+	res.Unlifted = a.unlifted(p)
+	b := newBuilder(a, p, o)
+	if o.Partial && len(res.Unlifted) > 0 {
+		if err := b.addSubgraphs(); err != nil {
+			return res, fmt.Errorf("lift: --partial: %w", err)
+		}
+	}
+	b.fuseWrappers()
+	err := b.wire()
+	res.Unlifted = append(res.Unlifted, b.extraUnlifted...)
+	res.Config = b.yaml()
+	if len(res.Unlifted) > 0 && !o.Partial {
+		return res, &UnliftedError{Nodes: res.Unlifted}
+	}
+	if len(b.extraUnlifted) > 0 { // graph outputs a subgraph cannot stand for either
+		return res, &UnliftedError{Nodes: b.extraUnlifted}
+	}
+	if err != nil {
+		return res, fmt.Errorf("lift: %w", err)
+	}
+	res.Outputs = b.outputs
+	for _, l := range b.layers {
+		res.Notes = append(res.Notes, l.notes...)
+	}
+	model, err := models.Parse([]byte(res.Config), "lifted config")
+	if err != nil {
+		return res, fmt.Errorf("lift: the lifted config does not build: %w", err)
+	}
+	res.StateDict, res.Mapping = b.stateDict(model)
+	if err := model.LoadStateDict(res.StateDict); err != nil {
+		return res, fmt.Errorf("lift: %w", err)
+	}
+	check, err := a.verify(model, b.inputs, res.Outputs)
+	res.Check = check
+	if err != nil {
+		return res, fmt.Errorf("lift: the lifted model does not reproduce the graph: %w", err)
+	}
+	res.Model = model
+	return res, nil
+}
+
+// errNoOutput is returned when the graph's first output is not computed by
+// any lifted layer.
+var errNoOutput = errors.New("the graph's output is not computed by a lifted layer")
+
+// sortRegions orders regions by where their output is computed.
+func (a *analysis) sortRegions(rs []*region) {
+	pos := func(r *region) int {
+		if n := a.g.producer[r.output]; n != nil {
+			return n.index
+		}
+		return -1
+	}
+	sort.SliceStable(rs, func(i, j int) bool { return pos(rs[i]) < pos(rs[j]) })
+}

@@ -1,0 +1,194 @@
+package lift
+
+import (
+	"strings"
+
+	"gorgonia.org/tensor"
+)
+
+// linear is an nn.Linear found in the graph, y = x Wᵀ + b, however the
+// exporter wrote it: MatMul by a static (in, out) matrix with an optional
+// Add of a static bias, or Gemm with transB.
+type linear struct {
+	in, out string  // data input and output values
+	nodes   []*node // MatMul [+ Add], or Gemm
+	// weight is (out, in), as nn.Linear stores it; bias is (out) or nil.
+	weight, bias *tensor.Dense
+	// weightValue and biasValue name the graph values they are read from.
+	weightValue, biasValue string
+	// transposed records that the graph holds the weight as (in, out).
+	transposed bool
+	// matrix records a bare parameter used as x @ W (SelfAttention_v1): an
+	// (in, out) initializer that kept its parameter name instead of being
+	// renamed to onnx::MatMul_NN, the name PyTorch gives the transposed copy
+	// of an nn.Linear weight. Only the parameter layout depends on it.
+	matrix    bool
+	dIn, dOut int
+}
+
+// matchLinear recognizes the Linear whose output is v, or returns nil.
+func (a *analysis) matchLinear(v string) *linear {
+	g, p := a.g, a.probes[0]
+	n := g.producer[v]
+	if n == nil {
+		return nil
+	}
+	switch n.GetOpType() {
+	case "Add":
+		ins := n.GetInput()
+		for k := 0; k < 2; k++ {
+			data, bias := ins[k], ins[1-k]
+			if !g.data[data] || !g.static(bias) || len(g.dataConsumers(data)) != 1 || g.isGraphOutput(data) {
+				continue
+			}
+			l := a.matchMatMul(g.producer[data])
+			if l == nil {
+				continue
+			}
+			b, err := p.value(bias)
+			if err != nil || b.Shape().TotalSize() != l.dOut || !biasShape(b.Shape(), l.dOut) {
+				continue
+			}
+			l.bias, l.biasValue = toFloat32(b, l.dOut), bias
+			l.nodes = append(l.nodes, n)
+			l.out = v
+			return l
+		}
+	case "MatMul":
+		return a.matchMatMul(n)
+	case "Gemm":
+		return a.matchGemm(n)
+	}
+	return nil
+}
+
+// biasShape accepts (out), (1, out), (1, 1, out): a bias added to every row.
+func biasShape(s tensor.Shape, out int) bool {
+	if s.IsScalar() || s[len(s)-1] != out {
+		return false
+	}
+	for _, d := range s[:len(s)-1] {
+		if d != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// matchMatMul recognizes MatMul(x, W) with W a static (in, out) matrix.
+func (a *analysis) matchMatMul(n *node) *linear {
+	g, p := a.g, a.probes[0]
+	if n == nil || n.GetOpType() != "MatMul" {
+		return nil
+	}
+	x, w := n.GetInput()[0], n.GetInput()[1]
+	if !g.data[x] || !g.static(w) {
+		return nil
+	}
+	wt, err := p.value(w)
+	if err != nil || wt.Dims() != 2 || wt.Dtype() != tensor.Float32 {
+		return nil
+	}
+	in, out := wt.Shape()[0], wt.Shape()[1]
+	from := g.origin(w)
+	return &linear{
+		in: x, out: n.GetOutput()[0], nodes: []*node{n},
+		weight: transpose2(wt), weightValue: w, transposed: true,
+		matrix: from != "" && !strings.HasPrefix(from, "onnx::") && !strings.HasPrefix(from, "(") && !strings.HasSuffix(from, "weight"),
+		dIn:    in, dOut: out,
+	}
+}
+
+// matchGemm recognizes Gemm(x, W, b) computing x Wᵀ + b (transB=1) or
+// x W + b (transB=0), with alpha and beta 1.
+func (a *analysis) matchGemm(n *node) *linear {
+	g, p := a.g, a.probes[0]
+	ins := n.GetInput()
+	if !g.data[ins[0]] || !g.static(ins[1]) || attrInt(n, "transA", 0) != 0 ||
+		attrFloat(n, "alpha", 1) != 1 || attrFloat(n, "beta", 1) != 1 {
+		return nil
+	}
+	wt, err := p.value(ins[1])
+	if err != nil || wt.Dims() != 2 || wt.Dtype() != tensor.Float32 {
+		return nil
+	}
+	l := &linear{in: ins[0], out: n.GetOutput()[0], nodes: []*node{n}, weightValue: ins[1]}
+	if attrInt(n, "transB", 0) == 1 {
+		l.weight = wt
+		l.dOut, l.dIn = wt.Shape()[0], wt.Shape()[1]
+	} else {
+		l.weight, l.transposed = transpose2(wt), true
+		l.dIn, l.dOut = wt.Shape()[0], wt.Shape()[1]
+	}
+	if len(ins) > 2 && ins[2] != "" {
+		if !g.static(ins[2]) {
+			return nil
+		}
+		b, err := p.value(ins[2])
+		if err != nil || !biasShape(b.Shape(), l.dOut) {
+			return nil
+		}
+		l.bias, l.biasValue = toFloat32(b, l.dOut), ins[2]
+	}
+	return l
+}
+
+// transpose2 returns the transpose of a float32 matrix as a new tensor.
+func transpose2(t *tensor.Dense) *tensor.Dense {
+	r, c := t.Shape()[0], t.Shape()[1]
+	src := t.Data().([]float32)
+	dst := make([]float32, r*c)
+	for i := 0; i < r; i++ {
+		for j := 0; j < c; j++ {
+			dst[j*r+i] = src[i*c+j]
+		}
+	}
+	return tensor.New(tensor.WithShape(c, r), tensor.WithBacking(dst))
+}
+
+// toFloat32 copies a float tensor into a new float32 tensor of shape
+// (n) (a bias) or keeps its shape when n is 0.
+func toFloat32(t *tensor.Dense, n int) *tensor.Dense {
+	f, _ := floats64(t)
+	out := make([]float32, len(f))
+	for i, v := range f {
+		out[i] = float32(v)
+	}
+	shape := []int(t.Shape().Clone())
+	if n > 0 {
+		shape = []int{n}
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out))
+}
+
+// rows returns rows lo:hi of a (r, c) matrix, or elements lo:hi of a
+// vector, as a new tensor.
+func rows(t *tensor.Dense, lo, hi int) *tensor.Dense {
+	data := t.Data().([]float32)
+	if t.Dims() == 1 {
+		return tensor.New(tensor.WithShape(hi-lo), tensor.WithBacking(append([]float32(nil), data[lo:hi]...)))
+	}
+	c := t.Shape()[1]
+	return tensor.New(tensor.WithShape(hi-lo, c), tensor.WithBacking(append([]float32(nil), data[lo*c:hi*c]...)))
+}
+
+// weightPiece is where rows lo:hi of the weight (out, in) come from;
+// whole says they are all of it.
+func (l *linear) weightPiece(lo, hi int, whole bool) piece {
+	return piece{value: l.weightValue, transposed: l.transposed, lo: lo, hi: hi, split: !whole}
+}
+
+// biasPiece is where elements lo:hi of the bias come from.
+func (l *linear) biasPiece(lo, hi int, whole bool) piece {
+	return piece{value: l.biasValue, lo: lo, hi: hi, split: !whole}
+}
+
+// params lists the whole Linear as nn.Linear's weight and bias, named
+// with the given prefix ("out_proj.").
+func (l *linear) params(prefix string) []param {
+	ps := []param{{name: prefix + "weight", value: l.weight, pieces: []piece{l.weightPiece(0, l.dOut, true)}}}
+	if l.bias != nil {
+		ps = append(ps, param{name: prefix + "bias", value: l.bias, pieces: []piece{l.biasPiece(0, l.dOut, true)}})
+	}
+	return ps
+}

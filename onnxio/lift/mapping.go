@@ -1,0 +1,156 @@
+package lift
+
+import (
+	"fmt"
+	"strings"
+)
+
+// origin is where a block of a parameter's rows comes from: rows lo:hi of
+// an initializer, transposed or not.
+type origin struct {
+	init       string // "" when no initializer holds the numbers
+	transposed bool
+	lo, hi     int // rows of the (transposed) initializer
+	rows       int // how many rows it has
+}
+
+// mapping describes a parameter's rows for the mapping table: one row per
+// initializer block, adjacent blocks of one initializer merged, so that a
+// packed in_proj_weight read back whole maps as it is.
+func (a *analysis) mapping(name string, p param) []Mapping {
+	var blocks []origin
+	for _, pc := range p.pieces {
+		o := a.origin(pc, p.value.Dims())
+		if n := len(blocks); n > 0 && o.init != "" && blocks[n-1].init == o.init &&
+			blocks[n-1].transposed == o.transposed && blocks[n-1].hi == o.lo {
+			blocks[n-1].hi = o.hi
+			continue
+		}
+		blocks = append(blocks, o)
+	}
+	var out []Mapping
+	at := 0
+	for _, o := range blocks {
+		n := o.hi - o.lo
+		var parts []string
+		if o.init == "" {
+			parts = append(parts, "computed by the graph")
+		}
+		if o.transposed {
+			parts = append(parts, "transposed")
+		}
+		if o.init != "" && (o.lo != 0 || o.hi != o.rows) {
+			what := "split rows"
+			if p.value.Dims() == 1 {
+				what = "split"
+			}
+			parts = append(parts, fmt.Sprintf("%s %d:%d", what, o.lo, o.hi))
+		}
+		if len(blocks) > 1 {
+			parts = append(parts, fmt.Sprintf("into rows %d:%d", at, at+n))
+		}
+		at += n
+		out = append(out, Mapping{Initializer: o.init, Param: name, Transform: strings.Join(parts, ", ")})
+	}
+	return out
+}
+
+// origin finds the initializer a parameter piece comes from. A piece read
+// from an initializer (or a plain copy of one) is described by the lift
+// itself: a MatMul weight transposed, rows split off a packed projection.
+// A piece the graph computes (PyTorch's dynamic exports slice
+// in_proj_weight and transpose it with nodes) is traced back to its
+// initializer through those nodes, and described the same way.
+func (a *analysis) origin(pc piece, dims int) origin {
+	rowsOf := func(init string, transposed bool) int {
+		d := a.g.inits[init].GetDims()
+		if transposed && len(d) == 2 {
+			return int(d[1])
+		}
+		return int(d[0])
+	}
+	if init := a.g.origin(pc.value); init != "" && a.g.inits[init] != nil {
+		o := origin{init: init, transposed: pc.transposed, rows: rowsOf(init, pc.transposed)}
+		o.lo, o.hi = 0, o.rows
+		if pc.split {
+			o.lo, o.hi = pc.lo, pc.hi
+		}
+		return o
+	}
+	for _, init := range a.staticSources(pc.value) {
+		if t := a.g.inits[init]; t == nil || len(t.GetDims()) != dims {
+			continue
+		}
+		if o, ok := a.derive(init, pc, dims); ok {
+			o.rows = rowsOf(init, o.transposed)
+			return o
+		}
+	}
+	n := pc.hi - pc.lo
+	return origin{lo: 0, hi: n}
+}
+
+// derive traces a piece to an initializer it is a layout of: the rows of
+// the initializer, or of its transpose, that the piece holds.
+func (a *analysis) derive(init string, pc piece, dims int) (origin, bool) {
+	p := a.probes[0]
+	shape, idx, err := p.trace(init, pc.value, nil)
+	if err != nil || len(shape) != dims || dims < 1 || dims > 2 {
+		return origin{}, false
+	}
+	if pc.transposed && dims == 2 { // the parameter is the value's transpose
+		r, c := shape[0], shape[1]
+		t := make([]int, len(idx))
+		for i := 0; i < r; i++ {
+			for j := 0; j < c; j++ {
+				t[j*r+i] = idx[i*c+j]
+			}
+		}
+		idx, shape = t, []int{c, r}
+	}
+	cols := 1
+	if dims == 2 {
+		cols = shape[1]
+	}
+	if pc.split {
+		idx = idx[pc.lo*cols : pc.hi*cols]
+	}
+	src := a.g.inits[init].GetDims()
+	R, C := int(src[0]), 1
+	if dims == 2 {
+		C = int(src[1])
+	}
+	n := len(idx) / cols
+	if lo, ok := firstRow(idx, cols, func(r, c int) int { return r*C + c }, C == cols); ok {
+		return origin{init: init, lo: lo, hi: lo + n}, true
+	}
+	if dims == 2 && cols == R {
+		if lo, ok := firstRow(idx, cols, func(r, c int) int { return c*C + r }, true); ok {
+			return origin{init: init, transposed: true, lo: lo, hi: lo + n}, true
+		}
+	}
+	return origin{}, false
+}
+
+// firstRow checks that idx holds consecutive rows of a matrix whose element
+// (r, c) is at at(r, c), and returns the first of them.
+func firstRow(idx []int, cols int, at func(r, c int) int, fits bool) (int, bool) {
+	if !fits || len(idx) == 0 {
+		return 0, false
+	}
+	first := -1
+	for lo := 0; lo*cols <= idx[0] && first < 0; lo++ {
+		if at(lo, 0) == idx[0] {
+			first = lo
+		}
+	}
+	if first < 0 {
+		return 0, false
+	}
+	for k, f := range idx {
+		if at(first+k/cols, k%cols) != f {
+			return 0, false
+		}
+	}
+	return first, true
+}

@@ -1,0 +1,400 @@
+package lift
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+)
+
+// A probe evaluates the graph at one concrete choice of input shapes.
+//
+// Patterns are recognized by structure, but the numbers that structure
+// carries (a scale of 1/√8 computed as Pow(Cast(Gather(Shape(k))), 0.5), a
+// mask sliced from a buffer by the sequence length, the layout a chain of
+// Reshape and Transpose nodes produces) are easiest to read by running the
+// graph: every static value is computed once per probe with the executor,
+// and layout chains are traced by pushing an index tensor through them.
+// Dynamic graphs are probed at two sizes, so that a pattern that holds only
+// by coincidence at one size is caught.
+type probe struct {
+	g      *graph
+	dims   map[string]int // symbolic dimension: its size in this probe
+	feeds  map[string]*tensor.Dense
+	values map[string]*tensor.Dense // every value of the graph, on zero inputs
+}
+
+// maxProbeElements bounds an input the probes feed: a static graph
+// declares its input shapes, and the file may come from a stranger.
+const maxProbeElements = 1 << 24
+
+// probeIndexInput is the name of the extra graph input index traces feed.
+const probeIndexInput = "__lift_index"
+
+// symbolic lists the graph inputs' symbolic dimensions in order of first
+// appearance; a dimension with neither size nor name gets a name of its own.
+func symbolic(g *graph) []string {
+	var names []string
+	for i, vi := range g.inputs {
+		for j, d := range onnxio.Dims(vi) {
+			name := d.Param
+			if !d.Known && name == "" {
+				name = fmt.Sprintf("?%d.%d", i, j)
+			}
+			if !d.Known && !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
+}
+
+// newProbe evaluates every value of the graph with the symbolic dimensions
+// set to first, first+1, ... in order of appearance, on zero inputs.
+func newProbe(g *graph, first int) (*probe, error) {
+	p := &probe{g: g, dims: map[string]int{}, feeds: map[string]*tensor.Dense{}}
+	for i, name := range symbolic(g) {
+		p.dims[name] = first + i
+	}
+	for i, vi := range g.inputs {
+		if !onnxio.HasShape(vi) {
+			return nil, fmt.Errorf("input %q declares no shape", vi.GetName())
+		}
+		var shape []int
+		for j, d := range onnxio.Dims(vi) {
+			switch {
+			case d.Known:
+				shape = append(shape, int(d.Value))
+			case d.Param != "":
+				shape = append(shape, p.dims[d.Param])
+			default:
+				shape = append(shape, p.dims[fmt.Sprintf("?%d.%d", i, j)])
+			}
+		}
+		if n := product(shape); n > maxProbeElements || n < 0 {
+			return nil, fmt.Errorf("input %q of shape %s is too large to probe (limit %d elements)", vi.GetName(), fmtShape(shape), maxProbeElements)
+		}
+		t, err := zeros(onnxio.ElemType(vi), shape)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", vi.GetName(), err)
+		}
+		p.feeds[vi.GetName()] = t
+	}
+	var all []string // every value a node computes; Constants are read below
+	for _, n := range g.nodes {
+		for _, out := range n.GetOutput() {
+			if out != "" && n.GetOpType() != "Constant" {
+				all = append(all, out)
+			}
+		}
+	}
+	vals, err := p.run(g.model.GetGraph().GetNode(), nil, all, nil)
+	if err != nil {
+		return nil, err
+	}
+	p.values = vals
+	for _, n := range g.nodes { // Constants the executor folded: read them directly
+		if n.GetOpType() == "Constant" && p.values[n.GetOutput()[0]] == nil {
+			if t, err := constantValue(n); err == nil {
+				p.values[n.GetOutput()[0]] = t
+			}
+		}
+	}
+	for name, t := range g.inits {
+		if d, err := onnxio.TensorToDense(t); err == nil {
+			p.values[name] = d
+		}
+	}
+	for name, t := range p.feeds {
+		p.values[name] = t
+	}
+	return p, nil
+}
+
+// constantValue reads a Constant node's tensor attribute.
+func constantValue(n *node) (*tensor.Dense, error) {
+	a := attr(n, "value")
+	if a == nil || a.GetT() == nil {
+		return nil, fmt.Errorf("Constant %s has no tensor value", n.label())
+	}
+	return onnxio.TensorToDense(a.GetT())
+}
+
+// zeros allocates a zero tensor of an ONNX element type.
+func zeros(dt onnxio.DataType, shape []int) (*tensor.Dense, error) {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	var backing any
+	switch dt {
+	case onnxio.Float:
+		backing = make([]float32, n)
+	case onnxio.Float64:
+		backing = make([]float64, n)
+	case onnxio.Int64:
+		backing = make([]int64, n)
+	case onnxio.Int32:
+		backing = make([]int32, n)
+	case onnxio.Bool:
+		backing = make([]bool, n)
+	default:
+		return nil, fmt.Errorf("element type %s is not supported", dt)
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing)), nil
+}
+
+// value returns a value of the graph at this probe.
+func (p *probe) value(v string) (*tensor.Dense, error) {
+	t, ok := p.values[v]
+	if !ok || t == nil {
+		return nil, fmt.Errorf("value %q could not be evaluated", v)
+	}
+	return t, nil
+}
+
+// shape returns a value's shape at this probe.
+func (p *probe) shape(v string) ([]int, error) {
+	t, err := p.value(v)
+	if err != nil {
+		return nil, err
+	}
+	if t.IsScalar() {
+		return []int{}, nil
+	}
+	return slices.Clone([]int(t.Shape())), nil
+}
+
+// scalar returns a static value holding exactly one number.
+func (p *probe) scalar(v string) (float64, bool) {
+	t, err := p.value(v)
+	if err != nil || t.Shape().TotalSize() != 1 {
+		return 0, false
+	}
+	f, err := floats64(t)
+	if err != nil {
+		return 0, false
+	}
+	return f[0], true
+}
+
+// run executes a variant of the graph: the given nodes, with extra inputs
+// fed by extra, and returns the named values. Only the nodes and
+// initializers the outputs need are kept.
+func (p *probe) run(nodes []*onnxpb.NodeProto, extraInputs []*onnxpb.ValueInfoProto, outputs []string, extra map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	gp := p.g.model.GetGraph()
+	keep, inits := closure(nodes, gp.GetInitializer(), outputs)
+	var outInfos []*onnxpb.ValueInfoProto
+	for _, o := range outputs {
+		outInfos = append(outInfos, untypedInfo(o, onnxio.Float))
+	}
+	m := &onnxpb.ModelProto{
+		IrVersion:   proto.Int64(p.g.model.GetIrVersion()),
+		OpsetImport: p.g.model.GetOpsetImport(),
+		Graph: &onnxpb.GraphProto{
+			Name:        proto.String("probe"),
+			Node:        keep,
+			Initializer: inits,
+			Input:       append(slices.Clone(gp.GetInput()), extraInputs...),
+			Output:      outInfos,
+		},
+	}
+	eg, err := exec.New(m)
+	if err != nil {
+		return nil, err
+	}
+	feeds := map[string]*tensor.Dense{}
+	for k, v := range p.feeds {
+		feeds[k] = v
+	}
+	for k, v := range extra {
+		feeds[k] = v
+	}
+	return eg.Run(feeds)
+}
+
+// untypedInfo declares a value with an element type and no shape.
+func untypedInfo(name string, dt onnxio.DataType) *onnxpb.ValueInfoProto {
+	return &onnxpb.ValueInfoProto{
+		Name: proto.String(name),
+		Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
+			ElemType: proto.Int32(int32(dt)),
+		}}},
+	}
+}
+
+// closure keeps the nodes (in order) and initializers that the outputs
+// depend on.
+func closure(nodes []*onnxpb.NodeProto, inits []*onnxpb.TensorProto, outputs []string) ([]*onnxpb.NodeProto, []*onnxpb.TensorProto) {
+	producer := map[string]int{}
+	for i, n := range nodes {
+		for _, o := range n.GetOutput() {
+			producer[o] = i
+		}
+	}
+	need := map[string]bool{}
+	keepNode := make([]bool, len(nodes))
+	stack := slices.Clone(outputs)
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if v == "" || need[v] {
+			continue
+		}
+		need[v] = true
+		if i, ok := producer[v]; ok && !keepNode[i] {
+			keepNode[i] = true
+			stack = append(stack, nodes[i].GetInput()...)
+		}
+	}
+	var keep []*onnxpb.NodeProto
+	for i, n := range nodes {
+		if keepNode[i] {
+			keep = append(keep, n)
+		}
+	}
+	var keptInits []*onnxpb.TensorProto
+	for _, t := range inits {
+		if need[t.GetName()] {
+			keptInits = append(keptInits, t)
+		}
+	}
+	return keep, keptInits
+}
+
+// trace follows a chain of layout nodes from base to end by running it on
+// an index tensor: element k of base holds k, so element i of the result
+// holds the flat index in base it was copied from. The nodes in scale (Mul
+// or Div by a scalar, which a trace must not apply) are replaced by Identity
+// on their data input. It returns the end's shape and the index map.
+func (p *probe) trace(base, end string, scale []*node) ([]int, []int, error) {
+	baseShape, err := p.shape(base)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := 1
+	for _, d := range baseShape {
+		n *= d
+	}
+	if base == end {
+		return baseShape, indices(n), nil
+	}
+	if n >= 1<<24 {
+		return nil, nil, fmt.Errorf("value %q has %d elements at the probe shape, too many to trace", base, n)
+	}
+	idx := make([]float64, n)
+	for i := range idx {
+		idx[i] = float64(i)
+	}
+	skip := map[*onnxpb.NodeProto]bool{}
+	for _, s := range scale {
+		skip[s.NodeProto] = true
+	}
+	var nodes []*onnxpb.NodeProto
+	for _, np := range p.g.model.GetGraph().GetNode() {
+		c := proto.Clone(np).(*onnxpb.NodeProto)
+		if skip[np] {
+			data := ""
+			for _, in := range np.GetInput() {
+				if p.g.data[in] {
+					data = in
+				}
+			}
+			c = &onnxpb.NodeProto{OpType: proto.String("Identity"), Name: np.Name, Input: []string{data}, Output: np.GetOutput()}
+		}
+		for k, in := range c.Input {
+			if in == base {
+				c.Input[k] = probeIndexInput
+			}
+		}
+		nodes = append(nodes, c)
+	}
+	index := tensor.New(tensor.WithShape(baseShape...), tensor.WithBacking(idx))
+	if len(baseShape) == 0 {
+		index = tensor.New(tensor.FromScalar(idx[0]))
+	}
+	outs, err := p.run(nodes, []*onnxpb.ValueInfoProto{untypedInfo(probeIndexInput, onnxio.Float64)}, []string{end},
+		map[string]*tensor.Dense{probeIndexInput: index})
+	if err != nil {
+		return nil, nil, fmt.Errorf("tracing %q back to %q: %w", end, base, err)
+	}
+	got := outs[end]
+	vals, err := floats64(got)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]int, len(vals))
+	for i, v := range vals {
+		if v != math.Trunc(v) || v < 0 || int(v) >= n {
+			return nil, nil, fmt.Errorf("tracing %q back to %q: the chain computes new values, it does not only move them", end, base)
+		}
+		out[i] = int(v)
+	}
+	shape := []int(got.Shape())
+	if got.IsScalar() {
+		shape = []int{}
+	}
+	return slices.Clone(shape), out, nil
+}
+
+func indices(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// floats64 widens a numeric tensor's elements to float64.
+func floats64(t *tensor.Dense) ([]float64, error) {
+	switch d := t.Data().(type) {
+	case []float32:
+		out := make([]float64, len(d))
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+		return out, nil
+	case []float64:
+		return d, nil
+	case []int64:
+		out := make([]float64, len(d))
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+		return out, nil
+	case []int32:
+		out := make([]float64, len(d))
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+		return out, nil
+	case []bool:
+		out := make([]float64, len(d))
+		for i, v := range d {
+			if v {
+				out[i] = 1
+			}
+		}
+		return out, nil
+	case float32:
+		return []float64{float64(d)}, nil
+	case float64:
+		return []float64{d}, nil
+	case int64:
+		return []float64{float64(d)}, nil
+	case int32:
+		return []float64{float64(d)}, nil
+	case bool:
+		if d {
+			return []float64{1}, nil
+		}
+		return []float64{0}, nil
+	}
+	return nil, fmt.Errorf("tensor of dtype %v is not numeric", t.Dtype())
+}

@@ -1,0 +1,466 @@
+package lift
+
+import (
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+	"github.com/attnrun/attnrun/registry"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "onnx.subgraph",
+		Summary: "part of an ONNX graph run by attnrun's executor (what `attnrun import --partial` could not lift)",
+		New:     func() registry.Layer { return &Subgraph{} },
+	})
+}
+
+// Subgraph is onnx.subgraph: a piece of an ONNX graph, kept as ONNX and run
+// by the executor inside an attnrun model. `attnrun import --partial` makes
+// one for each part of a graph no attnrun layer computes, so that the
+// lifted model still runs as a whole.
+//
+// The graph's inputs are the layer's inputs, in order, then its parameters.
+// Parameters are the graph's float32 tensors, stored in the model's state
+// dict like any layer's ("<layer>.<initializer name>"); the other constants
+// (shapes, masks) stay inside the graph. Inputs arrive as float32, like
+// every model value, and are converted to the type the graph declares (a
+// bool key_padding_mask is given as 0/1).
+type Subgraph struct {
+	// Graph is the subgraph: a serialized ONNX ModelProto, base64.
+	Graph string `yaml:"graph"`
+	// ParamNames lists the graph inputs that are parameters.
+	ParamNames []string `yaml:"params"`
+
+	exec   *exec.Graph
+	model  *onnxpb.ModelProto
+	inputs []exec.TensorInfo
+	params []registry.Param
+}
+
+var (
+	_ registry.Layer    = (*Subgraph)(nil)
+	_ registry.Exporter = (*Subgraph)(nil)
+)
+
+// maxSubgraphBytes bounds the decoded graph of a config field.
+const maxSubgraphBytes = 1 << 30
+
+// Validate decodes and prepares the graph, and allocates the parameters
+// with the shapes the graph declares.
+func (s *Subgraph) Validate() error {
+	s.exec, s.model, s.inputs, s.params = nil, nil, nil, nil
+	if len(s.Graph) > maxSubgraphBytes/3*4 {
+		return fmt.Errorf("graph is %d bytes of base64, over the limit", len(s.Graph))
+	}
+	data, err := base64.StdEncoding.DecodeString(s.Graph)
+	if err != nil {
+		return fmt.Errorf("graph is not base64: %v", err)
+	}
+	m, err := onnxio.DecodeModel(data, "", onnxio.DefaultLimits)
+	if err != nil {
+		return fmt.Errorf("graph: %w", err)
+	}
+	if n := len(m.GetGraph().GetOutput()); n != 1 {
+		return fmt.Errorf("graph has %d outputs, want 1", n)
+	}
+	g, err := exec.New(m)
+	if err != nil {
+		return fmt.Errorf("graph: %w", err)
+	}
+	isParam := map[string]bool{}
+	for _, name := range s.ParamNames {
+		isParam[name] = true
+	}
+	var params []registry.Param
+	for _, info := range g.Inputs() {
+		if !isParam[info.Name] {
+			s.inputs = append(s.inputs, info)
+			continue
+		}
+		shape := make([]int, len(info.Shape))
+		for i, d := range info.Shape {
+			if !d.Known || d.Value <= 0 || d.Value > 1<<28 {
+				return fmt.Errorf("parameter %q has dimension %s; parameters need fixed sizes", info.Name, d)
+			}
+			shape[i] = int(d.Value)
+		}
+		if info.DType != exec.Float32 || len(shape) == 0 || product(shape) > 1<<28 {
+			return fmt.Errorf("parameter %q must be a float32 tensor of rank ≥ 1 and at most 2^28 elements", info.Name)
+		}
+		t := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(make([]float32, product(shape))))
+		params = append(params, registry.Param{Name: info.Name, Value: t, Init: registry.ConstantInit(0)})
+		delete(isParam, info.Name)
+	}
+	if len(isParam) > 0 {
+		return fmt.Errorf("params names %d value(s) that are not graph inputs", len(isParam))
+	}
+	s.exec, s.model, s.params = g, m, params
+	return nil
+}
+
+// Params lists the graph's float32 tensors, in the order ParamNames gives.
+func (s *Subgraph) Params() []registry.Param { return s.params }
+
+// Forward runs the graph on the inputs and the parameters.
+func (s *Subgraph) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if s.exec == nil {
+		return nil, fmt.Errorf("layer used before a successful Validate")
+	}
+	if len(inputs) != len(s.inputs) {
+		return nil, fmt.Errorf("takes %d input(s), got %d", len(s.inputs), len(inputs))
+	}
+	feeds := make(map[string]*tensor.Dense, len(inputs)+len(s.params))
+	for i, info := range s.inputs {
+		t, err := convertInput(inputs[i], info.DType)
+		if err != nil {
+			return nil, fmt.Errorf("input %d (%s): %w", i, info.Name, err)
+		}
+		feeds[info.Name] = t
+	}
+	for _, p := range s.params {
+		feeds[p.Name] = p.Value
+	}
+	outs, err := s.exec.Run(feeds)
+	if err != nil {
+		return nil, err
+	}
+	y := outs[s.exec.Outputs()[0].Name]
+	if y.Dtype() != tensor.Float32 {
+		return nil, fmt.Errorf("the graph's output is %v, want float32", y.Dtype())
+	}
+	return y, nil
+}
+
+// convertInput turns a float32 model value into the element type a graph
+// input declares.
+func convertInput(t *tensor.Dense, dt exec.DType) (*tensor.Dense, error) {
+	if t.Dtype() == tensor.Float32 && dt == exec.Float32 {
+		return t, nil
+	}
+	f, err := floats64(t)
+	if err != nil {
+		return nil, err
+	}
+	var backing any
+	switch dt {
+	case exec.Float32:
+		d := make([]float32, len(f))
+		for i, v := range f {
+			d[i] = float32(v)
+		}
+		backing = d
+	case exec.Float64:
+		backing = f
+	case exec.Bool:
+		d := make([]bool, len(f))
+		for i, v := range f {
+			d[i] = v != 0
+		}
+		backing = d
+	case exec.Int64:
+		d := make([]int64, len(f))
+		for i, v := range f {
+			d[i] = int64(v)
+		}
+		backing = d
+	case exec.Int32:
+		d := make([]int32, len(f))
+		for i, v := range f {
+			d[i] = int32(v)
+		}
+		backing = d
+	default:
+		return nil, fmt.Errorf("element type %s is not supported as a subgraph input", dt)
+	}
+	if t.IsScalar() {
+		return nil, fmt.Errorf("scalar inputs are not supported")
+	}
+	return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(backing)), nil
+}
+
+// ExportONNX writes the subgraph's nodes back into an export. Constants
+// become the builder's constants and parameters its initializers.
+func (s *Subgraph) ExportONNX(b registry.GraphBuilder, inputs []string) (string, error) {
+	if s.model == nil {
+		return "", fmt.Errorf("layer used before a successful Validate")
+	}
+	gp := s.model.GetGraph()
+	names := map[string]string{}
+	for i, info := range s.inputs {
+		names[info.Name] = inputs[i]
+	}
+	for _, p := range s.params {
+		names[p.Name] = b.Param(p.Name)
+	}
+	for _, t := range gp.GetInitializer() {
+		v, err := exportConstant(b, t)
+		if err != nil {
+			return "", fmt.Errorf("initializer %q: %w", t.GetName(), err)
+		}
+		names[t.GetName()] = v
+	}
+	for _, n := range gp.GetNode() {
+		ins := make([]string, len(n.GetInput()))
+		for i, in := range n.GetInput() {
+			if in == "" {
+				continue
+			}
+			v, ok := names[in]
+			if !ok {
+				return "", fmt.Errorf("node %q reads %q, which is not defined before it", n.GetName(), in)
+			}
+			ins[i] = v
+		}
+		outs, err := exportNode(b, n, ins)
+		if err != nil {
+			return "", fmt.Errorf("node %q (%s): %w", n.GetName(), n.GetOpType(), err)
+		}
+		for i, out := range n.GetOutput() {
+			names[out] = outs[i]
+		}
+	}
+	return names[gp.GetOutput()[0].GetName()], nil
+}
+
+// exportNode re-emits one node through the builder.
+func exportNode(b registry.GraphBuilder, n *onnxpb.NodeProto, ins []string) ([]string, error) {
+	var attrs []registry.Attr
+	var value *onnxpb.TensorProto
+	for _, a := range n.GetAttribute() {
+		switch a.GetType() {
+		case onnxpb.AttributeProto_INT:
+			attrs = append(attrs, registry.IntAttr(a.GetName(), a.GetI()))
+		case onnxpb.AttributeProto_INTS:
+			attrs = append(attrs, registry.IntsAttr(a.GetName(), a.GetInts()...))
+		case onnxpb.AttributeProto_FLOAT:
+			attrs = append(attrs, registry.FloatAttr(a.GetName(), a.GetF()))
+		case onnxpb.AttributeProto_FLOATS:
+			attrs = append(attrs, registry.FloatsAttr(a.GetName(), a.GetFloats()...))
+		case onnxpb.AttributeProto_STRING:
+			attrs = append(attrs, registry.StringAttr(a.GetName(), string(a.GetS())))
+		case onnxpb.AttributeProto_TENSOR:
+			value = a.GetT()
+		default:
+			return nil, fmt.Errorf("attribute %q of type %s cannot be exported", a.GetName(), a.GetType())
+		}
+	}
+	switch n.GetOpType() {
+	case "Constant":
+		if value == nil {
+			return nil, fmt.Errorf("only tensor constants can be exported")
+		}
+		v, err := exportConstant(b, value)
+		return []string{v}, err
+	case "ConstantOfShape":
+		fill := &onnxpb.TensorProto{DataType: proto.Int32(int32(onnxio.Float)), Dims: []int64{1}, FloatData: []float32{0}}
+		if value != nil {
+			fill = value
+		}
+		v, err := exportConstant(b, fill)
+		if err != nil {
+			return nil, err
+		}
+		return []string{b.Node("Expand", []string{v, ins[0]})}, nil
+	}
+	if value != nil {
+		return nil, fmt.Errorf("tensor attributes cannot be exported")
+	}
+	return b.NodeOutputs(n.GetOpType(), ins, len(n.GetOutput()), attrs...), nil
+}
+
+// exportConstant adds a constant tensor: float32 and int64 as they are,
+// bool as int64 cast back to bool.
+func exportConstant(b registry.GraphBuilder, t *onnxpb.TensorProto) (string, error) {
+	d, err := onnxio.TensorToDense(t)
+	if err != nil {
+		return "", err
+	}
+	dims := slices.Clone(t.GetDims())
+	f, err := floats64(d)
+	if err != nil {
+		return "", err
+	}
+	switch onnxio.DataType(t.GetDataType()) {
+	case onnxio.Float:
+		v := make([]float32, len(f))
+		for i, x := range f {
+			v[i] = float32(x)
+		}
+		if len(dims) == 0 {
+			return b.ScalarFloat(v[0]), nil
+		}
+		return b.ConstFloat(v, dims...), nil
+	case onnxio.Int64, onnxio.Bool:
+		v := make([]int64, len(f))
+		for i, x := range f {
+			v[i] = int64(x)
+		}
+		c := b.ScalarInt64(v[0])
+		if len(dims) > 0 {
+			c = b.ConstInt64(v, dims...)
+		}
+		if onnxio.DataType(t.GetDataType()) == onnxio.Bool {
+			c = b.Node("Cast", []string{c}, registry.IntAttr("to", int64(onnxio.Bool)))
+		}
+		return c, nil
+	}
+	return "", fmt.Errorf("constants of type %s cannot be exported", onnxio.DataType(t.GetDataType()))
+}
+
+// addSubgraphs covers what no layer lifts with onnx.subgraph layers: one
+// for each value a lifted layer (or the model's output) needs and no lifted
+// layer computes. Each holds the graph nodes that compute its value from
+// values the model has: its inputs and the outputs of earlier layers.
+func (b *builder) addSubgraphs() error {
+	a, p := b.a, b.p
+	available := map[string]bool{}
+	for _, vi := range a.g.inputs {
+		available[vi.GetName()] = true
+	}
+	for _, r := range b.regions {
+		available[r.output] = true
+	}
+	var needed []string
+	for _, r := range b.regions {
+		for _, in := range r.inputs {
+			if v := p.resolve(in); !available[v] {
+				needed = append(needed, v)
+			}
+		}
+	}
+	if out := p.resolve(a.g.outputs[0]); !available[out] {
+		needed = append(needed, out)
+	}
+	pos := func(v string) int {
+		if n := a.g.producer[v]; n != nil {
+			return n.index
+		}
+		return -1
+	}
+	sort.SliceStable(needed, func(i, j int) bool { return pos(needed[i]) < pos(needed[j]) })
+	for _, v := range slices.Compact(needed) {
+		if available[v] {
+			continue
+		}
+		r, err := b.subgraph(v, available)
+		if err != nil {
+			return err
+		}
+		for _, n := range r.nodes {
+			p.claimed[n] = true
+		}
+		b.regions = append(b.regions, r)
+		available[v] = true
+	}
+	return nil
+}
+
+// subgraph builds the onnx.subgraph layer that computes v from available
+// values, recomputing inside it whatever else it needs.
+func (b *builder) subgraph(v string, available map[string]bool) (*region, error) {
+	g := b.a.g
+	keep := map[*node]bool{}
+	var boundary []string
+	usedInit := map[string]bool{}
+	seen := map[string]bool{}
+	stack := []string{v}
+	for len(stack) > 0 {
+		u := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if u == "" || seen[u] {
+			continue
+		}
+		seen[u] = true
+		switch {
+		case available[u] && u != v:
+			boundary = append(boundary, u)
+		case g.inits[u] != nil:
+			usedInit[u] = true
+		case g.producer[u] != nil:
+			n := g.producer[u]
+			keep[n] = true
+			stack = append(stack, n.GetInput()...)
+		default:
+			return nil, fmt.Errorf("value %q is neither computed nor available", u)
+		}
+	}
+	pos := func(u string) int {
+		if n := g.producer[u]; n != nil {
+			return n.index
+		}
+		for i, vi := range g.inputs {
+			if vi.GetName() == u {
+				return -len(g.inputs) + i
+			}
+		}
+		return -1
+	}
+	sort.Slice(boundary, func(i, j int) bool { return pos(boundary[i]) < pos(boundary[j]) })
+
+	gp := &onnxpb.GraphProto{Name: proto.String("subgraph")}
+	var nodes, ours []*node
+	for _, n := range g.nodes {
+		if keep[n] {
+			gp.Node = append(gp.Node, n.NodeProto)
+			nodes = append(nodes, n)
+			if !b.p.claimed[n] && b.a.liveNode(n) {
+				ours = append(ours, n)
+			}
+		}
+	}
+	for _, u := range boundary {
+		info := untypedInfo(u, onnxio.Float)
+		for _, vi := range g.inputs {
+			if vi.GetName() == u {
+				info = vi
+			}
+		}
+		gp.Input = append(gp.Input, info)
+	}
+	var params []param
+	var paramNames []string
+	for _, t := range g.model.GetGraph().GetInitializer() {
+		if !usedInit[t.GetName()] {
+			continue
+		}
+		if onnxio.DataType(t.GetDataType()) == onnxio.Float && len(t.GetDims()) > 0 {
+			d, err := onnxio.TensorToDense(t)
+			if err != nil {
+				return nil, err
+			}
+			dims := make([]onnxio.Dim, len(t.GetDims()))
+			for i, x := range t.GetDims() {
+				dims[i] = onnxio.FixedDim(x)
+			}
+			gp.Input = append(gp.Input, onnxio.TensorValueInfo(t.GetName(), onnxio.Float, dims))
+			params = append(params, param{name: t.GetName(), value: d, pieces: []piece{{value: t.GetName()}}})
+			paramNames = append(paramNames, t.GetName())
+			continue
+		}
+		gp.Initializer = append(gp.Initializer, t)
+	}
+	gp.Output = []*onnxpb.ValueInfoProto{untypedInfo(v, onnxio.Float)}
+	m := &onnxpb.ModelProto{IrVersion: proto.Int64(g.model.GetIrVersion()), OpsetImport: g.model.GetOpsetImport(), Graph: gp}
+	data, err := onnxio.EncodeModel(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(ours) == 0 {
+		ours = nodes
+	}
+	kind := "onnx"
+	if op := sanitize(g.producer[v].GetOpType()); op != "" {
+		kind = "onnx_" + op
+	}
+	return &region{typ: "onnx.subgraph", kind: kind, inputs: boundary, output: v, nodes: ours, params: params,
+		fields: []field{{"graph", base64.StdEncoding.EncodeToString(data)}, {"params", paramNames}}}, nil
+}

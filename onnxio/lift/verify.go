@@ -1,0 +1,188 @@
+package lift
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/registry"
+)
+
+// Tolerances of the self-check. They are looser than the cross-check
+// against PyTorch (1e-5, 1e-6) because two float32 computations of the same
+// math round differently; a wrong lift is off by far more.
+const (
+	verifyRtol = 1e-4
+	verifyAtol = 1e-5
+)
+
+// verify runs the lifted model and the graph on the same random inputs at
+// every probe size and compares every output.
+func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (Check, error) {
+	var c Check
+	eg, err := exec.New(a.g.model)
+	if err != nil {
+		return c, err
+	}
+	rng := rand.New(rand.NewPCG(0x11f7, uint64(len(a.g.nodes))))
+	for _, p := range a.probes {
+		feeds := map[string]*tensor.Dense{}
+		var args []*tensor.Dense
+		for _, name := range inputs {
+			t := randomLike(rng, p.feeds[name])
+			feeds[name] = t
+			f, err := ModelInput(t)
+			if err != nil {
+				return c, fmt.Errorf("input %q: %w", name, err)
+			}
+			args = append(args, f)
+		}
+		want, err := eg.Run(feeds)
+		if err != nil {
+			return c, fmt.Errorf("the graph fails on random inputs: %w", err)
+		}
+		got, err := RunOutputs(m, outputs, &registry.Run{}, args)
+		if err != nil {
+			return c, err
+		}
+		c.Runs++
+		for i, o := range outputs {
+			if err := c.compare(o.Name, got[i], want[o.Name]); err != nil {
+				return c, err
+			}
+		}
+	}
+	return c, nil
+}
+
+// RunOutputs runs a lifted model and returns the graph's outputs in order:
+// the model's output, and attention weights where Outputs says so.
+func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*tensor.Dense) ([]*tensor.Dense, error) {
+	weights := map[string]*tensor.Dense{}
+	r := *run
+	r.Hook = func(layer string, w *tensor.Dense) {
+		weights[layer] = w
+		if run.Hook != nil {
+			run.Hook(layer, w)
+		}
+	}
+	y, err := m.Forward(&r, inputs...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*tensor.Dense, len(outputs))
+	for i, o := range outputs {
+		switch o.Weights {
+		case "":
+			out[i] = y
+		case "heads", "mean":
+			w, ok := weights[o.Layer]
+			if !ok {
+				return nil, fmt.Errorf("output %q: layer %q reported no attention weights", o.Name, o.Layer)
+			}
+			if w.Dims() != 4 {
+				return nil, fmt.Errorf("output %q: layer %q reported attention weights of shape %v, want (B, H, Tq, Tk)", o.Name, o.Layer, w.Shape())
+			}
+			if o.Weights == "mean" {
+				w = meanOverHeads(w)
+			}
+			out[i] = w
+		default:
+			return nil, fmt.Errorf("output %q: unknown kind %q", o.Name, o.Weights)
+		}
+	}
+	return out, nil
+}
+
+// meanOverHeads averages (B, H, Tq, Tk) weights over H: (B, Tq, Tk).
+func meanOverHeads(w *tensor.Dense) *tensor.Dense {
+	s := w.Shape()
+	B, H, T := s[0], s[1], s[2]*s[3]
+	src := w.Data().([]float32)
+	dst := make([]float32, B*T)
+	for b := 0; b < B; b++ {
+		for h := 0; h < H; h++ {
+			for i := 0; i < T; i++ {
+				dst[b*T+i] += src[(b*H+h)*T+i]
+			}
+		}
+		for i := 0; i < T; i++ {
+			dst[b*T+i] /= float32(H)
+		}
+	}
+	return tensor.New(tensor.WithShape(B, s[2], s[3]), tensor.WithBacking(dst))
+}
+
+// compare checks one output within the self-check tolerances. Weights may
+// come with leading axes the graph squeezed or not: only the element count
+// and the values must agree.
+func (c *Check) compare(name string, got, want *tensor.Dense) error {
+	if want == nil {
+		return fmt.Errorf("the graph has no output %q", name)
+	}
+	g, err := floats64(got)
+	if err != nil {
+		return err
+	}
+	w, err := floats64(want)
+	if err != nil {
+		return err
+	}
+	if len(g) != len(w) {
+		return fmt.Errorf("output %q: the lifted model gives shape %v, the graph %v", name, got.Shape(), want.Shape())
+	}
+	if got.Dims() == want.Dims() && !got.Shape().Eq(want.Shape()) {
+		return fmt.Errorf("output %q: the lifted model gives shape %v, the graph %v", name, got.Shape(), want.Shape())
+	}
+	for i := range w {
+		if math.IsNaN(g[i]) && math.IsNaN(w[i]) || g[i] == w[i] {
+			continue
+		}
+		diff := math.Abs(g[i] - w[i])
+		if math.IsNaN(diff) || diff > verifyAtol+verifyRtol*math.Abs(w[i]) {
+			return fmt.Errorf("output %q differs at flat index %d: lifted %g, graph %g", name, i, g[i], w[i])
+		}
+		c.MaxAbs = math.Max(c.MaxAbs, diff)
+		if w[i] != 0 {
+			c.MaxRel = math.Max(c.MaxRel, diff/math.Abs(w[i]))
+		}
+	}
+	return nil
+}
+
+// randomLike returns random values shaped and typed like t: normal floats;
+// for booleans (padding masks) a third true, never the first position of
+// the last axis, so that no row is masked entirely.
+func randomLike(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
+	shape := []int(t.Shape().Clone())
+	n := t.Shape().TotalSize()
+	last := 1
+	if len(shape) > 0 {
+		last = shape[len(shape)-1]
+	}
+	switch t.Data().(type) {
+	case []float32:
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(rng.NormFloat64())
+		}
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
+	case []float64:
+		d := make([]float64, n)
+		for i := range d {
+			d[i] = rng.NormFloat64()
+		}
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
+	case []bool:
+		d := make([]bool, n)
+		for i := range d {
+			d[i] = i%last != 0 && rng.Float64() < 0.3
+		}
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
+	}
+	return t
+}
