@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -145,8 +146,10 @@ func printLift(w io.Writer, res *lift.Result) {
 	if res.Attnrun {
 		fmt.Fprintln(w, "# written by attnrun: loaded from its metadata")
 	}
-	fmt.Fprint(w, res.Config)
-	if len(res.Mapping) > 0 {
+	fmt.Fprint(w, elideGraphs(res.Config))
+	if len(res.Mapping) == 0 {
+		fmt.Fprintln(w, "\nno parameters")
+	} else {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "graph tensor\tparameter\ttransform")
@@ -244,4 +247,15 @@ func writeFileAtomic(path string, data []byte) (err error) {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// embeddedGraph matches the base64 graph of an onnx.subgraph layer.
+var embeddedGraph = regexp.MustCompile(`graph: "([A-Za-z0-9+/=]{120,})"`)
+
+// elideGraphs shortens the subgraphs embedded in a config for printing;
+// --config-out writes them whole.
+func elideGraphs(config string) string {
+	return embeddedGraph.ReplaceAllStringFunc(config, func(m string) string {
+		return fmt.Sprintf(`graph: "(%d bytes of base64; see --config-out)"`, len(m)-len(`graph: ""`))
+	})
 }
