@@ -62,5 +62,14 @@ else
   result FAIL "export round trip" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
 fi
 
+# 5. The executor's opset-23/24 Attention and RotaryEmbedding ops against
+# ONNX Runtime, on fresh random inputs for cases covering every input and
+# attribute.
+if out=$(SEED=$SEED bash scripts/attention_ort.sh 2>&1); then
+  result ok "Attention op vs ONNX Runtime" "$(tail -1 <<<"$out")"
+else
+  result FAIL "Attention op vs ONNX Runtime" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -31,7 +31,7 @@ type attnCase struct {
 	precision                 DType   // 0: attribute absent
 	present                   bool    // ask for present_key and present_value
 	qScale                    float32 // spread of Q (1 when 0)
-	q, k, v, pastK, pastV, mk *value // the inputs last drawn, which reference reads
+	q, k, v, pastK, pastV, mk *value  // the inputs last drawn, which reference reads
 }
 
 // inputs draws the case's inputs, the same ones for every call with a seed.
