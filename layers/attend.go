@@ -13,7 +13,8 @@ import (
 // heads describes attention over B sequences of T tokens for one or more
 // heads side by side, laid out as PyTorch lays out a (B, T, H·dh)
 // projection: token t of sequence b is row b·T+t, and head h starts at
-// column h·dk of the queries and keys and h·dv of the values and output.
+// column h·dk of the queries and keys and h·dv of the values and output
+// (or h·step of all three, when the projections are interleaved).
 // Each (sequence, head) pair is a strided kernels.Head view: nothing is
 // copied.
 type heads struct {
@@ -21,6 +22,10 @@ type heads struct {
 	ldq, ldk, ldv, ldOut int
 	seqs, tokens, count  int // B, T and the number of heads
 	dk, dv               int
+	// step, if nonzero, is the distance in columns from one head's
+	// queries, keys and values to the next head's: 3·dh when each head's
+	// projection is [q | k | v] (qkv.projectInto).
+	step int
 }
 
 // weightsView is where a group of heads writes its attention weights: the
@@ -32,26 +37,72 @@ type weightsView struct {
 	first int
 }
 
+// view is the kernels.Head of head h of sequence b.
+func (hs *heads) view(b, h int) kernels.Head {
+	qStep, vStep := hs.dk, hs.dv
+	if hs.step != 0 {
+		qStep, vStep = hs.step, hs.step
+	}
+	row := b * hs.tokens
+	return kernels.Head{
+		Q: hs.q[row*hs.ldq+h*qStep:], LdQ: hs.ldq,
+		K: hs.k[row*hs.ldk+h*qStep:], LdK: hs.ldk,
+		V: hs.v[row*hs.ldv+h*vStep:], LdV: hs.ldv,
+		Out: hs.out[row*hs.ldOut+h*hs.dv:], LdOut: hs.ldOut,
+		Tq: hs.tokens, Tk: hs.tokens, D: hs.dk, Dv: hs.dv,
+	}
+}
+
 // attend runs kernels.Attend for every (sequence, head) pair, sequence by
 // sequence and head by head, so dropout masks are reproducible for a seed.
 func (hs heads) attend(opt kernels.AttentionOptions, w weightsView) {
 	tt := hs.tokens * hs.tokens
 	for b := 0; b < hs.seqs; b++ {
-		row := b * hs.tokens
 		for h := 0; h < hs.count; h++ {
 			if w.data != nil {
 				i := (b*w.heads + w.first + h) * tt
 				opt.Weights = w.data[i : i+tt]
 			}
-			kernels.Attend(kernels.Head{
-				Q: hs.q[row*hs.ldq+h*hs.dk:], LdQ: hs.ldq,
-				K: hs.k[row*hs.ldk+h*hs.dk:], LdK: hs.ldk,
-				V: hs.v[row*hs.ldv+h*hs.dv:], LdV: hs.ldv,
-				Out: hs.out[row*hs.ldOut+h*hs.dv:], LdOut: hs.ldOut,
-				Tq: hs.tokens, Tk: hs.tokens, D: hs.dk, Dv: hs.dv,
-			}, opt)
+			kernels.Attend(hs.view(b, h), opt)
 		}
 	}
+}
+
+// fast reports whether attendAll may hand every head to the kernel at
+// once: no weights to write and no dropout, whose mask must be drawn in
+// a fixed order.
+func fast(opt kernels.AttentionOptions, w weightsView) bool {
+	return w.data == nil && opt.Dropout == 0
+}
+
+// attendAll runs every (sequence, head) pair. On the fast path they go to
+// kernels.AttendBatch in one call, which spreads them over the processors;
+// otherwise they run in order, as attend runs them. sc holds the views.
+func (hs heads) attendAll(opt kernels.AttentionOptions, w weightsView, sc *scratch) {
+	if !fast(opt, w) {
+		hs.attend(opt, w)
+		return
+	}
+	list := sc.headViews(hs.seqs * hs.count)
+	for b := range hs.seqs {
+		for h := range hs.count {
+			list[b*hs.count+h] = hs.view(b, h)
+		}
+	}
+	kernels.AttendBatch(list, opt)
+}
+
+// one returns head h alone, as a group of one head.
+func (hs heads) one(h int) heads {
+	qStep, vStep := hs.dk, hs.dv
+	if hs.step != 0 {
+		qStep, vStep = hs.step, hs.step
+	}
+	one := hs
+	one.q, one.k, one.v = hs.q[h*qStep:], hs.k[h*qStep:], hs.v[h*vStep:]
+	one.out = hs.out[h*hs.dv:]
+	one.count, one.step = 1, 0
+	return one
 }
 
 // invSqrt is the 1/√d score scale of scaled dot-product attention.

@@ -39,7 +39,9 @@ func (a *Average) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.De
 		return nil, err
 	}
 	out, data := in.newOutput(in.D)
-	sum := make([]float32, in.D)
+	sc := getScratch(in.D)
+	defer sc.release()
+	sum := sc.floats(in.D)
 	for b := 0; b < in.B; b++ {
 		clear(sum)
 		for t := 0; t < in.T; t++ {

@@ -24,15 +24,25 @@ func (h *head) attendInto(run *registry.Run, in seqs, out []float32, ldOut int, 
 	if err != nil {
 		return err
 	}
-	q, k, v := h.proj.project(in.data, in.rows())
+	width := 3 * h.proj.out
+	sc := getScratch(in.rows() * width)
+	defer sc.release()
+	h.projectHeads(in, sc.floats(in.rows()*width), width, out, ldOut).attendAll(opt, w, sc)
+	return nil
+}
+
+// projectHeads projects the input into y, each row [q | k | v] at row
+// stride ld, and returns the head as a view of y that writes its context
+// vectors to out (row stride ldOut).
+func (h *head) projectHeads(in seqs, y []float32, ld int, out []float32, ldOut int) heads {
+	h.proj.projectInto(y, ld, in.data, in.rows())
 	d := h.proj.out
-	heads{
-		q: q, k: k, v: v, out: out,
-		ldq: d, ldk: d, ldv: d, ldOut: ldOut,
+	return heads{
+		q: y, k: y[d:], v: y[2*d:], out: out,
+		ldq: ld, ldk: ld, ldv: ld, ldOut: ldOut,
 		seqs: in.B, tokens: in.T, count: 1,
 		dk: d, dv: d,
-	}.attend(opt, w)
-	return nil
+	}
 }
 
 // forward is the whole forward pass of a single-head layer.

@@ -89,9 +89,10 @@ func (m *MultiHead) Params() []registry.Param {
 }
 
 // Forward maps (T, d_in) or (B, T, d_in) to (T, d_out) or (B, T, d_out);
-// T may not exceed context_length. The heads are strided views of the
-// projections, attended in place; their outputs land side by side, which is
-// PyTorch's transpose(1, 2).view(b, T, d_out) without a copy.
+// T may not exceed context_length. The three projections are one GEMM over
+// all B·T rows; the heads are strided views of it, attended in place and
+// all at once; their outputs land side by side, which is PyTorch's
+// transpose(1, 2).view(b, T, d_out) without a copy, ready for out_proj.
 func (m *MultiHead) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
 	if m.outProj == nil {
 		return nil, errNotValidated
@@ -115,16 +116,19 @@ func (m *MultiHead) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.
 	if err != nil {
 		return nil, err
 	}
-	q, k, v := m.proj.project(in.data, in.rows())
-	context := make([]float32, in.rows()*dOut)
+	rows := in.rows()
+	sc := getScratch(rows * 4 * dOut)
+	defer sc.release()
+	projected, context := sc.floats(rows*3*dOut), sc.floats(rows*dOut)
+	m.proj.projectInto(projected, 3*dOut, in.data, rows)
 	heads{
-		q: q, k: k, v: v, out: context,
-		ldq: dOut, ldk: dOut, ldv: dOut, ldOut: dOut,
+		q: projected, k: projected[dOut:], v: projected[2*dOut:], out: context,
+		ldq: 3 * dOut, ldk: 3 * dOut, ldv: 3 * dOut, ldOut: dOut,
 		seqs: in.B, tokens: in.T, count: m.numHeads,
 		dk: headDim, dv: headDim,
-	}.attend(opt, w)
+	}.attendAll(opt, w, sc)
 	out, data := in.newOutput(dOut)
-	m.outProj.apply(data, context, in.rows())
+	m.outProj.apply(data, context, rows)
 	observe(run, weights)
 	return out, nil
 }

@@ -70,9 +70,11 @@ func (m *MultiHeadWrapper) Params() []registry.Param {
 	return ps
 }
 
-// Forward maps (T, d_in) or (B, T, d_in) to width num_heads·d_out. Each head
-// writes straight into its columns of the output. The attention weights go
-// to the hook once, stacked as (B, num_heads, T, T).
+// Forward maps (T, d_in) or (B, T, d_in) to width num_heads·d_out. Each
+// head projects its queries, keys and values with one GEMM into its own
+// columns of a shared buffer, then all heads of all sequences attend at
+// once, each writing straight into its columns of the output. The
+// attention weights go to the hook once, stacked as (B, num_heads, T, T).
 func (m *MultiHeadWrapper) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
 	if m.heads == nil {
 		return nil, errNotValidated
@@ -88,16 +90,39 @@ func (m *MultiHeadWrapper) Forward(run *registry.Run, inputs []*tensor.Dense) (*
 	if err := checkContext(in.T, first.contextLength); err != nil {
 		return nil, err
 	}
+	// The heads differ in their weights only: they share these options.
+	opt, err := attentionOptions(run, first.scale, first.causal, first.dropout)
+	if err != nil {
+		return nil, err
+	}
 	weights, w, err := newWeights(run, in, len(m.heads))
 	if err != nil {
 		return nil, err
 	}
-	width := len(m.heads) * first.proj.out
+	d := first.proj.out
+	width := len(m.heads) * d
 	out, data := in.newOutput(width)
+	rows := in.rows()
+	sc := getScratch(rows * 3 * width)
+	defer sc.release()
+	projected := sc.floats(rows * 3 * width)
 	for i, h := range m.heads {
-		w.first = i
-		if err := h.attendInto(run, in, data[i*h.proj.out:], width, w); err != nil {
-			return nil, err
+		h.proj.projectInto(projected[i*3*d:], 3*width, in.data, rows)
+	}
+	all := heads{
+		q: projected, k: projected[d:], v: projected[2*d:], out: data,
+		ldq: 3 * width, ldk: 3 * width, ldv: 3 * width, ldOut: width,
+		seqs: in.B, tokens: in.T, count: len(m.heads),
+		dk: d, dv: d, step: 3 * d,
+	}
+	if fast(opt, w) {
+		all.attendAll(opt, w, sc)
+	} else {
+		// Head by head, as separate CausalAttention modules would run, so
+		// that the dropout masks are drawn in that order.
+		for i := range m.heads {
+			w.first = i
+			all.one(i).attend(opt, w)
 		}
 	}
 	observe(run, weights)

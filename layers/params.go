@@ -21,15 +21,32 @@ var errNotValidated = errors.New("layer used before a successful Validate")
 // newZeros allocates a zeroed float32 tensor whose size comes from the
 // config; name says what it is in the error for a shape above the limit.
 func newZeros(name string, shape ...int) (*tensor.Dense, error) {
+	n, err := elements(name, shape...)
+	if err != nil {
+		return nil, err
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(make([]float32, n))), nil
+}
+
+// elements returns the number of elements of a tensor whose size comes
+// from the config, or an error naming it if the shape is above the limit.
+func elements(name string, shape ...int) (int, error) {
 	n := 1
 	for _, d := range shape {
 		if d <= 0 || n > maxElements/d {
-			return nil, fmt.Errorf("%s of shape %s exceeds the limit of %d elements",
+			return 0, fmt.Errorf("%s of shape %s exceeds the limit of %d elements",
 				name, fmtShape(shape), maxElements)
 		}
 		n *= d
 	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(make([]float32, n))), nil
+	return n, nil
+}
+
+// viewTensor wraps the first volume(shape) floats of data as a tensor of
+// that shape, sharing the storage.
+func viewTensor(data []float32, shape ...int) *tensor.Dense {
+	n := volume(shape)
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data[:n:n]))
 }
 
 // floats is the backing array of a parameter or layer-made tensor.
@@ -59,6 +76,10 @@ type projection interface {
 type linearWeights struct {
 	in, out      int
 	weight, bias *tensor.Dense
+	// w and b are the backing arrays of weight and bias (b is nil without
+	// a bias), kept so that a forward pass need not call Data(), which
+	// allocates. Loading weights writes into them; nothing replaces them.
+	w, b []float32
 }
 
 var _ projection = (*linearWeights)(nil)
@@ -70,20 +91,58 @@ func newLinearWeights(name string, in, out int, bias bool) (*linearWeights, erro
 	if l.weight, err = newZeros(join(name, "weight"), out, in); err != nil {
 		return nil, err
 	}
+	l.w = floats(l.weight)
 	if bias {
 		if l.bias, err = newZeros(join(name, "bias"), out); err != nil {
 			return nil, err
 		}
+		l.b = floats(l.bias)
 	}
 	return l, nil
 }
 
-func (l *linearWeights) apply(y, x []float32, rows int) {
-	var bias []float32
-	if l.bias != nil {
-		bias = floats(l.bias)
+// viewLinearWeights makes an nn.Linear from in to out whose weight and
+// bias are views of w and b (bias-free if b is nil).
+func viewLinearWeights(in, out int, w, b []float32) *linearWeights {
+	l := &linearWeights{in: in, out: out, weight: viewTensor(w, out, in), w: w[: out*in : out*in]}
+	if b != nil {
+		l.bias, l.b = viewTensor(b, out), b[:out:out]
 	}
-	kernels.Linear(y, x, floats(l.weight), bias, rows, l.in, l.out)
+	return l
+}
+
+// arrays returns the backing arrays of the weight and the bias (nil
+// without a bias).
+func (l *linearWeights) arrays() (w, b []float32) {
+	if l.w == nil { // not made by the constructors above
+		w = floats(l.weight)
+		if l.bias != nil {
+			b = floats(l.bias)
+		}
+		return w, b
+	}
+	return l.w, l.b
+}
+
+func (l *linearWeights) apply(y, x []float32, rows int) {
+	l.applyInto(y, l.out, x, rows)
+}
+
+// applyInto writes the projection of rows of x (dense, width in) to the
+// first out columns of y, whose rows are ldy apart: a column block of a
+// wider buffer, with no copy.
+func (l *linearWeights) applyInto(y []float32, ldy int, x []float32, rows int) {
+	w, bias := l.arrays()
+	var beta float32
+	if bias != nil {
+		// Start from the bias and let the GEMM add to it: a row copy is a
+		// memmove, much cheaper than a separate pass adding it afterwards.
+		for r := range rows {
+			copy(y[r*ldy:r*ldy+l.out], bias)
+		}
+		beta = 1
+	}
+	kernels.Gemm(false, true, rows, l.out, l.in, 1, x, l.in, w, l.in, beta, y, ldy)
 }
 
 // params lists weight then bias, initialized as nn.Linear does.
@@ -100,6 +159,7 @@ func (l *linearWeights) params(name string) []registry.Param {
 type matrixWeights struct {
 	in, out int
 	w       *tensor.Dense
+	data    []float32 // w's backing array, read without Data()'s allocation
 }
 
 var _ projection = (*matrixWeights)(nil)
@@ -110,15 +170,43 @@ func newMatrixWeights(name string, in, out int) (*matrixWeights, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &matrixWeights{in: in, out: out, w: w}, nil
+	return &matrixWeights{in: in, out: out, w: w, data: floats(w)}, nil
 }
 
 func (m *matrixWeights) apply(y, x []float32, rows int) {
-	kernels.Gemm(false, false, rows, m.out, m.in, 1, x, m.in, floats(m.w), m.out, 0, y, m.out)
+	m.applyInto(y, m.out, x, rows)
+}
+
+// applyInto writes x @ W for rows of x (dense, width in) to the first out
+// columns of y, whose rows are ldy apart.
+func (m *matrixWeights) applyInto(y []float32, ldy int, x []float32, rows int) {
+	data := m.data
+	if data == nil { // not made by newMatrixWeights
+		data = floats(m.w)
+	}
+	kernels.Gemm(false, false, rows, m.out, m.in, 1, x, m.in, data, m.out, 0, y, ldy)
 }
 
 func (m *matrixWeights) params(name string) []registry.Param {
 	return []registry.Param{{Name: name, Value: m.w, Init: registry.UniformInit(0, 1)}}
+}
+
+// applyInto writes the projection p, of width out, of rows of x (dense)
+// to a column block of y whose rows are ldy apart. The built-in
+// projections write in place; any other goes through a dense buffer.
+func applyInto(p projection, out int, y []float32, ldy int, x []float32, rows int) {
+	switch p := p.(type) {
+	case *linearWeights:
+		p.applyInto(y, ldy, x, rows)
+	case *matrixWeights:
+		p.applyInto(y, ldy, x, rows)
+	default:
+		dense := make([]float32, rows*out)
+		p.apply(dense, x, rows)
+		for r := range rows {
+			copy(y[r*ldy:r*ldy+out], dense[r*out:(r+1)*out])
+		}
+	}
 }
 
 // qkv is the query, key and value projections of an attention layer, in the
@@ -126,24 +214,53 @@ func (m *matrixWeights) params(name string) []registry.Param {
 type qkv struct {
 	query, key, value projection
 	in, out           int
+	// fused, for nn.Linear projections, is the three as one nn.Linear of
+	// width 3·out: query, key and value are views of its storage (weight
+	// rows and bias entries one block after another), so writing a
+	// parameter updates it and one GEMM projects all three.
+	fused *linearWeights
 }
 
 // newQKV allocates three projections from in to out: nn.Linear ones, or
 // bare matrices when matrix is set.
 func newQKV(prefix string, in, out int, matrix, bias bool) (qkv, error) {
+	names := []string{join(prefix, "W_query"), join(prefix, "W_key"), join(prefix, "W_value")}
+	if !matrix {
+		return newFusedQKV(names, in, out, bias)
+	}
 	var ps [3]projection
-	for i, name := range []string{"W_query", "W_key", "W_value"} {
+	for i, name := range names {
 		var err error
-		if matrix {
-			ps[i], err = newMatrixWeights(join(prefix, name), in, out)
-		} else {
-			ps[i], err = newLinearWeights(join(prefix, name), in, out, bias)
-		}
-		if err != nil {
+		if ps[i], err = newMatrixWeights(name, in, out); err != nil {
 			return qkv{}, err
 		}
 	}
 	return qkv{query: ps[0], key: ps[1], value: ps[2], in: in, out: out}, nil
+}
+
+// newFusedQKV allocates the storage of three nn.Linear from in to out,
+// called names, as one, and views each of them in it.
+func newFusedQKV(names []string, in, out int, bias bool) (qkv, error) {
+	for _, name := range names { // the limit applies to each, as to separate ones
+		if _, err := elements(join(name, "weight"), out, in); err != nil {
+			return qkv{}, err
+		}
+	}
+	w := make([]float32, 3*out*in)
+	var b []float32
+	if bias {
+		b = make([]float32, 3*out)
+	}
+	var ps [3]projection
+	for i := range ps {
+		var bi []float32
+		if bias {
+			bi = b[i*out:]
+		}
+		ps[i] = viewLinearWeights(in, out, w[i*out*in:], bi)
+	}
+	fused := viewLinearWeights(in, 3*out, w, b)
+	return qkv{query: ps[0], key: ps[1], value: ps[2], in: in, out: out, fused: fused}, nil
 }
 
 // params lists the three projections' parameters under prefix.
@@ -163,4 +280,18 @@ func (p qkv) project(x []float32, rows int) (q, k, v []float32) {
 	p.key.apply(k, x, rows)
 	p.value.apply(v, x, rows)
 	return q, k, v
+}
+
+// projectInto writes the queries, keys and values of rows of x side by
+// side into y, row r holding [q | k | v] (3·out floats) at y[r·ldy:]: a
+// single GEMM for nn.Linear projections. The columns of query, key and
+// value head h are then h·dh, out+h·dh and 2·out+h·dh, with no copy.
+func (p qkv) projectInto(y []float32, ldy int, x []float32, rows int) {
+	if p.fused != nil {
+		p.fused.applyInto(y, ldy, x, rows)
+		return
+	}
+	for i, proj := range []projection{p.query, p.key, p.value} {
+		applyInto(proj, p.out, y[i*p.out:], ldy, x, rows)
+	}
 }

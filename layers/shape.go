@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/attnrun/attnrun/internal/kernels"
 	"gorgonia.org/tensor"
 )
 
@@ -47,8 +48,10 @@ func readSeqs(x *tensor.Dense) (seqs, error) {
 		}
 		x = m
 	}
-	data, ok := x.Data().([]float32)
-	if !ok || len(data) < volume(shape) {
+	// Float32s reads the backing array without Data()'s allocations; the
+	// dtype was checked above.
+	data := x.Float32s()
+	if len(data) < volume(shape) {
 		return seqs{}, fmt.Errorf("input shape %s: backing array holds %d float32 values, want %d",
 			fmtShape(shape), len(data), volume(shape))
 	}
@@ -115,6 +118,72 @@ func (s seqs) shape(width int) []int {
 func (s seqs) newOutput(width int) (*tensor.Dense, []float32) {
 	data := make([]float32, s.rows()*width)
 	return tensor.New(tensor.WithShape(s.shape(width)...), tensor.WithBacking(data)), data
+}
+
+// scratch is the working memory of one forward pass: projections, context
+// vectors and head views that do not outlive the call. Scratches are
+// recycled, so in the steady state a forward pass allocates only the
+// tensors it returns, whatever the sequence length; concurrent passes each
+// take their own.
+type scratch struct {
+	buf   []float32
+	used  int
+	heads []kernels.Head
+}
+
+// freeScratches holds idle scratches. It is a buffered channel rather than
+// a sync.Pool on purpose: a pool is emptied by garbage collections, which
+// large forward passes trigger often, and the next pass would then
+// allocate its megabytes again.
+var freeScratches = make(chan *scratch, 16)
+
+// maxKeptScratch is the largest scratch, in floats, kept for reuse (256
+// MiB); a bigger one, from an unusually long input, is left to the garbage
+// collector.
+const maxKeptScratch = 1 << 26
+
+// getScratch takes an idle scratch with room for n floats.
+func getScratch(n int) *scratch {
+	var s *scratch
+	select {
+	case s = <-freeScratches:
+	default:
+		s = new(scratch)
+	}
+	if cap(s.buf) < n {
+		s.buf = make([]float32, n)
+	}
+	s.buf, s.used = s.buf[:n], 0
+	return s
+}
+
+// floats carves the next n floats off the scratch. They hold whatever the
+// last pass left: callers overwrite them.
+func (s *scratch) floats(n int) []float32 {
+	f := s.buf[s.used : s.used+n : s.used+n]
+	s.used += n
+	return f
+}
+
+// headViews returns room for n kernels.Head views.
+func (s *scratch) headViews(n int) []kernels.Head {
+	if cap(s.heads) < n {
+		s.heads = make([]kernels.Head, n)
+	}
+	return s.heads[:n]
+}
+
+// release returns the scratch to the free list. The head views are cleared
+// so that they do not keep a caller's output alive.
+func (s *scratch) release() {
+	clear(s.heads[:cap(s.heads)])
+	if cap(s.buf) > maxKeptScratch {
+		s.buf = nil
+	}
+	select {
+	case freeScratches <- s:
+	default:
+	}
 }
 
 // checkContext enforces a layer's context_length on the sequence length.

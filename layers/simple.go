@@ -52,12 +52,14 @@ func (s *Simple) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 		return nil, err
 	}
 	out, data := in.newOutput(in.D)
+	sc := getScratch(0) // for the head views
+	defer sc.release()
 	heads{
 		q: in.data, k: in.data, v: in.data, out: data,
 		ldq: in.D, ldk: in.D, ldv: in.D, ldOut: in.D,
 		seqs: in.B, tokens: in.T, count: 1,
 		dk: in.D, dv: in.D,
-	}.attend(opt, w)
+	}.attendAll(opt, w, sc)
 	observe(run, weights)
 	return out, nil
 }

@@ -31,6 +31,8 @@ type Model struct {
 	steps  []step
 	params []registry.Param
 	output int // index into the value slots
+	// numArgs is the total length of the steps' input lists.
+	numArgs int
 }
 
 // step is one layer with its inputs resolved to value slots: slots
@@ -64,6 +66,7 @@ func New(cfg *Config) (*Model, error) {
 		}
 		slot[spec.Name] = len(cfg.Inputs) + i
 		m.steps = append(m.steps, st)
+		m.numArgs += len(st.inputs)
 		for _, p := range spec.Layer.Params() {
 			p.Name = spec.Name + "." + p.Name
 			if other, dup := seen[p.Name]; dup {
@@ -130,7 +133,11 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 	if run.Train && run.RNG == nil {
 		return nil, errors.New("train mode needs a Run.RNG for dropout")
 	}
-	values := make([]*tensor.Dense, len(inputs)+len(m.steps))
+	// One allocation holds the value slots and, after them, the argument
+	// lists of every step; layers do not keep their argument slices.
+	values := make([]*tensor.Dense, len(inputs)+len(m.steps)+m.numArgs)
+	args := values[len(inputs)+len(m.steps):]
+	values = values[:len(inputs)+len(m.steps)]
 	for i, in := range inputs {
 		if in == nil {
 			return nil, fmt.Errorf("model %q: input %q is nil", m.cfg.Name, m.cfg.Inputs[i])
@@ -140,14 +147,15 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 		}
 		values[i] = in
 	}
+	layerRun := *run // the caller's Run, with each layer's path in turn
 	for i, st := range m.steps {
-		args := make([]*tensor.Dense, len(st.inputs))
+		stepArgs := args[:len(st.inputs):len(st.inputs)]
+		args = args[len(st.inputs):]
 		for j, idx := range st.inputs {
-			args[j] = values[idx]
+			stepArgs[j] = values[idx]
 		}
-		layerRun := *run
 		layerRun.Layer = st.spec.Name
-		out, err := forwardLayer(st.spec.Layer, &layerRun, args)
+		out, err := forwardLayer(st.spec.Layer, &layerRun, stepArgs)
 		if err != nil {
 			return nil, fmt.Errorf("layer %q (%s): %w", st.spec.Name, st.spec.Type, err)
 		}
