@@ -3,9 +3,12 @@ package cli
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio"
 )
 
 type checkFlags struct {
@@ -30,15 +33,19 @@ runs on attnrun's layers, rebuilt from its metadata; --executor runs its graph
 instead. For a preset the reference is the PyTorch output embedded with it.
 
 It prints the largest absolute and relative error per output, then a summary
-line, and exits 1 if any output is out of tolerance.`,
+line, and exits 1 if any output is out of tolerance. A data set that cannot be
+read or run fails without stopping the others. Over ONNX test-data sets a
+terminal shows a progress bar on stderr, and a line on stderr gives the number
+of sets, the time taken and how many failed.`,
 		Example: `  attnrun check testdata/onnx/multihead_opset17_dynamic/model.onnx
   attnrun check model.onnx --data test_data_set_0 --rtol 1e-4 --atol 1e-5
   attnrun check lifted.onnx --data testdata/onnx/multihead_opset17_dynamic
+  attnrun check model.onnx --data many_sets/     # progress bar on a terminal
   attnrun check seed-mha-wrapper`,
 		Args: oneArg("an ONNX file or a preset name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if isONNX(args[0]) {
-				return checkONNX(cmd.OutOrStdout(), args[0], f)
+				return checkDataSets(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], f)
 			}
 			return checkPreset(cmd.OutOrStdout(), args[0], f)
 		},
@@ -80,6 +87,12 @@ func (t *tally) add(where, output string, got, want *tensor.Dense) {
 	}
 }
 
+// fail counts the outputs of a data set that could not be compared at all.
+func (t *tally) fail(where string, outputs int, err error) {
+	t.failed += outputs
+	fmt.Fprintf(t.w, "%s  FAIL  %v\n", where, err)
+}
+
 func (t *tally) result() error {
 	fmt.Fprintf(t.w, "%d passed, %d failed\n", t.passed, t.failed)
 	if t.failed > 0 {
@@ -107,4 +120,79 @@ func checkPreset(w io.Writer, name string, f checkFlags) error {
 	t := &tally{w: w, rtol: f.rtol, atol: f.atol}
 	t.add(name, "expected.npy", got, want)
 	return t.result()
+}
+
+// checkDataSets compares an ONNX file's outputs with its test-data sets,
+// with progress on stderr: a bar on a terminal, and a summary line.
+func checkDataSets(stdout, stderr io.Writer, path string, f checkFlags) error {
+	file, err := openONNX(path, f.executor)
+	if err != nil {
+		return err
+	}
+	dataDir := f.data
+	if dataDir == "" {
+		dataDir = filepath.Dir(path)
+	}
+	dirs, err := onnxio.DataSetDirs(dataDir)
+	if err != nil {
+		return err
+	}
+	if len(dirs) == 0 {
+		return fmt.Errorf("%s: no test_data_set_N folders (or input_K.pb files) found", dataDir)
+	}
+	if file.lifted != nil {
+		fmt.Fprintf(stdout, "%s: attnrun model %q, run on attnrun layers (--executor runs the graph)\n", path, file.lifted.model.Name())
+	}
+	t := &tally{w: stdout, rtol: f.rtol, atol: f.atol}
+	p := startProgress(stderr, len(dirs), "data set")
+	for _, dir := range dirs {
+		failedBefore := t.failed
+		got, want, err := runDataSet(file, path, dir)
+		p.hide()
+		if err != nil {
+			t.fail(filepath.Base(dir), len(file.outputNames()), err)
+		}
+		for i := range want {
+			t.add(filepath.Base(dir), fmt.Sprintf("output %d %q", i, file.outputNames()[i]), got[i], want[i])
+		}
+		p.advance(t.failed > failedBefore)
+	}
+	p.finish()
+	return t.result()
+}
+
+// runDataSet reads one test-data set and runs the file on its inputs,
+// returning the outputs and the expected ones.
+func runDataSet(file *onnxFile, path, dir string) (got, want []*tensor.Dense, err error) {
+	ds, err := onnxio.ReadDataSet(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := file.outputNames()
+	if len(ds.Inputs) != file.numInputs() || len(ds.Outputs) != len(names) {
+		return nil, nil, fmt.Errorf("%s: %d inputs and %d outputs, model %s has %d and %d",
+			dir, len(ds.Inputs), len(ds.Outputs), path, file.numInputs(), len(names))
+	}
+	var inputs []*tensor.Dense
+	for i, tp := range ds.Inputs {
+		x, err := onnxio.TensorToDense(tp)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: input_%d.pb: %w", dir, i, err)
+		}
+		inputs = append(inputs, x)
+	}
+	for i, tp := range ds.Outputs {
+		w, err := onnxio.TensorToDense(tp)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: output_%d.pb: %w", dir, i, err)
+		}
+		want = append(want, w)
+	}
+	if got, err = file.run(inputs); err != nil {
+		return nil, nil, fmt.Errorf("%s on %s: %w", path, dir, err)
+	}
+	if len(got) != len(want) {
+		return nil, nil, fmt.Errorf("%s on %s: %d outputs, want %d", path, dir, len(got), len(want))
+	}
+	return got, want, nil
 }

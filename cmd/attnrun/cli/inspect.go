@@ -4,38 +4,218 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
 func newInspectCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "inspect FILE.onnx",
-		Short: "Describe an ONNX file: producer, opsets, inputs, outputs, ops, weights",
-		Long: `inspect prints what an ONNX file holds: its producer and opsets, its inputs
-and outputs with their (possibly symbolic) shapes, how often each op occurs,
-and every initializer with its shape and size; then the attnrun layers the
-graph lifts to (what attnrun import would build), or which nodes cannot be
-lifted and why. A file attnrun wrote shows the layers of its metadata.`,
-		Example: "  attnrun inspect testdata/onnx/multihead_opset17_dynamic/model.onnx",
-		Args:    oneArg("an ONNX file"),
+	var shapes []string
+	cmd := &cobra.Command{
+		Use:   "inspect MODEL.yaml|PRESET|FILE.onnx",
+		Short: "Describe a model or ONNX file: layers, parameters, FLOPs, ops, weights",
+		Long: `inspect describes a model config, a preset or an ONNX file.
+
+For a model it prints each layer with its type, inputs and parameter count,
+and, for an input shape (--shape, or a preset's example input), each layer's
+output shape and the FLOPs of a forward pass, with totals. FLOPs count 2 per
+multiply-add of the matrix products (projections, QKᵀ, weights·V), with
+attention counted over all Tq×Tk pairs even where a causal mask hides some
+(attnrun's kernels skip the hidden tiles); elementwise work (softmax, masks,
+norms, activations, adds) is not counted. A layer type that does not count
+its FLOPs shows "?", and the total is then a lower bound.
+
+For an ONNX file it prints its producer and opsets, its inputs and outputs
+with their (possibly symbolic) shapes, how often each op occurs, and every
+initializer with its shape and size; then the attnrun layers the graph lifts
+to (what attnrun import would build), with the same per-layer table, or
+which nodes cannot be lifted and why. A file attnrun wrote shows the layers
+of its metadata. FLOPs need --shape unless the graph's inputs have fixed
+shapes.`,
+		Example: `  attnrun inspect seed-mha-wrapper
+  attnrun inspect model.yaml --shape 4,512,768
+  attnrun inspect cross.yaml --shape 2,16,64 --shape 2,40,64   # one per model input
+  attnrun inspect testdata/onnx/multihead_opset17_dynamic/model.onnx --shape 2,5,8`,
+		Args: oneArg("a model config, preset name or ONNX file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := onnxio.ReadModel(args[0])
+			dims, err := parseShapes(shapes)
 			if err != nil {
 				return err
 			}
-			describeModel(cmd.OutOrStdout(), args[0], m)
-			describeLift(cmd.OutOrStdout(), m)
-			return nil
+			if isONNX(args[0]) {
+				return inspectONNX(cmd.OutOrStdout(), args[0], dims)
+			}
+			return inspectModel(cmd.OutOrStdout(), args[0], dims)
 		},
 	}
+	cmd.Flags().StringArrayVar(&shapes, "shape", nil,
+		"input shape for output shapes and FLOPs, e.g. 2,6,3 for (B, T, d) or 6,3; repeat for each model input (default: a preset's example input)")
+	return cmd
+}
+
+// parseShapes reads the --shape flags: comma-separated positive sizes.
+func parseShapes(flags []string) ([]tensor.Shape, error) {
+	var shapes []tensor.Shape
+	for _, flag := range flags {
+		var shape tensor.Shape
+		for _, part := range strings.Split(flag, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(part))
+			if err != nil || n <= 0 {
+				return nil, usageError{fmt.Errorf("--shape %q: want positive sizes separated by commas, e.g. 2,6,3 for (B, T, d)", flag)}
+			}
+			shape = append(shape, n)
+		}
+		shapes = append(shapes, shape)
+	}
+	return shapes, nil
+}
+
+// inspectModel describes a config or preset. Weights do not matter to it,
+// so none are loaded or drawn.
+func inspectModel(out io.Writer, target string, shapes []tensor.Shape) error {
+	var m *models.Model
+	var preset *models.Preset
+	var err error
+	if isConfigPath(target) {
+		m, err = models.Load(target)
+	} else if preset, err = models.LookupPreset(target); err == nil {
+		m, err = preset.Model()
+	}
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "model\t%s\n", m.Name())
+	if d := m.Config().Description; d != "" {
+		fmt.Fprintf(w, "about\t%s\n", d)
+	}
+	if preset == nil {
+		fmt.Fprintf(w, "file\t%s\n", target)
+	}
+	w.Flush()
+	origin := ""
+	if len(shapes) == 0 && preset != nil {
+		x, err := preset.Input()
+		if err != nil {
+			return err
+		}
+		shapes, origin = []tensor.Shape{x.Shape().Clone()}, "the preset's example input"
+	}
+	fmt.Fprintln(out, "\nlayers")
+	return layerTable(out, m, shapes, origin)
+}
+
+// inspectONNX describes an ONNX file and the attnrun layers it lifts to.
+func inspectONNX(out io.Writer, path string, shapes []tensor.Shape) error {
+	m, err := onnxio.ReadModel(path)
+	if err != nil {
+		return err
+	}
+	describeModel(out, path, m)
+	return describeLift(out, m, shapes)
+}
+
+// layerTable prints one line per layer: its type, inputs and
+// parameters, and for input shapes its output shape and FLOPs; then the
+// totals. origin says where the shapes came from, if not from --shape.
+func layerTable(out io.Writer, m *models.Model, shapes []tensor.Shape, origin string) error {
+	if len(shapes) == 0 {
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, l := range m.Layers() {
+			fmt.Fprintf(w, "  %s\t%s\treads %s\tparams %s\n", l.Name, l.Type, strings.Join(l.Inputs, ", "), groupDigits(layerParams(l)))
+		}
+		w.Flush()
+		fmt.Fprintf(out, "  total: %s\n", quantity(int64(m.NumParams()), "parameters"))
+		fmt.Fprintf(out, "  output shapes and FLOPs: give --shape B,T,d (or T,d) for each input (%s)\n",
+			strings.Join(m.Config().Inputs, ", "))
+		return nil
+	}
+	names := m.Config().Inputs
+	if len(shapes) != len(names) {
+		return usageError{fmt.Errorf("model %q takes %d input(s) (%s), got %d --shape",
+			m.Name(), len(names), strings.Join(names, ", "), len(shapes))}
+	}
+	var given []string
+	for i, name := range names {
+		given = append(given, name+" "+shapeString(shapes[i]))
+	}
+	prof, err := m.Profile(shapes...)
+	if err != nil {
+		return fmt.Errorf("for %s: %w", strings.Join(given, ", "), err)
+	}
+	if origin != "" {
+		origin = ", " + origin
+	}
+	fmt.Fprintf(out, "  for %s%s\n", strings.Join(given, ", "), origin)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for i, l := range prof.Layers {
+		flops := "?"
+		if l.Counted {
+			flops = groupDigits(l.FLOPs)
+		}
+		fmt.Fprintf(w, "  %s\t%s\treads %s\tparams %s\toutput %s\tFLOPs %s\n",
+			l.Name, l.Type, strings.Join(m.Layers()[i].Inputs, ", "), groupDigits(l.Params), shapeString(l.Output), flops)
+	}
+	w.Flush()
+	total := quantity(prof.FLOPs, "FLOPs")
+	if len(prof.Uncounted) > 0 {
+		total = fmt.Sprintf("at least %s (\"?\": the layer's type does not count FLOPs: %s)", total, strings.Join(prof.Uncounted, ", "))
+	}
+	fmt.Fprintf(out, "  total: %s, %s per forward pass\n", quantity(prof.Params, "parameters"), total)
+	fmt.Fprintln(out, "  (FLOPs: 2 per multiply-add of the matrix products, attention over all Tq×Tk pairs; elementwise work not counted)")
+	return nil
+}
+
+// layerParams counts the scalar parameters of one layer.
+func layerParams(l models.LayerSpec) int64 {
+	var n int64
+	for _, p := range l.Layer.Params() {
+		n += int64(p.Value.Shape().TotalSize())
+	}
+	return n
+}
+
+// groupDigits writes n with thousands separators: 12,345,678.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// quantity says "2,016 FLOPs", adding a short form for large numbers:
+// "12,582,912 parameters (12.6 M)".
+func quantity(n int64, unit string) string {
+	s := groupDigits(n) + " " + unit
+	for _, u := range []struct {
+		scale  float64
+		suffix string
+	}{{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e4, "k"}} {
+		if float64(n) >= u.scale {
+			scale := u.scale
+			if u.suffix == "k" {
+				scale = 1e3
+			}
+			return fmt.Sprintf("%s (%.1f %s)", s, float64(n)/scale, u.suffix)
+		}
+	}
+	return s
 }
 
 func describeModel(out io.Writer, path string, m *onnxpb.ModelProto) {
@@ -104,8 +284,10 @@ func describeModel(out io.Writer, path string, m *onnxpb.ModelProto) {
 	fmt.Fprintf(w, "  total\t\t\t%s\n", humanBytes(total))
 }
 
-// describeLift shows which attnrun layers a file lifts to, or why not.
-func describeLift(out io.Writer, m *onnxpb.ModelProto) {
+// describeLift shows which attnrun layers a file lifts to, with their
+// parameters and, for input shapes (given, or fixed in the graph), FLOPs;
+// or why the file does not lift.
+func describeLift(out io.Writer, m *onnxpb.ModelProto, shapes []tensor.Shape) error {
 	fmt.Fprintln(out, "\nattnrun layers")
 	res, err := lift.Lift(m)
 	var unlifted *lift.UnliftedError
@@ -113,21 +295,51 @@ func describeLift(out io.Writer, m *onnxpb.ModelProto) {
 	case errors.As(err, &unlifted):
 		fmt.Fprintln(out, "  cannot be lifted completely (attnrun import --partial keeps these as ONNX subgraphs):")
 		printUnlifted(out, unlifted.Nodes)
-		return
+		return nil
 	case err != nil:
 		fmt.Fprintf(out, "  cannot be lifted: %v\n", err)
-		return
+		return nil
 	}
 	if res.Attnrun {
 		fmt.Fprintf(out, "  written by attnrun: model %q, rebuilt from its metadata\n", res.Model.Name())
 	} else {
 		fmt.Fprintf(out, "  lifts to model %q (checked against the graph: max abs diff %.3g)\n", res.Model.Name(), res.Check.MaxAbs)
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	defer w.Flush()
-	for _, l := range res.Model.Layers() {
-		fmt.Fprintf(w, "  %s\t%s\treads %s\n", l.Name, l.Type, strings.Join(l.Inputs, ", "))
+	origin := ""
+	if len(shapes) == 0 {
+		if shapes = fixedInputShapes(m); shapes != nil {
+			origin = "the graph's fixed input shape"
+		}
 	}
+	return layerTable(out, res.Model, shapes, origin)
+}
+
+// fixedInputShapes returns the shapes of the graph's inputs if every
+// dimension of every one is fixed, else nil.
+func fixedInputShapes(m *onnxpb.ModelProto) []tensor.Shape {
+	inits := map[string]bool{}
+	for _, t := range m.GetGraph().GetInitializer() {
+		inits[t.GetName()] = true
+	}
+	var shapes []tensor.Shape
+	for _, vi := range m.GetGraph().GetInput() {
+		if inits[vi.GetName()] {
+			continue
+		}
+		dims := onnxio.Dims(vi)
+		if len(dims) == 0 {
+			return nil
+		}
+		var shape tensor.Shape
+		for _, d := range dims {
+			if !d.Known || d.Value <= 0 || d.Value > math.MaxInt32 {
+				return nil
+			}
+			shape = append(shape, int(d.Value))
+		}
+		shapes = append(shapes, shape)
+	}
+	return shapes
 }
 
 func shapeOfInfo(vi *onnxpb.ValueInfoProto) string {

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"gorgonia.org/tensor"
 
@@ -147,58 +146,4 @@ func runONNX(stdout io.Writer, path string, executor bool, inputPaths, outputPat
 		fmt.Fprintln(stdout, formatDense(out))
 	}
 	return nil
-}
-
-// checkONNX compares an ONNX file's outputs with its test-data sets.
-func checkONNX(w io.Writer, path string, f checkFlags) error {
-	file, err := openONNX(path, f.executor)
-	if err != nil {
-		return err
-	}
-	dataDir := f.data
-	if dataDir == "" {
-		dataDir = filepath.Dir(path)
-	}
-	dirs, err := onnxio.DataSetDirs(dataDir)
-	if err != nil {
-		return err
-	}
-	if len(dirs) == 0 {
-		return fmt.Errorf("%s: no test_data_set_N folders (or input_K.pb files) found", dataDir)
-	}
-	if file.lifted != nil {
-		fmt.Fprintf(w, "%s: attnrun model %q, run on attnrun layers (--executor runs the graph)\n", path, file.lifted.model.Name())
-	}
-	t := &tally{w: w, rtol: f.rtol, atol: f.atol}
-	names := file.outputNames()
-	for _, dir := range dirs {
-		ds, err := onnxio.ReadDataSet(dir)
-		if err != nil {
-			return err
-		}
-		if len(ds.Inputs) != file.numInputs() || len(ds.Outputs) != len(names) {
-			return fmt.Errorf("%s: %d inputs and %d outputs, model %s has %d and %d",
-				dir, len(ds.Inputs), len(ds.Outputs), path, file.numInputs(), len(names))
-		}
-		var inputs []*tensor.Dense
-		for i, tp := range ds.Inputs {
-			x, err := onnxio.TensorToDense(tp)
-			if err != nil {
-				return fmt.Errorf("%s: input_%d.pb: %w", dir, i, err)
-			}
-			inputs = append(inputs, x)
-		}
-		got, err := file.run(inputs)
-		if err != nil {
-			return fmt.Errorf("%s on %s: %w", path, dir, err)
-		}
-		for i, tp := range ds.Outputs {
-			want, err := onnxio.TensorToDense(tp)
-			if err != nil {
-				return fmt.Errorf("%s: output_%d.pb: %w", dir, i, err)
-			}
-			t.add(filepath.Base(dir), fmt.Sprintf("output %d %q", i, names[i]), got[i], want)
-		}
-	}
-	return t.result()
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,6 +24,9 @@ type runFlags struct {
 	train     bool
 	attention string
 	executor  bool
+	// incremental is the number of tokens per step of a token-by-token
+	// run; 0 runs the whole sequence at once.
+	incremental int
 }
 
 func newRunCommand() *cobra.Command {
@@ -40,12 +44,33 @@ file runs on attnrun's graph executor, with one --input per graph input; a
 file attnrun wrote (attnrun export, attnrun import) runs on attnrun's layers,
 rebuilt from its metadata, unless --executor is given. With
 --attention LAYER the command prints that layer's attention weights, shaped
-(B, H, Tq, Tk) with leading axes of size 1 dropped, instead of the output.`,
+(B, H, Tq, Tk) with leading axes of size 1 dropped, instead of the output.
+
+Many inputs: --input DIR runs the model once per .npy (or .pb) file of DIR,
+in name order, and --input X.npz once per array of the archive. The outputs
+are printed under the inputs' names, or written with --output DIR (one .npy
+per input, with the input's name) or --output Y.npz (one array per input,
+with the input's key). A terminal shows a progress bar on stderr; a summary
+line (inputs, time, failures) ends the run. An input that fails is reported
+and the others still run; the exit status is then 1.
+
+--incremental runs the model token by token, as a decoder does: it feeds
+the first input's tokens one at a time (--incremental=N: N at a time)
+through every layer's KV cache (models.Decode) and joins the outputs, which
+equal the full pass. Every layer must be causal attention, a position
+layer or a token-wise layer; the error names the first that is not. It
+prints the output even for presets that show attention weights, and it
+does not combine with --attention (each step sees only its rows of the
+weights). ONNX files run whole.`,
 		Example: `  attnrun run seed-mha-wrapper
   attnrun run seed-masked-weights            # prints attention weights
   attnrun run model.yaml --weights w.npz --input x.npy --output y.npy
   attnrun run seed-self-attention-v2 --attention attn
-  attnrun run model.onnx --input x.npy`,
+  attnrun run model.onnx --input x.npy
+  attnrun run model.yaml --input inputs/ --output outputs/   # every .npy of inputs/
+  attnrun run seed-mha-wrapper --input batch.npz --output out.npz
+  attnrun run seed-mha-wrapper --incremental                 # token by token
+  attnrun run llama-block.yaml --input x.npy --incremental=4 # 4 tokens per step`,
 		Args: oneArg("a model config or preset name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runModel(cmd, args[0], f)
@@ -53,17 +78,29 @@ rebuilt from its metadata, unless --executor is given. With
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.weights, "weights", "", "state dict (.npz or .safetensors) with the model's parameters")
-	fl.StringArrayVar(&f.inputs, "input", nil, "input tensor (.npy; .pb TensorProto for ONNX); repeat for several inputs, in order")
-	fl.StringArrayVarP(&f.outputs, "output", "o", nil, "write the result to this .npy file instead of printing it (ONNX: one per graph output)")
+	fl.StringArrayVar(&f.inputs, "input", nil, "input tensor (.npy; .pb TensorProto for ONNX); repeat for several inputs, in order; a directory or .npz runs each tensor in it")
+	fl.StringArrayVarP(&f.outputs, "output", "o", nil, "write the result to this .npy file instead of printing it (ONNX: one per graph output); a directory or .npz for many inputs")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed for weight initialization and dropout")
 	fl.BoolVar(&f.train, "train", false, "train mode: dropout is active")
 	fl.StringVar(&f.attention, "attention", "", "print this layer's attention weights instead of the output")
 	fl.BoolVar(&f.executor, "executor", false, "run a file attnrun wrote on its ONNX graph, not on attnrun's layers")
+	fl.IntVar(&f.incremental, "incremental", 0, "run token by token through the KV caches, N tokens per step (--incremental=N; alone: 1)")
+	fl.Lookup("incremental").NoOptDefVal = "1"
 	return cmd
 }
 
 func runModel(cmd *cobra.Command, target string, f runFlags) error {
+	if err := f.checkIncremental(cmd, target); err != nil {
+		return err
+	}
+	batch, isBatch := batchInput(f.inputs)
+	if isBatch && len(f.outputs) > 1 {
+		return usageError{fmt.Errorf("a run over %s takes one --output (a directory or .npz), got %d", batch, len(f.outputs))}
+	}
 	if isONNX(target) {
+		if isBatch {
+			return runONNXBatch(cmd, target, batch, f)
+		}
 		return runONNX(cmd.OutOrStdout(), target, f.executor, f.inputs, f.outputs)
 	}
 	if len(f.outputs) > 1 {
@@ -73,16 +110,26 @@ func runModel(cmd *cobra.Command, target string, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.incremental > 0 {
+		if err := src.model.CheckIncremental(); err != nil {
+			return fmt.Errorf("--incremental: %w", err)
+		}
+	}
+	attention := f.attention
+	if !cmd.Flags().Changed("attention") && src.preset != nil && f.incremental == 0 {
+		attention = src.preset.Attention
+	}
+	run := &registry.Run{Train: f.train, RNG: rand.New(rand.NewPCG(f.seed, 0x5eed))}
+	if isBatch {
+		return runModelBatch(cmd, src, batch, f, func(inputs []*tensor.Dense) (*tensor.Dense, error) {
+			return compute(src, run, inputs, attention, f.incremental)
+		})
+	}
 	inputs, err := src.inputs(f.inputs)
 	if err != nil {
 		return err
 	}
-	attention := f.attention
-	if !cmd.Flags().Changed("attention") && src.preset != nil {
-		attention = src.preset.Attention
-	}
-	run := &registry.Run{Train: f.train, RNG: rand.New(rand.NewPCG(f.seed, 0x5eed))}
-	out, err := forward(src, run, inputs, attention)
+	out, err := compute(src, run, inputs, attention, f.incremental)
 	if err != nil {
 		return fmt.Errorf("%s: %w", target, err)
 	}
@@ -91,6 +138,89 @@ func runModel(cmd *cobra.Command, target string, f runFlags) error {
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), formatTensor(out.Data().([]float32), out.Shape()))
 	return nil
+}
+
+// checkIncremental rejects --incremental where it has no meaning.
+func (f runFlags) checkIncremental(cmd *cobra.Command, target string) error {
+	if !cmd.Flags().Changed("incremental") {
+		return nil
+	}
+	switch {
+	case f.incremental <= 0:
+		return usageError{fmt.Errorf("--incremental=%d: the tokens per step must be positive", f.incremental)}
+	case f.attention != "":
+		return usageError{errors.New("--incremental and --attention do not combine: each step sees only its own rows of the weights (run without --incremental to print them)")}
+	case isONNX(target):
+		return usageError{errors.New("--incremental runs attnrun models (a config or preset), not ONNX files; attnrun import --config-out gives the config of a file attnrun can lift")}
+	}
+	return nil
+}
+
+// compute runs the model on its inputs: the whole sequence at once, or
+// chunk tokens at a time through the layers' caches when chunk > 0.
+func compute(src *source, run *registry.Run, inputs []*tensor.Dense, attention string, chunk int) (*tensor.Dense, error) {
+	if chunk > 0 {
+		return src.model.Decode(run, chunk, inputs...)
+	}
+	return forward(src, run, inputs, attention)
+}
+
+// runModelBatch runs a single-input model once per tensor of a directory
+// or archive.
+func runModelBatch(cmd *cobra.Command, src *source, batch string, f runFlags, run func([]*tensor.Dense) (*tensor.Dense, error)) error {
+	if names := src.model.Config().Inputs; len(names) != 1 {
+		return usageError{fmt.Errorf("--input %s runs a model of one input; model %q takes %d (%s)",
+			batch, src.model.Name(), len(names), strings.Join(names, ", "))}
+	}
+	items, err := listBatch(batch)
+	if err != nil {
+		return err
+	}
+	sink, err := newBatchSink(cmd.OutOrStdout(), batch, firstOr(f.outputs, ""), []string{src.model.Config().Output})
+	if err != nil {
+		return err
+	}
+	return runBatch(cmd.ErrOrStderr(), items, sink, func(x *tensor.Dense) ([]*tensor.Dense, error) {
+		x, err := floatInput(x)
+		if err != nil {
+			return nil, err
+		}
+		out, err := run([]*tensor.Dense{x})
+		if err != nil {
+			return nil, err
+		}
+		return []*tensor.Dense{out}, nil
+	})
+}
+
+// runONNXBatch runs a single-input ONNX file once per tensor of a
+// directory or archive.
+func runONNXBatch(cmd *cobra.Command, path, batch string, f runFlags) error {
+	file, err := openONNX(path, f.executor)
+	if err != nil {
+		return err
+	}
+	if file.numInputs() != 1 {
+		return usageError{fmt.Errorf("--input %s runs a file of one input; %s takes %d (%s)", batch, path, file.numInputs(), file.inputNames())}
+	}
+	items, err := listBatch(batch)
+	if err != nil {
+		return err
+	}
+	sink, err := newBatchSink(cmd.OutOrStdout(), batch, firstOr(f.outputs, ""), file.outputNames())
+	if err != nil {
+		return err
+	}
+	return runBatch(cmd.ErrOrStderr(), items, sink, func(x *tensor.Dense) ([]*tensor.Dense, error) {
+		return file.run([]*tensor.Dense{x})
+	})
+}
+
+func firstOr(values []string, def string) string {
+	if len(values) == 0 {
+		return def
+	}
+	return values[0]
 }
 
 // forward runs the model and returns its output, or the attention weights
@@ -199,14 +329,20 @@ func (s *source) inputs(paths []string) ([]*tensor.Dense, error) {
 		if err != nil {
 			return nil, err
 		}
-		if t.Dtype() != tensor.Float32 && t.Dtype() != tensor.Float64 {
-			return nil, fmt.Errorf("%s: input has dtype %v, want float32 or float64", p, t.Dtype())
-		}
-		if out[i], err = tensorio.ToFloat32(t); err != nil {
+		if out[i], err = floatInput(t); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 	}
 	return out, nil
+}
+
+// floatInput checks that a model input is float32 or float64 and returns
+// it as float32.
+func floatInput(t *tensor.Dense) (*tensor.Dense, error) {
+	if t.Dtype() != tensor.Float32 && t.Dtype() != tensor.Float64 {
+		return nil, fmt.Errorf("input has dtype %v, want float32 or float64", t.Dtype())
+	}
+	return tensorio.ToFloat32(t)
 }
 
 func hasLayer(m *models.Model, name string) bool {
