@@ -168,12 +168,17 @@ func dot(a, b []float32) float64 {
 }
 
 // sequence is one sequence's normalized queries and keys, values, output
-// rows and, if wanted, attention weights (tokens × tokens), each row-major
-// from the sequence's first token. q, k, v and out are width wide.
+// rows and, if wanted, attention weights (queries × keys), each row-major
+// from the sequence's first row. q, k, v and out are width wide. The
+// queries are the last tokens of the keys' sequence: query i sits at
+// position keys−queries+i, which matters to the causal mask. A full pass
+// has as many queries as keys; an incremental step has the new tokens'
+// queries against every key so far.
 type sequence struct {
 	q, k, v, out  []float32
 	weights       []float32 // nil when no one wants the weights
-	width, tokens int
+	width         int
+	queries, keys int
 }
 
 // attend writes the output row of every query of the sequence: the
@@ -182,11 +187,12 @@ type sequence struct {
 // Masked keys are skipped rather than set to -inf: exp(-inf) is 0, so the
 // result is the same, and their weights stay 0.
 func (s sequence) attend(scale float64, causal bool) {
-	probs := make([]float64, s.tokens)
-	for i := 0; i < s.tokens; i++ {
-		visible := s.tokens
+	probs := make([]float64, s.keys)
+	past := s.keys - s.queries
+	for i := 0; i < s.queries; i++ {
+		visible := s.keys
 		if causal {
-			visible = i + 1
+			visible = past + i + 1
 		}
 		p := probs[:visible]
 		query := s.q[i*s.width : (i+1)*s.width]
@@ -202,7 +208,7 @@ func (s sequence) attend(scale float64, causal bool) {
 			s.out[i*s.width+o] = float32(sum)
 		}
 		if s.weights != nil {
-			row := s.weights[i*s.tokens : (i+1)*s.tokens]
+			row := s.weights[i*s.keys : (i+1)*s.keys]
 			for j, pj := range p {
 				row[j] = float32(pj)
 			}

@@ -2,9 +2,12 @@
 // attention.cosine, single-head attention scored by scaled cosine
 // similarity. It shows everything a layer from another module needs: a
 // config struct, Validate, named parameters with PyTorch's init, a Forward
-// that reports its attention weights, and registration in init. A blank
-// import makes the layer available to model configs and to a custom attnrun
-// binary (see cmd/attnrun-cosine):
+// that reports its attention weights, and registration in init (this
+// file); ONNX export (export.go); a lifting pattern that lets `attnrun
+// import` recognize the layer in PyTorch's ONNX exports (lift.go);
+// incremental decoding with a KV cache (step.go); and a FLOP count
+// (flops.go). A blank import makes the layer available to model configs
+// and to a custom attnrun binary (see cmd/attnrun-cosine):
 //
 //	import _ "github.com/attnrun/attnrun/examples/cosine"
 //
@@ -135,7 +138,7 @@ func (c *Cosine) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 		first := b * x.T // row of the sequence's first token
 		s := sequence{
 			q: q[first*dOut:], k: k[first*dOut:], v: v[first*dOut:],
-			out: out[first*dOut:], width: dOut, tokens: x.T,
+			out: out[first*dOut:], width: dOut, queries: x.T, keys: x.T,
 		}
 		if weights != nil {
 			s.weights = weights[first*x.T:]

@@ -63,6 +63,7 @@ var ops = map[string]*opSpec{
 	"ReduceSum":  reduceSpec(opReduceSum, 13),
 	"ReduceMean": reduceSpec(opReduceMean, 18),
 	"ReduceMax":  reduceSpec(opReduceMax, 18),
+	"ReduceL2":   reduceSpec(opReduceL2, 18),
 
 	// Shapes and data movement.
 	"Identity": unarySpec(1, identityOp),

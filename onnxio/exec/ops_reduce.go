@@ -12,9 +12,10 @@ const (
 	opReduceSum reduction = iota
 	opReduceMean
 	opReduceMax
+	opReduceL2
 )
 
-// reduceOp is the kernel of ReduceSum, ReduceMean and ReduceMax. Axes are
+// reduceOp is the kernel of ReduceSum, ReduceMean, ReduceMax and ReduceL2. Axes are
 // an attribute before opset axesInputSince (13 for ReduceSum, 18 for the
 // others) and an optional input from it. No axes (or an empty list) means
 // all axes, unless noop_with_empty_axes makes it the identity; keepdims
@@ -63,6 +64,9 @@ func reduceOp(kind reduction, axesInputSince int) opFunc {
 // reduce dispatches a reduction over the marked axes on x's type; the
 // result keeps the reduced axes with size 1.
 func reduce(kind reduction, x *value, reduced []bool) (*value, error) {
+	if kind == opReduceL2 && x.dtype != Float32 && x.dtype != Float64 {
+		return nil, errDType(x, "float32 or float64")
+	}
 	switch x.dtype {
 	case Float32:
 		return reduceFloat[float32](kind, x, reduced), nil
@@ -90,19 +94,26 @@ func reduce(kind reduction, x *value, reduced []bool) (*value, error) {
 
 // reduceFloat accumulates in float64 (the sum of many float32 terms is
 // then as accurate as numpy's pairwise float32 sum, or better) and rounds
-// once. Max propagates NaN; the max of no elements is -Inf.
+// once. Max propagates NaN; the max of no elements is -Inf. L2 is the
+// square root of the sum of squares (F.normalize's norm in PyTorch exports).
 func reduceFloat[T float](kind reduction, x *value, reduced []bool) *value {
 	init := 0.0
 	step := func(acc float64, v T) float64 { return acc + float64(v) }
-	if kind == opReduceMax {
+	switch kind {
+	case opReduceMax:
 		init = math.Inf(-1)
 		step = func(acc float64, v T) float64 { return max(acc, float64(v)) }
+	case opReduceL2:
+		step = func(acc float64, v T) float64 { return acc + float64(v)*float64(v) }
 	}
 	acc, shape, count := accumulate(x, reduced, init, step)
 	out := make([]T, len(acc))
 	for i, a := range acc {
-		if kind == opReduceMean {
+		switch kind {
+		case opReduceMean:
 			a /= float64(count)
+		case opReduceL2:
+			a = math.Sqrt(a)
 		}
 		out[i] = T(a)
 	}

@@ -194,6 +194,7 @@ func (a *analysis) plan() *plan {
 			p.add(a.attention(n))
 		}
 	}
+	a.matchPatterns(p) // layers from other modules (RegisterPattern), before their projections look like Linears
 	for _, n := range a.g.nodes {
 		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) {
 			continue

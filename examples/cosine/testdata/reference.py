@@ -17,6 +17,9 @@ Init(SEED) must draw the very same weights, then writes, next to this file:
     <case>_expected.npy   PyTorch's output (float32)
     <case>_attention.npy  the attention layer's weights, (B, 1, T, T) as
                           attnrun's hook reports them (B = 1 for a (T, d) input)
+    <case>_torch.onnx     the PyTorch model itself, as torch.onnx.export writes
+                          it, for `attnrun import` to lift back into
+                          attention.cosine (see EXPORTS for opsets and axes)
 
 Run it with Debian's PyTorch (not the python3 first on PATH):
     /usr/bin/python3 examples/cosine/testdata/reference.py
@@ -28,6 +31,7 @@ import os
 import zipfile
 
 import numpy as np
+import onnx
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -115,12 +119,33 @@ def save_npz(path, arrays):
             z.writestr(zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0)), buf.getvalue())
 
 
+# How each case is exported to ONNX: the opset, and the input axes left
+# symbolic. The causal case needs opset 14 or later (torch.triu exports as
+# Trilu) and is exported with dynamic batch and sequence axes; the other is
+# a static (T, d) graph at the oldest opset attnrun writes, so the lifter
+# sees both of PyTorch's styles.
+EXPORTS = {
+    "cosine": (17, {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}),
+    "noncausal": (13, None),
+}
+
+
+def export_onnx(name, model, x):
+    """Writes <name>_torch.onnx and checks it with onnx.checker."""
+    opset, axes = EXPORTS[name]
+    path = os.path.join(HERE, name + "_torch.onnx")
+    torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["x"],
+                      output_names=["y"], dynamic_axes=axes)
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+
+
 def write_case(name, build, make_input):
     torch.manual_seed(SEED)
     model = build().eval()
     x = make_input()
     with torch.no_grad():
         y = model(x)
+        export_onnx(name, model, x)
     weights = model.attn.attention_weights
     if weights.dim() == 2:
         weights = weights.unsqueeze(0)  # a (T, d) input is one sequence
