@@ -71,5 +71,13 @@ else
   result FAIL "Attention op vs ONNX Runtime" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
 fi
 
+# 6. A layer written outside attnrun (examples/cosine): its export, PyTorch's
+# export of the same module, and the model imported from it, in ONNX Runtime.
+if out=$(bash examples/cosine/testdata/ort_check.sh 2>&1); then
+  result ok "custom layer attention.cosine in ONNX Runtime" "$(tail -1 <<<"$out")"
+else
+  result FAIL "custom layer attention.cosine in ONNX Runtime" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
