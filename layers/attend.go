@@ -37,12 +37,18 @@ type weightsView struct {
 	first int
 }
 
+// steps returns how many columns apart consecutive heads' queries (and
+// keys) and values start.
+func (hs *heads) steps() (qk, v int) {
+	if hs.step != 0 {
+		return hs.step, hs.step
+	}
+	return hs.dk, hs.dv
+}
+
 // view is the kernels.Head of head h of sequence b.
 func (hs *heads) view(b, h int) kernels.Head {
-	qStep, vStep := hs.dk, hs.dv
-	if hs.step != 0 {
-		qStep, vStep = hs.step, hs.step
-	}
+	qStep, vStep := hs.steps()
 	row := b * hs.tokens
 	return kernels.Head{
 		Q: hs.q[row*hs.ldq+h*qStep:], LdQ: hs.ldq,
@@ -68,10 +74,10 @@ func (hs heads) attend(opt kernels.AttentionOptions, w weightsView) {
 	}
 }
 
-// fast reports whether attendAll may hand every head to the kernel at
+// allAtOnce reports whether attendAll may hand every head to the kernel at
 // once: no weights to write and no dropout, whose mask must be drawn in
 // a fixed order.
-func fast(opt kernels.AttentionOptions, w weightsView) bool {
+func allAtOnce(opt kernels.AttentionOptions, w weightsView) bool {
 	return w.data == nil && opt.Dropout == 0
 }
 
@@ -79,7 +85,7 @@ func fast(opt kernels.AttentionOptions, w weightsView) bool {
 // kernels.AttendBatch in one call, which spreads them over the processors;
 // otherwise they run in order, as attend runs them. sc holds the views.
 func (hs heads) attendAll(opt kernels.AttentionOptions, w weightsView, sc *scratch) {
-	if !fast(opt, w) {
+	if !allAtOnce(opt, w) {
 		hs.attend(opt, w)
 		return
 	}
@@ -94,10 +100,7 @@ func (hs heads) attendAll(opt kernels.AttentionOptions, w weightsView, sc *scrat
 
 // one returns head h alone, as a group of one head.
 func (hs heads) one(h int) heads {
-	qStep, vStep := hs.dk, hs.dv
-	if hs.step != 0 {
-		qStep, vStep = hs.step, hs.step
-	}
+	qStep, vStep := hs.steps()
 	one := hs
 	one.q, one.k, one.v = hs.q[h*qStep:], hs.k[h*qStep:], hs.v[h*vStep:]
 	one.out = hs.out[h*hs.dv:]

@@ -115,7 +115,7 @@ func (m *MultiHeadWrapper) Forward(run *registry.Run, inputs []*tensor.Dense) (*
 		seqs: in.B, tokens: in.T, count: len(m.heads),
 		dk: d, dv: d, step: 3 * d,
 	}
-	if fast(opt, w) {
+	if allAtOnce(opt, w) {
 		all.attendAll(opt, w, sc)
 	} else {
 		// Head by head, as separate CausalAttention modules would run, so

@@ -67,6 +67,10 @@ type projection interface {
 	// apply writes the projection of rows of x (dense, width in) to y
 	// (dense, width out).
 	apply(y, x []float32, rows int)
+	// applyInto writes the projection of rows of x (dense, width in) to
+	// the first out columns of y, whose rows are ldy apart: a column block
+	// of a wider buffer, with no copy.
+	applyInto(y []float32, ldy int, x []float32, rows int)
 	// params lists the projection's parameters under the given name.
 	params(name string) []registry.Param
 }
@@ -79,6 +83,8 @@ type linearWeights struct {
 	// w and b are the backing arrays of weight and bias (b is nil without
 	// a bias), kept so that a forward pass need not call Data(), which
 	// allocates. Loading weights writes into them; nothing replaces them.
+	// Every linearWeights comes from newLinearWeights or viewLinearWeights,
+	// which set them.
 	w, b []float32
 }
 
@@ -111,30 +117,13 @@ func viewLinearWeights(in, out int, w, b []float32) *linearWeights {
 	return l
 }
 
-// arrays returns the backing arrays of the weight and the bias (nil
-// without a bias).
-func (l *linearWeights) arrays() (w, b []float32) {
-	if l.w == nil { // not made by the constructors above
-		w = floats(l.weight)
-		if l.bias != nil {
-			b = floats(l.bias)
-		}
-		return w, b
-	}
-	return l.w, l.b
-}
-
 func (l *linearWeights) apply(y, x []float32, rows int) {
 	l.applyInto(y, l.out, x, rows)
 }
 
-// applyInto writes the projection of rows of x (dense, width in) to the
-// first out columns of y, whose rows are ldy apart: a column block of a
-// wider buffer, with no copy.
 func (l *linearWeights) applyInto(y []float32, ldy int, x []float32, rows int) {
-	w, bias := l.arrays()
 	var beta float32
-	if bias != nil {
+	if bias := l.b; bias != nil {
 		// Start from the bias and let the GEMM add to it: a row copy is a
 		// memmove, much cheaper than a separate pass adding it afterwards.
 		for r := range rows {
@@ -142,7 +131,7 @@ func (l *linearWeights) applyInto(y []float32, ldy int, x []float32, rows int) {
 		}
 		beta = 1
 	}
-	kernels.Gemm(false, true, rows, l.out, l.in, 1, x, l.in, w, l.in, beta, y, ldy)
+	kernels.Gemm(false, true, rows, l.out, l.in, 1, x, l.in, l.w, l.in, beta, y, ldy)
 }
 
 // params lists weight then bias, initialized as nn.Linear does.
@@ -177,36 +166,12 @@ func (m *matrixWeights) apply(y, x []float32, rows int) {
 	m.applyInto(y, m.out, x, rows)
 }
 
-// applyInto writes x @ W for rows of x (dense, width in) to the first out
-// columns of y, whose rows are ldy apart.
 func (m *matrixWeights) applyInto(y []float32, ldy int, x []float32, rows int) {
-	data := m.data
-	if data == nil { // not made by newMatrixWeights
-		data = floats(m.w)
-	}
-	kernels.Gemm(false, false, rows, m.out, m.in, 1, x, m.in, data, m.out, 0, y, ldy)
+	kernels.Gemm(false, false, rows, m.out, m.in, 1, x, m.in, m.data, m.out, 0, y, ldy)
 }
 
 func (m *matrixWeights) params(name string) []registry.Param {
 	return []registry.Param{{Name: name, Value: m.w, Init: registry.UniformInit(0, 1)}}
-}
-
-// applyInto writes the projection p, of width out, of rows of x (dense)
-// to a column block of y whose rows are ldy apart. The built-in
-// projections write in place; any other goes through a dense buffer.
-func applyInto(p projection, out int, y []float32, ldy int, x []float32, rows int) {
-	switch p := p.(type) {
-	case *linearWeights:
-		p.applyInto(y, ldy, x, rows)
-	case *matrixWeights:
-		p.applyInto(y, ldy, x, rows)
-	default:
-		dense := make([]float32, rows*out)
-		p.apply(dense, x, rows)
-		for r := range rows {
-			copy(y[r*ldy:r*ldy+out], dense[r*out:(r+1)*out])
-		}
-	}
 }
 
 // qkv is the query, key and value projections of an attention layer, in the
@@ -291,7 +256,7 @@ func (p qkv) projectInto(y []float32, ldy int, x []float32, rows int) {
 		p.fused.applyInto(y, ldy, x, rows)
 		return
 	}
-	for i, proj := range []projection{p.query, p.key, p.value} {
-		applyInto(proj, p.out, y[i*p.out:], ldy, x, rows)
+	for i, proj := range [3]projection{p.query, p.key, p.value} {
+		proj.applyInto(y[i*p.out:], ldy, x, rows)
 	}
 }

@@ -134,8 +134,10 @@ type scratch struct {
 // freeScratches holds idle scratches. It is a buffered channel rather than
 // a sync.Pool on purpose: a pool is emptied by garbage collections, which
 // large forward passes trigger often, and the next pass would then
-// allocate its megabytes again.
-var freeScratches = make(chan *scratch, 16)
+// allocate its megabytes again. The price is that up to its capacity of
+// scratches stay allocated, each as large as the largest pass it served
+// (below maxKeptScratch).
+var freeScratches = make(chan *scratch, 8)
 
 // maxKeptScratch is the largest scratch, in floats, kept for reuse (256
 // MiB); a bigger one, from an unusually long input, is left to the garbage

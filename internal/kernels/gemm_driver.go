@@ -48,8 +48,23 @@ type gemmJob struct {
 // freeGemmJobs recycles gemmJobs (and their packed-B buffers).
 var freeGemmJobs = make(chan *gemmJob, 64)
 
-// runGemm computes g with the active kernel on up to threads goroutines.
+// gemmBackend, when set, computes every product in place of the Go kernels:
+// the openblas build tag sets it to OpenBLAS's cblas_sgemm, so that whole
+// models can be timed on a reference BLAS. The default build leaves it nil.
+var gemmBackend func(g gemmCall)
+
+// runGemm computes g on the backend if one is set, else with the active Go
+// kernel on up to threads goroutines.
 func runGemm(g *gemmCall, threads int) {
+	if gemmBackend != nil {
+		gemmBackend(*g) // by value: a pointer would escape and allocate
+		return
+	}
+	runGemmGo(g, threads)
+}
+
+// runGemmGo computes g with the active Go kernel on up to threads goroutines.
+func runGemmGo(g *gemmCall, threads int) {
 	if g.m == 0 || g.n == 0 {
 		return
 	}
