@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
@@ -33,13 +34,28 @@ const (
 	// MinExportOpset is the oldest opset Export writes.
 	MinExportOpset = 13
 	// MaxExportOpset is the newest opset Export writes.
-	MaxExportOpset = 17
+	MaxExportOpset = 24
+	// AttentionOpset is the first opset with the Attention and
+	// RotaryEmbedding ops: from it on, the attention layers that map onto
+	// them (attention.sdpa, attention.torch_mha, position.rope, ...) export
+	// as those ops instead of their decomposition into MatMul and Softmax.
+	AttentionOpset = 23
 )
 
-// exportIRVersion is the ONNX IR version of exports: IR 8 is what opsets
-// 13 to 17 were released with, and what python3-onnx 1.12's checker and
-// ONNX Runtime accept.
-const exportIRVersion = 8
+// exportIRVersion is the ONNX IR version of an export at an opset: the
+// version each opset was released with, so that a runtime that reads the
+// opset reads the file. IR 8 (opsets 13 to 18) is also what python3-onnx
+// 1.12's checker accepts; opset 23 and later are written with IR 10,
+// which ONNX Runtime 1.30 reads.
+func exportIRVersion(opset int) int64 {
+	switch {
+	case opset <= 18:
+		return 8
+	case opset <= 20:
+		return 9
+	}
+	return 10
+}
 
 // OutputName is the name of an export's graph output.
 const OutputName = "y"
@@ -63,7 +79,10 @@ type ExportOptions struct {
 //
 // The graph's inputs carry the model's input names, float32 of shape
 // (batch, seq, d) with batch and seq symbolic and d fixed when known (see
-// ExportOptions.Widths); its output is "y", shaped alike. Exports are
+// ExportOptions.Widths); an input a layer reads as an attention mask is
+// float32 of the rank that layer declares (see MaskInputs), bool masks
+// given as 0 and 1, since models take float32 tensors only. Its output is
+// "y", shaped (batch, seq, width). Exports are
 // batched: a caller with a (T, d) tensor feeds it as (1, T, d), which is
 // what attnrun's layers compute for it. Sequences may be as long as the
 // model accepts: beyond the context_length of a causal layer or a position
@@ -75,7 +94,9 @@ type ExportOptions struct {
 // ("attn.W_query.weight") in PyTorch's layout, nn.Linear weights (out, in),
 // transposed by a Transpose node where the math needs it. Masks are computed
 // from the sequence length (Shape, Range, Greater), never stored as bool
-// tensors, so exports also decode in onnx-go. Dropout is exported as at
+// tensors, so exports also decode in onnx-go. From AttentionOpset on, the
+// attention layers that map onto the Attention op use it (see each layer's
+// ExportONNX). Dropout is exported as at
 // inference: the identity. metadata_props carry the model's YAML config
 // (MetadataConfig) and the metadata version (MetadataVersion); the producer
 // is "attnrun".
@@ -100,7 +121,11 @@ func Export(m *models.Model, opts ExportOptions) (*onnxpb.ModelProto, error) {
 		return nil, fmt.Errorf("export model %q: opset %d is not supported (attnrun exports opsets %d to %d)",
 			cfg.Name, opset, MinExportOpset, MaxExportOpset)
 	}
-	widths, err := inputWidths(m, opts.Widths)
+	layouts, err := inputLayouts(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
+	}
+	widths, err := inputWidths(m, opts.Widths, layouts)
 	if err != nil {
 		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
 	}
@@ -130,14 +155,14 @@ func Export(m *models.Model, opts ExportOptions) (*onnxpb.ModelProto, error) {
 		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
 	}
 	model := &onnxpb.ModelProto{
-		IrVersion:    proto.Int64(exportIRVersion),
+		IrVersion:    proto.Int64(exportIRVersion(opset)),
 		ProducerName: proto.String("attnrun"),
 		OpsetImport:  []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(int64(opset))}},
 		Graph: &onnxpb.GraphProto{
 			Name:        proto.String(cfg.Name),
 			Node:        g.nodes,
 			Initializer: initializers,
-			Input:       inputInfos(cfg.Inputs, widths),
+			Input:       inputInfos(cfg.Inputs, widths, layouts),
 			Output:      []*onnxpb.ValueInfoProto{outputInfo(output, cfg.Inputs, g.widths[output])},
 		},
 	}
@@ -157,10 +182,15 @@ func (g *graph) exportLayer(spec *models.LayerSpec, values map[string]string) (s
 		return "", fmt.Errorf("cannot be exported to ONNX: %T does not implement registry.Exporter", spec.Layer)
 	}
 	inputs := make([]string, len(spec.Inputs))
-	inWidths := make([]int, len(spec.Inputs))
+	probes := make([]*tensor.Dense, len(spec.Inputs))
+	masks := layerMasks(spec)
 	for i, in := range spec.Inputs {
 		inputs[i] = values[in]
-		inWidths[i] = g.widths[inputs[i]]
+		if dims, ok := masks[i]; ok {
+			probes[i] = maskProbe(len(dims))
+		} else if w := g.widths[inputs[i]]; w > 0 {
+			probes[i] = zeroToken(w)
+		}
 	}
 	b := newLayerBuilder(g, spec, inputs)
 	out, err := callExporter(exporter, b, inputs)
@@ -176,7 +206,7 @@ func (g *graph) exportLayer(spec *models.LayerSpec, values map[string]string) (s
 	if !g.defined(out) {
 		return "", fmt.Errorf("ExportONNX returned %q, which no node produces and which is not one of its inputs", out)
 	}
-	if w := probeLayer(spec, inWidths); w > 0 {
+	if w := probeLayer(spec, probes); w > 0 {
 		g.widths[out] = w
 	}
 	return out, nil
@@ -241,9 +271,19 @@ func paramInitializers(m *models.Model) ([]*onnxpb.TensorProto, error) {
 // inputInfos declares the graph inputs: float32 (batch, seq, d). The first
 // input's axes are "seq" and "d"; another input's are suffixed with its
 // name, since a second input (cross-attention memory) may differ in length.
-func inputInfos(inputs []string, widths map[string]int) []*onnxpb.ValueInfoProto {
+// An input a layer reads otherwise (see InputDims) has the dimensions that
+// layer gives: a mask its own, a token stream its axes in its order.
+func inputInfos(inputs []string, widths map[string]int, layouts map[string][]string) []*onnxpb.ValueInfoProto {
 	infos := make([]*onnxpb.ValueInfoProto, len(inputs))
 	for i, in := range inputs {
+		dims := layouts[in]
+		if isMask(dims) {
+			infos[i] = maskInfo(in, dims)
+			continue
+		}
+		if dims == nil {
+			dims = tokenDims
+		}
 		seq, d := "seq", "d"
 		if i > 0 {
 			seq, d = "seq_"+in, "d_"+in
@@ -252,7 +292,12 @@ func inputInfos(inputs []string, widths map[string]int) []*onnxpb.ValueInfoProto
 		if w := widths[in]; w > 0 {
 			width = FixedDim(int64(w))
 		}
-		infos[i] = TensorValueInfo(in, Float, []Dim{SymbolicDim("batch"), SymbolicDim(seq), width})
+		axes := map[string]Dim{"batch": SymbolicDim("batch"), "seq": SymbolicDim(seq), "d": width}
+		shape := make([]Dim, len(dims))
+		for k, name := range dims {
+			shape[k] = axes[name]
+		}
+		infos[i] = TensorValueInfo(in, Float, shape)
 	}
 	return infos
 }

@@ -161,13 +161,19 @@ layers:
 
 func TestExportOpsetRange(t *testing.T) {
 	m, _ := presetModel(t, "seed-simple")
-	for _, opset := range []int{12, 18, -1} {
+	for _, opset := range []int{12, 25, -1} {
 		_, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), fmt.Sprintf("opset %d is not supported (attnrun exports opsets 13 to 17)", opset))
+		assert.Contains(t, err.Error(), fmt.Sprintf("opset %d is not supported (attnrun exports opsets 13 to 24)", opset))
 	}
 	pb := export(t, m, onnxio.ExportOptions{})
 	assert.Equal(t, int64(17), onnxio.OpsetVersion(pb, ""), "default opset")
+	// Each opset is written with the IR version it was released with.
+	for opset, ir := range map[int]int64{13: 8, 18: 8, 19: 9, 20: 9, 21: 10, 23: 10, 24: 10} {
+		pb := export(t, m, onnxio.ExportOptions{Opset: opset})
+		assert.Equal(t, int64(opset), onnxio.OpsetVersion(pb, ""))
+		assert.Equal(t, ir, pb.GetIrVersion(), "opset %d", opset)
+	}
 }
 
 func TestExportNeedsTheConfigText(t *testing.T) {

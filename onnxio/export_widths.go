@@ -30,7 +30,7 @@ const maxProbeWidth = 1 << 16
 // by a run), or else the single width among the sizes of the model's
 // parameters that the model accepts, or 0 (symbolic) when no single width
 // fits.
-func inputWidths(m *models.Model, given map[string]int) (map[string]int, error) {
+func inputWidths(m *models.Model, given map[string]int, layouts map[string][]string) (map[string]int, error) {
 	inputs := m.Config().Inputs
 	widths := map[string]int{}
 	names := slices.Sorted(maps.Keys(given)) // the first error is always the same one
@@ -39,6 +39,9 @@ func inputWidths(m *models.Model, given map[string]int) (map[string]int, error) 
 		if !slices.Contains(inputs, name) {
 			return nil, fmt.Errorf("a width is given for %q, which is not an input of the model (inputs: %s)", name, quoteNames(inputs))
 		}
+		if isMask(layouts[name]) {
+			return nil, fmt.Errorf("a width is given for %q, which is an attention mask, not a token stream", name)
+		}
 		if w <= 0 {
 			return nil, fmt.Errorf("input %q: width %d is not positive", name, w)
 		}
@@ -46,12 +49,12 @@ func inputWidths(m *models.Model, given map[string]int) (map[string]int, error) 
 	}
 	var unknown []string
 	for _, in := range inputs {
-		if widths[in] == 0 {
+		if widths[in] == 0 && !isMask(layouts[in]) {
 			unknown = append(unknown, in)
 		}
 	}
 	if len(unknown) == 0 {
-		if err := probeModel(m, widths); err != nil {
+		if err := probeModel(m, widths, layouts); err != nil {
 			return nil, fmt.Errorf("the model does not accept input widths %s: %w", formatWidths(inputs, widths), err)
 		}
 		return widths, nil
@@ -80,7 +83,7 @@ func inputWidths(m *models.Model, given map[string]int) (map[string]int, error) 
 			try[in] = candidates[rest%len(candidates)]
 			rest /= len(candidates)
 		}
-		if probeModel(m, try) == nil {
+		if probeModel(m, try, layouts) == nil {
 			fits = append(fits, try)
 		}
 	}
@@ -110,35 +113,37 @@ func paramSizes(m *models.Model) []int {
 	return sizes
 }
 
-// probeModel runs the model on one zero token per input, of the given widths.
-func probeModel(m *models.Model, widths map[string]int) error {
+// probeModel runs the model on one zero token per input, of the given
+// widths, and a mask of ones dimensions for each mask input.
+func probeModel(m *models.Model, widths map[string]int, layouts map[string][]string) error {
 	inputs := m.Config().Inputs
 	xs := make([]*tensor.Dense, len(inputs))
 	for i, in := range inputs {
+		if dims := layouts[in]; isMask(dims) {
+			xs[i] = maskProbe(len(dims))
+			continue
+		}
 		xs[i] = zeroToken(widths[in])
 	}
 	_, err := m.Forward(nil, xs...)
 	return err
 }
 
-// probeLayer returns the width of a layer's output on one zero token per
-// input of the given widths, or 0 when a width is unknown or the layer
-// refuses the probe.
-func probeLayer(spec *models.LayerSpec, widths []int) (width int) {
+// probeLayer returns the width of a layer's output on the given probe
+// inputs (one zero token per token stream, a mask of ones dimensions per
+// mask), or 0 when a probe is missing (nil: a width is unknown), the layer
+// refuses the probe or its output is not a token stream.
+func probeLayer(spec *models.LayerSpec, xs []*tensor.Dense) (width int) {
 	defer func() {
 		if recover() != nil {
 			width = 0
 		}
 	}()
-	xs := make([]*tensor.Dense, len(widths))
-	for i, w := range widths {
-		if w <= 0 {
-			return 0
-		}
-		xs[i] = zeroToken(w)
+	if slices.Contains(xs, nil) {
+		return 0
 	}
 	out, err := spec.Layer.Forward(&registry.Run{Layer: spec.Name}, xs)
-	if err != nil || out == nil || out.Dims() != 3 {
+	if err != nil || out == nil || out.Dims() != 3 || out.Shape()[0] != 1 || out.Shape()[1] != 1 {
 		return 0
 	}
 	return out.Shape()[2]

@@ -11,16 +11,21 @@ import (
 )
 
 // block recognizes the layer, other than attention, that starts at node n:
-// a Linear, a residual Add, a learned position table, a Concat, the causal
-// average, a layer norm or an exact GELU. It returns nil, nil when n starts
-// none of them.
+// an MLP (blocks_modern.go), a Linear, a residual Add, a learned position
+// table, a Concat, the causal average, a layer norm, an RMSNorm or a GELU.
+// It returns nil, nil when n starts none of them.
 func (a *analysis) block(n *node) (*region, *failure) {
 	switch n.GetOpType() {
 	case "MatMul", "Gemm":
 		if n.GetOpType() == "MatMul" && a.g.static(n.GetInput()[0]) {
 			return a.average(n)
 		}
+		if r, f := a.mlp(n); r != nil || f != nil {
+			return r, f
+		}
 		return a.linearBlock(n)
+	case "Pow":
+		return a.powBlock(n)
 	case "Add":
 		return a.addBlock(n)
 	case "Concat":
@@ -37,12 +42,7 @@ func (a *analysis) block(n *node) (*region, *failure) {
 
 // linearBlock lifts a Linear outside attention: nn.linear.
 func (a *analysis) linearBlock(n *node) (*region, *failure) {
-	var l *linear
-	if n.GetOpType() == "Gemm" {
-		l = a.matchGemm(n)
-	} else if l = a.linearReading(n.GetInput()[0]); l == nil || l.nodes[0] != n {
-		l = a.matchMatMul(n)
-	}
+	l := a.linearAt(n)
 	if l == nil {
 		return nil, nil
 	}

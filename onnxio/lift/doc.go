@@ -23,8 +23,21 @@
 // a constant, with an Add of a bias, or Gemm; a packed in_proj sliced in
 // three); the result forward through the heads' merge to an output
 // projection. Residual Adds, Concat, learned position tables, the causal
-// average, LayerNorm (LayerNormalization or its opset-13 decomposition) and
-// the exact GELU are recognized the same way.
+// average, LayerNorm (LayerNormalization or its opset-13 decomposition),
+// RMSNorm, the GELU (exact, with Erf, and its tanh approximation) and the
+// MLP of a transformer block (two Linears around an activation, or
+// Llama's gated three, as one nn.mlp) are recognized the same way.
+//
+// ONNX's Attention op (opsets 23 and 24) lifts to attention.sdpa: its
+// attributes give the heads (grouped-query attention included), is_causal,
+// the scale and the softcap; Q, K and V are followed back to their
+// projections (3-D, or 4-D through any head split), through
+// RotaryEmbedding for RoPE; Y forward to the output projection. Its
+// attn_mask is read by evaluating it: what depends on no input must be a
+// causal frontier, a sliding window and ALiBi; what depends on one graph
+// input must be that input as a bool mask of either polarity or added to
+// the scores, broadcast from the right as attention.sdpa reads its mask
+// input (a mask the graph reshapes first is refused).
 //
 // The numbers a structure carries are read by running the graph with the
 // executor (package exec) at one or two probe shapes: every value that

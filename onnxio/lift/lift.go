@@ -193,6 +193,9 @@ func (a *analysis) plan() *plan {
 		if n.GetOpType() == "Softmax" && a.liveNode(n) && a.g.data[n.GetInput()[0]] {
 			p.add(a.attention(n))
 		}
+		if n.GetOpType() == "Attention" && a.liveNode(n) {
+			p.add(a.attentionOp(n)) // attention_op.go: ONNX's Attention op (opset 23 on)
+		}
 	}
 	a.matchPatterns(p) // layers from other modules (RegisterPattern), before their projections look like Linears
 	for _, n := range a.g.nodes {

@@ -56,35 +56,26 @@ func symbolic(g *graph) []string {
 }
 
 // newProbe evaluates every value of the graph with the symbolic dimensions
-// set to first, first+1, ... in order of appearance, on zero inputs.
+// set to first, first+1, ... in order of appearance, on zero inputs. When
+// the graph fails at those sizes and has inputs whose every dimension is
+// symbolic and its own (masks declared broadcastable, as attnrun's exports
+// declare them), it tries again with those dimensions 1.
 func newProbe(g *graph, first int) (*probe, error) {
-	p := &probe{g: g, dims: map[string]int{}, feeds: map[string]*tensor.Dense{}}
-	for i, name := range symbolic(g) {
-		p.dims[name] = first + i
+	p, err := evalProbe(g, first, false)
+	if err != nil && len(maskOnlyDims(g)) > 0 {
+		if q, err2 := evalProbe(g, first, true); err2 == nil {
+			return q, nil
+		}
 	}
-	for i, vi := range g.inputs {
-		if !onnxio.HasShape(vi) {
-			return nil, fmt.Errorf("input %q declares no shape", vi.GetName())
-		}
-		var shape []int
-		for j, d := range onnxio.Dims(vi) {
-			switch {
-			case d.Known:
-				shape = append(shape, int(d.Value))
-			case d.Param != "":
-				shape = append(shape, p.dims[d.Param])
-			default:
-				shape = append(shape, p.dims[fmt.Sprintf("?%d.%d", i, j)])
-			}
-		}
-		if n := product(shape); n > maxProbeElements || n < 0 {
-			return nil, fmt.Errorf("input %q of shape %s is too large to probe (limit %d elements)", vi.GetName(), fmtShape(shape), maxProbeElements)
-		}
-		t, err := zeros(onnxio.ElemType(vi), shape)
-		if err != nil {
-			return nil, fmt.Errorf("input %q: %w", vi.GetName(), err)
-		}
-		p.feeds[vi.GetName()] = t
+	return p, err
+}
+
+// evalProbe builds the feeds of a probe (see newProbeWith) and evaluates
+// every value of the graph on them.
+func evalProbe(g *graph, first int, masksOne bool) (*probe, error) {
+	p, err := newProbeWith(g, first, masksOne)
+	if err != nil {
+		return nil, err
 	}
 	var all []string // every value a node computes; Constants are read below
 	for _, n := range g.nodes {
@@ -115,6 +106,81 @@ func newProbe(g *graph, first int) (*probe, error) {
 		p.values[name] = t
 	}
 	return p, nil
+}
+
+// newProbeWith builds a probe's feeds without evaluating the graph: the
+// symbolic dimensions set to first, first+1, ... and, when masksOne, the
+// dimensions that only an input with no fixed dimension has (a mask's
+// broadcastable axes) set to 1.
+func newProbeWith(g *graph, first int, masksOne bool) (*probe, error) {
+	p := &probe{g: g, dims: map[string]int{}, feeds: map[string]*tensor.Dense{}, values: map[string]*tensor.Dense{}}
+	for i, name := range symbolic(g) {
+		p.dims[name] = first + i
+	}
+	if masksOne {
+		for name := range maskOnlyDims(g) {
+			p.dims[name] = 1
+		}
+	}
+	for i, vi := range g.inputs {
+		if !onnxio.HasShape(vi) {
+			return nil, fmt.Errorf("input %q declares no shape", vi.GetName())
+		}
+		var shape []int
+		for j, d := range onnxio.Dims(vi) {
+			switch {
+			case d.Known:
+				shape = append(shape, int(d.Value))
+			case d.Param != "":
+				shape = append(shape, p.dims[d.Param])
+			default:
+				shape = append(shape, p.dims[fmt.Sprintf("?%d.%d", i, j)])
+			}
+		}
+		if n := product(shape); n > maxProbeElements || n < 0 {
+			return nil, fmt.Errorf("input %q of shape %s is too large to probe (limit %d elements)", vi.GetName(), fmtShape(shape), maxProbeElements)
+		}
+		t, err := zeros(onnxio.ElemType(vi), shape)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", vi.GetName(), err)
+		}
+		p.feeds[vi.GetName()] = t
+	}
+	return p, nil
+}
+
+// maskOnlyDims lists the symbolic dimensions that appear in only one
+// graph input, one with no fixed dimension: a mask attnrun declares
+// (mask_batch, mask_heads, mask_queries, mask_keys), whose sizes may be 1
+// or the scores'. Probes set them to 1, which broadcasts to any scores.
+func maskOnlyDims(g *graph) map[string]bool {
+	users := map[string]int{}
+	for _, vi := range g.inputs {
+		seen := map[string]bool{}
+		for _, d := range onnxio.Dims(vi) {
+			if d.Param != "" && !seen[d.Param] {
+				seen[d.Param] = true
+				users[d.Param]++
+			}
+		}
+	}
+	out := map[string]bool{}
+	for _, vi := range g.inputs {
+		dims := onnxio.Dims(vi)
+		fixed := false
+		for _, d := range dims {
+			fixed = fixed || d.Known
+		}
+		if fixed || len(dims) == 0 {
+			continue
+		}
+		for _, d := range dims {
+			if d.Param != "" && users[d.Param] == 1 {
+				out[d.Param] = true
+			}
+		}
+	}
+	return out
 }
 
 // constantValue reads a Constant node's tensor attribute.

@@ -18,12 +18,21 @@ Writes
 Run from the repository root with Debian's PyTorch:
     /usr/bin/python3 testdata/torch/modern.py
 The output is deterministic (re-running leaves git clean).
+
+The live cross-check (scripts/modern_crosscheck.sh) draws fresh references:
+    /usr/bin/python3 testdata/torch/modern.py --seed N --out DIR
+writes DIR/modern_cases.json and DIR/blocks/<name>/ (with a copy of the
+block's model.yaml) from seeds shifted by N, and leaves the committed files
+alone; ATTNRUN_MODERN_CASES=DIR/modern_cases.json go test ./layers -run Live
+checks attnrun against them.
 """
 
+import argparse
 import io
 import json
 import math
 import os
+import shutil
 import zipfile
 
 import numpy as np
@@ -33,6 +42,15 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NEG_INF = float("-inf")
+
+# Every case draws its numbers from seed(k) for its own k; SEED_OFFSET
+# shifts them all. 0 gives the committed references; --seed N sets it to
+# 100·N (the cases' own seeds stay below 100, so no two runs share one).
+SEED_OFFSET = 0
+
+
+def seed(k):
+    torch.manual_seed(k + SEED_OFFSET)
 
 
 # ------------------------------------------------------------ attention math
@@ -249,74 +267,74 @@ def sdpa_case(config, x, memory=None, mask=None, unbatched=False):
 
 
 def bool_mask(shape, p_keep, generator_seed):
-    g = torch.Generator().manual_seed(generator_seed)
+    g = torch.Generator().manual_seed(generator_seed + SEED_OFFSET)
     return (torch.rand(shape, generator=g) < p_keep).float()
 
 
 def sdpa_cases():
     cases = {}
-    torch.manual_seed(10)
+    seed(10)
     x = torch.randn(2, 5, 8)
     cases["sdpa_plain"] = sdpa_case(dict(d=8, num_heads=2, qkv_bias=True), x)
-    torch.manual_seed(11)
+    seed(11)
     x = torch.randn(2, 6, 8)
     cases["sdpa_causal_gqa"] = sdpa_case(dict(d=8, num_heads=4, num_kv_heads=2, causal=True), x)
-    torch.manual_seed(12)
+    seed(12)
     x = torch.randn(5, 8)
     cases["sdpa_mqa_unbatched"] = sdpa_case(
         dict(d=8, num_heads=4, num_kv_heads=1, head_dim=3, causal=True), x, unbatched=True)
 
-    torch.manual_seed(13)
+    seed(13)
     x = torch.randn(2, 5, 8)
     keep = bool_mask((2, 1, 5, 5), 0.6, 1)
     keep[1, 0, 2] = 0  # a query that sees nothing: zeros
     cases["sdpa_keep_mask"] = sdpa_case(
         dict(d=8, num_heads=2, mask="bool", mask_polarity="keep"), x, mask=keep)
-    torch.manual_seed(14)
+    seed(14)
     x = torch.randn(2, 5, 8)
     drop = bool_mask((5, 5), 0.4, 2)
     drop[3] = 1  # a query whose keys are all masked out: NaN
     cases["sdpa_drop_mask_nan"] = sdpa_case(
         dict(d=8, num_heads=2, mask="bool", mask_polarity="mask", masked_rows="nan"), x, mask=drop)
-    torch.manual_seed(15)
+    seed(15)
     x = torch.randn(2, 5, 8)
     additive = torch.randn(2, 2, 5, 5)
     additive[0, 1, 4, 1] = NEG_INF
     cases["sdpa_additive_mask"] = sdpa_case(
         dict(d=8, num_heads=2, mask="additive", causal=True), x, mask=additive)
 
-    torch.manual_seed(16)
+    seed(16)
     x, memory = torch.randn(2, 4, 8), torch.randn(2, 7, 6)
     for align in ("bottom_right", "top_left"):
         cases[f"sdpa_cross_{align}"] = sdpa_case(
             dict(d=8, d_memory=6, num_heads=2, causal=True, causal_align=align, qkv_bias=True), x, memory)
-    torch.manual_seed(17)
+    seed(17)
     x, memory = torch.randn(2, 6, 8), torch.randn(2, 3, 8)
     cases["sdpa_cross_more_queries"] = sdpa_case(dict(d=8, num_heads=2, causal=True), x, memory)
-    torch.manual_seed(18)
+    seed(18)
     x, memory = torch.randn(2, 4, 8), torch.randn(2, 6, 8)
     padding = torch.zeros(2, 1, 1, 6)
     padding[0, 0, 0, 4:] = 1
     cases["sdpa_cross_key_padding"] = sdpa_case(
         dict(d=8, num_heads=2, mask="bool", mask_polarity="mask"), x, memory, mask=padding)
 
-    torch.manual_seed(19)
+    seed(19)
     x = torch.randn(2, 6, 8)
     cases["sdpa_softcap"] = sdpa_case(dict(d=8, num_heads=2, causal=True, softcap=1.5, scale=0.9), x)
-    torch.manual_seed(20)
+    seed(20)
     x = torch.randn(2, 7, 8)
     cases["sdpa_window"] = sdpa_case(dict(d=8, num_heads=2, causal=True, window=3), x)
-    torch.manual_seed(21)
+    seed(21)
     x = torch.randn(2, 6, 8)
     cases["sdpa_rope_half"] = sdpa_case(dict(d=8, num_heads=2, causal=True, rope="half"), x)
-    torch.manual_seed(22)
+    seed(22)
     x = torch.randn(2, 6, 8)
     cases["sdpa_rope_interleaved_partial"] = sdpa_case(
         dict(d=8, num_heads=2, causal=True, rope="interleaved", rope_base=500.0, rope_rotary_dim=2), x)
-    torch.manual_seed(23)
+    seed(23)
     x = torch.randn(2, 6, 9)
     cases["sdpa_alibi"] = sdpa_case(dict(d=9, num_heads=3, causal=True, alibi=True), x)
-    torch.manual_seed(24)
+    seed(24)
     x = torch.randn(2, 7, 8)
     padding = torch.ones(2, 1, 1, 7)
     padding[1, 0, 0, :2] = 0  # left padding of sequence 1
@@ -354,11 +372,11 @@ def mha_case(config, inputs, masks, forward_kwargs):
 
 def mha_cases():
     cases = {}
-    torch.manual_seed(30)
+    seed(30)
     x = torch.randn(2, 5, 8)
     cases["mha_self_batch_first"] = mha_case(dict(embed_dim=8, num_heads=2, batch_first=True), [x], {}, {})
 
-    torch.manual_seed(31)
+    seed(31)
     q, memory = torch.randn(4, 2, 8), torch.randn(6, 2, 8)  # (L, B, E): batch_first False
     kpm = torch.zeros(2, 6)
     kpm[1, 4:] = 1
@@ -367,7 +385,7 @@ def mha_cases():
         dict(embed_dim=8, num_heads=2, key_padding_mask="bool", attn_mask="float"), [q, memory],
         {"key_padding_mask": kpm, "attn_mask": attn}, {"average_attn_weights": False})
 
-    torch.manual_seed(32)
+    seed(32)
     q, k, v = torch.randn(2, 4, 8), torch.randn(2, 5, 6), torch.randn(2, 5, 3)
     kpm = torch.zeros(2, 5)
     kpm[0, 0] = 1
@@ -377,27 +395,27 @@ def mha_cases():
              batch_first=True, key_padding_mask="bool", attn_mask="bool"),
         [q, k, v], {"key_padding_mask": kpm, "attn_mask": attn}, {})
 
-    torch.manual_seed(33)
+    seed(33)
     q, memory = torch.randn(4, 6), torch.randn(5, 6)
     kpm = torch.tensor([0.0, 1.0, 0.0, 0.0, 1.0])
     cases["mha_unbatched"] = mha_case(
         dict(embed_dim=6, num_heads=3, bias=False, add_zero_attn=True, key_padding_mask="bool"),
         [q, memory], {"key_padding_mask": kpm}, {"average_attn_weights": False})
 
-    torch.manual_seed(34)
+    seed(34)
     x = torch.randn(2, 4, 8)
     kpm = torch.zeros(2, 4)
     kpm[1] = 1  # every key of sequence 1 masked: NaN, as PyTorch
     cases["mha_nan_rows"] = mha_case(
         dict(embed_dim=8, num_heads=2, batch_first=True, key_padding_mask="bool"), [x], {"key_padding_mask": kpm}, {})
 
-    torch.manual_seed(35)
+    seed(35)
     x = torch.randn(2, 5, 8)
     kpm = torch.randn(2, 5)
     cases["mha_float_key_padding"] = mha_case(
         dict(embed_dim=8, num_heads=4, batch_first=True, key_padding_mask="float"), [x], {"key_padding_mask": kpm}, {})
 
-    torch.manual_seed(36)
+    seed(36)
     x = torch.randn(2, 6, 8)
     causal = torch.triu(torch.ones(6, 6), diagonal=1)
     cases["mha_causal_bias_kv"] = mha_case(
@@ -407,13 +425,13 @@ def mha_cases():
 
 def position_cases():
     cases = {}
-    torch.manual_seed(40)
+    seed(40)
     x = torch.randn(2, 7, 6)
     cases["sinusoidal"] = case("position.sinusoidal", dict(d=6), None, [x], x + sinusoidal(7, 6))
     x = torch.randn(9, 5)
     cases["sinusoidal_odd_base"] = case("position.sinusoidal", dict(d=5, base=100.0), None, [x], x + sinusoidal(9, 5, 100.0))
 
-    torch.manual_seed(41)
+    seed(41)
     x = torch.randn(2, 5, 8)
     heads = x.view(2, 5, 2, 4).transpose(1, 2)
     out = rotate(heads, torch.arange(5), "half", 10000.0, 0).transpose(1, 2).reshape(2, 5, 8)
@@ -437,7 +455,7 @@ def position_cases():
 
 def block_piece_cases():
     cases = {}
-    torch.manual_seed(50)
+    seed(50)
     x = torch.randn(2, 5, 8) * 2 + 0.5
     m = randomize(nn.LayerNorm(8))
     cases["layer_norm"] = case("norm.layer", dict(d=8), m, [x], m(x))
@@ -452,7 +470,7 @@ def block_piece_cases():
     cases["gelu"] = case("activation.gelu", {}, None, [x], F.gelu(x))
     cases["gelu_tanh"] = case("activation.gelu", dict(approximate="tanh"), None, [x], F.gelu(x, approximate="tanh"))
 
-    torch.manual_seed(51)
+    seed(51)
     x = torch.randn(2, 5, 6)
     for name, config in (("mlp_fc_gelu", dict(d=6, d_hidden=10)),
                          ("mlp_fc_relu_nobias", dict(d=6, d_hidden=7, activation="relu", bias=False)),
@@ -543,46 +561,65 @@ def write_npz(path, arrays):
             z.writestr(info, npy_bytes(t))
 
 
-def write_block(name, module, inputs):
-    folder = os.path.join(ROOT, "models", "testdata", "blocks", name)
-    if not os.path.isfile(os.path.join(folder, "model.yaml")):
-        raise SystemExit(f"{folder}/model.yaml is missing: the block's attnrun config")
+def write_block(name, module, inputs, out=None):
+    """Writes a block's weights, inputs and PyTorch output next to its
+    committed model.yaml, or under OUT/blocks/<name>/ with a copy of it."""
+    config = os.path.join(ROOT, "models", "testdata", "blocks", name, "model.yaml")
+    if not os.path.isfile(config):
+        raise SystemExit(f"{config} is missing: the block's attnrun config")
+    folder = os.path.dirname(config)
+    if out is not None:
+        folder = os.path.join(out, "blocks", name)
+        os.makedirs(folder, exist_ok=True)
+        shutil.copyfile(config, os.path.join(folder, "model.yaml"))
     with torch.no_grad():
-        out = module(*inputs)
+        y = module(*inputs)
     write_npz(os.path.join(folder, "weights.npz"), module.state_dict())
     for k, x in enumerate(inputs):
         with open(os.path.join(folder, f"input_{k}.npy"), "wb") as f:
             f.write(npy_bytes(x))
     with open(os.path.join(folder, "expected.npy"), "wb") as f:
-        f.write(npy_bytes(out))
-    print(f"block {name}: output {tuple(out.shape)}, {len(module.state_dict())} tensors")
+        f.write(npy_bytes(y))
+    print(f"block {name}: output {tuple(y.shape)}, {len(module.state_dict())} tensors")
 
 
-def blocks():
-    torch.manual_seed(60)
-    write_block("gpt2", randomize(GPT2Block(), 0.3), [torch.randn(2, 9, 16)])
-    torch.manual_seed(61)
-    write_block("llama", randomize(LlamaBlock(), 0.3), [torch.randn(2, 9, 16)])
-    torch.manual_seed(62)
+def blocks(out=None):
+    seed(60)
+    write_block("gpt2", randomize(GPT2Block(), 0.3), [torch.randn(2, 9, 16)], out)
+    seed(61)
+    write_block("llama", randomize(LlamaBlock(), 0.3), [torch.randn(2, 9, 16)], out)
+    seed(62)
     memory_padding = torch.zeros(2, 7)
     memory_padding[1, 5:] = 1
     write_block("decoder", randomize(DecoderBlock(), 0.3),
-                [torch.randn(2, 6, 12), torch.randn(2, 7, 10), memory_padding])
+                [torch.randn(2, 6, 12), torch.randn(2, 7, 10), memory_padding], out)
 
 
 def main():
+    global SEED_OFFSET
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, help="draw fresh references: shift every case's seed by 100·SEED")
+    parser.add_argument("--out", help="write modern_cases.json and blocks/ under OUT instead of the committed files")
+    args = parser.parse_args()
+    if (args.seed is None) != (args.out is None):
+        parser.error("--seed and --out go together")
+    if args.seed is not None:
+        SEED_OFFSET = 100 * args.seed
+        os.makedirs(args.out, exist_ok=True)
     torch.set_grad_enabled(False)
     cases = {}
     for make in (sdpa_cases, mha_cases, position_cases, block_piece_cases):
         cases.update(make())
     path = os.path.join(ROOT, "layers", "testdata", "modern_cases.json")
+    if args.out is not None:
+        path = os.path.join(args.out, "modern_cases.json")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(cases, f, indent=None, separators=(",", ":"), allow_nan=False)
         f.write("\n")
     os.replace(tmp, path)
-    print(f"{len(cases)} cases -> {os.path.relpath(path, ROOT)}")
-    blocks()
+    print(f"{len(cases)} cases -> {path if args.out else os.path.relpath(path, ROOT)}")
+    blocks(args.out)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import (
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
-	"github.com/attnrun/attnrun/registry"
 )
 
 // exportTestConfig is a model with a residual around multi-head attention:
@@ -59,8 +58,7 @@ func TestExportPresetRunsLikeTheModel(t *testing.T) {
 
 func TestExportConfigWithSeedAndWeights(t *testing.T) {
 	dir := t.TempDir()
-	config := filepath.Join(dir, "block.yaml")
-	require.NoError(t, os.WriteFile(config, []byte(exportTestConfig), 0o644))
+	config := writeFile(t, dir, "block.yaml", exportTestConfig)
 	m, err := models.Load(config)
 	require.NoError(t, err)
 	require.NoError(t, m.Init(3))
@@ -126,38 +124,22 @@ func TestExportStateDictRoundTrip(t *testing.T) {
 
 func TestExportErrors(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		path := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
-		return path
-	}
-	plain := write("plain.yaml", "name: m\nlayers:\n  - {name: lin, type: nn.linear, d_in: 2, d_out: 2}\n  - {name: odd, type: clitest.unexportable}\n")
+	plain := writeFile(t, dir, "plain.yaml", "name: m\nlayers:\n  - {name: lin, type: nn.linear, d_in: 2, d_out: 2}\n  - {name: odd, type: clitest.bare}\n")
 	out := filepath.Join(dir, "out.onnx")
-	cases := []struct {
-		name   string
-		args   []string
-		status int
-		want   string
-	}{
+	cases := []failure{
 		{"no output", []string{"export", "seed-simple"}, 2, "export needs -o OUT.onnx or --state-dict"},
-		{"opset too old", []string{"export", "seed-simple", "-o", out, "--opset", "12"}, 2, "--opset 12: attnrun exports opsets 13 to 17"},
-		{"opset too new", []string{"export", "seed-simple", "-o", out, "--opset", "18"}, 2, "--opset 18"},
+		{"opset too old", []string{"export", "seed-simple", "-o", out, "--opset", "12"}, 2, "--opset 12: attnrun exports opsets 13 to 24"},
+		{"opset too new", []string{"export", "seed-simple", "-o", out, "--opset", "25"}, 2, "--opset 25"},
 		{"opset without -o", []string{"export", "seed-simple", "--state-dict", filepath.Join(dir, "w.npz"), "--opset", "13"}, 2, "--opset applies to the ONNX file"},
 		{"not .onnx", []string{"export", "seed-simple", "-o", filepath.Join(dir, "m.pb")}, 2, "must end in .onnx"},
 		{"unknown state dict format", []string{"export", "seed-simple", "--state-dict", filepath.Join(dir, "w.pt")}, 2, "unknown format (want .npz or .safetensors)"},
 		{"two models", []string{"export", "seed-simple", "seed-bag-of-words", "-o", out}, 2, "takes one argument"},
 		{"unknown preset", []string{"export", "seed-nope", "-o", out}, 1, `unknown preset "seed-nope"`},
 		{"unexportable layer", []string{"export", plain, "-o", out}, 1,
-			`layer "odd" (clitest.unexportable): cannot be exported to ONNX: *cli.unexportable does not implement registry.Exporter`},
+			`layer "odd" (clitest.bare): cannot be exported to ONNX: *cli.bareLayer does not implement registry.Exporter`},
 		{"missing directory", []string{"export", "seed-simple", "-o", filepath.Join(dir, "none", "m.onnx")}, 1, "none"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			status, _, stderr := attnrun(c.args...)
-			assert.Equal(t, c.status, status, stderr)
-			assert.Contains(t, stderr, c.want)
-		})
-	}
+	checkFailures(t, cases)
 	// Nothing was written, not even a temporary file.
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
@@ -172,20 +154,6 @@ func TestExportHelp(t *testing.T) {
 	for _, want := range []string{"Examples:", "attnrun export seed-mha-wrapper -o mha.onnx", "--state-dict", "--opset", "(1, T, d)"} {
 		assert.Contains(t, out, want)
 	}
-}
-
-// unexportable is a layer without ONNX export, as a custom layer may be.
-type unexportable struct{}
-
-func (unexportable) Validate() error          { return nil }
-func (unexportable) Params() []registry.Param { return nil }
-func (unexportable) Forward(_ *registry.Run, in []*tensor.Dense) (*tensor.Dense, error) {
-	return in[0], nil
-}
-
-func init() {
-	registry.Register(registry.Info{ID: "clitest.unexportable", Summary: "a layer without ONNX export",
-		New: func() registry.Layer { return &unexportable{} }})
 }
 
 // assertExportRuns runs an export on the executor, a (T, d) input fed as

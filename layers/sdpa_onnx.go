@@ -1,0 +1,324 @@
+package layers
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/attnrun/attnrun/registry"
+)
+
+var _ registry.Exporter = (*SDPA)(nil)
+
+// ONNXInputDims reports the mask input, last when mask is configured, as
+// a 4-D mask (batch, heads, queries, keys), each dimension its size or 1
+// (a (Tq, Tk) mask is fed as (1, 1, Tq, Tk), a key-padding mask as
+// (B, 1, 1, Tk)). onnxio.Export declares the model input with that rank.
+func (s *SDPA) ONNXInputDims(n int) map[int][]string {
+	if s.c == nil || s.c.mask == 0 || n < 2 {
+		return nil
+	}
+	return map[int][]string{n - 1: {"batch", "heads", "queries", "keys"}}
+}
+
+// ExportONNX writes the layer in one of two forms.
+//
+// From opset 23 on, it is ONNX's Attention op on the projections (3-D,
+// with q_num_heads and kv_num_heads, so grouped-query attention is the
+// op's own), with RotaryEmbedding for rope, the softcap and an explicit
+// scale as attributes, and is_causal for self-attention and top-left
+// cross-attention. The op aligns a causal mask top-left, so bottom-right
+// cross-attention gets the causal frontier in an explicit mask, as do the
+// window, ALiBi and the mask input; the op takes one mask, so they are
+// joined (a float mask when any part is a float, −Inf where hidden) and
+// expanded to (…, Tq, Tk), the only masks ONNX Runtime 1.30 accepts.
+//
+// Before opset 23, and where the op cannot say what the layer does (a
+// non-positive scale; masked_rows: nan when a query may see no key: the op
+// gives zeros), it is the computation written out: heads split by Reshape
+// and Transpose, RoPE from Slice, Mul and Concat, KV heads repeated by
+// Expand for grouped-query attention, MatMul, scale, softcap by Tanh, the
+// masks by Add and Where, Softmax, and a Where that gives zeros to queries
+// that see no key. Dropout is the identity, as at inference.
+func (s *SDPA) ExportONNX(g registry.GraphBuilder, inputs []string) (string, error) {
+	c := s.c
+	if c == nil {
+		return "", errNotValidated
+	}
+	in, err := c.onnxInputs(inputs)
+	if err != nil {
+		return "", err
+	}
+	if g.Opset() >= attentionOpset && c.fitsAttentionOp(in) {
+		return c.exportAttentionOp(g, in), nil
+	}
+	return c.exportDecomposed(g, in), nil
+}
+
+// sdpaONNXInputs are the values an export reads: the queries' tokens, the
+// keys' and values' tokens (x itself, or the memory), and the mask.
+type sdpaONNXInputs struct {
+	x, src, mask string
+	cross        bool
+}
+
+// onnxInputs sorts the input values as split sorts tensors.
+func (c *sdpaPrepared) onnxInputs(inputs []string) (sdpaONNXInputs, error) {
+	n := len(inputs)
+	if c.mask != 0 {
+		n--
+	}
+	if n < 1 || n > 2 {
+		want := "[x] or [x, memory]"
+		if c.mask != 0 {
+			want = "[x, mask] or [x, memory, mask]"
+		}
+		return sdpaONNXInputs{}, fmt.Errorf("takes %s, got %d input(s)", want, len(inputs))
+	}
+	in := sdpaONNXInputs{x: inputs[0], src: inputs[0]}
+	if n == 2 {
+		if c.rot != nil || c.slopes != nil {
+			return in, errors.New("rope and alibi apply to self-attention; this layer got a memory input")
+		}
+		in.src, in.cross = inputs[1], true
+	}
+	if c.mask != 0 {
+		in.mask = inputs[n]
+	}
+	return in, nil
+}
+
+// mayHideRows reports whether some query may see no key: a mask can hide
+// anything, and a bottom-right causal frontier hides every key from the
+// first Tq − Tk queries. Causal self-attention and windows always keep the
+// query's own key.
+func (c *sdpaPrepared) mayHideRows(in sdpaONNXInputs) bool {
+	return c.mask != 0 || (in.cross && c.causal && !c.topLeft)
+}
+
+// fitsAttentionOp reports whether the Attention op computes the layer.
+func (c *sdpaPrepared) fitsAttentionOp(in sdpaONNXInputs) bool {
+	return c.scale > 0 && !(c.nanRows && c.mayHideRows(in))
+}
+
+// exportAttentionOp writes the projections, RotaryEmbedding, one
+// Attention node and the output projection.
+func (c *sdpaPrepared) exportAttentionOp(g registry.GraphBuilder, in sdpaONNXInputs) string {
+	q := linearONNX(g, c.q, "q_proj", in.x)
+	k := linearONNX(g, c.k, "k_proj", in.src)
+	v := linearONNX(g, c.v, "v_proj", in.src)
+	if c.rot != nil {
+		cos, sin, pos := c.rot.rotaryInputsONNX(g, in.x)
+		q = c.rot.rotaryEmbeddingONNX(g, q, cos, sin, pos, c.heads)
+		k = c.rot.rotaryEmbeddingONNX(g, k, cos, sin, pos, c.kvHeads)
+	}
+	isCausal := c.causal && (!in.cross || c.topLeft)
+	mask := attentionMaskONNX(g, c.scoreMask(g, in, !isCausal), in.x, in.src)
+	op := attentionOp{heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, causal: isCausal, scale: c.scale, softcap: c.softcap}
+	return linearONNX(g, c.out, c.outName, op.node(g, q, k, v, mask))
+}
+
+// attentionOp is one ONNX Attention node (opset 23) on 3-D projections:
+// q (B, Tq, heads·headDim), k and v (B, Tk, kvHeads·headDim).
+type attentionOp struct {
+	heads, kvHeads, headDim int
+	// causal sets is_causal: query i sees keys j ≤ i (top-left).
+	causal bool
+	// scale multiplies the scores; 0 or 1/√headDim is the op's default and
+	// writes no attribute.
+	scale, softcap float32
+}
+
+// node adds the Attention node and returns Y (B, Tq, heads·headDim). mask
+// is its attn_mask ("" for none): bool (true attends) or float (added), of
+// shape (…, Tq, Tk), as attentionMaskONNX makes it.
+func (op attentionOp) node(g registry.GraphBuilder, q, k, v, mask string) string {
+	attrs := []registry.Attr{registry.IntAttr("q_num_heads", int64(op.heads)), registry.IntAttr("kv_num_heads", int64(op.kvHeads))}
+	if op.causal {
+		attrs = append(attrs, registry.IntAttr("is_causal", 1))
+	}
+	if op.scale != 0 && op.scale != invSqrt(op.headDim) {
+		attrs = append(attrs, registry.FloatAttr("scale", op.scale))
+	}
+	if op.softcap > 0 {
+		attrs = append(attrs, registry.FloatAttr("softcap", op.softcap))
+	}
+	ins := operands(q, k, v)
+	if mask != "" {
+		ins = append(ins, mask)
+	}
+	return g.Node("Attention", ins, attrs...)
+}
+
+// exportDecomposed writes the attention out of standard ops.
+func (c *sdpaPrepared) exportDecomposed(g registry.GraphBuilder, in sdpaONNXInputs) string {
+	q := splitHeadsONNX(g, linearONNX(g, c.q, "q_proj", in.x), c.heads, c.headDim)
+	k := splitHeadsONNX(g, linearONNX(g, c.k, "k_proj", in.src), c.kvHeads, c.headDim)
+	v := splitHeadsONNX(g, linearONNX(g, c.v, "v_proj", in.src), c.kvHeads, c.headDim)
+	if c.rot != nil {
+		cos, sin := c.rot.tablesONNX(g, in.x, 1)
+		q, k = c.rot.rotateONNX(g, q, cos, sin), c.rot.rotateONNX(g, k, cos, sin)
+	}
+	if c.kvHeads < c.heads {
+		k = repeatHeadsONNX(g, k, c.kvHeads, c.heads, c.headDim)
+		v = repeatHeadsONNX(g, v, c.kvHeads, c.heads, c.headDim)
+	}
+	m := c.scoreMask(g, in, true)
+	context := attendHeadsONNX(g, q, k, v, c.scale, c.softcap, m, c.nanRows)
+	return linearONNX(g, c.out, c.outName, mergeHeadsONNX(g, context, c.hdim))
+}
+
+// scoreMask builds what the layer adds to the scores besides scale and
+// softcap: the causal frontier (when causal is set: the Attention op's
+// is_causal may carry it instead), the window, ALiBi and the mask input.
+func (c *sdpaPrepared) scoreMask(g registry.GraphBuilder, in sdpaONNXInputs, causal bool) onnxScoreMask {
+	m := onnxScoreMask{empty: c.mayHideRows(in)}
+	causal = causal && c.causal
+	if causal || c.window > 0 || c.slopes != nil {
+		c.positionMask(g, in, causal, &m)
+	}
+	switch c.mask {
+	case maskAdd: // after ALiBi, as Forward adds them
+		m.add(g, in.mask)
+	case maskKeep: // zero is hidden
+		m.hide(g, g.Node("Equal", operands(in.mask, g.ScalarFloat(0))))
+	case maskDrop: // nonzero is hidden
+		m.hide(g, g.Node("Not", operands(g.Node("Equal", operands(in.mask, g.ScalarFloat(0))))))
+	}
+	return m
+}
+
+// positionMask adds to m what depends on the positions of queries and
+// keys: the causal frontier (if causal), the window and ALiBi.
+func (c *sdpaPrepared) positionMask(g registry.GraphBuilder, in sdpaONNXInputs, causal bool, m *onnxScoreMask) {
+	qLen := dimONNX(g, in.x, 1)
+	qPos := g.Node("Range", operands(g.ScalarInt64(0), qLen, g.ScalarInt64(1)))
+	kPos := qPos
+	if in.cross {
+		kLen := dimONNX(g, in.src, 1)
+		kPos = g.Node("Range", operands(g.ScalarInt64(0), kLen, g.ScalarInt64(1)))
+		if !c.topLeft { // bottom-right: query i sits at position i + Tk − Tq
+			qPos = g.Node("Add", operands(qPos, g.Node("Sub", operands(kLen, qLen))))
+		}
+	}
+	if causal {
+		m.hide(g, futureONNX(g, qPos, kPos))
+	}
+	if c.window > 0 { // query − key ≥ window: more than window−1 keys back
+		back := g.Node("Sub", operands(
+			g.Node("Unsqueeze", operands(qPos, g.ConstInt64([]int64{1}))),
+			g.Node("Unsqueeze", operands(kPos, g.ConstInt64([]int64{0})))))
+		m.hide(g, g.Node("Greater", operands(back, g.ScalarInt64(int64(c.window-1)))))
+	}
+	if c.slopes != nil {
+		m.add(g, alibiONNX(g, c.slopes, qPos, kPos))
+	}
+}
+
+// onnxScoreMask is what an exported attention does to its scores between
+// the scaled (and capped) product and the softmax.
+type onnxScoreMask struct {
+	// bias is a float value added to the scores (ALiBi, additive masks),
+	// "" for none; it broadcasts to (B, H, Tq, Tk).
+	bias string
+	// hidden is a bool value, true where a key is hidden from a query
+	// (−Inf), "" for none; it broadcasts to (B, H, Tq, Tk).
+	hidden string
+	// empty says a query may see no key, whose weights the softmax makes
+	// NaN.
+	empty bool
+}
+
+// add adds a float value to the bias.
+func (m *onnxScoreMask) add(g registry.GraphBuilder, v string) {
+	if m.bias == "" {
+		m.bias = v
+		return
+	}
+	m.bias = g.Node("Add", operands(m.bias, v))
+}
+
+// hide hides the keys where a bool value is true, besides those hidden.
+func (m *onnxScoreMask) hide(g registry.GraphBuilder, v string) {
+	if m.hidden == "" {
+		m.hidden = v
+		return
+	}
+	m.hidden = g.Node("Or", operands(m.hidden, v))
+}
+
+// attentionMaskONNX turns a score mask into the Attention op's attn_mask:
+// bool (true attends) when nothing is added, float (−Inf where hidden)
+// otherwise, expanded to (…, Tq, Tk) for the Tq tokens of x and Tk of src.
+// It returns "" when there is no mask.
+func attentionMaskONNX(g registry.GraphBuilder, m onnxScoreMask, x, src string) string {
+	var mask string
+	switch {
+	case m.bias == "" && m.hidden == "":
+		return ""
+	case m.bias == "":
+		mask = g.Node("Not", operands(m.hidden))
+	case m.hidden == "":
+		mask = m.bias
+	default:
+		mask = g.Node("Where", operands(m.hidden, g.ConstFloat([]float32{float32(math.Inf(-1))}), m.bias))
+	}
+	shape := g.Node("Concat", operands(g.ConstInt64([]int64{1, 1}), lengthONNX(g, x), lengthONNX(g, src)), registry.IntAttr("axis", 0))
+	return g.Node("Expand", operands(mask, shape))
+}
+
+// lengthONNX is the sequence length of a (B, T, d) value as a 1-D int64 of
+// one element, for building shapes.
+func lengthONNX(g registry.GraphBuilder, x string) string {
+	return g.Node("Gather", operands(g.Node("Shape", operands(x)), g.ConstInt64([]int64{1})), registry.IntAttr("axis", 0))
+}
+
+// splitHeadsONNX reshapes projections (B, T, heads·headDim) into heads
+// (B, heads, T, headDim).
+func splitHeadsONNX(g registry.GraphBuilder, y string, heads, headDim int) string {
+	y = g.Node("Reshape", operands(y, g.ConstInt64([]int64{0, 0, int64(heads), int64(headDim)})))
+	return g.Node("Transpose", operands(y), registry.IntsAttr("perm", 0, 2, 1, 3))
+}
+
+// mergeHeadsONNX joins heads (B, H, T, d) into (B, T, width = H·d).
+func mergeHeadsONNX(g registry.GraphBuilder, y string, width int) string {
+	y = g.Node("Transpose", operands(y), registry.IntsAttr("perm", 0, 2, 1, 3))
+	return g.Node("Reshape", operands(y, g.ConstInt64([]int64{0, 0, int64(width)})))
+}
+
+// repeatHeadsONNX repeats each of the kvHeads heads of y (B, kvHeads, T, d)
+// for heads/kvHeads consecutive query heads: (B, heads, T, d), so that
+// query head h reads KV head ⌊h / (heads/kvHeads)⌋ (PyTorch's
+// repeat_interleave on the head axis).
+func repeatHeadsONNX(g registry.GraphBuilder, y string, kvHeads, heads, d int) string {
+	y = g.Node("Unsqueeze", operands(y, g.ConstInt64([]int64{2}))) // (B, kvHeads, 1, T, d)
+	y = g.Node("Expand", operands(y, g.ConstInt64([]int64{1, 1, int64(heads / kvHeads), 1, 1})))
+	return g.Node("Reshape", operands(y, g.ConstInt64([]int64{0, int64(heads), -1, int64(d)})))
+}
+
+// attendHeadsONNX is softmax(mask(softcap(scale·q kᵀ))) v on heads
+// (B, H, T, d). Queries that see no key get zero weights (a Where on the
+// row maxima) unless nanRows keeps the softmax's NaN.
+func attendHeadsONNX(g registry.GraphBuilder, q, k, v string, scale, softcap float32, m onnxScoreMask, nanRows bool) string {
+	scores := g.Node("MatMul", operands(q, g.Node("Transpose", operands(k), registry.IntsAttr("perm", 0, 1, 3, 2))))
+	if scale != 1 {
+		scores = g.Node("Mul", operands(scores, g.ScalarFloat(scale)))
+	}
+	if softcap > 0 {
+		capped := g.Node("Tanh", operands(g.Node("Div", operands(scores, g.ScalarFloat(softcap)))))
+		scores = g.Node("Mul", operands(capped, g.ScalarFloat(softcap)))
+	}
+	if m.bias != "" {
+		scores = g.Node("Add", operands(scores, m.bias))
+	}
+	negInf := g.ScalarFloat(float32(math.Inf(-1)))
+	if m.hidden != "" {
+		scores = g.Node("Where", operands(m.hidden, negInf, scores))
+	}
+	weights := g.Node("Softmax", operands(scores), registry.IntAttr("axis", -1))
+	if m.empty && !nanRows {
+		sees := g.Node("Greater", operands(reduceLastONNX(g, "ReduceMax", scores), negInf))
+		weights = g.Node("Where", operands(sees, weights, g.ScalarFloat(0)))
+	}
+	return g.Node("MatMul", operands(weights, v))
+}

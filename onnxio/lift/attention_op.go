@@ -1,0 +1,479 @@
+package lift
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// ONNX's Attention op (opset 23 and 24) computes softmax(mask(softcap(scale
+// Q Kᵀ))) V itself, heads and grouped-query attention included. Lifting it
+// is reading its attributes and finding the projections around it:
+//
+//	x ─ Linear ─ [RotaryEmbedding] ─┐
+//	m ─ Linear ─ [RotaryEmbedding] ─ Attention ─ [merge heads] ─ Linear ─ y
+//	m ─ Linear ─────────────────────┘     │
+//	                        attn_mask ────┘ (from nothing, or one input)
+//
+// Q, K and V are 3-D (B, T, heads·head_dim) with the q_num_heads and
+// kv_num_heads attributes, or 4-D (B, heads, T, head_dim) split from the
+// projections by any layout of Reshape and Transpose (traced as the Softmax
+// path traces them). RotaryEmbedding (opset 23) on Q and K becomes
+// attention.sdpa's rope, its base read from the cos and sin caches. The
+// mask is read by evaluating it: its part that depends on no input must be
+// a causal frontier (bottom-right or top-left), a sliding window and ALiBi;
+// its part computed from one graph input must be that input read as a bool
+// mask of either polarity, or added to the scores, broadcast from the
+// right as attention.sdpa broadcasts its mask input.
+
+// ropeBaseDefault is attention.sdpa's rope_base when the caches cannot
+// tell (one rotating pair has θ = 1 whatever the base).
+const ropeBaseDefault = 10000
+
+// windowProbe is the sequence length the static part of a mask is read at,
+// so that a sliding window up to windowProbe−1 keys shows in it (the
+// probes of the whole graph are 2 and 3 tokens long).
+const windowProbe = 40
+
+// opLayer is one Attention node being lifted.
+type opLayer struct {
+	a     *analysis
+	n     *node
+	nodes []*node // every data node the layer replaces
+	notes []string
+}
+
+// opOperand is Q, K or V: a projection of tokens, perhaps rotated, perhaps
+// split into heads.
+type opOperand struct {
+	lin    *linear
+	tokens string
+	rope   *node // RotaryEmbedding applied to it, or nil
+	heads  chain // 4-D: the layout from the projection to the operand
+}
+
+// attentionOp lifts one Attention node with the projections around it to
+// attention.sdpa.
+func (a *analysis) attentionOp(n *node) (*region, *failure) {
+	l := &opLayer{a: a, n: n, nodes: []*node{n}}
+	r, err := l.build()
+	if err != nil {
+		return nil, fail(l.nodes, "attention (Attention op): %v", err)
+	}
+	r.nodes = uniqueNodes(l.nodes)
+	r.notes = l.notes
+	if f := a.checkContained(r); f != nil {
+		return nil, f
+	}
+	return r, nil
+}
+
+func (l *opLayer) build() (*region, error) {
+	a, n := l.a, l.n
+	ins := n.GetInput()
+	for i, what := range map[int]string{4: "past_key", 5: "past_value", 6: "nonpad_kv_seqlen"} {
+		if len(ins) > i && ins[i] != "" {
+			return nil, fmt.Errorf("it reads %s: attention.sdpa keeps its KV cache outside the graph (Step)", what)
+		}
+	}
+	for i, o := range n.GetOutput() {
+		if i > 0 && o != "" && (len(a.readers(o)) > 0 || a.g.isGraphOutput(o)) {
+			return nil, fmt.Errorf("its output %d (%s) is used; attention.sdpa returns only Y", i, []string{"Y", "present_key", "present_value", "qk_matmul_output"}[i])
+		}
+	}
+	p := a.probes[0]
+	qShape, err := p.shape(ins[0])
+	if err != nil {
+		return nil, err
+	}
+	rank4 := len(qShape) == 4
+	if !rank4 && len(qShape) != 3 {
+		return nil, fmt.Errorf("Q has shape %s, want 3-D or 4-D", fmtShape(qShape))
+	}
+
+	var ops [3]opOperand
+	for i, what := range []string{"Q", "K", "V"} {
+		if ops[i], err = l.operand(ins[i], what, rank4, i < 2); err != nil {
+			return nil, err
+		}
+	}
+	q, k, v := ops[0], ops[1], ops[2]
+	if k.tokens != v.tokens {
+		return nil, fmt.Errorf("keys come from %q but values from %q", k.tokens, v.tokens)
+	}
+	cross := q.tokens != k.tokens
+	heads, kvHeads, headDim, err := l.heads(ops, rank4)
+	if err != nil {
+		return nil, err
+	}
+	withBias := q.lin.bias != nil
+	if (k.lin.bias != nil) != withBias || (v.lin.bias != nil) != withBias {
+		return nil, errors.New("some of the query, key and value projections have a bias and some do not")
+	}
+
+	out, err := l.outProjection(heads, headDim, rank4)
+	if err != nil {
+		return nil, err
+	}
+	tokQ, err := a.tokensOf(p, q.tokens)
+	if err != nil {
+		return nil, err
+	}
+	tokK, err := a.tokensOf(p, k.tokens)
+	if err != nil {
+		return nil, err
+	}
+	if out.dOut != tokQ.D {
+		return nil, fmt.Errorf("the output projection gives %d features, the queries' tokens have %d; attention.sdpa's output has the width of x", out.dOut, tokQ.D)
+	}
+
+	isCausal := attrInt(n, "is_causal", 0) == 1
+	var m opMask
+	if len(ins) > 3 && ins[3] != "" {
+		if m, err = l.mask(ins[3], heads, isCausal, cross, []string{q.tokens, k.tokens}); err != nil {
+			return nil, err
+		}
+	}
+	if isCausal && m.causal {
+		m.causal = false // the mask repeats the op's own frontier
+	}
+
+	fields := []field{{"d", tokQ.D}}
+	if cross && tokK.D != tokQ.D {
+		fields = append(fields, field{"d_memory", tokK.D})
+	}
+	fields = append(fields, field{"num_heads", heads})
+	if kvHeads != heads {
+		fields = append(fields, field{"num_kv_heads", kvHeads})
+	}
+	if headDim*heads != tokQ.D {
+		fields = append(fields, field{"head_dim", headDim})
+	}
+	fields = append(fields, field{"qkv_bias", withBias})
+	if out.bias == nil {
+		fields = append(fields, field{"out_bias", false})
+	}
+	outName := "out_proj"
+	if a.fromParam(out.weightValue, "o_proj.weight") { // only the parameters' names; nothing is recognized by it
+		outName = "o_proj"
+		fields = append(fields, field{"out_name", outName})
+	}
+	switch {
+	case isCausal:
+		fields = append(fields, field{"causal", true})
+		if cross {
+			fields = append(fields, field{"causal_align", "top_left"}) // ONNX's is_causal
+		}
+	case m.causal:
+		fields = append(fields, field{"causal", true})
+		if m.topLeft {
+			fields = append(fields, field{"causal_align", "top_left"})
+		}
+	}
+	if at := attr(n, "scale"); at != nil {
+		if s := float64(at.GetF()); math.Abs(s*math.Sqrt(float64(headDim))-1) > 1e-7 {
+			fields = append(fields, field{"scale", float32Value(at.GetF())})
+		}
+	}
+	if c := attrFloat(n, "softcap", 0); c > 0 {
+		fields = append(fields, field{"softcap", float32Value(c)})
+	}
+	if m.window > 0 {
+		fields = append(fields, field{"window", m.window})
+	}
+	if m.input != "" {
+		kind := "bool"
+		if m.kind == "additive" {
+			kind = "additive"
+		}
+		fields = append(fields, field{"mask", kind})
+		if kind == "bool" {
+			fields = append(fields, field{"mask_polarity", m.kind})
+		}
+	}
+	if q.rope == nil && k.rope != nil {
+		return nil, errors.New("the keys are rotated by RotaryEmbedding but not the queries")
+	}
+	if q.rope != nil {
+		rope, err := l.rope(q.rope, k.rope, heads, kvHeads, headDim, rank4)
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, rope...)
+	}
+	if m.alibi {
+		fields = append(fields, field{"alibi", true})
+	}
+
+	r := &region{typ: "attention.sdpa", kind: "attention", fields: fields, output: out.out,
+		inputs: []string{q.tokens}}
+	if cross {
+		r.inputs = append(r.inputs, k.tokens)
+	}
+	if m.input != "" {
+		r.inputs = append(r.inputs, m.input)
+	}
+	r.params = append(r.params, q.lin.params("q_proj.")...)
+	r.params = append(r.params, k.lin.params("k_proj.")...)
+	r.params = append(r.params, v.lin.params("v_proj.")...)
+	r.params = append(r.params, out.params(outName+".")...)
+	return r, nil
+}
+
+// operand finds what Q, K or V is computed from: a Linear of tokens, maybe
+// rotated by RotaryEmbedding (Q and K), maybe split into heads (4-D).
+func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error) {
+	a := l.a
+	var op opOperand
+	if pn := a.g.producer[v]; pn != nil && pn.GetOpType() == "RotaryEmbedding" && a.g.data[v] {
+		if !rotates {
+			return op, fmt.Errorf("V is rotated by RotaryEmbedding %s; RoPE rotates queries and keys", pn.label())
+		}
+		op.rope = pn
+		l.nodes = append(l.nodes, pn)
+		v = pn.GetInput()[0]
+	}
+	base := v
+	if rank4 {
+		op.heads = a.traceBack(v, false)
+		l.nodes = append(l.nodes, op.heads.nodes...)
+		base = op.heads.base
+	}
+	op.lin = a.matchLinear(base)
+	if op.lin == nil {
+		return op, fmt.Errorf("%s is not a linear projection of tokens (it comes from %q)", what, base)
+	}
+	l.nodes = append(l.nodes, op.lin.nodes...)
+	op.tokens = op.lin.in
+	return op, nil
+}
+
+// heads reads the head counts and size: from q_num_heads and kv_num_heads
+// for 3-D operands, from the traced layouts for 4-D ones, which must be
+// heads of the projections (head h is columns h·d … h·d+d−1).
+func (l *opLayer) heads(ops [3]opOperand, rank4 bool) (heads, kvHeads, d int, err error) {
+	n := l.n
+	if !rank4 {
+		heads, kvHeads = int(attrInt(n, "q_num_heads", 0)), int(attrInt(n, "kv_num_heads", 0))
+		if heads <= 0 || kvHeads <= 0 {
+			return 0, 0, 0, fmt.Errorf("3-D Q needs q_num_heads and kv_num_heads (they are %d and %d)", heads, kvHeads)
+		}
+		q, k, v := ops[0].lin, ops[1].lin, ops[2].lin
+		if q.dOut%heads != 0 {
+			return 0, 0, 0, fmt.Errorf("Q has %d features, not a multiple of %d heads", q.dOut, heads)
+		}
+		d = q.dOut / heads
+		if k.dOut != kvHeads*d || v.dOut != kvHeads*d {
+			return 0, 0, 0, fmt.Errorf("K and V have %d and %d features; attention.sdpa's are kv_num_heads·head_dim = %d", k.dOut, v.dOut, kvHeads*d)
+		}
+		if heads%kvHeads != 0 {
+			return 0, 0, 0, fmt.Errorf("kv_num_heads %d does not divide q_num_heads %d", kvHeads, heads)
+		}
+		return heads, kvHeads, d, nil
+	}
+	var counts, sizes [3]int
+	for _, p := range l.a.probes {
+		for i, op := range ops {
+			h, size, err := l.heads4D(p, op)
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("%s: %w", []string{"Q", "K", "V"}[i], err)
+			}
+			counts[i], sizes[i] = h, size
+		}
+	}
+	if counts[1] != counts[2] || sizes[0] != sizes[1] || sizes[1] != sizes[2] {
+		return 0, 0, 0, fmt.Errorf("Q, K and V have %v heads of %v features; attention.sdpa needs K and V alike and one head size", counts, sizes)
+	}
+	if counts[0]%counts[1] != 0 {
+		return 0, 0, 0, fmt.Errorf("%d KV heads do not divide %d query heads", counts[1], counts[0])
+	}
+	return counts[0], counts[1], sizes[0], nil
+}
+
+// heads4D checks at a probe that a 4-D operand (B, H, T, d) holds, at
+// [b, h, t, j], column h·d+j of the projection of token t of sequence b,
+// and returns H and d.
+func (l *opLayer) heads4D(p *probe, op opOperand) (int, int, error) {
+	a := l.a
+	tok, err := a.tokensOf(p, op.tokens)
+	if err != nil {
+		return 0, 0, err
+	}
+	src := source{tokens: op.tokens, lin: op.lin, pre: chain{value: op.lin.in, base: op.lin.in, scale: 1}}
+	el, shape, err := a.elements(p, op.heads, src)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(shape) != 4 || shape[0] != tok.B || shape[2] != tok.T {
+		return 0, 0, fmt.Errorf("shape %s is not (batch %d, heads, tokens %d, head_dim)", fmtShape(shape), tok.B, tok.T)
+	}
+	H, d := shape[1], shape[3]
+	for i, e := range el {
+		b, h, t, j := i/(H*tok.T*d), i/(tok.T*d)%H, i/d%tok.T, i%d
+		if e.row != b*tok.T+t || e.col != h*d+j {
+			return 0, 0, fmt.Errorf("element [%d, %d, %d, %d] is feature %d of token %d: not heads of the projection", b, h, t, j, e.col, e.row)
+		}
+	}
+	return H, d, nil
+}
+
+// outProjection finds the Linear that reads Y (merged from heads first when
+// Y is 4-D): attention.sdpa's output projection.
+func (l *opLayer) outProjection(heads, headDim int, rank4 bool) (*linear, error) {
+	a := l.a
+	y := l.n.GetOutput()[0]
+	if rank4 {
+		merge := a.traceForward(y)
+		l.nodes = append(l.nodes, merge.nodes...)
+		for _, p := range a.probes {
+			shape, idx, err := p.trace(y, merge.value, nil)
+			if err != nil {
+				return nil, err
+			}
+			ys, err := p.shape(y)
+			if err != nil {
+				return nil, err
+			}
+			if err := mergedHeads(idx, shape, ys); err != nil {
+				return nil, err
+			}
+		}
+		y = merge.value
+	}
+	out := a.linearReading(y)
+	if out == nil {
+		return nil, errors.New("no output projection reads the attention's output (attention.sdpa has out_proj)")
+	}
+	if out.dIn != heads*headDim {
+		return nil, fmt.Errorf("the output projection takes %d features, the heads give %d", out.dIn, heads*headDim)
+	}
+	l.nodes = append(l.nodes, out.nodes...)
+	return out, nil
+}
+
+// mergedHeads checks that a merge of 4-D heads (B, H, T, d) gives
+// (B, T, H·d) with head h at columns h·d … h·d+d−1.
+func mergedHeads(idx, shape, heads []int) error {
+	B, H, T, d := heads[0], heads[1], heads[2], heads[3]
+	if len(shape) != 3 || shape[0] != B || shape[1] != T || shape[2] != H*d {
+		return fmt.Errorf("the heads %s merge into %s, want (%d, %d, %d)", fmtShape(heads), fmtShape(shape), B, T, H*d)
+	}
+	for i, f := range idx {
+		b, t, c := i/(T*H*d), i/(H*d)%T, i%(H*d)
+		if want := ((b*H+c/d)*T+t)*d + c%d; f != want {
+			return fmt.Errorf("merged element [%d, %d, %d] is not feature %d of head %d", b, t, c, c%d, c/d)
+		}
+	}
+	return nil
+}
+
+// rope reads the RotaryEmbedding nodes on Q and K: one style and rotary
+// dimension, caches of one base, positions 0..T−1. It returns
+// attention.sdpa's rope fields.
+func (l *opLayer) rope(qr, kr *node, heads, kvHeads, headDim int, rank4 bool) ([]field, error) {
+	if kr == nil {
+		return nil, errors.New("the queries are rotated by RotaryEmbedding but not the keys")
+	}
+	for _, c := range []struct {
+		n     *node
+		heads int
+	}{{qr, heads}, {kr, kvHeads}} {
+		if h := int(attrInt(c.n, "num_heads", 0)); !rank4 && h != c.heads {
+			return nil, fmt.Errorf("RotaryEmbedding %s rotates %d heads, the attention has %d", c.n.label(), h, c.heads)
+		}
+	}
+	if attrInt(qr, "interleaved", 0) != attrInt(kr, "interleaved", 0) ||
+		attrInt(qr, "rotary_embedding_dim", 0) != attrInt(kr, "rotary_embedding_dim", 0) {
+		return nil, errors.New("the queries and keys are rotated differently")
+	}
+	dim := int(attrInt(qr, "rotary_embedding_dim", 0))
+	if dim == 0 {
+		dim = headDim
+	}
+	if dim%2 != 0 || dim > headDim {
+		return nil, fmt.Errorf("rotary_embedding_dim %d is not even or exceeds the head size %d", dim, headDim)
+	}
+	base, err := l.ropeBase(qr, kr, dim)
+	if err != nil {
+		return nil, err
+	}
+	style := "half"
+	if attrInt(qr, "interleaved", 0) == 1 {
+		style = "interleaved"
+	}
+	fields := []field{{"rope", style}}
+	if base != ropeBaseDefault {
+		fields = append(fields, field{"rope_base", base})
+	}
+	if dim != headDim {
+		fields = append(fields, field{"rope_rotary_dim", dim})
+	}
+	return fields, nil
+}
+
+// ropeBase reads the base θ of the rotation from the cos and sin caches,
+// which must be static, and checks the positions: 0..T−1 in every
+// sequence.
+func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
+	a := l.a
+	for _, rn := range []*node{qr, kr} {
+		ins := rn.GetInput()
+		for _, v := range ins[1:] {
+			if v != "" && !a.g.static(v) {
+				return 0, fmt.Errorf("RotaryEmbedding %s reads %q, computed from the inputs %s: attention.sdpa rotates positions 0..T−1",
+					rn.label(), v, quoted(a.g.dependsOnInputs(v)))
+			}
+		}
+		if len(ins) > 3 && ins[3] != "" {
+			for _, p := range a.probes {
+				pos, err := p.value(ins[3])
+				if err != nil {
+					return 0, err
+				}
+				vals, err := floats64(pos)
+				if err != nil {
+					return 0, err
+				}
+				T := pos.Shape()[pos.Dims()-1]
+				for i, x := range vals {
+					if int(x) != i%T {
+						return 0, fmt.Errorf("RotaryEmbedding %s rotates position %g at token %d: attention.sdpa rotates positions 0..T−1", rn.label(), x, i%T)
+					}
+				}
+			}
+		}
+	}
+	half := dim / 2
+	if half < 2 {
+		l.notes = append(l.notes, fmt.Sprintf("one rotating pair turns by its position whatever the base: rope_base is left at %d", ropeBaseDefault))
+		return ropeBaseDefault, nil
+	}
+	p := a.probes[len(a.probes)-1]
+	cos, err1 := p.value(qr.GetInput()[1])
+	sin, err2 := p.value(qr.GetInput()[2])
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	c, _ := floats64(cos)
+	s, _ := floats64(sin)
+	if cos.Shape()[cos.Dims()-1] != half || len(c) < 2*half {
+		return 0, fmt.Errorf("the cos cache has shape %v, want (positions, %d)", cos.Shape(), half)
+	}
+	// Position 1, pair 1: the angle is θ₁ = base^(−2/dim).
+	theta := math.Atan2(s[half+1], c[half+1])
+	base := math.Pow(theta, -float64(dim)/2)
+	if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
+		base = r // the caches are float32: read 10000, not 9999.98
+	}
+	l.notes = append(l.notes, fmt.Sprintf("rope_base %g read from the cos and sin caches", base))
+	return base, nil
+}
+
+// fromParam reports whether a static value is computed from an
+// initializer whose name ends in suffix: how attention.sdpa's out_name
+// (Hugging Face's o_proj) survives a round trip.
+func (a *analysis) fromParam(v, suffix string) bool {
+	return slices.ContainsFunc(a.staticSources(v), func(s string) bool { return strings.HasSuffix(s, suffix) })
+}
