@@ -111,7 +111,7 @@ func TestRunBatchNPZ(t *testing.T) {
 }
 
 func TestRunBatchONNX(t *testing.T) {
-	src := "../../../testdata/onnx/causal_attention_opset17_dynamic"
+	src := onnxFixtures + "/causal_attention_opset17_dynamic"
 	in, out := t.TempDir(), t.TempDir()
 	for i, name := range []string{"a.pb", "b.pb"} {
 		data, err := os.ReadFile(filepath.Join(src, "test_data_set_"+string(rune('0'+i)), "input_0.pb"))
@@ -140,18 +140,12 @@ func TestRunBatchErrors(t *testing.T) {
 	require.NoError(t, tensorio.WriteNPYFile(filepath.Join(in, "x.npy"), randomInput(1, 6, 3)))
 	require.NoError(t, tensorio.WriteNPYFile(filepath.Join(clash, "x.npy"), randomInput(1, 6, 3)))
 	require.NoError(t, os.WriteFile(filepath.Join(clash, "x.pb"), nil, 0o644))
-	cross := filepath.Join(dir, "cross.yaml")
-	require.NoError(t, os.WriteFile(cross, []byte(`name: cross
+	cross := writeFile(t, dir, "cross.yaml", `name: cross
 inputs: [x, memory]
 layers:
   - {name: attn, type: attention.sdpa, d: 4, num_heads: 2, inputs: [x, memory]}
-`), 0o644))
-	cases := []struct {
-		name   string
-		args   []string
-		status int
-		want   string
-	}{
+`)
+	cases := []failure{
 		{"output is the input", []string{"run", "seed-mha-wrapper", "--input", in, "--output", in}, 2, "is the input directory"},
 		{"empty directory", []string{"run", "seed-mha-wrapper", "--input", empty}, 1, "no .npy or .pb files to run"},
 		{"same stem", []string{"run", "seed-mha-wrapper", "--input", clash}, 1, "x.npy and x.pb would both write the output x.npy"},
@@ -159,13 +153,7 @@ layers:
 		{"two model inputs", []string{"run", cross, "--input", in}, 2, `runs a model of one input; model "cross" takes 2 (x, memory)`},
 		{"missing archive", []string{"run", "seed-mha-wrapper", "--input", filepath.Join(dir, "none.npz")}, 1, "none.npz"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			status, _, stderr := attnrun(c.args...)
-			assert.Equal(t, c.status, status, stderr)
-			assert.Contains(t, stderr, c.want)
-		})
-	}
+	checkFailures(t, cases)
 }
 
 // copyDataSets copies test_data_set_N folders of a fixture into dir.
@@ -184,7 +172,7 @@ func copyDataSets(t *testing.T, src, dir string, sets ...string) {
 }
 
 func TestCheckDataSetsSummary(t *testing.T) {
-	src := "../../../testdata/onnx/causal_attention_opset17_dynamic"
+	src := onnxFixtures + "/causal_attention_opset17_dynamic"
 	status, stdout, stderr := attnrun("check", src+"/model.onnx")
 	require.Equal(t, 0, status, stdout+stderr)
 	assert.Contains(t, stdout, "2 passed, 0 failed")
@@ -221,8 +209,7 @@ layers:
 
 func TestRunIncremental(t *testing.T) {
 	dir := t.TempDir()
-	config := filepath.Join(dir, "decoder.yaml")
-	require.NoError(t, os.WriteFile(config, []byte(incrementalConfig), 0o644))
+	config := writeFile(t, dir, "decoder.yaml", incrementalConfig)
 	x := filepath.Join(dir, "x.npy")
 	require.NoError(t, tensorio.WriteNPYFile(x, randomInput(7, 2, 7, 8)))
 	targets := []struct {
@@ -263,22 +250,12 @@ func TestRunIncremental(t *testing.T) {
 
 func TestRunIncrementalErrors(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		path := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
-		return path
-	}
 	x := filepath.Join(dir, "x.npy")
 	require.NoError(t, tensorio.WriteNPYFile(x, randomInput(1, 5, 4)))
-	selfAttention := write("self.yaml", "name: m\nlayers:\n  - {name: attn, type: attention.self, d_in: 4, d_out: 4, causal: true}\n")
-	bidirectional := write("sdpa.yaml", "name: m\nlayers:\n  - {name: attn, type: attention.sdpa, d: 4, num_heads: 2}\n")
-	fixture := "../../../testdata/onnx/causal_attention_opset17_static/model.onnx"
-	cases := []struct {
-		name   string
-		args   []string
-		status int
-		want   string
-	}{
+	selfAttention := writeFile(t, dir, "self.yaml", "name: m\nlayers:\n  - {name: attn, type: attention.self, d_in: 4, d_out: 4, causal: true}\n")
+	bidirectional := writeFile(t, dir, "sdpa.yaml", "name: m\nlayers:\n  - {name: attn, type: attention.sdpa, d: 4, num_heads: 2}\n")
+	fixture := onnxFixtures + "/causal_attention_opset17_static/model.onnx"
+	cases := []failure{
 		{"layer without steps", []string{"run", selfAttention, "--input", x, "--incremental"}, 1,
 			`--incremental: model "m": layer "attn" (attention.self) cannot run incrementally`},
 		{"non-causal sdpa", []string{"run", bidirectional, "--input", x, "--incremental"}, 1,
@@ -287,13 +264,7 @@ func TestRunIncrementalErrors(t *testing.T) {
 		{"with attention", []string{"run", "seed-mha-wrapper", "--incremental", "--attention", "attn"}, 2, "--incremental and --attention do not combine"},
 		{"onnx", []string{"run", fixture, "--incremental"}, 2, "not ONNX files"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			status, _, stderr := attnrun(c.args...)
-			assert.Equal(t, c.status, status, stderr)
-			assert.Contains(t, stderr, c.want)
-		})
-	}
+	checkFailures(t, cases)
 }
 
 func TestChangedCommandsHaveExamples(t *testing.T) {

@@ -11,14 +11,65 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/registry"
 	"github.com/attnrun/attnrun/tensorio"
 )
+
+// onnxFixtures holds PyTorch's ONNX exports with their test-data sets
+// (testdata/torch/export_onnx.py).
+const onnxFixtures = "../../../testdata/onnx"
 
 // attnrun runs the command line in-process and returns its status and output.
 func attnrun(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
 	status := Run(args, &out, &errOut)
 	return status, out.String(), errOut.String()
+}
+
+// bareLayer is a layer with registry.Layer's methods only, as a custom
+// layer may be: it cannot be exported to ONNX, count its FLOPs or step. It
+// passes its input through.
+type bareLayer struct{}
+
+func (*bareLayer) Validate() error          { return nil }
+func (*bareLayer) Params() []registry.Param { return nil }
+func (*bareLayer) Forward(_ *registry.Run, in []*tensor.Dense) (*tensor.Dense, error) {
+	return in[0], nil
+}
+
+func init() {
+	registry.Register(registry.Info{ID: "clitest.bare", Summary: "a layer with registry.Layer's methods only",
+		New: func() registry.Layer { return &bareLayer{} }})
+}
+
+// failure is a command line that must fail: its exit status, and a part of
+// what it prints on stderr.
+type failure struct {
+	name   string
+	args   []string
+	status int
+	want   string
+}
+
+// checkFailures runs each command line in a subtest of its name and checks
+// its status and stderr.
+func checkFailures(t *testing.T, cases []failure) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, _, stderr := attnrun(c.args...)
+			assert.Equal(t, c.status, status, stderr)
+			assert.Contains(t, stderr, c.want)
+		})
+	}
+}
+
+// writeFile writes text to dir/name and returns its path.
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+	return path
 }
 
 // TestRunPresets runs every preset through the command line, writes the
@@ -77,8 +128,7 @@ func TestRunConfigWithWeightsAndInput(t *testing.T) {
 	}
 	weights := filepath.Join(dir, "w.npz")
 	require.NoError(t, tensorio.WriteNPZ(weights, names, tensors))
-	config := filepath.Join(dir, "model.yaml")
-	require.NoError(t, os.WriteFile(config, m.Config().YAML, 0o644))
+	config := writeFile(t, dir, "model.yaml", string(m.Config().YAML))
 	x, err := p.Input()
 	require.NoError(t, err)
 	input := filepath.Join(dir, "x.npy")
@@ -96,39 +146,23 @@ func TestRunConfigWithWeightsAndInput(t *testing.T) {
 
 func TestRunErrors(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, data []byte) string {
-		path := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(path, data, 0o644))
-		return path
-	}
-	config := write("m.yaml", []byte("name: m\nlayers:\n  - {name: attn, type: attention.causal, d_in: 3, d_out: 2, context_length: 6}\n"))
+	config := writeFile(t, dir, "m.yaml", "name: m\nlayers:\n  - {name: attn, type: attention.causal, d_in: 3, d_out: 2, context_length: 6}\n")
 	ints := filepath.Join(dir, "ints.npy")
 	require.NoError(t, tensorio.WriteNPYFile(ints, tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]int64{1, 2, 3, 4, 5, 6}))))
 	wide := filepath.Join(dir, "wide.npy")
 	require.NoError(t, tensorio.WriteNPYFile(wide, tensor.New(tensor.WithShape(2, 4), tensor.WithBacking(make([]float32, 8)))))
-	cases := []struct {
-		name   string
-		args   []string
-		status int
-		want   string
-	}{
+	cases := []failure{
 		{"unknown preset", []string{"run", "seed-nope"}, 1, `unknown preset "seed-nope"`},
 		{"no input for config", []string{"run", config}, 2, "needs --input"},
-		{"malformed npy", []string{"run", config, "--input", write("bad.npy", []byte("\x93NUMPY garbage"))}, 1, "bad.npy"},
+		{"malformed npy", []string{"run", config, "--input", writeFile(t, dir, "bad.npy", "\x93NUMPY garbage")}, 1, "bad.npy"},
 		{"non-float npy", []string{"run", config, "--input", ints}, 1, "ints.npy"},
 		{"d_in mismatch", []string{"run", config, "--input", wide}, 1, "d_in"},
 		{"unknown attention layer", []string{"run", "seed-simple", "--attention", "nope"}, 1, `no such layer`},
-		{"weights of another model", []string{"run", "seed-simple", "--weights", write("w.txt", nil)}, 1, "want .npz or .safetensors"},
+		{"weights of another model", []string{"run", "seed-simple", "--weights", writeFile(t, dir, "w.txt", "")}, 1, "want .npz or .safetensors"},
 		{"missing config file", []string{"run", filepath.Join(dir, "none.yaml")}, 1, "none.yaml"},
 		{"bad flag", []string{"run", "seed-simple", "--nope"}, 2, "unknown flag"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			status, _, stderr := attnrun(c.args...)
-			assert.Equal(t, c.status, status, stderr)
-			assert.Contains(t, stderr, c.want)
-		})
-	}
+	checkFailures(t, cases)
 }
 
 func TestListCommands(t *testing.T) {

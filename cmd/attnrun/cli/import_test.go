@@ -15,8 +15,6 @@ import (
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
-const onnxFixtures = "../../../testdata/onnx"
-
 // TestImportPyTorchFixtures imports every PyTorch export and checks the
 // written file, run on attnrun's layers, against PyTorch's outputs at
 // 1e-5 relative / 1e-6 absolute.

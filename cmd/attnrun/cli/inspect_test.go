@@ -1,31 +1,11 @@
 package cli
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"gorgonia.org/tensor"
-
-	"github.com/attnrun/attnrun/registry"
 )
-
-// uncounted is a layer type that does not count its FLOPs, as a custom
-// layer written before registry.FLOPCounter may be.
-type uncounted struct{}
-
-func (uncounted) Validate() error          { return nil }
-func (uncounted) Params() []registry.Param { return nil }
-func (uncounted) Forward(_ *registry.Run, in []*tensor.Dense) (*tensor.Dense, error) {
-	return in[0], nil
-}
-
-func init() {
-	registry.Register(registry.Info{ID: "clitest.uncounted", Summary: "a layer without a FLOP count",
-		New: func() registry.Layer { return uncounted{} }})
-}
 
 func TestInspectPreset(t *testing.T) {
 	status, out, stderr := attnrun("inspect", "seed-mha-wrapper")
@@ -53,13 +33,12 @@ func TestInspectPreset(t *testing.T) {
 }
 
 func TestInspectConfig(t *testing.T) {
-	config := filepath.Join(t.TempDir(), "m.yaml")
-	require.NoError(t, os.WriteFile(config, []byte(`name: m
+	config := writeFile(t, t.TempDir(), "m.yaml", `name: m
 layers:
   - {name: proj, type: nn.linear, d_in: 3, d_out: 4}
-  - {name: odd, type: clitest.uncounted}
+  - {name: odd, type: clitest.bare}
   - {name: attn, type: attention.multihead, d_in: 4, d_out: 4, context_length: 8, num_heads: 2}
-`), 0o644))
+`)
 
 	// Without a shape: parameters only, and how to get the rest.
 	status, out, stderr := attnrun("inspect", config)
@@ -77,7 +56,7 @@ layers:
 	require.Equal(t, 0, status, stderr)
 	for _, want := range []string{
 		"  proj  nn.linear            reads x     params 16  output (8, 4)  FLOPs 192\n",
-		"  odd   clitest.uncounted    reads proj  params 0   output (8, 4)  FLOPs ?\n",
+		"  odd   clitest.bare         reads proj  params 0   output (8, 4)  FLOPs ?\n",
 		"  attn  attention.multihead  reads odd   params 68  output (8, 4)  FLOPs 2,048\n",
 		"  total: 84 parameters, at least 2,240 FLOPs (\"?\": the layer's type does not count FLOPs: odd) per forward pass\n",
 	} {
@@ -107,12 +86,7 @@ func TestInspectONNXLayers(t *testing.T) {
 }
 
 func TestInspectErrors(t *testing.T) {
-	cases := []struct {
-		name   string
-		args   []string
-		status int
-		want   string
-	}{
+	cases := []failure{
 		{"bad shape", []string{"inspect", "seed-mha-wrapper", "--shape", "2,x"}, 2, `--shape "2,x": want positive sizes`},
 		{"zero size", []string{"inspect", "seed-mha-wrapper", "--shape", "2,0,3"}, 2, "want positive sizes"},
 		{"two shapes", []string{"inspect", "seed-mha-wrapper", "--shape", "6,3", "--shape", "6,3"}, 2,
@@ -121,13 +95,7 @@ func TestInspectErrors(t *testing.T) {
 			`for x (2, 6, 4): layer "attn" (attention.multihead_wrapper): d_in mismatch`},
 		{"unknown preset", []string{"inspect", "seed-nope"}, 1, `unknown preset "seed-nope"`},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			status, _, stderr := attnrun(c.args...)
-			assert.Equal(t, c.status, status, stderr)
-			assert.Contains(t, stderr, c.want)
-		})
-	}
+	checkFailures(t, cases)
 }
 
 func TestQuantity(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 // and a transformer block, opsets 13-17, static and dynamic axes, against
 // PyTorch's outputs at 1e-5 relative / 1e-6 absolute.
 func TestCheckPyTorchFixtures(t *testing.T) {
-	models, err := filepath.Glob("../../../testdata/onnx/*/model.onnx")
+	models, err := filepath.Glob(onnxFixtures + "/*/model.onnx")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(models), 90)
 	for _, m := range models {
@@ -34,7 +34,7 @@ func TestCheckPyTorchFixtures(t *testing.T) {
 }
 
 func TestRunONNX(t *testing.T) {
-	dir := "../../../testdata/onnx/causal_attention_opset17_dynamic"
+	dir := onnxFixtures + "/causal_attention_opset17_dynamic"
 	out := filepath.Join(t.TempDir(), "y.npy")
 	status, _, stderr := attnrun("run", dir+"/model.onnx", "--input", dir+"/test_data_set_1/input_0.pb", "--output", out)
 	require.Equal(t, 0, status, stderr)
@@ -50,7 +50,7 @@ func TestRunONNX(t *testing.T) {
 }
 
 func TestCheckDetectsMismatch(t *testing.T) {
-	src := "../../../testdata/onnx/causal_attention_opset13_static"
+	src := onnxFixtures + "/causal_attention_opset13_static"
 	dir := t.TempDir()
 	for _, f := range []string{"model.onnx", "test_data_set_0/input_0.pb"} {
 		data, err := os.ReadFile(filepath.Join(src, f))
@@ -70,25 +70,13 @@ func TestCheckDetectsMismatch(t *testing.T) {
 
 func TestONNXErrors(t *testing.T) {
 	dir := t.TempDir()
-	junk := filepath.Join(dir, "junk.onnx")
-	require.NoError(t, os.WriteFile(junk, []byte("definitely not protobuf \x00\xff"), 0o644))
-	fixture := "../../../testdata/onnx/causal_attention_opset17_static/model.onnx"
-	cases := []struct {
-		name   string
-		args   []string
-		status int
-		want   string
-	}{
+	junk := writeFile(t, dir, "junk.onnx", "definitely not protobuf \x00\xff")
+	fixture := onnxFixtures + "/causal_attention_opset17_static/model.onnx"
+	cases := []failure{
 		{"junk file", []string{"inspect", junk}, 1, "junk.onnx"},
 		{"missing file", []string{"run", filepath.Join(dir, "none.onnx")}, 1, "none.onnx"},
 		{"missing input", []string{"run", fixture}, 2, "takes 1 input(s) (x float32"},
 		{"no data sets", []string{"check", fixture, "--data", dir}, 1, "no test_data_set_N"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			status, _, stderr := attnrun(c.args...)
-			assert.Equal(t, c.status, status, stderr)
-			assert.Contains(t, stderr, c.want)
-		})
-	}
+	checkFailures(t, cases)
 }

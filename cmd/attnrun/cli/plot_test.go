@@ -214,12 +214,11 @@ func TestPlotLayerAndBatch(t *testing.T) {
 
 func TestPlotConfigWithInput(t *testing.T) {
 	dir := t.TempDir()
-	config := filepath.Join(dir, "model.yaml")
-	require.NoError(t, os.WriteFile(config, []byte(`name: two-layers
+	config := writeFile(t, dir, "model.yaml", `name: two-layers
 layers:
   - {name: first, type: attention.multihead, d_in: 4, d_out: 4, context_length: 8, num_heads: 2}
   - {name: second, type: attention.causal, d_in: 4, d_out: 4, context_length: 8}
-`), 0o644))
+`)
 	x := filepath.Join(dir, "x.npy")
 	require.NoError(t, tensorio.WriteNPYFile(x, tensor.New(tensor.WithShape(3, 4),
 		tensor.WithBacking([]float32{0.1, 0.2, 0.3, 0.4, -1, 0.5, 0.2, 0, 0.9, -0.3, 0.1, 0.7}))))
@@ -238,12 +237,10 @@ layers:
 
 func TestPlotErrors(t *testing.T) {
 	dir := t.TempDir()
-	linear := filepath.Join(dir, "linear.yaml")
-	require.NoError(t, os.WriteFile(linear, []byte("name: lin\nlayers:\n  - {name: proj, type: nn.linear, d_in: 3, d_out: 2}\n"), 0o644))
+	linear := writeFile(t, dir, "linear.yaml", "name: lin\nlayers:\n  - {name: proj, type: nn.linear, d_in: 3, d_out: 2}\n")
 	x := filepath.Join(dir, "x.npy")
 	require.NoError(t, tensorio.WriteNPYFile(x, tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float32{1, 2, 3, 4, 5, 6}))))
-	onnx := filepath.Join(dir, "model.onnx")
-	require.NoError(t, os.WriteFile(onnx, []byte("not read"), 0o644))
+	onnx := writeFile(t, dir, "model.onnx", "not read")
 	out := filepath.Join(dir, "attn.png")
 
 	for _, tc := range []struct {
