@@ -51,10 +51,7 @@ func (g *GELU) Params() []registry.Param { return nil }
 
 // Forward applies the activation to a (T, d) or (B, T, d) input.
 func (g *GELU) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if g.f == nil {
-		return nil, errNotValidated
-	}
-	in, err := singleInput(inputs)
+	in, err := readyInput(g.f != nil, inputs)
 	if err != nil {
 		return nil, err
 	}

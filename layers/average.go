@@ -39,26 +39,38 @@ func (a *Average) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.De
 		return nil, err
 	}
 	out, data := in.newOutput(in.D)
-	sc := getScratch(in.D)
+	sc := getScratch(in.B * in.D)
 	defer sc.release()
-	sum := sc.floats(in.D)
-	for b := 0; b < in.B; b++ {
-		clear(sum)
-		for t := 0; t < in.T; t++ {
+	sums := sc.floats(in.B * in.D)
+	clear(sums)
+	runningMeans(in, 0, sums, data, w.data)
+	observe(run, weights)
+	return out, nil
+}
+
+// runningMeans writes to out the running means of in's sequences, for
+// Forward (past 0) and Step alike: token t of sequence b becomes the mean of
+// the past tokens, whose sum sums[b·d:(b+1)·d] holds, and of tokens 0..t of
+// the input; sums then holds the sum of them all. w, unless nil, receives
+// the (B, 1, T, past+T) weights of the means: 1/n on each of the n tokens
+// averaged.
+func runningMeans(in seqs, past int, sums, out, w []float32) {
+	total := past + in.T
+	for b := range in.B {
+		sum := sums[b*in.D : (b+1)*in.D]
+		for t := range in.T {
 			row := (b*in.T + t) * in.D
-			n := float32(t + 1)
+			n := float32(past + t + 1)
 			for j, x := range in.data[row : row+in.D] {
 				sum[j] += x
-				data[row+j] = sum[j] / n
+				out[row+j] = sum[j] / n
 			}
-			if w.data != nil {
-				weightRow := w.data[(b*in.T+t)*in.T:][:t+1]
+			if w != nil {
+				weightRow := w[(b*in.T+t)*total:][:past+t+1]
 				for j := range weightRow {
 					weightRow[j] = 1 / n
 				}
 			}
 		}
 	}
-	observe(run, weights)
-	return out, nil
 }

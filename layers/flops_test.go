@@ -5,20 +5,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.yaml.in/yaml/v3"
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/registry"
 )
 
 // flopLayer builds a validated layer of type id from a YAML mapping of its
-// fields, with the registry's defaults for the others.
+// fields, decoded strictly, with the registry's defaults for the others.
 func flopLayer(t *testing.T, id, fields string) registry.FLOPCounter {
 	t.Helper()
-	info, err := registry.Lookup(id)
-	require.NoError(t, err)
-	l := info.New()
-	require.NoError(t, yaml.Unmarshal([]byte(fields), l))
+	l := fromYAML(t, id, fields)
 	require.NoError(t, l.Validate())
 	counter, ok := l.(registry.FLOPCounter)
 	require.True(t, ok, "%s does not implement registry.FLOPCounter", id)

@@ -13,10 +13,13 @@ import (
 
 	"github.com/attnrun/attnrun/registry"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 	"gorgonia.org/tensor"
 )
 
-// array is a JSON nested list of numbers, flattened row-major with its shape.
+// array is a JSON nested list of numbers, flattened row-major with its
+// shape. JSON has no NaN or infinity: null stands for NaN, and the strings
+// "inf" and "-inf" for ±Inf (modern.py writes them so).
 type array struct {
 	Shape []int
 	Data  []float32
@@ -33,8 +36,21 @@ func (a *array) UnmarshalJSON(b []byte) error {
 
 func (a *array) flatten(v any, depth int) error {
 	switch x := v.(type) {
+	case nil:
+		a.Data = append(a.Data, float32(math.NaN()))
+		return nil
 	case float64:
 		a.Data = append(a.Data, float32(x))
+		return nil
+	case string:
+		switch x {
+		case "inf":
+			a.Data = append(a.Data, float32(math.Inf(1)))
+		case "-inf":
+			a.Data = append(a.Data, float32(math.Inf(-1)))
+		default:
+			return fmt.Errorf("unexpected string %q in a number array", x)
+		}
 		return nil
 	case []any:
 		if depth == len(a.Shape) {
@@ -91,14 +107,20 @@ type torchCase struct {
 	Weights *array    `json:"weights"`
 }
 
-var loadTorchCases = sync.OnceValues(func() (map[string]torchCase, error) {
-	b, err := os.ReadFile(filepath.Join("testdata", "torch_cases.json"))
-	if err != nil {
-		return nil, err
-	}
-	var cases map[string]torchCase
-	return cases, json.Unmarshal(b, &cases)
-})
+// goldenCases returns a loader of testdata/file, a JSON object of named
+// cases, that reads and decodes the file once per test binary.
+func goldenCases[C any](file string) func() (map[string]C, error) {
+	return sync.OnceValues(func() (map[string]C, error) {
+		b, err := os.ReadFile(filepath.Join("testdata", file))
+		if err != nil {
+			return nil, err
+		}
+		var cases map[string]C
+		return cases, json.Unmarshal(b, &cases)
+	})
+}
+
+var loadTorchCases = goldenCases[torchCase]("torch_cases.json")
 
 // torchCaseNamed returns a case of testdata/torch_cases.json.
 func torchCaseNamed(t *testing.T, name string) torchCase {
@@ -131,6 +153,19 @@ func randomDense(rng *rand.Rand, shape ...int) *tensor.Dense {
 		data[i] = 2*rng.Float32() - 1
 	}
 	return newDense(shape, data)
+}
+
+// fromYAML builds a registered layer with its defaults and the given
+// config fields, decoded strictly, without validating it.
+func fromYAML(t *testing.T, id, config string) registry.Layer {
+	t.Helper()
+	info, err := registry.Lookup(id)
+	require.NoError(t, err)
+	l := info.New()
+	dec := yaml.NewDecoder(stringReader(config))
+	dec.KnownFields(true)
+	require.NoError(t, dec.Decode(l), "config %q", config)
+	return l
 }
 
 // validated runs Validate and fills every parameter from U(-1, 1) with a fixed seed.

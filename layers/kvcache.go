@@ -143,6 +143,27 @@ func positionStateOf(state registry.State, seqs int) (*positionState, error) {
 // advance records n more tokens of seqs sequences.
 func (s *positionState) advance(seqs, n int) { s.seqs, s.tokens = seqs, s.tokens+n }
 
+// positionStep is the Step of a position layer: it reads the one input,
+// checks it against the session, has at compute the output for the new
+// tokens, which sit at positions pos0, pos0+1, ..., and advances the
+// session past them once at has succeeded.
+func positionStep(state registry.State, inputs []*tensor.Dense, at func(in seqs, pos0 int) (*tensor.Dense, error)) (*tensor.Dense, error) {
+	in, err := singleInput(inputs)
+	if err != nil {
+		return nil, err
+	}
+	s, err := positionStateOf(state, in.B)
+	if err != nil {
+		return nil, err
+	}
+	out, err := at(in, s.tokens)
+	if err != nil {
+		return nil, err
+	}
+	s.advance(in.B, in.T)
+	return out, nil
+}
+
 // newStepWeights allocates the (B, H, Tq, Tk) weights of a step or pass
 // when the run has a hook that wants them, or returns nil.
 func newStepWeights(run *registry.Run, seqs, heads, tq, tk int) (*tensor.Dense, error) {

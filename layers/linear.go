@@ -53,10 +53,7 @@ func (l *Linear) Params() []registry.Param {
 
 // Forward maps (T, d_in) or (B, T, d_in) to (T, d_out) or (B, T, d_out).
 func (l *Linear) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if l.weights == nil {
-		return nil, errNotValidated
-	}
-	in, err := singleInput(inputs)
+	in, err := readyInput(l.weights != nil, inputs)
 	if err != nil {
 		return nil, err
 	}

@@ -100,10 +100,7 @@ func (m *MLP) Params() []registry.Param {
 
 // Forward maps (T, d) or (B, T, d) to the same shape.
 func (m *MLP) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if m.c == nil {
-		return nil, errNotValidated
-	}
-	in, err := singleInput(inputs)
+	in, err := readyInput(m.c != nil, inputs)
 	if err != nil {
 		return nil, err
 	}

@@ -1,75 +1,16 @@
 package layers
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
 
 	"github.com/attnrun/attnrun/registry"
 	"github.com/stretchr/testify/require"
-	"go.yaml.in/yaml/v3"
 	"gorgonia.org/tensor"
 )
-
-// goldArray is a JSON nested list of numbers, flattened row-major with its
-// shape. JSON has no NaN or infinity: null stands for NaN, and the strings
-// "inf" and "-inf" for ±Inf.
-type goldArray struct {
-	Shape []int
-	Data  []float32
-}
-
-func (a *goldArray) UnmarshalJSON(b []byte) error {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*a = goldArray{}
-	return a.flatten(v, 0)
-}
-
-func (a *goldArray) flatten(v any, depth int) error {
-	switch x := v.(type) {
-	case nil:
-		a.Data = append(a.Data, float32(math.NaN()))
-		return nil
-	case float64:
-		a.Data = append(a.Data, float32(x))
-		return nil
-	case string:
-		switch x {
-		case "inf":
-			a.Data = append(a.Data, float32(math.Inf(1)))
-		case "-inf":
-			a.Data = append(a.Data, float32(math.Inf(-1)))
-		default:
-			return fmt.Errorf("unexpected string %q in a number array", x)
-		}
-		return nil
-	case []any:
-		if depth == len(a.Shape) {
-			a.Shape = append(a.Shape, len(x))
-		} else if a.Shape[depth] != len(x) {
-			return fmt.Errorf("ragged array at depth %d", depth)
-		}
-		for _, e := range x {
-			if err := a.flatten(e, depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return fmt.Errorf("unexpected JSON value %v", v)
-}
-
-// dense wraps a copy of the array as a tensor.
-func (a goldArray) dense() *tensor.Dense { return newDense(a.Shape, append([]float32(nil), a.Data...)) }
 
 // modernCase is one entry of testdata/modern_cases.json, written by
 // testdata/torch/modern.py.
@@ -77,19 +18,12 @@ type modernCase struct {
 	Type    string          `json:"type"`
 	Config  json.RawMessage `json:"config"`
 	Params  stateDict       `json:"params"`
-	Inputs  []goldArray     `json:"inputs"`
-	Output  goldArray       `json:"output"`
-	Weights *goldArray      `json:"weights"`
+	Inputs  []array         `json:"inputs"`
+	Output  array           `json:"output"`
+	Weights *array          `json:"weights"`
 }
 
-var loadModernCases = sync.OnceValues(func() (map[string]modernCase, error) {
-	b, err := os.ReadFile(filepath.Join("testdata", "modern_cases.json"))
-	if err != nil {
-		return nil, err
-	}
-	var cases map[string]modernCase
-	return cases, json.Unmarshal(b, &cases)
-})
+var loadModernCases = goldenCases[modernCase]("modern_cases.json")
 
 // modernCases returns the cases sorted by name.
 func modernCases(t *testing.T) ([]string, map[string]modernCase) {
@@ -109,12 +43,7 @@ func modernCases(t *testing.T) ([]string, map[string]modernCase) {
 // requiring PyTorch's state_dict names, order and shapes.
 func (c modernCase) layer(t *testing.T) registry.Layer {
 	t.Helper()
-	info, err := registry.Lookup(c.Type)
-	require.NoError(t, err)
-	l := info.New()
-	dec := yaml.NewDecoder(bytes.NewReader(c.Config)) // JSON is YAML
-	dec.KnownFields(true)
-	require.NoError(t, dec.Decode(l), "config %s", c.Config)
+	l := fromYAML(t, c.Type, string(c.Config)) // JSON is YAML
 	setParams(t, l, c.Params, "")
 	return l
 }

@@ -7,22 +7,8 @@ import (
 
 	"github.com/attnrun/attnrun/registry"
 	"github.com/stretchr/testify/require"
-	"go.yaml.in/yaml/v3"
 	"gorgonia.org/tensor"
 )
-
-// fromYAML builds a registered layer with its defaults and the given
-// config fields, decoded strictly, without validating it.
-func fromYAML(t *testing.T, id, config string) registry.Layer {
-	t.Helper()
-	info, err := registry.Lookup(id)
-	require.NoError(t, err)
-	l := info.New()
-	dec := yaml.NewDecoder(stringReader(config))
-	dec.KnownFields(true)
-	require.NoError(t, dec.Decode(l), "config %q", config)
-	return l
-}
 
 // TestModernValidate checks that every rule of the new layers' configs is
 // enforced with an error naming the field, and that valid configs pass.

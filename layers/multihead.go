@@ -94,10 +94,7 @@ func (m *MultiHead) Params() []registry.Param {
 // all at once; their outputs land side by side, which is PyTorch's
 // transpose(1, 2).view(b, T, d_out) without a copy, ready for out_proj.
 func (m *MultiHead) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if m.outProj == nil {
-		return nil, errNotValidated
-	}
-	in, err := singleInput(inputs)
+	in, err := readyInput(m.outProj != nil, inputs)
 	if err != nil {
 		return nil, err
 	}

@@ -76,10 +76,7 @@ func (m *MultiHeadWrapper) Params() []registry.Param {
 // once, each writing straight into its columns of the output. The
 // attention weights go to the hook once, stacked as (B, num_heads, T, T).
 func (m *MultiHeadWrapper) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if m.heads == nil {
-		return nil, errNotValidated
-	}
-	in, err := singleInput(inputs)
+	in, err := readyInput(m.heads != nil, inputs)
 	if err != nil {
 		return nil, err
 	}

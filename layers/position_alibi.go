@@ -62,10 +62,7 @@ func (a *ALiBi) Params() []registry.Param { return nil }
 
 // Forward returns the (H, T, T) bias for the input's T tokens.
 func (a *ALiBi) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if a.slopes == nil {
-		return nil, errNotValidated
-	}
-	in, err := singleInput(inputs)
+	in, err := readyInput(a.slopes != nil, inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -81,20 +78,9 @@ func (a *ALiBi) Step(run *registry.Run, state registry.State, inputs []*tensor.D
 	if a.slopes == nil {
 		return nil, errNotValidated
 	}
-	in, err := singleInput(inputs)
-	if err != nil {
-		return nil, err
-	}
-	s, err := positionStateOf(state, in.B)
-	if err != nil {
-		return nil, err
-	}
-	out, err := a.bias(s.tokens, in.T)
-	if err != nil {
-		return nil, err
-	}
-	s.advance(in.B, in.T)
-	return out, nil
+	return positionStep(state, inputs, func(in seqs, past int) (*tensor.Dense, error) {
+		return a.bias(past, in.T)
+	})
 }
 
 // bias builds the (H, n, past+n) bias of queries at positions past..past+n−1

@@ -53,23 +53,26 @@ func (p *LearnedPosition) Params() []registry.Param {
 
 // Forward adds position t's vector to token t of every sequence.
 func (p *LearnedPosition) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if p.weight == nil {
-		return nil, errNotValidated
-	}
-	in, err := singleInput(inputs)
+	in, err := readyInput(p.weight != nil, inputs)
 	if err != nil {
 		return nil, err
 	}
+	return p.add(in, 0)
+}
+
+// add returns in plus the embeddings of positions pos0, pos0+1, ...,
+// which may not reach past context_length.
+func (p *LearnedPosition) add(in seqs, pos0 int) (*tensor.Dense, error) {
 	shape := p.weight.Shape()
 	if err := in.expectWidth("d", shape[1]); err != nil {
 		return nil, err
 	}
-	if err := checkContext(in.T, shape[0]); err != nil {
+	if err := checkContext(pos0+in.T, shape[0]); err != nil {
 		return nil, err
 	}
 	out, data := in.newOutput(in.D)
-	positions := floats(p.weight)[:in.T*in.D]
-	for b := 0; b < in.B; b++ {
+	positions := floats(p.weight)[pos0*in.D : (pos0+in.T)*in.D]
+	for b := range in.B {
 		base := b * in.T * in.D
 		for i, pos := range positions {
 			data[base+i] = in.data[base+i] + pos

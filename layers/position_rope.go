@@ -70,8 +70,11 @@ func (r *RoPE) Params() []registry.Param { return nil }
 
 // Forward rotates every head of every token by its position 0..T−1.
 func (r *RoPE) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	out, _, err := r.rotate(inputs, 0)
-	return out, err
+	in, err := readyInput(r.rot != nil, inputs)
+	if err != nil {
+		return nil, err
+	}
+	return r.rotate(in, 0)
 }
 
 // NewState starts a session at position 0.
@@ -79,39 +82,22 @@ func (r *RoPE) NewState() registry.State { return &positionState{} }
 
 // Step rotates the new tokens by their positions in the session.
 func (r *RoPE) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	in, err := singleInput(inputs)
-	if err != nil {
-		return nil, err
-	}
-	s, err := positionStateOf(state, in.B)
-	if err != nil {
-		return nil, err
-	}
-	out, in, err := r.rotate(inputs, s.tokens)
-	if err != nil {
-		return nil, err
-	}
-	s.advance(in.B, in.T)
-	return out, nil
+	return positionStep(state, inputs, r.rotate)
 }
 
-// rotate returns a rotated copy of the input, whose tokens sit at
-// positions pos0, pos0+1, ...
-func (r *RoPE) rotate(inputs []*tensor.Dense, pos0 int) (*tensor.Dense, seqs, error) {
+// rotate returns a rotated copy of in, whose tokens sit at positions
+// pos0, pos0+1, ... (Step reaches it without a Validate check of its own).
+func (r *RoPE) rotate(in seqs, pos0 int) (*tensor.Dense, error) {
 	if r.rot == nil {
-		return nil, seqs{}, errNotValidated
-	}
-	in, err := singleInput(inputs)
-	if err != nil {
-		return nil, in, err
+		return nil, errNotValidated
 	}
 	if in.D%r.rot.headDim != 0 {
-		return nil, in, fmt.Errorf("head_dim %d does not divide the input width %d", r.rot.headDim, in.D)
+		return nil, fmt.Errorf("head_dim %d does not divide the input width %d", r.rot.headDim, in.D)
 	}
 	out, data := in.newOutput(in.D)
 	copy(data, in.data)
 	r.rot.apply(data, in.D, in.B, in.T, in.D/r.rot.headDim, pos0)
-	return out, in, nil
+	return out, nil
 }
 
 // rotary is a configured rotary embedding, shared by position.rope and

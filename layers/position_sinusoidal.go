@@ -59,8 +59,11 @@ func (p *SinusoidalPosition) Params() []registry.Param { return nil }
 
 // Forward adds the encoding of positions 0..T−1.
 func (p *SinusoidalPosition) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	out, _, err := p.add(inputs, 0)
-	return out, err
+	in, err := readyInput(p.d != 0, inputs)
+	if err != nil {
+		return nil, err
+	}
+	return p.add(in, 0)
 }
 
 // NewState starts a session at position 0.
@@ -68,33 +71,17 @@ func (p *SinusoidalPosition) NewState() registry.State { return &positionState{}
 
 // Step adds the encoding of the new tokens' positions.
 func (p *SinusoidalPosition) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	in, err := singleInput(inputs)
-	if err != nil {
-		return nil, err
-	}
-	s, err := positionStateOf(state, in.B)
-	if err != nil {
-		return nil, err
-	}
-	out, in, err := p.add(inputs, s.tokens)
-	if err != nil {
-		return nil, err
-	}
-	s.advance(in.B, in.T)
-	return out, nil
+	return positionStep(state, inputs, p.add)
 }
 
-// add returns the input plus the encoding of positions pos0, pos0+1, ...
-func (p *SinusoidalPosition) add(inputs []*tensor.Dense, pos0 int) (*tensor.Dense, seqs, error) {
+// add returns in plus the encoding of positions pos0, pos0+1, ... (Step
+// reaches it without a Validate check of its own).
+func (p *SinusoidalPosition) add(in seqs, pos0 int) (*tensor.Dense, error) {
 	if p.d == 0 {
-		return nil, seqs{}, errNotValidated
-	}
-	in, err := singleInput(inputs)
-	if err != nil {
-		return nil, in, err
+		return nil, errNotValidated
 	}
 	if err := in.expectWidth("d", p.d); err != nil {
-		return nil, in, err
+		return nil, err
 	}
 	out, data := in.newOutput(in.D)
 	pe := make([]float32, in.D)
@@ -107,7 +94,7 @@ func (p *SinusoidalPosition) add(inputs []*tensor.Dense, pos0 int) (*tensor.Dens
 			}
 		}
 	}
-	return out, in, nil
+	return out, nil
 }
 
 // sinusoid fills pe with the encoding of position pos.

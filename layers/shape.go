@@ -70,6 +70,15 @@ func singleInput(inputs []*tensor.Dense) (seqs, error) {
 	return readSeqs(inputs[0])
 }
 
+// readyInput is singleInput for a layer that must be validated first: with
+// ready false (no successful Validate yet) it returns errNotValidated.
+func readyInput(ready bool, inputs []*tensor.Dense) (seqs, error) {
+	if !ready {
+		return seqs{}, errNotValidated
+	}
+	return singleInput(inputs)
+}
+
 // readAll reads the inputs of a layer that takes one or more, and checks
 // each against the first with fits; rule says what fits requires, for the
 // error.

@@ -233,23 +233,7 @@ func (a *Average) Step(run *registry.Run, state registry.State, inputs []*tensor
 		st.sums = make([]float32, in.B*in.D)
 	}
 	out, data := in.newOutput(in.D)
-	for b := range in.B {
-		sum := st.sums[b*in.D : (b+1)*in.D]
-		for t := range in.T {
-			row := (b*in.T + t) * in.D
-			n := float32(st.tokens + t + 1)
-			for j, x := range in.data[row : row+in.D] {
-				sum[j] += x
-				data[row+j] = sum[j] / n
-			}
-			if weights != nil {
-				w := floats(weights)[(b*in.T+t)*total:][:st.tokens+t+1]
-				for j := range w {
-					w[j] = 1 / n
-				}
-			}
-		}
-	}
+	runningMeans(in, st.tokens, st.sums, data, weightData(weights))
 	st.seqs, st.tokens = in.B, total
 	observe(run, weights)
 	return out, nil
@@ -264,29 +248,5 @@ func (p *LearnedPosition) Step(run *registry.Run, state registry.State, inputs [
 	if p.weight == nil {
 		return nil, errNotValidated
 	}
-	in, err := singleInput(inputs)
-	if err != nil {
-		return nil, err
-	}
-	st, err := positionStateOf(state, in.B)
-	if err != nil {
-		return nil, err
-	}
-	shape := p.weight.Shape()
-	if err := in.expectWidth("d", shape[1]); err != nil {
-		return nil, err
-	}
-	if err := checkContext(st.tokens+in.T, shape[0]); err != nil {
-		return nil, err
-	}
-	out, data := in.newOutput(in.D)
-	positions := floats(p.weight)[st.tokens*in.D : (st.tokens+in.T)*in.D]
-	for b := range in.B {
-		base := b * in.T * in.D
-		for i, pos := range positions {
-			data[base+i] = in.data[base+i] + pos
-		}
-	}
-	st.advance(in.B, in.T)
-	return out, nil
+	return positionStep(state, inputs, p.add)
 }

@@ -14,26 +14,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-reference-tools.sh || { echo "could not install the reference tools"; exit 1; }
-ORT_HOME=${ORT_HOME:-$HOME/.cache/attnrun/ort}
-SEED=${SEED:-$((RANDOM * 32768 + RANDOM))}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-go build -o "$work/attnrun" ./cmd/attnrun || exit 1
-echo "attention cross-check seed $SEED (rerun with SEED=$SEED scripts/attention_ort.sh)"
-
-passed=0
-failed=0
-result() { # result ok|FAIL name [detail]
-  if [ "$1" = ok ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-  printf '%-4s %-48s %s\n' "$1" "$2" "${3:-}"
-}
+. scripts/lib.sh
+crosscheck_start "attention cross-check" scripts/attention_ort.sh
 
 cases="$work/cases"
 if ! /usr/bin/python3 testdata/ort/attention_cases.py --out "$cases" --seed "$SEED" >"$work/gen.log" 2>&1; then
   result FAIL "attention_cases.py --seed $SEED" "$(tail -3 "$work/gen.log" | tr '\n' ' ')"
-  echo "$passed passed, $failed failed"
+  crosscheck_summary
   exit 1
 fi
 
@@ -68,5 +55,4 @@ while read -r status name; do
 done < <(sed -n 's#^ *--- \(PASS\|FAIL\): TestAttentionDisagreesWithORT/\([^ ]*\) .*#\1 \2#p' "$work/differs.log")
 [ "$found" = 1 ] || result FAIL "TestAttentionDisagreesWithORT" "$(tail -5 "$work/differs.log" | tr '\n' ' ')"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+crosscheck_summary

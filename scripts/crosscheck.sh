@@ -9,21 +9,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-reference-tools.sh || { echo "could not install the reference tools"; exit 1; }
-ORT_HOME=${ORT_HOME:-$HOME/.cache/attnrun/ort}
-SEED=${SEED:-$((RANDOM * 32768 + RANDOM))}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-go build -o "$work/attnrun" ./cmd/attnrun || exit 1
-echo "cross-check seed $SEED (rerun with SEED=$SEED scripts/crosscheck.sh)"
-
-passed=0
-failed=0
-result() { # result ok|FAIL name [detail]
-  if [ "$1" = ok ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-  printf '%-4s %-48s %s\n' "$1" "$2" "${3:-}"
-}
+. scripts/lib.sh
+crosscheck_start "cross-check" scripts/crosscheck.sh
 
 # 1. Fresh exports of every PyTorch fixture, run by attnrun's executor.
 if /usr/bin/python3 testdata/torch/export_onnx.py --out "$work/onnx" --seed "$SEED" >"$work/export.log" 2>&1; then
@@ -79,5 +66,13 @@ else
   result FAIL "custom layer attention.cosine in ONNX Runtime" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+# 7. The modern layers (sdpa, torch_mha, positions, norms, MLP, GPT-2 and
+# Llama blocks) against PyTorch references regenerated with this seed: their
+# forward pass, their exports in attnrun's executor and in ONNX Runtime.
+if out=$(SEED=$SEED bash scripts/modern_crosscheck.sh 2>&1); then
+  result ok "modern layers vs PyTorch, executor, ORT" "$(tail -1 <<<"$out")"
+else
+  result FAIL "modern layers vs PyTorch, executor, ORT" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
+fi
+
+crosscheck_summary

@@ -18,28 +18,13 @@ Run with Debian's PyTorch 1.13 (the notebook seeds reproduce there):
 import json
 import math
 import os
+import sys
 
 import torch
 import torch.nn as nn
 
-# The six-token "Your journey starts with one step" embeddings of notebooks 000, 003 and 004.
-JOURNEY = torch.tensor([
-    [0.43, 0.15, 0.89],
-    [0.55, 0.87, 0.66],
-    [0.57, 0.85, 0.64],
-    [0.22, 0.58, 0.33],
-    [0.77, 0.25, 0.10],
-    [0.05, 0.80, 0.55],
-])
-
-# The five-token example sentence of notebook 001.
-SENTENCE = torch.tensor([
-    [0.5341, 0.3316, 0.5995],
-    [0.9891, 0.8921, 0.4602],
-    [0.1234, 0.5678, 0.9101],
-    [0.4567, 0.7890, 0.1234],
-    [0.2345, 0.6789, 0.3456],
-])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testdata", "torch"))
+from common import JOURNEY, SENTENCE  # noqa: E402  (the notebooks' inputs, shared with seeds.py)
 
 
 def attend(q, k, v, causal, scale):

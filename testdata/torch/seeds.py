@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import JOURNEY, SENTENCE  # noqa: E402
 from modules import (CausalAttention, CausalAverage, MultiHeadAttention,  # noqa: E402
                      MultiHeadWrapper, PositionalAttention, PositionalHeads,
                      SelfAttention, SelfAttentionMatrix, SimpleAttention, future_mask)
@@ -43,25 +44,6 @@ from notebook_prints import PRINTED  # noqa: E402
 # The printed tensors carry 4 decimals, so a faithful replay is within half a
 # unit of the last printed digit.
 PRINT_TOLERANCE = 5e-5
-
-# "Your journey starts with one step": the six 3-d embeddings of notebooks 000, 003, 004.
-JOURNEY = torch.tensor([
-    [0.43, 0.15, 0.89],
-    [0.55, 0.87, 0.66],
-    [0.57, 0.85, 0.64],
-    [0.22, 0.58, 0.33],
-    [0.77, 0.25, 0.10],
-    [0.05, 0.80, 0.55],
-])
-
-# "This is an example sentence": the five 3-d embeddings of notebook 001.
-SENTENCE = torch.tensor([
-    [0.5341, 0.3316, 0.5995],
-    [0.9891, 0.8921, 0.4602],
-    [0.1234, 0.5678, 0.9101],
-    [0.4567, 0.7890, 0.1234],
-    [0.2345, 0.6789, 0.3456],
-])
 
 
 @dataclasses.dataclass
