@@ -13,9 +13,10 @@ import (
 	"github.com/attnrun/attnrun/tensorio"
 )
 
-// TestPresetExportImport takes every preset through export and import: the imported file has the same initializers, bit for bit, and
-// running it on attnrun's layers gives the preset's output (to float32
-// rounding: the rebuilt model may take another kernel path, e.g. batched).
+// TestPresetExportImport takes every preset through export and import: the
+// imported file has the same initializers, bit for bit, and running it on
+// attnrun's layers gives the preset's output (to float32 rounding: the
+// rebuilt model may take another kernel path, e.g. batched).
 func TestPresetExportImport(t *testing.T) {
 	list, err := models.Presets()
 	require.NoError(t, err)
