@@ -31,6 +31,18 @@
 // the last axis on kernels.SoftmaxRows; elementwise functions of float32
 // are computed in float64 and rounded once.
 //
+// # Attention fusion
+//
+// New also rewrites the scaled dot-product attention chain PyTorch exports
+// (MatMul(Q, Kᵀ), a causal Where or Add mask, a scale by Div or Mul,
+// Softmax over the last axis, MatMul with V, and the Transposes around
+// them) into one node running kernels.AttendBatch, which never forms the
+// T×T scores. Each run checks what the graph cannot tell in advance — the
+// scale is a positive scalar, the mask is exactly causal or hides nothing,
+// the shapes line up — and runs the original nodes when a check fails.
+// Likewise Add(MatMul(x, W), b) with a bias vector b becomes one GEMM that
+// starts from the bias rows.
+//
 // SupportedOps lists the operators; the package's conformance test runs
 // ONNX's own backend tests for each of them (libonnx-testdata) and prints a
 // per-op table of results with -v.

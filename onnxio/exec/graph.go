@@ -22,6 +22,8 @@ type Graph struct {
 	defaults map[string]int // inputs that have an initializer, by name: slot
 	outputs  []TensorInfo
 	outSlots []int
+	// attention holds the plans of the fused attention nodes.
+	attention []*fusedAttention
 }
 
 // TensorInfo describes a graph input or output as the model declares it.
@@ -62,6 +64,12 @@ func (g *Graph) Opset() int { return g.opset }
 // other than the default one, an unknown attribute, an input nothing
 // produces, a cycle, an unsupported element type.
 func New(m *onnxpb.ModelProto) (*Graph, error) {
+	return newGraph(m, true)
+}
+
+// newGraph is New, with the fusions (fuse_attention.go, fuse_bias.go)
+// optional so that tests can compare with the node-by-node run.
+func newGraph(m *onnxpb.ModelProto, fuse bool) (*Graph, error) {
 	if m == nil || m.GetGraph() == nil {
 		return nil, errors.New("exec: the model has no graph")
 	}
@@ -69,7 +77,7 @@ func New(m *onnxpb.ModelProto) (*Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	b := &builder{g: &Graph{opset: opset, defaults: map[string]int{}}, slots: map[string]int{}}
+	b := &builder{g: &Graph{opset: opset, defaults: map[string]int{}}, slots: map[string]int{}, fuse: fuse}
 	if err := b.build(m.GetGraph()); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
@@ -95,6 +103,7 @@ type builder struct {
 	slots    map[string]int // value name to slot
 	producer []int          // by slot: node index, -1 for sources
 	known    []bool         // by slot: initializer or graph input
+	fuse     bool           // rewrite attention chains and bias adds into fused nodes
 }
 
 // slot returns the slot of a value name, allocating one on first sight.
@@ -144,6 +153,9 @@ func (b *builder) build(gp *onnxpb.GraphProto) error {
 	}
 	if err := b.foldConstants(order); err != nil {
 		return err
+	}
+	if b.fuse {
+		order = b.fuseNodes(order)
 	}
 	b.schedule(order)
 	return nil

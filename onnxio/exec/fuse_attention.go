@@ -1,0 +1,701 @@
+package exec
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+
+	"github.com/attnrun/attnrun/internal/kernels"
+)
+
+// Attention fusion. PyTorch exports scaled dot-product attention as a
+// chain of nodes,
+//
+//	S = MatMul(Q, Kᵀ) → Where(mask, −inf, S) or Add(S, mask) → Div(S, c) or Mul(S, c)
+//	  → Softmax(S, axis −1) → MatMul(S, V) [→ Transpose(0, 2, 1, 3)]
+//
+// (masking and scaling in either order, each optional), which, run node
+// by node, materializes the B·H·T·T scores three times. fuseNodes
+// replaces such a chain with one node that calls kernels.AttendBatch,
+// which never forms the scores and skips the hidden half of a causal
+// mask. Q, K and V are read in place through the Transposes that put the
+// heads first, and the result is written straight into the layout of a
+// trailing Transpose.
+//
+// What can be checked on the graph is checked in New: every intermediate
+// is read by the next node of the chain only and is no graph output. What
+// depends on values — the scale is a positive scalar, the mask is exactly
+// causal (or hides nothing) for this run's sizes, the shapes line up
+// without broadcasting — is checked by the fused node on every run; when a
+// check fails it runs the original nodes instead, so the result is always
+// the unfused graph's, up to float32 rounding.
+
+// fusedAttentionOp is the op name of fused nodes, as errors show it.
+const fusedAttentionOp = "FusedAttention"
+
+// stepKind tells apart the elementwise nodes between the two products.
+type stepKind int
+
+const (
+	stepScale stepKind = iota // Div(S, c) or Mul(S, c): c a positive scalar
+	stepWhere                 // Where(mask, −inf, S) or Where(mask, S, −inf)
+	stepAdd                   // Add(S, mask): mask 0 or −inf
+)
+
+// chainStep is one elementwise node of a chain, its side operands given as
+// indexes into the fused node's inputs.
+type chainStep struct {
+	kind  stepKind
+	arg   int  // c, the bool mask or the additive mask
+	fill  int  // Where: the fill value, which must be −inf
+	keep  bool // Where: true marks visible keys (Where(m, S, fill)), not hidden ones
+	onDiv bool // scale: S is divided by c rather than multiplied
+}
+
+// operand is where the fused node reads Q, Kᵀ or V: one of its inputs,
+// seen through the perm of a Transpose the fused node skips (nil if none).
+type operand struct {
+	arg  int
+	perm []int64
+}
+
+// fusedAttention is the plan of one fused node.
+type fusedAttention struct {
+	q, kt, v operand
+	steps    []chainStep
+	softmax  *node   // for its axis and opset
+	outPerm  []int64 // the trailing Transpose's perm, nil if none
+	// fallback is the original chain in order, with the Transposes the
+	// operands skip first; it runs on the fused node's inputs when a
+	// run-time check fails.
+	fallback []*node
+	out      int // slot of the chain's result
+
+	fast, slow atomic.Int64 // runs on the fused path and on the fallback
+}
+
+// fuser holds what the pattern match needs to know about the graph.
+type fuser struct {
+	producer map[int]*node // slot: the node writing it
+	reader   map[int]*node // slot: the last node reading it
+	readers  []int         // slot: how many node inputs read it
+	isOutput []bool
+	removed  map[*node]bool
+}
+
+// fuseNodes rewrites every attention chain of order into a fused node
+// (see the comment at the top of this file), then every remaining
+// MatMul+Add bias pair (fuse_bias.go), then makes Shape nodes skip
+// Transposes, and returns the new order. It runs before schedule, which
+// then drops the Transposes nothing reads any more.
+func (b *builder) fuseNodes(order []*node) []*node {
+	f := &fuser{
+		producer: map[int]*node{},
+		reader:   map[int]*node{},
+		readers:  make([]int, len(b.g.consts)),
+		isOutput: make([]bool, len(b.g.consts)),
+		removed:  map[*node]bool{},
+	}
+	for _, s := range b.g.outSlots {
+		f.isOutput[s] = true
+	}
+	for _, n := range order {
+		for _, s := range n.in {
+			if s >= 0 {
+				f.readers[s]++
+				f.reader[s] = n
+			}
+		}
+		for _, s := range n.out {
+			if s >= 0 {
+				f.producer[s] = n
+			}
+		}
+	}
+	replaced := map[*node]*node{} // a chain's last node: the fused node
+	for _, n := range order {
+		if n.op != "MatMul" || f.removed[n] {
+			continue
+		}
+		if fused, fa, last := f.match(n); fused != nil {
+			replaced[last] = fused
+			b.g.attention = append(b.g.attention, fa)
+		}
+	}
+	for _, n := range order {
+		if n.op == "MatMul" && !f.removed[n] {
+			if fused, last := f.matchBias(n); fused != nil {
+				replaced[last] = fused
+			}
+		}
+	}
+	out := make([]*node, 0, len(order))
+	for _, n := range order {
+		switch {
+		case replaced[n] != nil:
+			out = append(out, replaced[n])
+		case !f.removed[n]:
+			out = append(out, n)
+		}
+	}
+	f.skipTransposeForShape(out)
+	return out
+}
+
+// private reports whether slot s is read by exactly one node input and is
+// no graph output, so that a chain may swallow it.
+func (f *fuser) private(s int) bool {
+	return s >= 0 && f.readers[s] == 1 && !f.isOutput[s]
+}
+
+// isStepOp reports whether op may sit between the two products.
+func isStepOp(op string) bool {
+	return op == "Div" || op == "Mul" || op == "Where" || op == "Add"
+}
+
+// scoreInput returns the slot of step p's input that carries the scores:
+// the one a MatMul or another step writes and nothing else reads; -1 if
+// there is none.
+func (f *fuser) scoreInput(p *node) int {
+	var candidates []int
+	switch p.op {
+	case "Div":
+		candidates = p.in[:1]
+	case "Mul", "Add":
+		candidates = p.in
+	case "Where":
+		candidates = p.in[1:]
+	}
+	for _, s := range candidates {
+		if q := f.producer[s]; q != nil && f.private(s) && (q.op == "MatMul" || isStepOp(q.op)) {
+			return s
+		}
+	}
+	return -1
+}
+
+// match tries to read mm2 as the last product of an attention chain. It
+// returns the fused node, its plan and the chain's last node, or nils.
+func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
+	if len(mm2.in) != 2 || len(mm2.out) != 1 || !f.private(mm2.in[0]) {
+		return nil, nil, nil
+	}
+	sm := f.producer[mm2.in[0]]
+	if sm == nil || sm.op != "Softmax" || len(sm.out) != 1 || !f.private(sm.in[0]) {
+		return nil, nil, nil
+	}
+	// Walk back from the softmax to the first product.
+	var steps []*node // last first
+	var mm1 *node
+	for s := sm.in[0]; mm1 == nil; {
+		p := f.producer[s]
+		switch {
+		case p == nil || !f.private(s) || len(p.out) != 1:
+			return nil, nil, nil
+		case p.op == "MatMul" && len(p.in) == 2:
+			mm1 = p
+		case len(steps) == 2 || !isStepOp(p.op):
+			return nil, nil, nil
+		default:
+			steps = append(steps, p)
+			if s = f.scoreInput(p); s < 0 {
+				return nil, nil, nil
+			}
+		}
+	}
+	slices.Reverse(steps)
+	chain := slices.Concat([]*node{mm1}, steps, []*node{sm, mm2})
+	if t := f.outTranspose(mm2); t != nil {
+		chain = append(chain, t)
+	}
+	for _, n := range chain {
+		if f.removed[n] { // part of an earlier chain
+			return nil, nil, nil
+		}
+	}
+
+	var c chainInputs
+	fa := &fusedAttention{softmax: sm, out: chain[len(chain)-1].out[0]}
+	var pre []*node
+	for _, x := range []struct {
+		op *operand
+		n  *node
+		k  int
+	}{{&fa.q, mm1, 0}, {&fa.kt, mm1, 1}, {&fa.v, mm2, 1}} {
+		s := x.n.in[x.k]
+		t := f.producer[s]
+		if t != nil && t.op == "Transpose" && t.has("perm") && !f.removed[t] {
+			x.op.perm, _ = t.attrInts("perm")
+			x.op.arg = c.arg(t.in[0], t.inName[0])
+			pre = append(pre, t)
+			continue
+		}
+		x.op.arg = c.arg(s, x.n.inName[x.k])
+	}
+	scales, masks := 0, 0
+	cur := mm1.out[0]
+	for _, p := range steps {
+		st, ok := c.step(p, cur)
+		if !ok {
+			return nil, nil, nil
+		}
+		if st.kind == stepScale {
+			scales++
+		} else {
+			masks++
+		}
+		fa.steps = append(fa.steps, st)
+		cur = p.out[0]
+	}
+	if scales > 1 || masks > 1 {
+		return nil, nil, nil
+	}
+	last := chain[len(chain)-1]
+	if last.op == "Transpose" {
+		fa.outPerm, _ = last.attrInts("perm")
+	}
+	fa.fallback = slices.Concat(pre, chain)
+	for _, n := range chain {
+		f.removed[n] = true
+	}
+	fused := &node{
+		index: last.index, name: last.name, op: fusedAttentionOp, opset: last.opset,
+		spec: &opSpec{minIn: len(c.slots), maxIn: len(c.slots), minOut: 1, maxOut: 1, run: fa.run},
+		in:   c.slots, out: []int{fa.out}, inName: c.names,
+	}
+	return fused, fa, last
+}
+
+// outTranspose returns the Transpose that alone reads mm2's result, if it
+// keeps the last axis last (so the heads' rows stay contiguous).
+func (f *fuser) outTranspose(mm2 *node) *node {
+	s := mm2.out[0]
+	if !f.private(s) {
+		return nil
+	}
+	t := f.reader[s]
+	if t == nil || t.op != "Transpose" || len(t.out) != 1 || t.out[0] < 0 {
+		return nil
+	}
+	perm, ok := t.attrInts("perm")
+	if !ok || len(perm) < 2 || perm[len(perm)-1] != int64(len(perm)-1) {
+		return nil
+	}
+	return t
+}
+
+// chainInputs collects a fused node's inputs while a chain is matched.
+type chainInputs struct {
+	slots []int
+	names []string
+}
+
+// arg returns the input index of slot s (named name), adding it if new.
+func (c *chainInputs) arg(s int, name string) int {
+	if i := slices.Index(c.slots, s); i >= 0 {
+		return i
+	}
+	c.slots = append(c.slots, s)
+	c.names = append(c.names, name)
+	return len(c.slots) - 1
+}
+
+// step describes step node p, whose scores input is slot cur.
+func (c *chainInputs) step(p *node, cur int) (chainStep, bool) {
+	other := func() int { // the input of a binary op that is not cur
+		if p.in[0] == cur {
+			return c.arg(p.in[1], p.inName[1])
+		}
+		return c.arg(p.in[0], p.inName[0])
+	}
+	switch {
+	case len(p.in) == 2 && p.op == "Div" && p.in[0] == cur && p.in[1] >= 0:
+		return chainStep{kind: stepScale, arg: c.arg(p.in[1], p.inName[1]), onDiv: true}, true
+	case len(p.in) == 2 && p.op == "Mul" && p.in[0] >= 0 && p.in[1] >= 0:
+		return chainStep{kind: stepScale, arg: other()}, true
+	case len(p.in) == 2 && p.op == "Add" && p.in[0] >= 0 && p.in[1] >= 0:
+		return chainStep{kind: stepAdd, arg: other()}, true
+	case len(p.in) == 3 && p.op == "Where" && p.in[0] >= 0 && p.in[1] >= 0 && p.in[2] >= 0:
+		st := chainStep{kind: stepWhere, arg: c.arg(p.in[0], p.inName[0])}
+		if p.in[2] == cur {
+			st.fill = c.arg(p.in[1], p.inName[1])
+		} else {
+			st.fill, st.keep = c.arg(p.in[2], p.inName[2]), true
+		}
+		return st, true
+	}
+	return chainStep{}, false
+}
+
+// run is the fused node's op: the fused kernel when every run-time check
+// passes, the original nodes otherwise.
+func (fa *fusedAttention) run(n *node, in []*value) ([]*value, error) {
+	if out, ok := fa.attend(in); ok {
+		fa.fast.Add(1)
+		return one(out)
+	}
+	fa.slow.Add(1)
+	return runOriginal(fa.fallback, n.in, in, fa.out)
+}
+
+// runOriginal runs the nodes a fused node replaced, in order, on the fused
+// node's inputs (in, read from slots), and returns the value of slot out.
+func runOriginal(nodes []*node, slots []int, in []*value, out int) ([]*value, error) {
+	env := make(map[int]*value, len(slots)+len(nodes))
+	for k, s := range slots {
+		env[s] = in[k]
+	}
+	for _, c := range nodes {
+		args := make([]*value, len(c.in))
+		for k, s := range c.in {
+			if s >= 0 {
+				args[k] = env[s]
+			}
+		}
+		outs, err := c.spec.run(c, args)
+		if err != nil {
+			return nil, fmt.Errorf("node %s (%s): %w", c.label(), c.op, err)
+		}
+		for k, s := range c.out {
+			if s >= 0 && k < len(outs) {
+				env[s] = outs[k]
+			}
+		}
+	}
+	return one(env[out])
+}
+
+// strided is a float32 array seen through strides: an operand of the
+// attention, its last two axes the rows and columns of every head.
+type strided struct {
+	data    []float32
+	shape   []int
+	strides []int
+}
+
+// viewOf returns x seen through perm (nil: as it is); ok is false unless x
+// is float32 of rank ≥ 2 and the perm fits.
+func viewOf(x *value, perm []int) (strided, bool) {
+	data, ok := x.data.([]float32)
+	if !ok || x.rank() < 2 {
+		return strided{}, false
+	}
+	st := stridesOf(x.shape)
+	if perm == nil {
+		return strided{data, x.shape, st}, true
+	}
+	if len(perm) != x.rank() {
+		return strided{}, false
+	}
+	v := strided{data: data, shape: make([]int, len(perm)), strides: make([]int, len(perm))}
+	seen := make([]bool, len(perm))
+	for i, p := range perm {
+		if p < 0 || p >= len(perm) || seen[p] {
+			return strided{}, false
+		}
+		seen[p] = true
+		v.shape[i], v.strides[i] = x.shape[p], st[p]
+	}
+	return v, true
+}
+
+// swapLast returns the view with its last two axes exchanged.
+func (v strided) swapLast() strided {
+	r := len(v.shape)
+	w := strided{data: v.data, shape: slices.Clone(v.shape), strides: slices.Clone(v.strides)}
+	w.shape[r-2], w.shape[r-1] = w.shape[r-1], w.shape[r-2]
+	w.strides[r-2], w.strides[r-1] = w.strides[r-1], w.strides[r-2]
+	return w
+}
+
+// rows returns the view with dense rows, as kernels.Head needs: itself, or
+// a contiguous copy when its columns are not adjacent in memory.
+func (v strided) rows() strided {
+	r := len(v.shape)
+	if v.strides[r-1] == 1 && (v.strides[r-2] >= v.shape[r-1] || v.shape[r-2] == 1) {
+		return v
+	}
+	c := gather(&value{dtype: Float32, shape: v.shape, data: v.data}, view{strides: v.strides}, v.shape)
+	return strided{c.data.([]float32), v.shape, stridesOf(v.shape)}
+}
+
+// attend computes the chain with kernels.AttendBatch, or reports false if
+// some run-time check fails.
+func (fa *fusedAttention) attend(in []*value) (*value, bool) {
+	q, ok1 := viewOf(in[fa.q.arg], intPerm(fa.q.perm))
+	kt, ok2 := viewOf(in[fa.kt.arg], intPerm(fa.kt.perm))
+	v, ok3 := viewOf(in[fa.v.arg], intPerm(fa.v.perm))
+	if !ok1 || !ok2 || !ok3 {
+		return nil, false
+	}
+	r := len(q.shape)
+	batch := q.shape[:r-2]
+	if len(kt.shape) != r || len(v.shape) != r || !equalShapes(kt.shape[:r-2], batch) || !equalShapes(v.shape[:r-2], batch) {
+		return nil, false
+	}
+	tq, d, tk, dv := q.shape[r-2], q.shape[r-1], kt.shape[r-1], v.shape[r-1]
+	if kt.shape[r-2] != d || v.shape[r-2] != tk || tq == 0 || d == 0 || tk == 0 || dv == 0 || numel(batch) == 0 {
+		return nil, false
+	}
+	opt, ok := fa.options(in, r, tq, tk)
+	if !ok || !fa.softmaxOnLastAxis(r) {
+		return nil, false
+	}
+	q, k, v := q.rows(), kt.swapLast().rows(), v.rows()
+
+	oShape := slices.Concat(batch, []int{tq, dv})
+	shape, oStrides := oShape, stridesOf(oShape)
+	if fa.outPerm != nil {
+		perm, err := normalizeAxes(fa.outPerm, r)
+		if err != nil || len(perm) != r {
+			return nil, false
+		}
+		shape = make([]int, r)
+		for i, p := range perm {
+			shape[i] = oShape[p]
+		}
+		for i, s := range stridesOf(shape) {
+			oStrides[perm[i]] = s
+		}
+	}
+	out := newValue(Float32, shape)
+	o := strided{out.data.([]float32), oShape, oStrides}
+
+	heads := make([]kernels.Head, numel(batch))
+	idx := make([]int, len(batch))
+	for h := range heads {
+		heads[h] = kernels.Head{
+			Q: q.data[offset(idx, q.strides):], LdQ: q.strides[r-2],
+			K: k.data[offset(idx, k.strides):], LdK: k.strides[r-2],
+			V: v.data[offset(idx, v.strides):], LdV: v.strides[r-2],
+			Out: o.data[offset(idx, o.strides):], LdOut: o.strides[r-2],
+			Tq: tq, Tk: tk, D: d, Dv: dv,
+		}
+		for a := len(idx) - 1; a >= 0; a-- { // next batch index
+			if idx[a]++; idx[a] < batch[a] {
+				break
+			}
+			idx[a] = 0
+		}
+	}
+	kernels.AttendBatch(heads, opt)
+	return out, true
+}
+
+// offset is where batch index idx starts in a view with these strides.
+func offset(idx, strides []int) int {
+	off := 0
+	for a, i := range idx {
+		off += i * strides[a]
+	}
+	return off
+}
+
+// intPerm converts a Transpose perm; nil stays nil.
+func intPerm(p []int64) []int {
+	if p == nil {
+		return nil
+	}
+	out := make([]int, len(p))
+	for i, x := range p {
+		out[i] = int(x)
+	}
+	return out
+}
+
+// options derives the kernel's scale and causal flag from the steps, or
+// reports false if a scale is not a positive finite scalar or a mask is
+// neither exactly causal nor hides nothing. r is the scores' rank.
+func (fa *fusedAttention) options(in []*value, r, tq, tk int) (kernels.AttentionOptions, bool) {
+	opt := kernels.AttentionOptions{Scale: 1}
+	for _, st := range fa.steps {
+		x := in[st.arg]
+		if x.rank() > r {
+			return opt, false // it would broadcast the scores up
+		}
+		var m maskPattern
+		switch st.kind {
+		case stepScale:
+			c, ok := scalar32(x)
+			if !ok || !(c > 0) || math.IsInf(float64(c), 0) {
+				return opt, false
+			}
+			if st.onDiv {
+				c = 1 / c
+			}
+			opt.Scale *= c
+			continue
+		case stepWhere:
+			fill := in[st.fill]
+			if c, ok := scalar32(fill); !ok || fill.rank() > r || !math.IsInf(float64(c), -1) {
+				return opt, false
+			}
+			m = boolMask(x, st.keep, tq, tk)
+		case stepAdd:
+			m = floatMask(x, tq, tk)
+		}
+		switch m {
+		case maskNone:
+		case maskCausal:
+			opt.Causal = true
+		default:
+			return opt, false
+		}
+	}
+	return opt, opt.Scale > 0 && !math.IsInf(float64(opt.Scale), 0)
+}
+
+// softmaxOnLastAxis reports whether the chain's Softmax normalizes the
+// last axis of rank-r scores (at every opset: before 13, axis r−1 flattens
+// to the same rows).
+func (fa *fusedAttention) softmaxOnLastAxis(r int) bool {
+	def := int64(-1)
+	if fa.softmax.opset < 13 {
+		def = 1
+	}
+	axis, err := normalizeAxis(int(fa.softmax.attrInt("axis", def)), r)
+	return err == nil && axis == r-1
+}
+
+// scalar32 returns the element of a one-element float32 value.
+func scalar32(x *value) (float32, bool) {
+	data, ok := x.data.([]float32)
+	if !ok || len(data) != 1 || x.size() != 1 {
+		return 0, false
+	}
+	return data[0], true
+}
+
+// maskPattern is what a mask hides.
+type maskPattern int
+
+const (
+	maskOther  maskPattern = iota // anything else: not fusable
+	maskNone                      // no key from any query
+	maskCausal                    // exactly the keys after each query's diagonal
+)
+
+// maskLayout returns how a mask of shape ms broadcasts over tq×tk scores:
+// its row and column strides (0 to repeat); ok is false unless all its
+// other axes have size 1 and it broadcasts without growing.
+func maskLayout(ms []int, tq, tk int) (rowStride, colStride int, ok bool) {
+	rows, cols := 1, 1
+	if len(ms) >= 1 {
+		cols = ms[len(ms)-1]
+	}
+	if len(ms) >= 2 {
+		rows = ms[len(ms)-2]
+	}
+	if rows != 1 && rows != tq || cols != 1 && cols != tk || numel(ms) != rows*cols {
+		return 0, 0, false
+	}
+	if rows > 1 {
+		rowStride = cols
+	}
+	if cols > 1 {
+		colStride = 1
+	}
+	return rowStride, colStride, true
+}
+
+// classify reports what hidden(i, j) hides over tq×tk scores.
+func classify(tq, tk int, hidden func(i, j int) bool) maskPattern {
+	none, causal := true, true
+	for i := range tq {
+		limit := i + tk - tq // the last key query i sees under a causal mask
+		for j := range tk {
+			h := hidden(i, j)
+			none = none && !h
+			causal = causal && h == (j > limit)
+		}
+		if !none && !causal {
+			return maskOther
+		}
+	}
+	switch {
+	case none:
+		return maskNone
+	case causal:
+		return maskCausal
+	}
+	return maskOther
+}
+
+// boolMask classifies a Where condition: true hides a key, or shows it
+// when keep is set.
+func boolMask(x *value, keep bool, tq, tk int) maskPattern {
+	data, ok := x.data.([]bool)
+	rs, cs, fits := maskLayout(x.shape, tq, tk)
+	if !ok || !fits {
+		return maskOther
+	}
+	return classify(tq, tk, func(i, j int) bool { return data[i*rs+j*cs] != keep })
+}
+
+// floatMask classifies an additive mask: 0 shows a key, −inf hides it,
+// any other value is not a mask the kernel can apply exactly.
+func floatMask(x *value, tq, tk int) maskPattern {
+	data, ok := x.data.([]float32)
+	rs, cs, fits := maskLayout(x.shape, tq, tk)
+	if !ok || !fits {
+		return maskOther
+	}
+	for _, m := range data {
+		if m != 0 && !math.IsInf(float64(m), -1) {
+			return maskOther
+		}
+	}
+	return classify(tq, tk, func(i, j int) bool { return data[i*rs+j*cs] != 0 })
+}
+
+// skipTransposeForShape makes each Shape node that reads a Transpose's
+// output read the Transpose's input and permute the dimensions itself, so
+// that a Transpose kept only for its shape (PyTorch exports K's for the
+// 1/√dₖ scale) is no longer computed.
+func (f *fuser) skipTransposeForShape(order []*node) {
+	for i, n := range order {
+		if n.op != "Shape" || len(n.attrs) > 0 || len(n.in) != 1 {
+			continue
+		}
+		t := f.producer[n.in[0]]
+		if t == nil || t.op != "Transpose" || !t.has("perm") || f.removed[t] {
+			continue
+		}
+		perm, _ := t.attrInts("perm")
+		m := *n
+		m.in, m.inName = []int{t.in[0]}, []string{t.inName[0]}
+		m.spec = &opSpec{minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: permutedShapeOp(perm)}
+		order[i] = &m
+	}
+}
+
+// permutedShapeOp returns the op computing Shape(Transpose(x, perm)) from x.
+func permutedShapeOp(perm []int64) opFunc {
+	return func(n *node, in []*value) ([]*value, error) {
+		x := in[0]
+		if len(perm) != x.rank() {
+			return nil, fmt.Errorf("the Transpose before it has perm %v with %d entries for rank %d", perm, len(perm), x.rank())
+		}
+		axes, err := normalizeAxes(perm, x.rank())
+		if err != nil {
+			return nil, fmt.Errorf("the Transpose before it has perm %v: %w", perm, err)
+		}
+		dims := make([]int64, len(axes))
+		for i, a := range axes {
+			dims[i] = int64(x.shape[a])
+		}
+		return one(valueOf([]int{len(dims)}, dims))
+	}
+}
+
+// attentionRuns reports how many fused attention nodes the graph has and
+// how often they ran the fused kernel and the original nodes; tests use it
+// to see which path was taken.
+func (g *Graph) attentionRuns() (nodes int, fused, fallback int64) {
+	for _, fa := range g.attention {
+		fused += fa.fast.Load()
+		fallback += fa.slow.Load()
+	}
+	return len(g.attention), fused, fallback
+}

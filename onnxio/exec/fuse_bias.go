@@ -1,0 +1,80 @@
+package exec
+
+import (
+	"slices"
+
+	"github.com/attnrun/attnrun/internal/kernels"
+)
+
+// Bias fusion. A linear layer exports as Add(MatMul(x, W), b) (or
+// Add(b, MatMul(x, W))): the product is written, then read again and
+// copied with the bias added. The fused node starts the output from the
+// bias rows and lets the GEMM add the product to it (beta = 1), as
+// kernels.Linear does, which saves a pass over the output and its
+// allocation. The fused node checks on every run that W is a float32
+// matrix and b a vector of its columns (possibly with leading axes of
+// size 1), and runs the two original nodes otherwise.
+
+// fusedMatMulAddOp is the op name of fused MatMul+Add nodes.
+const fusedMatMulAddOp = "FusedMatMulAdd"
+
+// matchBias tries to read mm as the product of a MatMul+Add pair. It
+// returns the fused node and the Add it replaces, or nils.
+func (f *fuser) matchBias(mm *node) (*node, *node) {
+	if len(mm.in) != 2 || len(mm.out) != 1 || !f.private(mm.out[0]) {
+		return nil, nil
+	}
+	add := f.reader[mm.out[0]]
+	if add == nil || add.op != "Add" || len(add.in) != 2 || len(add.out) != 1 || f.removed[add] {
+		return nil, nil
+	}
+	k := 1 // the bias's position in add.in
+	if add.in[1] == mm.out[0] {
+		k = 0
+	}
+	if add.in[k] < 0 {
+		return nil, nil
+	}
+	var c chainInputs
+	x, w, b := c.arg(mm.in[0], mm.inName[0]), c.arg(mm.in[1], mm.inName[1]), c.arg(add.in[k], add.inName[k])
+	original := []*node{mm, add}
+	f.removed[mm], f.removed[add] = true, true
+	run := func(n *node, in []*value) ([]*value, error) {
+		if out, ok := matmulAdd(in[x], in[w], in[b]); ok {
+			return one(out)
+		}
+		return runOriginal(original, n.in, in, add.out[0])
+	}
+	fused := &node{
+		index: add.index, name: add.name, op: fusedMatMulAddOp, opset: add.opset,
+		spec: &opSpec{minIn: len(c.slots), maxIn: len(c.slots), minOut: 1, maxOut: 1, run: run},
+		in:   c.slots, out: []int{add.out[0]}, inName: c.names,
+	}
+	return fused, add
+}
+
+// matmulAdd computes x·w + b for float32 x of rank ≥ 2, a matrix w and a
+// bias b of w's columns, or reports false when the operands are not so.
+func matmulAdd(x, w, b *value) (*value, bool) {
+	xd, ok1 := x.data.([]float32)
+	wd, ok2 := w.data.([]float32)
+	bd, ok3 := b.data.([]float32)
+	if !ok1 || !ok2 || !ok3 || x.rank() < 2 || w.rank() != 2 || b.rank() < 1 || b.rank() > x.rank() {
+		return nil, false
+	}
+	k, cols := w.shape[0], w.shape[1]
+	if x.shape[x.rank()-1] != k || b.shape[b.rank()-1] != cols || b.size() != cols || k == 0 || cols == 0 {
+		return nil, false
+	}
+	rows := x.size() / k
+	if rows == 0 {
+		return nil, false
+	}
+	shape := slices.Concat(x.shape[:x.rank()-1], []int{cols})
+	out := make([]float32, rows*cols)
+	for r := range rows {
+		copy(out[r*cols:(r+1)*cols], bd)
+	}
+	kernels.Gemm(false, false, rows, cols, k, 1, xd, k, wd, cols, 1, out, cols)
+	return valueOf(shape, out), true
+}
