@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 	"gorgonia.org/tensor"
@@ -39,8 +41,15 @@ type Preset struct {
 	Printed any `yaml:"printed"`
 }
 
-// Presets returns every embedded preset in display order.
+// Presets returns every embedded preset in display order. The list is a
+// copy: callers may keep or change it.
 func Presets() ([]Preset, error) {
+	list, err := presetIndex()
+	return slices.Clone(list), err
+}
+
+// presetIndex decodes the embedded index once; it cannot change at run time.
+var presetIndex = sync.OnceValues(func() ([]Preset, error) {
 	data, err := presetFS.ReadFile("presets/index.yaml")
 	if err != nil {
 		return nil, fmt.Errorf("presets: %w", err)
@@ -52,7 +61,7 @@ func Presets() ([]Preset, error) {
 		return nil, fmt.Errorf("presets/index.yaml: %w", err)
 	}
 	return list, nil
-}
+})
 
 // LookupPreset finds a preset by name; an unknown name is an error listing
 // the available ones.

@@ -55,7 +55,7 @@ func (m *Model) LoadStateDict(dict map[string]*tensor.Dense) error {
 		want := p.Value.Shape()
 		if !t.Shape().Eq(want) {
 			return fmt.Errorf("state dict parameter %q has shape %v, model %q expects %v",
-				p.Name, shapeString(t.Shape()), m.cfg.Name, shapeString(want))
+				p.Name, FormatShape(t.Shape()), m.cfg.Name, FormatShape(want))
 		}
 		data, err := float32Data(t)
 		if err != nil {
@@ -96,8 +96,9 @@ func float32Data(t *tensor.Dense) ([]float32, error) {
 	return nil, fmt.Errorf("dtype %v is not a float (want float32 or float64)", t.Dtype())
 }
 
-// shapeString prints a shape as PyTorch does: (2, 3).
-func shapeString(s tensor.Shape) string {
+// FormatShape writes a shape as PyTorch prints torch.Size: (2, 3), and ()
+// for a scalar. Errors and listings across attnrun use it.
+func FormatShape(s tensor.Shape) string {
 	parts := make([]string, len(s))
 	for i, d := range s {
 		parts[i] = fmt.Sprint(d)

@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/models"
 )
 
 // comparison is how far a result is from its reference.
@@ -62,16 +64,5 @@ func shapeOf(t *tensor.Dense) string {
 	if t.IsScalar() {
 		return "()"
 	}
-	return shapeString(t.Shape())
-}
-
-func shapeString(s tensor.Shape) string {
-	out := "("
-	for i, d := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += fmt.Sprint(d)
-	}
-	return out + ")"
+	return models.FormatShape(t.Shape())
 }

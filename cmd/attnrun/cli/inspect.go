@@ -147,7 +147,7 @@ func layerTable(out io.Writer, m *models.Model, shapes []tensor.Shape, origin st
 	}
 	var given []string
 	for i, name := range names {
-		given = append(given, name+" "+shapeString(shapes[i]))
+		given = append(given, name+" "+models.FormatShape(shapes[i]))
 	}
 	prof, err := m.Profile(shapes...)
 	if err != nil {
@@ -164,7 +164,7 @@ func layerTable(out io.Writer, m *models.Model, shapes []tensor.Shape, origin st
 			flops = groupDigits(l.FLOPs)
 		}
 		fmt.Fprintf(w, "  %s\t%s\treads %s\tparams %s\toutput %s\tFLOPs %s\n",
-			l.Name, l.Type, strings.Join(m.Layers()[i].Inputs, ", "), groupDigits(l.Params), shapeString(l.Output), flops)
+			l.Name, l.Type, strings.Join(m.Layers()[i].Inputs, ", "), groupDigits(l.Params), models.FormatShape(l.Output), flops)
 	}
 	w.Flush()
 	total := quantity(prof.FLOPs, "FLOPs")
