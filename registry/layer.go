@@ -74,7 +74,11 @@ func ConstantInit(v float64) Init { return Init{Dist: Constant, A: v} }
 // b = 1/√fanIn. The bound is computed the way PyTorch computes it, so that
 // a PyTorch-compatible generator reproduces its numbers bit for bit.
 func LinearInit(fanIn int) Init {
-	gain := math.Sqrt(2.0 / (1 + 5.0)) // calculate_gain("leaky_relu", √5)
+	// calculate_gain("leaky_relu", a) squares a = √5 in float64, giving
+	// 5.000000000000001, not 5; the bound differs in its last bits for some
+	// fan_in, and a float32 rounding of it can flip.
+	a := math.Sqrt(5)
+	gain := math.Sqrt(2.0 / (1 + a*a))
 	bound := math.Sqrt(3.0) * (gain / math.Sqrt(float64(fanIn)))
 	return UniformInit(-bound, bound)
 }

@@ -13,8 +13,8 @@
 //	torch.randn(n)                Normal(dst, 0, 1)
 //	tensor.normal_(m, s)          Normal(dst, m, s)
 //	torch.randint(lo, hi, (n,))   RandInt(dst, lo, hi)
-//	nn.Linear(in, out)            Uniform(w, -LinearWeightBound(in), LinearWeightBound(in)),
-//	                              then Uniform(b, -LinearBiasBound(in), LinearBiasBound(in))
+//	nn.Linear(in, out)            Uniform(w, -b, b) with b = registry.LinearInit(in).B,
+//	                              then Uniform(bias, -c, c) with c = registry.LinearBiasInit(in).B
 //	nn.Embedding(n, d)            Normal(w, 0, 1)
 //
 // How PyTorch 1.13 turns the stream into numbers (aten/src/ATen/core/

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/attnrun/attnrun/internal/torchrand"
+	"github.com/attnrun/attnrun/registry"
 )
 
 // Replays
@@ -16,8 +17,8 @@ func Example() {
 	g := torchrand.New(123)
 	weight := make([]float32, 2*3) // (out, in)
 	bias := make([]float32, 2)
-	wb := torchrand.LinearWeightBound(3)
-	bb := torchrand.LinearBiasBound(3)
+	wb := registry.LinearInit(3).B // the bounds nn.Linear computes
+	bb := registry.LinearBiasInit(3).B
 	if err := g.Uniform(weight, -wb, wb); err != nil {
 		panic(err)
 	}

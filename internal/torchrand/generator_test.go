@@ -136,15 +136,6 @@ func TestKernelString(t *testing.T) {
 	assert.Panics(t, func() { NewKernel(0, Kernel(7)) })
 }
 
-func TestLinearBounds(t *testing.T) {
-	// Mathematically both are 1/sqrt(fan_in); PyTorch's weight formula
-	// rounds differently, which is why LinearWeightBound follows it.
-	assert.InDelta(t, 1/math.Sqrt(3), LinearWeightBound(3), 1e-15)
-	assert.Equal(t, 1/math.Sqrt(768), LinearBiasBound(768))
-	assert.Zero(t, LinearWeightBound(0))
-	assert.Zero(t, LinearBiasBound(0))
-}
-
 // TestFMA32MatchesExactRounding checks fma32 against a*b+c computed exactly
 // and rounded once to float32, on random operands and on operands built so
 // that the float64 sum lands on a float32 halfway point (where rounding

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/attnrun/attnrun/registry"
 )
 
 // The goldens are written by testdata/gen.py from PyTorch 1.13; see there
@@ -126,15 +128,15 @@ func runStep(t *testing.T, g *Generator, s goldenStep) {
 		require.NoError(t, g.Normal(got, 0, 1))
 		assertFloats(t, s.Result, got, normalTolerance(g, len(got), 1))
 	case "linear":
-		require.Equal(t, s.WeightBound, LinearWeightBound(s.In), "weight bound")
+		require.Equal(t, s.WeightBound, registry.LinearInit(s.In).B, "weight bound")
 		w := make([]float32, s.Out*s.In)
-		bound := LinearWeightBound(s.In)
+		bound := registry.LinearInit(s.In).B
 		require.NoError(t, g.Uniform(w, -bound, bound))
 		assertFloats(t, s.Weight, w, 0)
 		if s.Bias {
-			require.Equal(t, s.BiasBound, LinearBiasBound(s.In), "bias bound")
+			require.Equal(t, s.BiasBound, registry.LinearBiasInit(s.In).B, "bias bound")
 			b := make([]float32, s.Out)
-			bound := LinearBiasBound(s.In)
+			bound := registry.LinearBiasInit(s.In).B
 			require.NoError(t, g.Uniform(b, -bound, bound))
 			assertFloats(t, s.BiasValues, b, 0)
 		}

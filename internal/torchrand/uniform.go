@@ -48,27 +48,3 @@ func checkUniformBounds(from, to float64) error {
 	}
 	return nil
 }
-
-// LinearWeightBound returns the bound b of U(-b, b) that nn.Linear draws its
-// weight from: kaiming_uniform_(weight, a=sqrt(5)), computed in float64 in
-// exactly PyTorch's order of operations, so that the float32 bound PyTorch
-// derives from it matches to the bit. It is 0 when fan_in is 0 (the weight
-// then has no elements).
-func LinearWeightBound(fanIn int) float64 {
-	if fanIn <= 0 {
-		return 0
-	}
-	a := math.Sqrt(5)
-	gain := math.Sqrt(2.0 / (1 + a*a)) // calculate_gain("leaky_relu", a)
-	std := gain / math.Sqrt(float64(fanIn))
-	return math.Sqrt(3.0) * std
-}
-
-// LinearBiasBound returns the bound b of U(-b, b) that nn.Linear draws its
-// bias from: 1/sqrt(fan_in), or 0 when fan_in is 0.
-func LinearBiasBound(fanIn int) float64 {
-	if fanIn <= 0 {
-		return 0
-	}
-	return 1 / math.Sqrt(float64(fanIn))
-}

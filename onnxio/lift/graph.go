@@ -149,17 +149,6 @@ func (g *graph) isGraphOutput(v string) bool {
 	return false
 }
 
-// dataInputs returns the inputs of n that carry data, in order.
-func (g *graph) dataInputs(n *node) []string {
-	var out []string
-	for _, in := range n.GetInput() {
-		if g.data[in] {
-			out = append(out, in)
-		}
-	}
-	return out
-}
-
 // origin names the initializer a static value is a plain copy of, following
 // Identity nodes (PyTorch shares equal tensors that way), or "" when the
 // value is computed.
