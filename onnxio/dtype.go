@@ -14,7 +14,11 @@ const (
 	BFloat16 = onnxpb.TensorProto_BFLOAT16
 	Int64    = onnxpb.TensorProto_INT64
 	Int32    = onnxpb.TensorProto_INT32
+	Int16    = onnxpb.TensorProto_INT16
 	Int8     = onnxpb.TensorProto_INT8
+	Uint64   = onnxpb.TensorProto_UINT64
+	Uint32   = onnxpb.TensorProto_UINT32
+	Uint16   = onnxpb.TensorProto_UINT16
 	Uint8    = onnxpb.TensorProto_UINT8
 	Bool     = onnxpb.TensorProto_BOOL
 )

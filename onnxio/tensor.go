@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
@@ -24,7 +25,9 @@ func TensorToDense(tp *onnxpb.TensorProto) (*tensor.Dense, error) {
 //
 //	FLOAT -> float32      DOUBLE -> float64
 //	FLOAT16, BFLOAT16 -> float32 (widened exactly)
-//	INT64 -> int64  INT32 -> int32  INT8 -> int8  UINT8 -> uint8  BOOL -> bool
+//	INT64 -> int64  INT32 -> int32  INT16 -> int16  INT8 -> int8
+//	UINT64 -> uint64  UINT32 -> uint32  UINT16 -> uint16  UINT8 -> uint8
+//	BOOL -> bool
 //
 // A rank-0 tensor becomes a gorgonia scalar (Shape() is (), Data() returns
 // the bare value, not a slice). Tensors with zero elements are refused:
@@ -74,8 +77,16 @@ func (l Limits) tensorToDense(tp *onnxpb.TensorProto) (*tensor.Dense, error) {
 		backing = decode(n, raw, tp.Int64Data, 8, func(b []byte) int64 { return int64(binary.LittleEndian.Uint64(b)) })
 	case Int32:
 		backing = decode(n, raw, tp.Int32Data, 4, func(b []byte) int32 { return int32(binary.LittleEndian.Uint32(b)) })
+	case Int16:
+		backing = decode(n, raw, narrow[int16](tp.Int32Data), 2, func(b []byte) int16 { return int16(binary.LittleEndian.Uint16(b)) })
 	case Int8:
 		backing = decode(n, raw, narrow[int8](tp.Int32Data), 1, func(b []byte) int8 { return int8(b[0]) })
+	case Uint64:
+		backing = decode(n, raw, tp.Uint64Data, 8, binary.LittleEndian.Uint64)
+	case Uint32:
+		backing = decode(n, raw, narrow[uint32](tp.Uint64Data), 4, binary.LittleEndian.Uint32)
+	case Uint16:
+		backing = decode(n, raw, narrow[uint16](tp.Int32Data), 2, binary.LittleEndian.Uint16)
 	case Uint8:
 		backing = decode(n, raw, narrow[uint8](tp.Int32Data), 1, func(b []byte) uint8 { return b[0] })
 	case Bool:
@@ -126,9 +137,9 @@ func widen16(n int, raw []byte, typed []int32, widen func(uint16) float32) []flo
 	return out
 }
 
-// narrow converts int32_data values to a narrower integer type (ONNX stores
-// 8-bit elements one per int32).
-func narrow[T int8 | uint8](vs []int32) []T {
+// narrow converts typed-field values to a narrower integer type (ONNX
+// stores 8- and 16-bit elements one per int32, UINT32 one per uint64).
+func narrow[T int8 | uint8 | int16 | uint16 | uint32, V int32 | uint64](vs []V) []T {
 	out := make([]T, len(vs))
 	for i, v := range vs {
 		out[i] = T(v)
@@ -136,31 +147,25 @@ func narrow[T int8 | uint8](vs []int32) []T {
 	return out
 }
 
-// firstOf returns the first element of a backing slice, for scalars.
-func firstOf(backing any) any {
-	switch s := backing.(type) {
-	case []float32:
-		return s[0]
-	case []float64:
-		return s[0]
-	case []int64:
-		return s[0]
-	case []int32:
-		return s[0]
-	case []int8:
-		return s[0]
-	case []uint8:
-		return s[0]
-	case []bool:
-		return s[0]
+// asSlice turns a scalar Dense's bare datum into a one-element slice, so
+// that scalars and tensors encode alike; slices pass through.
+func asSlice(data any) any {
+	v := reflect.ValueOf(data)
+	if v.Kind() == reflect.Slice {
+		return data
 	}
-	panic(fmt.Sprintf("onnxio: unexpected backing %T", backing))
+	s := reflect.MakeSlice(reflect.SliceOf(v.Type()), 1, 1)
+	s.Index(0).Set(v)
+	return s.Interface()
 }
+
+// firstOf returns the first element of a backing slice, for scalars.
+func firstOf(backing any) any { return reflect.ValueOf(backing).Index(0).Interface() }
 
 // DenseToTensor converts a *tensor.Dense into a TensorProto named name,
 // storing the data in raw_data (little-endian, as ONNX Runtime and PyTorch
-// write it). Supported dtypes: float32, float64, int64, int32, int8, uint8,
-// bool. Views are materialized first; scalars become rank-0 tensors.
+// write it). Supported dtypes: float32, float64, the signed and unsigned
+// integers of 8 to 64 bits, and bool. Views are materialized first; scalars become rank-0 tensors.
 func DenseToTensor(name string, d *tensor.Dense) (*onnxpb.TensorProto, error) {
 	if d == nil {
 		return nil, fmt.Errorf("tensor %q: nil *tensor.Dense", name)
@@ -179,37 +184,31 @@ func DenseToTensor(name string, d *tensor.Dense) (*onnxpb.TensorProto, error) {
 
 	var dt DataType
 	var raw []byte
-	switch v := d.Data().(type) {
+	switch v := asSlice(d.Data()).(type) {
 	case []float32:
 		dt, raw = Float, encodeRaw(v, 4, func(b []byte, x float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(x)) })
-	case float32:
-		dt, raw = Float, encodeRaw([]float32{v}, 4, func(b []byte, x float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(x)) })
 	case []float64:
 		dt, raw = Float64, encodeRaw(v, 8, func(b []byte, x float64) { binary.LittleEndian.PutUint64(b, math.Float64bits(x)) })
-	case float64:
-		dt, raw = Float64, encodeRaw([]float64{v}, 8, func(b []byte, x float64) { binary.LittleEndian.PutUint64(b, math.Float64bits(x)) })
 	case []int64:
 		dt, raw = Int64, encodeRaw(v, 8, func(b []byte, x int64) { binary.LittleEndian.PutUint64(b, uint64(x)) })
-	case int64:
-		dt, raw = Int64, encodeRaw([]int64{v}, 8, func(b []byte, x int64) { binary.LittleEndian.PutUint64(b, uint64(x)) })
 	case []int32:
 		dt, raw = Int32, encodeRaw(v, 4, func(b []byte, x int32) { binary.LittleEndian.PutUint32(b, uint32(x)) })
-	case int32:
-		dt, raw = Int32, encodeRaw([]int32{v}, 4, func(b []byte, x int32) { binary.LittleEndian.PutUint32(b, uint32(x)) })
+	case []int16:
+		dt, raw = Int16, encodeRaw(v, 2, func(b []byte, x int16) { binary.LittleEndian.PutUint16(b, uint16(x)) })
 	case []int8:
 		dt, raw = Int8, encodeRaw(v, 1, func(b []byte, x int8) { b[0] = byte(x) })
-	case int8:
-		dt, raw = Int8, []byte{byte(v)}
+	case []uint64:
+		dt, raw = Uint64, encodeRaw(v, 8, binary.LittleEndian.PutUint64)
+	case []uint32:
+		dt, raw = Uint32, encodeRaw(v, 4, binary.LittleEndian.PutUint32)
+	case []uint16:
+		dt, raw = Uint16, encodeRaw(v, 2, binary.LittleEndian.PutUint16)
 	case []uint8:
 		dt, raw = Uint8, append([]byte{}, v...)
-	case uint8:
-		dt, raw = Uint8, []byte{v}
 	case []bool:
 		dt, raw = Bool, encodeRaw(v, 1, func(b []byte, x bool) { b[0] = boolByte(x) })
-	case bool:
-		dt, raw = Bool, []byte{boolByte(v)}
 	default:
-		return nil, fmt.Errorf("tensor %q: dtype %v is not supported (want float32, float64, int64, int32, int8, uint8 or bool)", name, d.Dtype())
+		return nil, fmt.Errorf("tensor %q: dtype %v is not supported (want a float, integer or bool type)", name, d.Dtype())
 	}
 	tp.DataType = proto.Int32(int32(dt))
 	tp.RawData = raw

@@ -27,7 +27,11 @@ var referenceTensors = []struct {
 	{"bfloat16", []float32{1.0, -2.5, 3.140625, 65280.0, float32(math.Copysign(0, -1)), 0.5}},
 	{"int64", []int64{0, 1, -1, 1 << 40, -(1 << 40), math.MaxInt64}},
 	{"int32", []int32{0, 1, -1, 127, -128, 42}},
+	{"int16", []int16{0, 1, -1, 127, -128, 42}},
 	{"int8", []int8{0, 1, -1, 127, -128, 42}},
+	{"uint64", []uint64{0, 1, 2, 127, 128, 255}},
+	{"uint32", []uint32{0, 1, 2, 127, 128, 255}},
+	{"uint16", []uint16{0, 1, 2, 127, 128, 255}},
 	{"uint8", []uint8{0, 1, 2, 127, 128, 255}},
 	{"bool", []bool{true, false, true, true, false, false}},
 }
@@ -130,9 +134,9 @@ func TestDenseToTensorMaterializesViews(t *testing.T) {
 }
 
 func TestDenseToTensorRefusesUnsupported(t *testing.T) {
-	d := tensor.New(tensor.WithShape(2), tensor.WithBacking([]uint16{1, 2}))
-	_, err := DenseToTensor("u16", d)
-	assert.ErrorContains(t, err, `tensor "u16": dtype uint16 is not supported`)
+	d := tensor.New(tensor.WithShape(2), tensor.WithBacking([]complex64{1, 2}))
+	_, err := DenseToTensor("c64", d)
+	assert.ErrorContains(t, err, `tensor "c64": dtype complex64 is not supported`)
 	_, err = DenseToTensor("nil", nil)
 	assert.ErrorContains(t, err, "nil")
 }

@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
@@ -206,8 +205,7 @@ func runCase(t *testing.T, group, dir string) (caseResult, bool) {
 
 // runNodeTest runs every data set of a node test. Inputs go through the
 // public Run when *tensor.Dense can carry them (gorgonia cannot hold empty
-// tensors, and onnxio.TensorToDense does not convert int16 and the unsigned
-// types wider than 8 bits); otherwise through the internal run.
+// tensors); otherwise through the internal run.
 func runNodeTest(m *onnxpb.ModelProto, dir string, tol32 tolerance) error {
 	g, err := New(m)
 	if err != nil {
@@ -230,7 +228,7 @@ func runNodeTest(m *onnxpb.ModelProto, dir string, tol32 tolerance) error {
 			return fmt.Errorf("%s: %d outputs, want %d", filepath.Base(set), len(got), len(ds.Outputs))
 		}
 		for k, tp := range ds.Outputs {
-			want, err := protoValue(tp)
+			want, err := tensorValue(tp)
 			if err != nil {
 				return fmt.Errorf("output_%d.pb: %w", k, err)
 			}
@@ -251,7 +249,7 @@ func runDataSet(g *Graph, ds *onnxio.DataSet) ([]*value, error) {
 	values := map[string]*value{}
 	dense := true
 	for k, tp := range ds.Inputs {
-		v, err := protoValue(tp)
+		v, err := tensorValue(tp)
 		if err != nil {
 			return nil, fmt.Errorf("input_%d.pb: %w", k, err)
 		}
@@ -286,45 +284,12 @@ func runDataSet(g *Graph, ds *onnxio.DataSet) ([]*value, error) {
 	return outs, nil
 }
 
-// protoValue converts a test-data tensor: through the executor's own path
-// (onnxio.TensorToDense) where it can, else by decoding raw_data here for
-// the integer types onnxio does not convert.
-func protoValue(tp *onnxpb.TensorProto) (*value, error) {
-	v, err := tensorValue(tp)
-	if err == nil {
-		return v, nil
-	}
-	dt := DType(tp.GetDataType())
-	shape := protoShape(tp)
-	raw := tp.GetRawData()
-	n := numel(shape)
-	switch dt {
-	case Int16:
-		return valueOf(shape, decodeRaw(raw, n, 2, func(b []byte) int16 { return int16(binary.LittleEndian.Uint16(b)) })), nil
-	case Uint16:
-		return valueOf(shape, decodeRaw(raw, n, 2, binary.LittleEndian.Uint16)), nil
-	case Uint32:
-		return valueOf(shape, decodeRaw(raw, n, 4, binary.LittleEndian.Uint32)), nil
-	case Uint64:
-		return valueOf(shape, decodeRaw(raw, n, 8, binary.LittleEndian.Uint64)), nil
-	}
-	return nil, err
-}
-
 func protoShape(tp *onnxpb.TensorProto) []int {
 	shape := make([]int, len(tp.GetDims()))
 	for i, d := range tp.GetDims() {
 		shape[i] = int(d)
 	}
 	return shape
-}
-
-func decodeRaw[T any](raw []byte, n, size int, read func([]byte) T) []T {
-	out := make([]T, n)
-	for i := range out {
-		out[i] = read(raw[i*size:])
-	}
-	return out
 }
 
 // compareValues checks dtype, shape and elements: float32 within tol32,

@@ -65,7 +65,7 @@ func runORTCase(t *testing.T, folder string, edit func(*onnxpb.ModelProto)) (got
 	got, err = runDataSet(g, ds)
 	require.NoError(t, err)
 	for k, tp := range ds.Outputs {
-		w, err := protoValue(tp)
+		w, err := tensorValue(tp)
 		require.NoError(t, err)
 		want = append(want, w)
 		names = append(names, g.outputs[k].Name)

@@ -47,7 +47,11 @@ def tensors():
         "float16": np.array(FLOATS, dtype=np.float16),
         "int64": np.array(BIG, dtype=np.int64),
         "int32": np.array(INTS, dtype=np.int32),
+        "int16": np.array(INTS, dtype=np.int16),
         "int8": np.array(INTS, dtype=np.int8),
+        "uint64": np.array(UINTS, dtype=np.uint64),
+        "uint32": np.array(UINTS, dtype=np.uint32),
+        "uint16": np.array(UINTS, dtype=np.uint16),
         "uint8": np.array(UINTS, dtype=np.uint8),
         "bool": np.array(BOOLS, dtype=np.bool_),
     }
