@@ -87,6 +87,11 @@ def external_model(out_dir):
                               opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     os.makedirs(out_dir, exist_ok=True)
+    # onnx appends external data to an existing file: start from none, so
+    # that running the script again writes the same bytes.
+    weights = os.path.join(out_dir, "weights.bin")
+    if os.path.exists(weights):
+        os.remove(weights)
     onnx.save_model(model, os.path.join(out_dir, "model.onnx"),
                     save_as_external_data=True, all_tensors_to_one_file=True,
                     location="weights.bin", size_threshold=0)
