@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 
@@ -92,6 +93,10 @@ func LinearBiasInit(fanIn int) Init {
 // Run carries what one forward pass needs besides the inputs. A Run belongs
 // to one forward pass; concurrent passes use separate Runs.
 type Run struct {
+	// Context carries the pass's deadline and cancellation: models check it
+	// between layers and long kernels inside their outer loops. Nil means
+	// context.Background().
+	Context context.Context
 	// Train selects training behaviour (dropout active). Eval is the default.
 	Train bool
 	// RNG draws dropout masks in train mode. Nil in train mode is an error
@@ -105,6 +110,15 @@ type Run struct {
 	// mode (the weights that multiply V). Layers compute weights only when a
 	// hook is set.
 	Hook func(layer string, weights *tensor.Dense)
+}
+
+// Err reports why the pass must stop (context.Canceled or
+// context.DeadlineExceeded), or nil while it may go on.
+func (r *Run) Err() error {
+	if r == nil || r.Context == nil {
+		return nil
+	}
+	return r.Context.Err()
 }
 
 // WantWeights reports whether attention layers should materialize weights.

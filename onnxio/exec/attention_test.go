@@ -153,7 +153,7 @@ func BenchmarkMatMul(b *testing.B) {
 		n := &node{op: "MatMul", opset: 17, spec: ops["MatMul"], out: []int{0}}
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := matmulOp(n, []*value{x, y}); err != nil {
+				if _, err := matmulOp(testRun, n, []*value{x, y}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -85,3 +85,12 @@ type number interface{ integer | float }
 
 // element is every Go type a tensor's data can hold.
 type element interface{ number | ~bool }
+
+// size is the number of bytes one element takes in memory while the graph
+// runs (bool is one byte, as Go stores it).
+func (d DType) size() int {
+	if t, ok := goTypes[d]; ok {
+		return int(t.Size())
+	}
+	return 0
+}

@@ -330,18 +330,18 @@ func (c *chainInputs) step(p *node, cur int) (chainStep, bool) {
 
 // run is the fused node's op: the fused kernel when every run-time check
 // passes, the original nodes otherwise.
-func (fa *fusedAttention) run(n *node, in []*value) ([]*value, error) {
+func (fa *fusedAttention) run(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if out, ok := fa.attend(in); ok {
 		fa.fast.Add(1)
 		return one(out)
 	}
 	fa.slow.Add(1)
-	return runOriginal(fa.fallback, n.in, in, fa.out)
+	return runOriginal(rc, fa.fallback, n.in, in, fa.out)
 }
 
 // runOriginal runs the nodes a fused node replaced, in order, on the fused
 // node's inputs (in, read from slots), and returns the value of slot out.
-func runOriginal(nodes []*node, slots []int, in []*value, out int) ([]*value, error) {
+func runOriginal(rc *runCtx, nodes []*node, slots []int, in []*value, out int) ([]*value, error) {
 	env := make(map[int]*value, len(slots)+len(nodes))
 	for k, s := range slots {
 		env[s] = in[k]
@@ -353,7 +353,7 @@ func runOriginal(nodes []*node, slots []int, in []*value, out int) ([]*value, er
 				args[k] = env[s]
 			}
 		}
-		outs, err := c.spec.run(c, args)
+		outs, err := c.spec.run(rc, c, args)
 		if err != nil {
 			return nil, fmt.Errorf("node %s (%s): %w", c.label(), c.op, err)
 		}
@@ -672,7 +672,7 @@ func (f *fuser) skipTransposeForShape(order []*node) {
 
 // permutedShapeOp returns the op computing Shape(Transpose(x, perm)) from x.
 func permutedShapeOp(perm []int64) opFunc {
-	return func(n *node, in []*value) ([]*value, error) {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		x := in[0]
 		if len(perm) != x.rank() {
 			return nil, fmt.Errorf("the Transpose before it has perm %v with %d entries for rank %d", perm, len(perm), x.rank())

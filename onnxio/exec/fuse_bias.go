@@ -39,11 +39,11 @@ func (f *fuser) matchBias(mm *node) (*node, *node) {
 	x, w, b := c.arg(mm.in[0], mm.inName[0]), c.arg(mm.in[1], mm.inName[1]), c.arg(add.in[k], add.inName[k])
 	original := []*node{mm, add}
 	f.removed[mm], f.removed[add] = true, true
-	run := func(n *node, in []*value) ([]*value, error) {
+	run := func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		if out, ok := matmulAdd(in[x], in[w], in[b]); ok {
 			return one(out)
 		}
-		return runOriginal(original, n.in, in, add.out[0])
+		return runOriginal(rc, original, n.in, in, add.out[0])
 	}
 	fused := &node{
 		index: add.index, name: add.name, op: fusedMatMulAddOp, opset: add.opset,

@@ -203,7 +203,7 @@ func TestRunBadInput(t *testing.T) {
 // TestRunRecoversPanics checks that a panic inside an op comes back as an
 // error naming the node.
 func TestRunRecoversPanics(t *testing.T) {
-	ops["TestPanic"] = unarySpec(1, func(n *node, in []*value) ([]*value, error) {
+	ops["TestPanic"] = unarySpec(1, func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		var s []float32
 		return one(f32(dims(1), s[len(in)]))
 	})

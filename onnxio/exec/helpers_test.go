@@ -52,7 +52,7 @@ func runOp(c opCase) ([]*value, error) {
 	for i := range outs {
 		n.out = append(n.out, i)
 	}
-	return spec.run(n, c.in)
+	return spec.run(testRun, n, c.in)
 }
 
 // runOpCases runs a table of op cases as subtests.
@@ -95,3 +95,6 @@ func assertValue(t *testing.T, want, got *value) {
 		assert.Truef(t, ok, "element %d: got %v, want %v", i, g[i], w[i])
 	}
 }
+
+// testRun is the run context op-level tests pass: no deadline, the default budget.
+var testRun = newRunCtx(nil, nil)

@@ -109,7 +109,7 @@ func (n *node) attrInts(name string) ([]int64, bool) {
 // opFunc computes an op's outputs from its inputs; in[i] is nil for an
 // omitted optional input. It returns at least as many outputs as the node
 // asks for (len(n.out)) and never writes into its inputs.
-type opFunc func(n *node, in []*value) ([]*value, error)
+type opFunc func(rc *runCtx, n *node, in []*value) ([]*value, error)
 
 // opSpec describes what the executor implements of one ONNX operator.
 type opSpec struct {

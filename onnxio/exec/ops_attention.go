@@ -84,7 +84,7 @@ type attnPlan struct {
 }
 
 // attentionOp is the kernel of Attention.
-func attentionOp(n *node, in []*value) ([]*value, error) {
+func attentionOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	p, presentK, presentV, err := planAttention(n, in)
 	if err != nil {
 		return nil, err

@@ -330,7 +330,7 @@ func TestAttentionMatchesReference(t *testing.T) {
 		c := attnCases[i]
 		t.Run(c.name, func(t *testing.T) {
 			n := c.node()
-			got, err := n.spec.run(n, c.inputs(uint64(i)))
+			got, err := n.spec.run(testRun, n, c.inputs(uint64(i)))
 			require.NoError(t, err)
 			want := c.reference()
 			tol := tolerance{rtol: 1e-5, atol: 1e-6}
@@ -364,11 +364,11 @@ func TestAttentionFusedEqualsStepwise(t *testing.T) {
 			in := c.inputs(1)
 			c.mode = -1
 			n := c.node()
-			fused, err := n.spec.run(n, in)
+			fused, err := n.spec.run(testRun, n, in)
 			require.NoError(t, err)
 			c.mode = 3
 			n = c.node()
-			stepwise, err := n.spec.run(n, in)
+			stepwise, err := n.spec.run(testRun, n, in)
 			require.NoError(t, err)
 			assert.NoError(t, compareValues(fused[attnY], stepwise[attnY], tolerance{rtol: 1e-5, atol: 1e-6}))
 			assert.NoError(t, compareValues(stepwise[attnY], c.reference()[attnY], tolerance{rtol: 1e-5, atol: 1e-6}))
@@ -388,7 +388,7 @@ func TestAttentionFullyMaskedRows(t *testing.T) {
 		if mode >= 0 {
 			n.attrs["qk_matmul_output_mode"], n.out[attnQK] = aInt(int64(mode)), 1
 		}
-		got, err := n.spec.run(n, []*value{q, k, v, mask})
+		got, err := n.spec.run(testRun, n, []*value{q, k, v, mask})
 		require.NoError(t, err)
 		assertValue(t, f32(dims(1, 1, 2, 2), 0, 0, 1, 2), got[attnY])
 		if mode == 3 {
@@ -490,7 +490,7 @@ func TestAttentionErrors(t *testing.T) {
 			if c.qk {
 				n.out[attnQK] = 1
 			}
-			_, err := n.spec.run(n, c.in)
+			_, err := n.spec.run(testRun, n, c.in)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.err)
 		})
@@ -540,7 +540,7 @@ func BenchmarkAttention(b *testing.B) {
 		name := map[int]string{-1: "fused", 3: "stepwise"}[mode]
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := n.spec.run(n, in); err != nil {
+				if _, err := n.spec.run(testRun, n, in); err != nil {
 					b.Fatal(err)
 				}
 			}

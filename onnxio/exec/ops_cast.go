@@ -5,7 +5,7 @@ import "fmt"
 // castOp is the kernel of Cast. Conversions follow numpy's astype, which
 // the ONNX reference uses: floats to integers truncate toward zero, any
 // nonzero (and NaN) is true, true is 1.
-func castOp(n *node, in []*value) ([]*value, error) {
+func castOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	to := DType(n.attrInt("to", 0))
 	if err := checkDType(to); err != nil {
 		return nil, fmt.Errorf("cast to %w", err)

@@ -30,7 +30,7 @@ func compareFunc[T number](op compare) func(T, T) bool {
 // compareOp is the kernel of Equal, Less, Greater, LessOrEqual and
 // GreaterOrEqual: broadcast operands of one type in, bool out.
 func compareOp(op compare) opFunc {
-	return func(n *node, in []*value) ([]*value, error) {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		a, b := in[0], in[1]
 		if err := sameDType(in); err != nil {
 			return nil, err
@@ -67,7 +67,7 @@ func compareOp(op compare) opFunc {
 
 // logicalOp is the kernel of And, Or and Xor on bool tensors.
 func logicalOp(f func(x, y bool) bool) opFunc {
-	return func(n *node, in []*value) ([]*value, error) {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		for _, v := range in {
 			if v.dtype != Bool {
 				return nil, errDType(v, "bool")
@@ -78,7 +78,7 @@ func logicalOp(f func(x, y bool) bool) opFunc {
 }
 
 // notOp is the kernel of Not.
-func notOp(n *node, in []*value) ([]*value, error) {
+func notOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if in[0].dtype != Bool {
 		return nil, errDType(in[0], "bool")
 	}
@@ -87,7 +87,7 @@ func notOp(n *node, in []*value) ([]*value, error) {
 
 // whereOp is the kernel of Where: elements of x where cond holds, of y
 // elsewhere, all three broadcast together.
-func whereOp(n *node, in []*value) ([]*value, error) {
+func whereOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	c, x, y := in[0], in[1], in[2]
 	if c.dtype != Bool {
 		return nil, errDType(c, "bool for the condition")

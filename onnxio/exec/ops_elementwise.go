@@ -142,7 +142,7 @@ func hasZero(v *value) bool {
 // arithOp is the kernel of Add, Sub, Mul, Div and of the variadic Max and
 // Min, which fold their inputs left to right.
 func arithOp(op arith) opFunc {
-	return func(n *node, in []*value) ([]*value, error) {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		acc := in[0]
 		for _, v := range in[1:] {
 			var err error
@@ -159,7 +159,7 @@ func arithOp(op arith) opFunc {
 // base with an integral exponent (-2^3 = -8) and converts back to the base
 // type (truncating for integer bases, as numpy's astype does); integer
 // powers of integers are exact.
-func powOp(n *node, in []*value) ([]*value, error) {
+func powOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	base, exp := in[0], in[1]
 	if !base.dtype.isNumeric() {
 		return nil, errDType(base, "a numeric type")
@@ -239,7 +239,7 @@ func intPow[T integer](x T, y int64) T {
 // clipOp is the kernel of Clip: min and max are attributes before opset 11
 // (float tensors only) and optional scalar inputs from 11. The result is
 // min(max(x, lo), hi), so lo > hi gives hi everywhere, as numpy's clip.
-func clipOp(n *node, in []*value) ([]*value, error) {
+func clipOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	var lo, hi *value
 	if n.opset < 11 {

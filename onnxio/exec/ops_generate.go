@@ -7,7 +7,7 @@ import (
 
 // constantOp is the kernel of Constant. Graph preparation runs it once
 // and stores the result like an initializer.
-func constantOp(n *node, in []*value) ([]*value, error) {
+func constantOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if len(n.attrs) != 1 {
 		return nil, fmt.Errorf("exactly one value attribute is required, got %d", len(n.attrs))
 	}
@@ -32,7 +32,7 @@ func constantOp(n *node, in []*value) ([]*value, error) {
 
 // constantOfShapeOp is the kernel of ConstantOfShape: a tensor of the given
 // shape filled with the one-element value attribute (float32 0 by default).
-func constantOfShapeOp(n *node, in []*value) ([]*value, error) {
+func constantOfShapeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	dims, err := ints(in[0])
 	if err != nil {
 		return nil, fmt.Errorf("shape: %w", err)
@@ -59,7 +59,7 @@ func constantOfShapeOp(n *node, in []*value) ([]*value, error) {
 
 // rangeOp is the kernel of Range: start, start+delta, ... up to but
 // excluding limit; ceil((limit-start)/delta) elements, at least 0.
-func rangeOp(n *node, in []*value) ([]*value, error) {
+func rangeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err := sameDType(in); err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func rangeT[T number](in []*value) (*value, error) {
 // triluOp is the kernel of Trilu: it keeps the upper (default) or lower
 // triangle of the last two axes, shifted by the optional k input
 // (j-i >= k for upper, j-i <= k for lower) and zeroes the rest.
-func triluOp(n *node, in []*value) ([]*value, error) {
+func triluOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	r := x.rank()
 	if r < 2 {
@@ -134,7 +134,7 @@ func triluOp(n *node, in []*value) ([]*value, error) {
 // and the optional mask is all true (all ones of the input type before
 // opset 10). In training mode (opset 12 on, training_mode input true) only
 // ratio 0 is deterministic; other ratios are refused rather than drawn.
-func dropoutOp(n *node, in []*value) ([]*value, error) {
+func dropoutOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	if n.opset >= 12 {
 		if t := input(in, 2); t != nil && t.dtype == Bool && t.size() == 1 && t.data.([]bool)[0] {

@@ -6,7 +6,7 @@ import (
 )
 
 // concatOp is the kernel of Concat.
-func concatOp(n *node, in []*value) ([]*value, error) {
+func concatOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err := sameDType(in); err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func concatOp(n *node, in []*value) ([]*value, error) {
 
 // sliceOp is the kernel of Slice: starts, ends and axes are attributes in
 // opsets 1 to 9; from 10 they are inputs, with optional axes and steps.
-func sliceOp(n *node, in []*value) ([]*value, error) {
+func sliceOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	var starts, ends, axes, steps []int64
 	if n.opset < 10 {
@@ -125,7 +125,7 @@ func sliceRange(start, end, step int64, dim int) (int, int, error) {
 // (before 13) or input (from 13); without them, num_outputs (from 18)
 // gives ceil-sized chunks with a smaller last one, and older opsets split
 // into equal parts, one per output.
-func splitOp(n *node, in []*value) ([]*value, error) {
+func splitOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	axis, err := normalizeAxis(int(n.attrInt("axis", 0)), x.rank())
 	if err != nil {
@@ -184,7 +184,7 @@ func splitOp(n *node, in []*value) ([]*value, error) {
 
 // gatherOp is the kernel of Gather: it picks entries along axis by
 // index; negative indices count from the end.
-func gatherOp(n *node, in []*value) ([]*value, error) {
+func gatherOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, iv := in[0], in[1]
 	idx, err := ints(iv)
 	if err != nil {
@@ -215,7 +215,7 @@ func gatherOp(n *node, in []*value) ([]*value, error) {
 }
 
 // expandOp is the kernel of Expand: x broadcast (both ways) with shape.
-func expandOp(n *node, in []*value) ([]*value, error) {
+func expandOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	spec, err := ints(in[1])
 	if err != nil {
@@ -241,7 +241,7 @@ func expandOp(n *node, in []*value) ([]*value, error) {
 // tileOp is the kernel of Tile. Tiling dimension d by r is a broadcast
 // copy into a (r, d) pair of dimensions with strides (0, stride of d),
 // which in row-major order is exactly the (r·d) tiled dimension.
-func tileOp(n *node, in []*value) ([]*value, error) {
+func tileOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	reps, err := ints(in[1])
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 // last two axes multiply, leading (batch) axes broadcast, and a 1-D
 // operand is a row (left) or column (right) vector whose axis is dropped
 // from the result. float32 goes through kernels.Gemm.
-func matmulOp(n *node, in []*value) ([]*value, error) {
+func matmulOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	a, b := in[0], in[1]
 	if err := sameDType(in); err != nil {
 		return nil, err
@@ -153,7 +153,7 @@ func matmulT[T number](mm matmul, a, b, c []T) {
 // gemmOp is the kernel of Gemm: Y = alpha·op(A)·op(B) + beta·C for 2-D A
 // and B (op transposes when transA/transB is 1), with the optional C
 // broadcast one way to the M×N result.
-func gemmOp(n *node, in []*value) ([]*value, error) {
+func gemmOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	a, b, c := in[0], in[1], input(in, 2)
 	if err := sameDType(in); err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ func gemmOp(n *node, in []*value) ([]*value, error) {
 	if transB {
 		bt = gather(b, view{strides: []int{1, b.shape[1]}}, []int{k, cols})
 	}
-	prod, err := matmulOp(n, []*value{at, bt})
+	prod, err := matmulOp(rc, n, []*value{at, bt})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 // softmaxOp is the kernel of Softmax. Before opset 13 the input is coerced
 // to 2-D at axis (default 1) and each row of the flattened tail is
 // normalized; from 13 the softmax runs along the one axis (default -1).
-func softmaxOp(n *node, in []*value) ([]*value, error) {
+func softmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	if !x.dtype.IsFloat() {
 		return nil, errDType(x, "float32 or float64")
@@ -98,7 +98,7 @@ func softmaxStrided(y []float64, outer, d, inner int) {
 // normalized shape. Statistics are computed in float64; the optional Mean
 // and InvStdDev outputs have stash_type's type (float32 by default) and
 // shape x.shape[:axis] followed by ones.
-func layerNormOp(n *node, in []*value) ([]*value, error) {
+func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, scale, bias := in[0], in[1], input(in, 2)
 	if !x.dtype.IsFloat() {
 		return nil, errDType(x, "float32 or float64")

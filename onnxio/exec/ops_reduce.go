@@ -21,7 +21,7 @@ const (
 // all axes, unless noop_with_empty_axes makes it the identity; keepdims
 // (default 1) keeps reduced axes with size 1.
 func reduceOp(kind reduction, axesInputSince int) opFunc {
-	return func(n *node, in []*value) ([]*value, error) {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		x := in[0]
 		axes, _, err := axesOf(n, in, axesInputSince)
 		if err != nil {

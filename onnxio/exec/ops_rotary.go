@@ -31,7 +31,7 @@ type rotaryPlan struct {
 }
 
 // rotaryOp is the kernel of RotaryEmbedding.
-func rotaryOp(n *node, in []*value) ([]*value, error) {
+func rotaryOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	p, err := planRotary(n, in)
 	if err != nil {
 		return nil, err

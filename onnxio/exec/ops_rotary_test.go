@@ -139,7 +139,7 @@ func TestRotaryMatchesReference(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			in := c.inputs(uint64(i))
 			n := c.node()
-			got, err := n.spec.run(n, in)
+			got, err := n.spec.run(testRun, n, in)
 			require.NoError(t, err)
 			assertValue(t, c.reference(), got[0])
 		})
@@ -148,7 +148,7 @@ func TestRotaryMatchesReference(t *testing.T) {
 	x := f32(dims(1, 1, 2, 2), 1, 2, 1, 2)
 	cos, sin := f32(dims(2, 1), 1, 0), f32(dims(2, 1), 0, 1)
 	n := (&rotaryCase{}).node()
-	got, err := n.spec.run(n, []*value{x, cos, sin, i64(dims(1, 2), 0, 1)})
+	got, err := n.spec.run(testRun, n, []*value{x, cos, sin, i64(dims(1, 2), 0, 1)})
 	require.NoError(t, err)
 	assertValue(t, f32(dims(1, 1, 2, 2), 1, 2, -2, 1), got[0])
 }
@@ -185,7 +185,7 @@ func TestRotaryErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := &node{op: "RotaryEmbedding", opset: 23, spec: ops["RotaryEmbedding"], attrs: c.attrs, out: []int{0}}
-			_, err := n.spec.run(n, c.in)
+			_, err := n.spec.run(testRun, n, c.in)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.err)
 		})

@@ -6,11 +6,11 @@ import (
 
 // identityOp is the kernel of Identity: values are immutable, so the input
 // itself is the output.
-func identityOp(n *node, in []*value) ([]*value, error) { return one(in[0]) }
+func identityOp(rc *runCtx, n *node, in []*value) ([]*value, error) { return one(in[0]) }
 
 // transposeOp is the kernel of Transpose; perm defaults to reversing the
 // axes.
-func transposeOp(n *node, in []*value) ([]*value, error) {
+func transposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	r := x.rank()
 	perm := make([]int, r)
@@ -38,7 +38,7 @@ func transposeOp(n *node, in []*value) ([]*value, error) {
 }
 
 // reshapeOp is the kernel of Reshape (opset 5 on, shape as an input).
-func reshapeOp(n *node, in []*value) ([]*value, error) {
+func reshapeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	spec, err := ints(in[1])
 	if err != nil {
@@ -99,7 +99,7 @@ func reshapeTarget(in []int, spec []int64, allowZero bool) ([]int, error) {
 }
 
 // flattenOp is the kernel of Flatten: a 2-D reshape at axis (default 1).
-func flattenOp(n *node, in []*value) ([]*value, error) {
+func flattenOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	r := x.rank()
 	axis := int(n.attrInt("axis", 1))
@@ -114,7 +114,7 @@ func flattenOp(n *node, in []*value) ([]*value, error) {
 
 // shapeOp is the kernel of Shape; start and end (opset 15) select a range
 // of dimensions and are clamped to the rank, as the spec says.
-func shapeOp(n *node, in []*value) ([]*value, error) {
+func shapeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	r := int64(x.rank())
 	clamp := func(i int64) int {
@@ -133,7 +133,7 @@ func shapeOp(n *node, in []*value) ([]*value, error) {
 
 // sizeOp is the kernel of Size: the number of elements, as an int64
 // scalar.
-func sizeOp(n *node, in []*value) ([]*value, error) {
+func sizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	return one(scalarOf(int64(in[0].size())))
 }
 
@@ -157,7 +157,7 @@ func axesOf(n *node, in []*value, since int) ([]int64, bool, error) {
 
 // unsqueezeOp is the kernel of Unsqueeze: axes (attribute before 13,
 // input from 13) are positions in the output.
-func unsqueezeOp(n *node, in []*value) ([]*value, error) {
+func unsqueezeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	axes, ok, err := axesOf(n, in, 13)
 	if err != nil {
@@ -189,7 +189,7 @@ func unsqueezeOp(n *node, in []*value) ([]*value, error) {
 
 // squeezeOp is the kernel of Squeeze: it removes the given axes (which
 // must have size 1), or every axis of size 1 when none are given.
-func squeezeOp(n *node, in []*value) ([]*value, error) {
+func squeezeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	axes, ok, err := axesOf(n, in, 13)
 	if err != nil {

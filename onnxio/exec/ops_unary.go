@@ -9,7 +9,7 @@ import (
 // numpy reference does for Erf and as close as one rounding gets for the
 // others.
 func floatOp(g func(float64) float64) opFunc {
-	return func(n *node, in []*value) ([]*value, error) {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		switch x := in[0]; x.dtype {
 		case Float32:
 			return one(unaryMap(x, Float32, func(e float32) float32 { return float32(g(float64(e))) }))
@@ -28,7 +28,7 @@ func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 func reciprocal(x float64) float64 { return 1 / x }
 
 // isNaNOp is the kernel of IsNaN.
-func isNaNOp(n *node, in []*value) ([]*value, error) {
+func isNaNOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	switch x := in[0]; x.dtype {
 	case Float32:
 		return one(unaryMap(x, Bool, func(e float32) bool { return e != e }))
@@ -67,7 +67,7 @@ func signedFunc[T number](op signed) func(T) T {
 
 // signedOp is the kernel of Abs, Neg and Relu.
 func signedOp(op signed) opFunc {
-	return func(n *node, in []*value) ([]*value, error) {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		switch x := in[0]; x.dtype {
 		case Float32:
 			return one(unaryMap(x, x.dtype, signedFunc[float32](op)))

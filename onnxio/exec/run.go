@@ -41,6 +41,7 @@ func (g *Graph) Run(inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, 
 // run executes the graph on values and returns the outputs in declaration
 // order; it is Run without the conversions to and from *tensor.Dense.
 func (g *Graph) run(inputs map[string]*value) (outs []*value, err error) {
+	rc := newRunCtx(nil, nil)
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("exec: internal error: %v", r)
@@ -51,7 +52,7 @@ func (g *Graph) run(inputs map[string]*value) (outs []*value, err error) {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
 	for _, n := range g.nodes {
-		if err := runNode(n, env); err != nil {
+		if err := runNode(rc, n, env); err != nil {
 			return nil, fmt.Errorf("exec: %w", err)
 		}
 	}
@@ -65,7 +66,7 @@ func (g *Graph) run(inputs map[string]*value) (outs []*value, err error) {
 // runNode runs one node on the environment: it gathers the inputs, turns a
 // panic in the op into an error naming the node, stores the outputs and
 // drops the values this node was the last to read.
-func runNode(n *node, env []*value) (err error) {
+func runNode(rc *runCtx, n *node, env []*value) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("node %s (%s): internal error: %v", n.label(), n.op, r)
@@ -77,7 +78,7 @@ func runNode(n *node, env []*value) (err error) {
 			in[k] = env[s]
 		}
 	}
-	outs, err := n.spec.run(n, in)
+	outs, err := n.spec.run(rc, n, in)
 	if err != nil {
 		return fmt.Errorf("node %s (%s): %w", n.label(), n.op, err)
 	}

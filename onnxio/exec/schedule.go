@@ -65,7 +65,7 @@ func (b *builder) foldConstants(order []*node) error {
 		if n.op != "Constant" {
 			continue
 		}
-		outs, err := n.spec.run(n, nil)
+		outs, err := n.spec.run(newRunCtx(nil, nil), n, nil)
 		if err != nil {
 			return fmt.Errorf("node %s (%s): %w", n.label(), n.op, err)
 		}
