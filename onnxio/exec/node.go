@@ -123,12 +123,17 @@ type opSpec struct {
 	// minOut and maxOut bound the number of outputs (maxOut -1: variadic).
 	minOut, maxOut int
 	// attrs lists the attributes the op accepts, with their kinds; any
-	// other attribute is an error, since ignoring it could change results.
+	// other attribute is ignored with a warning, as ONNX Runtime ignores it.
 	attrs map[string]attrKind
 	// movedToInput lists attributes that later opsets replaced by inputs,
 	// with the version that did: a node of that opset or later carrying
 	// one is an error, since the kernel would silently ignore it.
 	movedToInput map[string]int
+	// runtimeSince, when set, is the first opset at which ONNX Runtime runs
+	// the op in the default domain although ONNX standardized it only at
+	// since (LayerNormalization: 1, not 17). Real files rely on it, so such
+	// nodes run with a warning.
+	runtimeSince int
 	run          opFunc
 }
 

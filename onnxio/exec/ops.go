@@ -58,7 +58,7 @@ var ops = map[string]*opSpec{
 		attrs: map[string]attrKind{"axis": attrInt}},
 	"Attention":       attentionSpec, // ops_attention.go
 	"RotaryEmbedding": rotarySpec,    // ops_rotary.go
-	"LayerNormalization": {since: 17, minIn: 2, maxIn: 3, minOut: 1, maxOut: 3, run: layerNormOp,
+	"LayerNormalization": {since: 17, runtimeSince: 1, minIn: 2, maxIn: 3, minOut: 1, maxOut: 3, run: layerNormOp,
 		attrs: map[string]attrKind{"axis": attrInt, "epsilon": attrFloat, "stash_type": attrInt}},
 	"ReduceSum":  reduceSpec(opReduceSum, 13),
 	"ReduceMean": reduceSpec(opReduceMean, 18),

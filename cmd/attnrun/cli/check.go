@@ -125,7 +125,7 @@ func checkPreset(w io.Writer, name string, f checkFlags) error {
 // checkDataSets compares an ONNX file's outputs with its test-data sets,
 // with progress on stderr: a bar on a terminal, and a summary line.
 func checkDataSets(stdout, stderr io.Writer, path string, f checkFlags) error {
-	file, err := openONNX(path, f.executor)
+	file, err := openONNX(stderr, path, f.executor)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,9 @@ type onnxFile struct {
 }
 
 // openONNX reads an ONNX file once and prepares it for run and check.
-func openONNX(path string, executor bool) (*onnxFile, error) {
+// What the executor accepts only because ONNX Runtime does (Graph.Warnings)
+// is printed to warn.
+func openONNX(warn io.Writer, path string, executor bool) (*onnxFile, error) {
 	m, err := onnxio.ReadModel(path)
 	if err != nil {
 		return nil, err
@@ -45,6 +47,9 @@ func openONNX(path string, executor bool) (*onnxFile, error) {
 	g, err := exec.New(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, w := range g.Warnings() {
+		fmt.Fprintf(warn, "attnrun: warning: %s: %s\n", path, w)
 	}
 	return &onnxFile{graph: g}, nil
 }
@@ -109,8 +114,8 @@ func (f *onnxFile) run(inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 
 // runONNX executes an ONNX file on --input tensors given in the order of
 // its inputs, and prints or writes the outputs.
-func runONNX(stdout io.Writer, path string, executor bool, inputPaths, outputPaths []string) error {
-	f, err := openONNX(path, executor)
+func runONNX(stdout, stderr io.Writer, path string, executor bool, inputPaths, outputPaths []string) error {
+	f, err := openONNX(stderr, path, executor)
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func runModel(cmd *cobra.Command, target string, f runFlags) error {
 		if isBatch {
 			return runONNXBatch(cmd, target, batch, f)
 		}
-		return runONNX(cmd.OutOrStdout(), target, f.executor, f.inputs, f.outputs)
+		return runONNX(cmd.OutOrStdout(), cmd.ErrOrStderr(), target, f.executor, f.inputs, f.outputs)
 	}
 	if len(f.outputs) > 1 {
 		return usageError{fmt.Errorf("a model has one output, got %d --output", len(f.outputs))}
@@ -196,7 +196,7 @@ func runModelBatch(cmd *cobra.Command, src *source, batch string, f runFlags, ru
 // runONNXBatch runs a single-input ONNX file once per tensor of a
 // directory or archive.
 func runONNXBatch(cmd *cobra.Command, path, batch string, f runFlags) error {
-	file, err := openONNX(path, f.executor)
+	file, err := openONNX(cmd.ErrOrStderr(), path, f.executor)
 	if err != nil {
 		return err
 	}
