@@ -86,13 +86,18 @@ type ExportOptions struct {
 // ExportOptions.Widths); an input a layer reads as an attention mask is
 // float32 of the rank that layer declares (see MaskInputs), bool masks
 // given as 0 and 1, since models take float32 tensors only. Its output is
-// "y", shaped (batch, seq, width). Exports are
+// "y", shaped (batch, seq, width) (in the order of the output layer's
+// input, for a sequence-first nn.MultiheadAttention). Exports are
 // batched: a caller with a (T, d) tensor feeds it as (1, T, d), which is
 // what attnrun's layers compute for it. Sequences may be as long as the
 // model accepts: beyond the context_length of a causal layer or a position
 // embedding the graph fails, as attnrun does (a non-causal
 // attention.multihead has nothing that depends on its context_length in
 // the graph, and accepts longer sequences).
+//
+// With ExportOptions.Interface, the inputs and the output are declared as
+// it says instead (another file's, for a drop-in replacement), and the
+// graph adapts them to the layers.
 //
 // Every parameter becomes an initializer under its model name
 // ("attn.W_query.weight") in PyTorch's layout, nn.Linear weights (out, in),
