@@ -71,6 +71,10 @@ type ExportOptions struct {
 	// single width fits (a model without parameters accepts any), the axis
 	// stays symbolic ("d").
 	Widths map[string]int
+	// Interface, when set, declares the graph's inputs and output as
+	// given instead of as (batch, seq, d) and "y", the graph adapting them
+	// to what the layers read (see Interface).
+	Interface *Interface
 }
 
 // Export writes a model as an ONNX graph of standard ops, each layer
@@ -82,13 +86,18 @@ type ExportOptions struct {
 // ExportOptions.Widths); an input a layer reads as an attention mask is
 // float32 of the rank that layer declares (see MaskInputs), bool masks
 // given as 0 and 1, since models take float32 tensors only. Its output is
-// "y", shaped (batch, seq, width). Exports are
+// "y", shaped (batch, seq, width) (in the order of the output layer's
+// input, for a sequence-first nn.MultiheadAttention). Exports are
 // batched: a caller with a (T, d) tensor feeds it as (1, T, d), which is
 // what attnrun's layers compute for it. Sequences may be as long as the
 // model accepts: beyond the context_length of a causal layer or a position
 // embedding the graph fails, as attnrun does (a non-causal
 // attention.multihead has nothing that depends on its context_length in
 // the graph, and accepts longer sequences).
+//
+// With ExportOptions.Interface, the inputs and the output are declared as
+// it says instead (another file's, for a drop-in replacement), and the
+// graph adapts them to the layers.
 //
 // Every parameter becomes an initializer under its model name
 // ("attn.W_query.weight") in PyTorch's layout, nn.Linear weights (out, in),
@@ -131,14 +140,9 @@ func Export(m *models.Model, opts ExportOptions) (*onnxpb.ModelProto, error) {
 	}
 
 	g := newGraph(opset)
-	values := map[string]string{} // model input or layer name -> ONNX value
-	for _, in := range cfg.Inputs {
-		values[in] = in
-		g.reserve(in)
-		g.widths[in] = widths[in]
-	}
-	for _, p := range m.Params() {
-		g.reserve(p.Name)
+	values, err := g.declareInputs(m, opts.Interface, widths, layouts)
+	if err != nil {
+		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
 	}
 	for i := range cfg.Layers {
 		spec := &cfg.Layers[i]
@@ -149,7 +153,10 @@ func Export(m *models.Model, opts ExportOptions) (*onnxpb.ModelProto, error) {
 		values[spec.Name] = out
 	}
 
-	output := g.setOutput(values[cfg.Output], cfg.Inputs)
+	inputs, output, err := g.declareOutput(cfg, opts.Interface, values[cfg.Output], widths, layouts)
+	if err != nil {
+		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
+	}
 	initializers, err := paramInitializers(m)
 	if err != nil {
 		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
@@ -162,8 +169,8 @@ func Export(m *models.Model, opts ExportOptions) (*onnxpb.ModelProto, error) {
 			Name:        proto.String(cfg.Name),
 			Node:        g.nodes,
 			Initializer: initializers,
-			Input:       inputInfos(cfg.Inputs, widths, layouts),
-			Output:      []*onnxpb.ValueInfoProto{outputInfo(output, cfg.Inputs, g.widths[output])},
+			Input:       inputs,
+			Output:      []*onnxpb.ValueInfoProto{output},
 		},
 	}
 	if cfg.Description != "" {
@@ -223,19 +230,88 @@ func callExporter(e registry.Exporter, b *layerBuilder, inputs []string) (out st
 	return e.ExportONNX(b, slices.Clone(inputs))
 }
 
-// setOutput makes the model's output value the graph output named
-// OutputName (or OutputName_N when a model input already has that name):
-// the node producing it is renamed, or an Identity added when the output is
-// a graph input.
-func (g *graph) setOutput(value string, inputs []string) string {
+// declareInputs names the values that hold the model's inputs for the
+// layers: the inputs themselves, or with an Interface the values adapted
+// from the declared inputs. Every graph input and parameter name is
+// reserved, so that no node writes over one.
+func (g *graph) declareInputs(m *models.Model, iface *Interface, widths map[string]int, layouts map[string][]string) (map[string]string, error) {
+	cfg := m.Config()
+	params := m.Params()
+	values := map[string]string{} // model input or layer name -> ONNX value
+	if iface == nil {
+		for _, in := range cfg.Inputs {
+			values[in] = in
+			g.reserve(in)
+			g.widths[in] = widths[in]
+		}
+		for _, p := range params {
+			g.reserve(p.Name)
+		}
+		return values, nil
+	}
+	if err := checkInterface(iface, cfg, params); err != nil {
+		return nil, err
+	}
+	for _, p := range params {
+		g.reserve(p.Name)
+	}
+	for _, vi := range iface.Inputs {
+		g.reserve(vi.GetName())
+	}
+	g.reserve(iface.Output.GetName())
+	for i, in := range cfg.Inputs {
+		dims := layouts[in]
+		if dims == nil {
+			dims = tokenDims
+		}
+		v, err := g.adaptInput(iface.Inputs[i], dims)
+		if err != nil {
+			return nil, fmt.Errorf("interface: %w", err)
+		}
+		values[in] = v
+		g.widths[v] = widths[in]
+	}
+	return values, nil
+}
+
+// declareOutput makes value the graph's output and returns the graph's
+// input and output declarations: attnrun's own (see inputInfos and
+// outputInfo), or with an Interface its declarations, value adapted to
+// the declared output.
+func (g *graph) declareOutput(cfg *models.Config, iface *Interface, value string, widths map[string]int, layouts map[string][]string) ([]*onnxpb.ValueInfoProto, *onnxpb.ValueInfoProto, error) {
+	dims := outputLayout(cfg, layouts)
+	if iface == nil {
+		name := outputName(cfg.Inputs)
+		g.nameOutput(value, name)
+		return inputInfos(cfg.Inputs, widths, layouts), outputInfo(name, dims, len(cfg.Inputs), g.widths[name]), nil
+	}
+	if err := g.adaptOutput(value, iface.Output, dims); err != nil {
+		return nil, nil, fmt.Errorf("interface: %w", err)
+	}
+	return clonedInfos(iface.Inputs), clonedInfos([]*onnxpb.ValueInfoProto{iface.Output})[0], nil
+}
+
+// outputName is OutputName, or OutputName_N when a model input already has
+// that name.
+func outputName(inputs []string) string {
 	name := OutputName
 	for i := 1; slices.Contains(inputs, name); i++ {
 		name = fmt.Sprintf("%s_%d", OutputName, i)
 	}
+	return name
+}
+
+// nameOutput makes value the graph output called name: the node producing
+// it is renamed, or an Identity added when value is a graph input or the
+// output of no node.
+func (g *graph) nameOutput(value, name string) {
+	if value == name {
+		return
+	}
 	if !g.produced[value] {
 		g.addNode("Identity", "/Identity", []string{value}, []string{name}, nil)
 		g.widths[name] = g.widths[value]
-		return name
+		return
 	}
 	for _, n := range g.nodes {
 		for i, v := range n.Input {
@@ -250,7 +326,6 @@ func (g *graph) setOutput(value string, inputs []string) string {
 		}
 	}
 	g.widths[name] = g.widths[value]
-	return name
 }
 
 // paramInitializers stores every model parameter under its model name, in
@@ -302,19 +377,25 @@ func inputInfos(inputs []string, widths map[string]int, layouts map[string][]str
 	return infos
 }
 
-// outputInfo declares the graph output: (batch, seq, width). Its sequence
-// axis is the input's for a one-input model and left unnamed otherwise (it
-// may follow any input); its width is fixed when the export knows it.
-func outputInfo(name string, inputs []string, width int) *onnxpb.ValueInfoProto {
+// outputInfo declares the graph output: (batch, seq, width), its axes in
+// the order of the output layer (dims). Its sequence axis is the input's
+// for a one-input model and left unnamed otherwise (it may follow any
+// input); its width is fixed when the export knows it.
+func outputInfo(name string, dims []string, inputs int, width int) *onnxpb.ValueInfoProto {
 	seq := Dim{}
-	if len(inputs) == 1 {
+	if inputs == 1 {
 		seq = SymbolicDim("seq")
 	}
 	d := Dim{}
 	if width > 0 {
 		d = FixedDim(int64(width))
 	}
-	return TensorValueInfo(name, Float, []Dim{SymbolicDim("batch"), seq, d})
+	axes := map[string]Dim{"batch": SymbolicDim("batch"), "seq": seq, "d": d}
+	shape := make([]Dim, len(dims))
+	for k, axis := range dims {
+		shape[k] = axes[axis]
+	}
+	return TensorValueInfo(name, Float, shape)
 }
 
 // quoteNames lists names for an error message.

@@ -116,10 +116,10 @@ func (b *layerBuilder) NodeOutputs(op string, inputs []string, n int, attrs ...r
 		b.fail("node %s: %d outputs requested, want at least 1", op, n)
 		n = 1
 	}
-	name := b.nodeName(op)
+	name := b.nodeName(op, n)
 	outputs := make([]string, n)
 	for i := range outputs {
-		outputs[i] = name + "_output_" + strconv.Itoa(i)
+		outputs[i] = outputValue(name, i)
 	}
 	for _, in := range inputs {
 		if in != "" && !b.g.defined(in) {
@@ -139,19 +139,28 @@ func (b *layerBuilder) NodeOutputs(op string, inputs []string, n int, attrs ...r
 	return outputs
 }
 
-// nodeName returns the next unused node name for op under the layer's path.
-func (b *layerBuilder) nodeName(op string) string {
+// nodeName returns the next node name for op under the layer's path that
+// is unused, as are the names of its n outputs (a graph input an Interface
+// declares may have any name).
+func (b *layerBuilder) nodeName(op string, n int) string {
 	for {
 		name := b.path + "/" + op
 		if k := b.counts[op]; k > 0 {
 			name += "_" + strconv.Itoa(k)
 		}
 		b.counts[op]++
-		if !b.g.names[name] {
+		free := !b.g.names[name]
+		for i := 0; i < n && free; i++ {
+			free = !b.g.names[outputValue(name, i)]
+		}
+		if free {
 			return name
 		}
 	}
 }
+
+// outputValue names output i of a node: "/attn/MatMul_1_output_0".
+func outputValue(node string, i int) string { return node + "_output_" + strconv.Itoa(i) }
 
 func (b *layerBuilder) ConstInt64(values []int64, dims ...int64) string {
 	return b.constant(Int64, len(values), dims, func() []byte {

@@ -93,7 +93,7 @@ func (s *Subgraph) Validate() error {
 			}
 			shape[i] = int(d.Value)
 		}
-		if info.DType != exec.Float32 || len(shape) == 0 || product(shape) > 1<<28 {
+		if n := product(shape); info.DType != exec.Float32 || len(shape) == 0 || n < 0 || n > 1<<28 {
 			return fmt.Errorf("parameter %q must be a float32 tensor of rank ≥ 1 and at most 2^28 elements", info.Name)
 		}
 		t := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(make([]float32, product(shape))))

@@ -15,7 +15,6 @@ import (
 
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/lift"
-	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
 type importFlags struct {
@@ -45,9 +44,13 @@ inputs before anything is written: a lift that does not reproduce the graph is
 an error. import prints the model config and the mapping table (graph tensor ->
 parameter, with any transpose or split applied) and writes OUT.onnx: the model
 exported as a graph of standard ops with the config in its metadata, so that
-attnrun run and attnrun check run it on attnrun's layers. When some layer has
-no ONNX exporter, OUT.onnx keeps the source graph's nodes and adds the
-parameters as initializers instead.
+attnrun run and attnrun check run it on attnrun's layers. OUT.onnx replaces
+IN.onnx: it declares the same inputs and outputs (names, element types, ranks,
+fixed and symbolic dimensions), so that an unbatched (T, d) export stays
+(T, d) and a bool mask stays bool, in ONNX Runtime as in attnrun. When some
+layer has no ONNX exporter, or the graph also returns attention weights,
+OUT.onnx keeps the source graph's nodes and adds the parameters as
+initializers instead.
 
 What cannot be lifted is named (node, op, reason) and import exits 1; with
 --partial those parts become onnx.subgraph layers, ONNX subgraphs the executor
@@ -94,9 +97,9 @@ func importModel(w io.Writer, path string, f importFlags) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	printLift(w, res)
-	out, note, err := liftedONNX(src, res, f.opset)
+	out, note, err := lift.Export(src, res, onnxio.ExportOptions{Opset: f.opset})
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err := onnxio.WriteModel(f.output, out); err != nil {
 		return err
@@ -112,32 +115,6 @@ func importModel(w io.Writer, path string, f importFlags) error {
 		fmt.Fprintf(w, "wrote %s\n", f.configOut)
 	}
 	return nil
-}
-
-// liftedONNX writes a lifted model as an attnrun ONNX file: exported as a
-// graph of standard ops when every layer can be, else the source graph
-// with the parameters added (see lift.Annotate).
-func liftedONNX(src *onnxpb.ModelProto, res *lift.Result, opset int) (*onnxpb.ModelProto, string, error) {
-	if res.Attnrun {
-		return src, "the file was written by attnrun: its model is written back unchanged", nil
-	}
-	m, err := onnxio.Export(res.Model, onnxio.ExportOptions{Opset: opset})
-	if err == nil {
-		outputs := append([]lift.Output(nil), res.Outputs...)
-		outputs[0].Name = m.GetGraph().GetOutput()[0].GetName()
-		if err := lift.SetOutputs(m, outputs); err != nil {
-			return nil, "", err
-		}
-		if len(outputs) > 1 {
-			return m, "the exported graph returns the model's output only; attnrun run and check also return the attention weights (metadata " + lift.MetadataOutputs + ")", nil
-		}
-		return m, "", nil
-	}
-	annotated, aerr := lift.Annotate(src, res)
-	if aerr != nil {
-		return nil, "", fmt.Errorf("cannot write the lifted model: %v; %v", err, aerr)
-	}
-	return annotated, fmt.Sprintf("the model cannot be exported as attnrun's own graph (%v); the file keeps the source graph's nodes, with the parameters added as initializers", err), nil
 }
 
 // printLift shows what was lifted: the config, the mapping table, the
