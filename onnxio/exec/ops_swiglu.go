@@ -19,10 +19,10 @@ func swigluOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, errDType(a, "float32 or float64")
 	}
 	if b.dtype != a.dtype {
-		return nil, fmt.Errorf("B is %s, A is %s: they must have the same element type", b.describe(), a.describe())
+		return nil, fmt.Errorf("input B is %s and A %s: they must have the same element type", b.describe(), a.describe())
 	}
 	if !equalShapes(a.shape, b.shape) {
-		return nil, fmt.Errorf("A is %s and B is %s: SwiGLU needs identical shapes (it does not broadcast)", a.describe(), b.describe())
+		return nil, fmt.Errorf("inputs A %s and B %s differ in shape; SwiGLU does not broadcast", a.describe(), b.describe())
 	}
 	y, err := rc.alloc(n, a.dtype, a.shape)
 	if err != nil {

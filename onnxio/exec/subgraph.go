@@ -77,7 +77,7 @@ func (b *builder) prepareSubgraphs(n *node, aps []*onnxpb.AttributeProto) error 
 // keeps their values exactly those the graph names).
 func (b *builder) subgraph(n *node, name string, gp *onnxpb.GraphProto) (*subgraph, error) {
 	if gp == nil {
-		return nil, errors.New("is a GRAPH attribute without a graph")
+		return nil, errors.New("holds no graph")
 	}
 	body := &builder{
 		g:        &Graph{opset: b.g.opset, defaults: map[string]int{}},
