@@ -70,8 +70,9 @@ func (g *Graph) Warnings() []string { return slices.Clone(g.warnings) }
 // New prepares a model for execution. Every problem that does not depend
 // on the input values is reported here rather than during Run: an op the
 // executor does not implement at the model's opset, an operator domain
-// other than the default one, an unknown attribute, an input nothing
-// produces, a cycle, an unsupported element type.
+// it does not implement or the model does not import, an input nothing
+// produces (in the graph or a subgraph), a cycle, an unsupported element
+// type.
 func New(m *onnxpb.ModelProto) (*Graph, error) {
 	return newGraph(m, true)
 }
