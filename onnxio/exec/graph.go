@@ -70,8 +70,9 @@ func (g *Graph) Warnings() []string { return slices.Clone(g.warnings) }
 // New prepares a model for execution. Every problem that does not depend
 // on the input values is reported here rather than during Run: an op the
 // executor does not implement at the model's opset, an operator domain
-// other than the default one, an unknown attribute, an input nothing
-// produces, a cycle, an unsupported element type.
+// it does not implement or the model does not import, an input nothing
+// produces (in the graph or a subgraph), a cycle, an unsupported element
+// type.
 func New(m *onnxpb.ModelProto) (*Graph, error) {
 	return newGraph(m, true)
 }
@@ -86,7 +87,8 @@ func newGraph(m *onnxpb.ModelProto, fuse bool) (*Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	b := &builder{g: &Graph{opset: opset, defaults: map[string]int{}}, slots: map[string]int{}, fuse: fuse, prepared: map[int]*node{}}
+	b := &builder{g: &Graph{opset: opset, defaults: map[string]int{}}, slots: map[string]int{}, fuse: fuse, prepared: map[int]*node{},
+		imports: opsetImports(m)}
 	if err := b.build(m.GetGraph()); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
@@ -114,6 +116,8 @@ type builder struct {
 	known    []bool         // by slot: initializer or graph input
 	fuse     bool           // rewrite attention chains and bias adds into fused nodes
 	prepared map[int]*node  // by node index: the nodes prepared so far
+	imports  map[string]int // the model's opset versions by domain ("" for the default)
+	scope    *scope         // for a subgraph body: its enclosing graph (subgraph.go); nil for the model's graph
 }
 
 // warn records a leniency of New; see Graph.Warnings.
@@ -209,7 +213,7 @@ func (b *builder) graphOutputs(vis []*onnxpb.ValueInfoProto) error {
 		if err != nil {
 			return fmt.Errorf("output %q: %w", name, err)
 		}
-		s, ok := b.slots[name]
+		s, ok := b.lookup(name)
 		if !ok || (!b.known[s] && b.producer[s] < 0) {
 			return fmt.Errorf("output %q is not produced by any node, nor an input or initializer", name)
 		}

@@ -47,13 +47,15 @@ func (e unsupportedOpError) Error() string {
 
 // prepareNode resolves one node; see prepareNodes.
 func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
-	n := &node{index: i, name: np.GetName(), op: np.GetOpType(), opset: b.g.opset}
+	n := &node{index: i, name: np.GetName(), op: np.GetOpType()}
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("node %s: op %q "+format, append([]any{n.label(), n.op}, args...)...)
 	}
-	if d := np.GetDomain(); d != "" && d != "ai.onnx" {
-		return nil, fail("is in domain %q; only the default ONNX domain (ai.onnx) is supported", d)
+	opset, err := b.domainOpset(np.GetDomain())
+	if err != nil {
+		return nil, fail("%w", err)
 	}
+	n.op, n.opset = opKey(np.GetDomain(), np.GetOpType()), opset
 	spec, ok := ops[n.op]
 	if !ok {
 		return nil, unsupportedOpError{n.label(), n.op, n.opset}
@@ -64,6 +66,9 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 		}
 		b.warn("node %s: op %q at opset %d runs with its opset-%d semantics, as ONNX Runtime does (ONNX standardized it at opset %d)",
 			n.label(), n.op, n.opset, spec.since, spec.since)
+	}
+	if v, ok := unimplementedRevisions[n.op]; ok && n.opset >= v {
+		return nil, fail("(opset %d) is not supported: its version %d is not implemented (up to opset %d)", n.opset, v, v-1)
 	}
 	n.spec = spec
 	ins, outs := np.GetInput(), np.GetOutput()
@@ -84,13 +89,21 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	for k, name := range ins {
 		switch {
 		case name != "":
-			n.in = append(n.in, b.slot(name))
+			n.in = append(n.in, b.ref(name))
 		case k < spec.minIn:
 			return nil, fail("needs input %d, which is empty", k)
 		default:
 			n.in = append(n.in, -1)
 		}
 		n.inName = append(n.inName, name)
+	}
+	if err := b.prepareSubgraphs(n, np.GetAttribute()); err != nil {
+		return nil, fail("%w", err)
+	}
+	if spec.check != nil {
+		if err := spec.check(n); err != nil {
+			return nil, fail("%w", err)
+		}
 	}
 	for _, name := range outs {
 		if name == "" {
@@ -193,6 +206,8 @@ func inferKind(ap *onnxpb.AttributeProto) attrKind {
 		return attrString
 	case ap.T != nil:
 		return attrTensor
+	case ap.G != nil:
+		return attrGraph
 	case len(ap.Floats) > 0:
 		return attrFloats
 	case len(ap.Ints) > 0:
