@@ -1,10 +1,13 @@
 package layers
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
 	"github.com/attnrun/attnrun/internal/kernels"
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/registry"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
@@ -128,6 +131,32 @@ func TestNonFiniteGoldensAreNotTrivial(t *testing.T) {
 		got := w.Data[5 : 5+5]
 		for _, x := range got {
 			require.Equal(t, want, math.IsNaN(float64(x)), "masked_rows %s: %v", rows, got)
+		}
+	}
+}
+
+// TestNonFiniteExportsAgainstPyTorch exports every case's layer as a
+// one-layer model at each of liveOpsets and runs it on the executor: the
+// graph must give PyTorch's NaN, infinities and finite numbers too.
+func TestNonFiniteExportsAgainstPyTorch(t *testing.T) {
+	cases, err := loadNonFiniteCases()
+	require.NoError(t, err)
+	for name, c := range cases {
+		for _, opset := range liveOpsets {
+			t.Run(fmt.Sprintf("%s/opset%d", name, opset), func(t *testing.T) {
+				m := c.model(t)
+				pb, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
+				require.NoError(t, err)
+				g, err := exec.New(pb)
+				require.NoError(t, err)
+				feeds := map[string]*tensor.Dense{}
+				for i, vi := range pb.GetGraph().GetInput() {
+					feeds[vi.GetName()] = c.fedAs(c.inputs()[i], len(onnxio.Dims(vi)), m, i)
+				}
+				outs, err := g.Run(feeds)
+				require.NoError(t, err)
+				requireSameNumbers(t, c.Output.Data, floats(outs[onnxio.OutputName]), "output")
+			})
 		}
 	}
 }

@@ -154,16 +154,20 @@ def sdpa_cases():
                 torch.manual_seed(201)
                 cases[f"sdpa_{name}_t{token}_{pname}"] = sdpa_case(config, xp, mask=mask)
     # Cross-attention with more queries than keys, aligned bottom-right: the
-    # first query sees no key. The memory is poisoned.
+    # first query sees no key. The memory is poisoned (its keys and values),
+    # or the queries alone.
     torch.manual_seed(202)
     xq, memory = torch.randn(2, 4, 4), torch.randn(2, 3, 4)
     for token in (0, 2):
         for pname, value in POISONS.items():
             mp = poison(memory, token, value, feature=2)
+            xp = poison(xq, token + 1, value, feature=2)
             for rows in ("zeros", "nan"):
+                config = dict(d=4, num_heads=2, causal=True, masked_rows=rows)
                 torch.manual_seed(203)
-                cases[f"sdpa_cross_{rows}_m{token}_{pname}"] = sdpa_case(
-                    dict(d=4, num_heads=2, causal=True, masked_rows=rows), xq, mp)
+                cases[f"sdpa_cross_{rows}_m{token}_{pname}"] = sdpa_case(config, xq, mp)
+                torch.manual_seed(203)
+                cases[f"sdpa_cross_{rows}_x{token + 1}_{pname}"] = sdpa_case(config, xp, memory)
     return cases
 
 
