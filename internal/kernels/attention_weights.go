@@ -19,10 +19,11 @@ func attendWithWeights(h *Head, opt *AttentionOptions, w []float32, threads int)
 	for i := range tq {
 		row := w[i*tk : (i+1)*tk]
 		n := visibleKeys(i, tq, tk, opt.Causal)
+		empty := h.seesNoKey(i, opt.Causal)
 		switch {
-		case h.seesNoKey(i, opt.Causal) && opt.EmptyRowsNaN:
+		case empty && opt.EmptyRowsNaN:
 			fillNaN(row)
-		case h.seesNoKey(i, opt.Causal):
+		case empty:
 			clear(row)
 		default:
 			if m := h.maskRow(i); m != nil {

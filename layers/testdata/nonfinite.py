@@ -6,7 +6,8 @@ query sees (the first), one that a causal mask hides from the earlier
 queries (the last) or one in between, for the seed layers (written out as
 the notebooks write them: softmax(scores.masked_fill(mask, -inf)) @ V),
 attention.sdpa, nn.MultiheadAttention (with separate query, key and value
-inputs, so that a key can be poisoned without its value) and the norms.
+inputs, so that a key can be poisoned without its value), the norms and
+GELU.
 The format is modern_cases.json's (see testdata/torch/modern.py): NaN is
 null, +-Inf the strings "inf" and "-inf".
 
@@ -199,6 +200,7 @@ def mha_cases():
 
 
 def norm_cases():
+    """LayerNorm, RMSNorm and GELU with one poisoned element."""
     cases = {}
     torch.manual_seed(400)
     x = torch.randn(2, 3, 8)
@@ -212,6 +214,9 @@ def norm_cases():
         m = modern.randomize(modern.RMSNorm(8))
         with torch.no_grad():
             cases[f"rmsnorm_{pname}"] = modern.case("norm.rms", dict(d=8), m, [xp], m(xp))
+        for approximate in ("none", "tanh"):  # GELU(-inf) is -inf·0: NaN
+            cases[f"gelu_{approximate}_{pname}"] = modern.case(
+                "activation.gelu", dict(approximate=approximate), None, [xp], nn.GELU(approximate=approximate)(xp))
     return cases
 
 
