@@ -213,7 +213,7 @@ func modify(rc *runCtx, n *node, name string, x *value, in []*value) (*value, er
 func softmaxLastAxis[C float](x []C, rows, d int) {
 	switch x := any(x).(type) {
 	case []float32:
-		softmaxRows32(x, rows, d)
+		kernels.SoftmaxRows(x, rows, d)
 	case []float64:
 		softmaxStrided(x, rows, d, 1)
 	}
