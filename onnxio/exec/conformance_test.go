@@ -84,6 +84,9 @@ func exclusionRule(m *onnxpb.ModelProto) string {
 		if ok && opset < spec.since {
 			return fmt.Sprintf("%s at opset %d: older semantics than implemented (from opset %d)", n.GetOpType(), opset, spec.since)
 		}
+		if v, revised := unimplementedRevisions[n.GetOpType()]; ok && revised && opset >= v {
+			return fmt.Sprintf("%s at opset %d: version %d is not implemented", n.GetOpType(), opset, v)
+		}
 	}
 	if len(missing) > 0 {
 		return unsupportedOpsReason + strings.Join(missing, ", ")

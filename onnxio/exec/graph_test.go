@@ -93,7 +93,7 @@ func TestNewErrors(t *testing.T) {
 	}{
 		{"nil model", nil, "the model has no graph"},
 		{"no default opset", noOpset, "imports no default-domain (ai.onnx) opset"},
-		{"opset too new", unaryGraph("Neg", 30).model(), "default-domain opset 30 is not supported (1 to 24)"},
+		{"opset too new", unaryGraph("Neg", 30).model(), "default-domain opset 30 is not supported (1 to 26)"},
 		{"unsupported op", graphSpec{inputs: x, outputs: y, nodes: []*onnxpb.NodeProto{
 			nodeP("/attn/MatMul_3", "Foo", []string{"x"}, []string{"y"})}}.model(),
 			`exec: node "/attn/MatMul_3": op "Foo" (opset 17) is not supported; supported: Abs, Add, And, Attention, Cast,`},

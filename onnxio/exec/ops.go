@@ -111,11 +111,24 @@ var ops = map[string]*opSpec{
 		attrs: map[string]attrKind{"ratio": attrFloat, "seed": attrInt}, movedToInput: map[string]int{"ratio": 12}},
 }
 
-// maxOpset is the newest default-domain opset whose semantics the table
-// above is checked against (ONNX 1.19; opset 24 changed only Attention and
-// element types among them). Later opsets are refused rather
-// than run on guesses.
-const maxOpset = 24
+// maxOpset is the newest default-domain opset the executor runs. Opsets
+// 25 (ONNX 1.20) and 26 (ONNX 1.21) changed few ops (ONNX's Changelog, and
+// onnx.defs of ONNX 1.23): 25 added the int2 and uint2 element types to
+// Cast, CastLike, Constant, ConstantOfShape, DequantizeLinear, Flatten,
+// Identity, If, Loop, Pad, QuantizeLinear, Reshape, Scan, Shape, Size,
+// Squeeze, Transpose and Unsqueeze (types the executor refuses anyway), and
+// Attention's left_window_size and right_window_size; 26 added BitCast and
+// CumProd. Ops whose semantics changed in a version the executor does not
+// implement are listed in unimplementedRevisions. Later opsets are refused
+// rather than run on guesses.
+const maxOpset = 26
+
+// unimplementedRevisions lists ops whose semantics changed at a version up
+// to maxOpset that their kernel does not implement, with that version:
+// a node of that opset or later is refused when the graph is prepared.
+var unimplementedRevisions = map[string]int{
+	"Attention": 25, // sliding windows (left_window_size, right_window_size)
+}
 
 // unarySpec describes a one-input, one-output op without attributes.
 func unarySpec(since int, run opFunc) *opSpec {

@@ -61,6 +61,9 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	if n.opset < spec.since {
 		return nil, fail("(opset %d) is not supported: it is implemented from opset %d on", n.opset, spec.since)
 	}
+	if v, ok := unimplementedRevisions[n.op]; ok && n.opset >= v {
+		return nil, fail("(opset %d) is not supported: its version %d is not implemented (up to opset %d)", n.opset, v, v-1)
+	}
 	n.spec = spec
 	ins, outs := np.GetInput(), np.GetOutput()
 	if len(ins) < spec.minIn || spec.maxIn >= 0 && len(ins) > spec.maxIn {
