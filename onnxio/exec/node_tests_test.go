@@ -26,6 +26,8 @@ var nodeTestOps = []string{
 	"Mish", "HardSwish", "Shrink", "PRelu",
 	"Mod", "Sign", "Floor", "Ceil", "Round", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
 	"IsInf", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Sum", "Mean", "CastLike",
+	"ReduceMin", "ReduceProd", "ReduceL1", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin",
+	"LogSoftmax", "RMSNormalization", "LpNormalization", "MeanVarianceNormalization", "InstanceNormalization", "BatchNormalization",
 }
 
 // sharedNodeTestExclusions lists cases of nodeTestOps whose model the
