@@ -28,6 +28,7 @@ var nodeTestOps = []string{
 	"IsInf", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Sum", "Mean", "CastLike",
 	"ReduceMin", "ReduceProd", "ReduceL1", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin",
 	"LogSoftmax", "RMSNormalization", "LpNormalization", "MeanVarianceNormalization", "InstanceNormalization", "BatchNormalization",
+	"GatherElements", "GatherND", "ScatterElements", "ScatterND", "NonZero", "OneHot", "EyeLike",
 }
 
 // sharedNodeTestExclusions lists cases of nodeTestOps whose model the
