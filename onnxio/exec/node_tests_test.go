@@ -29,7 +29,7 @@ var nodeTestOps = []string{
 	"ReduceMin", "ReduceProd", "ReduceL1", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin",
 	"LogSoftmax", "RMSNormalization", "LpNormalization", "MeanVarianceNormalization", "InstanceNormalization", "BatchNormalization",
 	"GatherElements", "GatherND", "ScatterElements", "ScatterND", "NonZero", "OneHot", "EyeLike",
-	"CumSum", "TopK", "Pad",
+	"CumSum", "TopK", "Pad", "Einsum",
 }
 
 // sharedNodeTestExclusions lists cases of nodeTestOps whose model the
