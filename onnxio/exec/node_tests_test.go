@@ -30,6 +30,7 @@ var nodeTestOps = []string{
 	"LogSoftmax", "RMSNormalization", "LpNormalization", "MeanVarianceNormalization", "InstanceNormalization", "BatchNormalization",
 	"GatherElements", "GatherND", "ScatterElements", "ScatterND", "NonZero", "OneHot", "EyeLike",
 	"CumSum", "TopK", "Pad", "Einsum",
+	"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
 }
 
 // sharedNodeTestExclusions lists cases of nodeTestOps whose model the
