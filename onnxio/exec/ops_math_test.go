@@ -25,7 +25,7 @@ func TestMathOps(t *testing.T) {
 		{name: "floor", op: "Floor", opset: 13, in: []*value{f32(dims(3), -1.5, 1.5, 2)}, want: []*value{f32(dims(3), -2, 1, 2)}},
 		{name: "ceil", op: "Ceil", opset: 13, in: []*value{f32(dims(3), -1.5, 1.5, 2)}, want: []*value{f32(dims(3), -1, 2, 2)}},
 		{name: "round half to even", op: "Round", opset: 22, in: []*value{f32(dims(6), 0.5, 1.5, 2.5, -0.5, -1.5, 2.4)}, want: []*value{f32(dims(6), 0, 2, 2, 0, -2, 2)}},
-		{name: "tan", op: "Tan", opset: 7, in: []*value{f32(dims(2), 0, math.Pi / 4)}, want: []*value{f32(dims(2), 0, 1)}},
+		{name: "tan", op: "Tan", opset: 7, in: []*value{f32(dims(2), 0, math.Pi/4)}, want: []*value{f32(dims(2), 0, 1)}},
 		{name: "asin acos atan", op: "Asin", opset: 7, in: []*value{f64(dims(2), 1, 0.5)}, want: []*value{f64(dims(2), math.Pi/2, math.Pi/6)}},
 		{name: "acos", op: "Acos", opset: 7, in: []*value{f64(dims(2), 0, 0.5)}, want: []*value{f64(dims(2), math.Pi/2, math.Pi/3)}},
 		{name: "atan", op: "Atan", opset: 7, in: []*value{f64(dims(1), 1)}, want: []*value{f64(dims(1), math.Pi/4)}},
