@@ -9,14 +9,14 @@ import (
 // ops_normalize.go on values worked out by hand.
 func TestNormalizations(t *testing.T) {
 	r := float32(1 / math.Sqrt(12.5+1e-5)) // RMS of (3, 4) with epsilon 1e-5
-	inv := 1 / math.Sqrt(1.25+1e-5)       // 1/σ of (0, 1, 2, 3) with epsilon 1e-5
+	inv := 1 / math.Sqrt(1.25+1e-5)        // 1/σ of (0, 1, 2, 3) with epsilon 1e-5
 	runOpCases(t, []opCase{
 		{name: "log softmax", op: "LogSoftmax", opset: 13, in: []*value{f32(dims(1, 3), 1, 2, 3)}, want: []*value{f32(dims(1, 3), -2.4076059644, -1.4076059644, -0.4076059644)}},
 		{name: "log softmax axis 0", op: "LogSoftmax", opset: 13, attrs: attrs{"axis": aInt(0)}, in: []*value{f32(dims(2, 1), 0, 0)}, want: []*value{f32(dims(2, 1), -math.Ln2, -math.Ln2)}},
 		{name: "log softmax large", op: "LogSoftmax", opset: 13, in: []*value{f64(dims(2), 1000, 1000)}, want: []*value{f64(dims(2), -math.Ln2, -math.Ln2)}},
-		{name: "log softmax opset 11 flattens", op: "LogSoftmax", opset: 11, in: []*value{f32(dims(1, 2, 2), 0, 0, 0, 0)}, want: []*value{f32(dims(1, 2, 2), -2 * math.Ln2, -2 * math.Ln2, -2 * math.Ln2, -2 * math.Ln2)}},
+		{name: "log softmax opset 11 flattens", op: "LogSoftmax", opset: 11, in: []*value{f32(dims(1, 2, 2), 0, 0, 0, 0)}, want: []*value{f32(dims(1, 2, 2), -2*math.Ln2, -2*math.Ln2, -2*math.Ln2, -2*math.Ln2)}},
 		{name: "rms norm", op: "RMSNormalization", opset: 23, in: []*value{f32(dims(2, 2), 3, 4, 0, 0), f32(dims(2), 1, 2)}, want: []*value{f32(dims(2, 2), 3*r, 8*r, 0, 0)}},
-		{name: "rms norm axis 0", op: "RMSNormalization", opset: 23, attrs: attrs{"axis": aInt(0), "epsilon": aFloat(0)}, in: []*value{f32(dims(2, 1), 3, 4), f32(dims(1), 2)}, want: []*value{f32(dims(2, 1), 6 / float32(math.Sqrt(12.5)), 8 / float32(math.Sqrt(12.5)))}},
+		{name: "rms norm axis 0", op: "RMSNormalization", opset: 23, attrs: attrs{"axis": aInt(0), "epsilon": aFloat(0)}, in: []*value{f32(dims(2, 1), 3, 4), f32(dims(1), 2)}, want: []*value{f32(dims(2, 1), 6/float32(math.Sqrt(12.5)), 8/float32(math.Sqrt(12.5)))}},
 		{name: "rms norm scale shape", op: "RMSNormalization", opset: 23, in: []*value{f32(dims(1, 2), 3, 4), f32(dims(3), 1, 2, 3)}, err: "scale: shape (3) does not broadcast to (2)"},
 		{name: "lp l1 axis 0", op: "LpNormalization", opset: 22, attrs: attrs{"p": aInt(1), "axis": aInt(0)}, in: []*value{f32(dims(2, 2), 1, -2, 3, 4)}, want: []*value{f32(dims(2, 2), 0.25, -1.0/3, 0.75, 2.0/3)}},
 		{name: "lp l2 zero row", op: "LpNormalization", opset: 1, in: []*value{f32(dims(2, 2), 3, 4, 0, 0)}, want: []*value{f32(dims(2, 2), 0.6, 0.8, 0, 0)}},
