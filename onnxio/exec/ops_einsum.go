@@ -94,7 +94,7 @@ func parseEinsum(equation string, in []*value) (*einsumEq, error) {
 	lhs, rhs, explicit := strings.Cut(eq, "->")
 	parts := strings.Split(lhs, ",")
 	if len(parts) != len(in) {
-		return nil, fmt.Errorf("%d labeledValue terms for %d inputs", len(parts), len(in))
+		return nil, fmt.Errorf("%d operand terms for %d inputs", len(parts), len(in))
 	}
 	res := &einsumEq{size: map[int]int{}}
 	maxEllipsis := 0
@@ -102,7 +102,7 @@ func parseEinsum(equation string, in []*value) (*einsumEq, error) {
 	for i, p := range parts {
 		labels, err := parseTerm(p, in[i].rank())
 		if err != nil {
-			return nil, fmt.Errorf("labeledValue %d: %w", i, err)
+			return nil, fmt.Errorf("operand %d: %w", i, err)
 		}
 		for a, l := range labels {
 			d := in[i].shape[a]
@@ -131,7 +131,7 @@ func parseEinsum(equation string, in []*value) (*einsumEq, error) {
 				continue
 			}
 			if count[l] == 0 {
-				return nil, fmt.Errorf("output label %s appears in no labeledValue", labelName(l))
+				return nil, fmt.Errorf("output label %s appears in no operand", labelName(l))
 			}
 		}
 		if len(uniq(out)) != len(out) {
