@@ -31,6 +31,7 @@ var nodeTestOps = []string{
 	"GatherElements", "GatherND", "ScatterElements", "ScatterND", "NonZero", "OneHot", "EyeLike",
 	"CumSum", "TopK", "Pad", "Einsum",
 	"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
+	"CumProd", "Hardmax", "Det",
 }
 
 // sharedNodeTestExclusions lists cases of nodeTestOps whose model the

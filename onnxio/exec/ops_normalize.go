@@ -5,11 +5,14 @@ import (
 	"math"
 )
 
-// Normalizations beyond ops_norm.go's LayerNormalization, and LogSoftmax.
+// Normalizations beyond ops_norm.go's LayerNormalization, and the
+// Softmax family's LogSoftmax and Hardmax.
 // Statistics are computed in float64 and results rounded once to the
 // input's float type.
 func init() {
 	ops["LogSoftmax"] = &opSpec{since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: logSoftmaxOp,
+		attrs: map[string]attrKind{"axis": attrInt}}
+	ops["Hardmax"] = &opSpec{since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: hardmaxOp,
 		attrs: map[string]attrKind{"axis": attrInt}}
 	ops["RMSNormalization"] = &opSpec{since: 23, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: rmsNormOp,
 		attrs: map[string]attrKind{"axis": attrInt, "epsilon": attrFloat, "stash_type": attrInt}}
@@ -24,27 +27,12 @@ func init() {
 }
 
 // logSoftmaxOp is the kernel of LogSoftmax, x - max - ln Σ e^(x - max),
-// over the same axes as Softmax: before opset 13 the input is coerced to
-// 2-D at axis (default 1); from 13 along the one axis (default -1).
+// over the axes softmaxAxes gives.
 func logSoftmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
-	if !x.dtype.IsFloat() {
-		return nil, errDType(x, "float32 or float64")
-	}
-	r := x.rank()
-	var outer, d, inner int
-	if n.opset < 13 {
-		axis, err := normalizeAxis(int(n.attrInt("axis", 1)), max(r, 1))
-		if err != nil {
-			return nil, err
-		}
-		outer, d, inner = numel(x.shape[:axis]), numel(x.shape[axis:]), 1
-	} else {
-		axis, err := normalizeAxis(int(n.attrInt("axis", -1)), r)
-		if err != nil {
-			return nil, err
-		}
-		outer, d, inner = numel(x.shape[:axis]), x.shape[axis], numel(x.shape[axis+1:])
+	outer, d, inner, err := softmaxAxes(n, x)
+	if err != nil {
+		return nil, err
 	}
 	out, err := rc.alloc(n, x.dtype, x.shape)
 	if err != nil {
@@ -67,6 +55,51 @@ func logSoftmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 				y[base+j*inner] -= lse
 			}
 		}
+	}
+	return one(fill(out, y))
+}
+
+// softmaxAxes views a float x as (outer, d, inner) for the Softmax family
+// (LogSoftmax, Hardmax): before opset 13 the input is coerced to 2-D at
+// axis (default 1), so d spans every axis from it; from 13 d is the one
+// axis (default -1).
+func softmaxAxes(n *node, x *value) (outer, d, inner int, err error) {
+	if !x.dtype.IsFloat() {
+		return 0, 0, 0, errDType(x, "float32 or float64")
+	}
+	r := x.rank()
+	if n.opset < 13 {
+		axis, err := normalizeAxis(int(n.attrInt("axis", 1)), max(r, 1))
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		return numel(x.shape[:axis]), numel(x.shape[axis:]), 1, nil
+	}
+	axis, err := normalizeAxis(int(n.attrInt("axis", -1)), r)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return numel(x.shape[:axis]), x.shape[axis], numel(x.shape[axis+1:]), nil
+}
+
+// hardmaxOp is the kernel of Hardmax: 1 at the first maximum along the
+// Softmax axes, 0 elsewhere.
+func hardmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	x := in[0]
+	outer, d, inner, err := softmaxAxes(n, x)
+	if err != nil {
+		return nil, err
+	}
+	out, err := rc.alloc(n, x.dtype, x.shape)
+	if err != nil {
+		return nil, err
+	}
+	first := make([]int64, outer*inner)
+	argIndex(castTo[float64](x.data), true, false, outer, d, inner, first)
+	y := make([]float64, x.size())
+	for k, j := range first {
+		o, i := k/inner, k%inner
+		y[(o*d+int(j))*inner+i] = 1
 	}
 	return one(fill(out, y))
 }

@@ -6,52 +6,60 @@ import (
 	"slices"
 )
 
-// Ops that walk one axis in order: CumSum and TopK.
+// Ops that walk one axis in order: CumSum, CumProd and TopK.
 func init() {
-	ops["CumSum"] = &opSpec{since: 11, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: cumSumOp,
-		attrs: map[string]attrKind{"exclusive": attrInt, "reverse": attrInt}}
+	cumAttrs := map[string]attrKind{"exclusive": attrInt, "reverse": attrInt}
+	ops["CumSum"] = &opSpec{since: 11, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: cumSumOp(false), attrs: cumAttrs}
+	ops["CumProd"] = &opSpec{since: 26, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: cumSumOp(true), attrs: cumAttrs}
 	ops["TopK"] = &opSpec{since: 10, minIn: 2, maxIn: 2, minOut: 2, maxOut: 2, run: topKOp,
 		attrs: map[string]attrKind{"axis": attrInt, "largest": attrInt, "sorted": attrInt}}
 }
 
-// cumSumOp is the kernel of CumSum: running sums along the axis given as
-// a one-element integer tensor; exclusive leaves out the element itself,
-// reverse sums from the end. Integers wrap in their own type; floats sum
-// in float64 and round each result once.
-func cumSumOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	x, av := in[0], in[1]
-	a, err := ints(av)
-	if err != nil || len(a) != 1 {
-		return nil, fmt.Errorf("axis must be a one-element int32 or int64 tensor, is %s", av.describe())
+// cumSumOp is the kernel of CumSum (opset 11), and with product that of
+// CumProd (opset 26): running sums (products) along the axis given as a
+// one-element integer tensor; exclusive leaves out the element itself
+// (starting from 0, or 1), reverse runs from the end. Integers wrap in
+// their own type; floats accumulate in float64 and round each result
+// once.
+func cumSumOp(product bool) opFunc {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
+		x, av := in[0], in[1]
+		a, err := ints(av)
+		if err != nil || len(a) != 1 {
+			return nil, fmt.Errorf("axis must be a one-element int32 or int64 tensor, is %s", av.describe())
+		}
+		axis, err := normalizeAxis(int(a[0]), x.rank())
+		if err != nil {
+			return nil, err
+		}
+		out, err := rc.alloc(n, x.dtype, x.shape)
+		if err != nil {
+			return nil, err
+		}
+		g := scanGeometry{outer: numel(x.shape[:axis]), d: x.shape[axis], inner: numel(x.shape[axis+1:]),
+			exclusive: n.attrInt("exclusive", 0) == 1, reverse: n.attrInt("reverse", 0) == 1}
+		switch x.dtype {
+		case Float32:
+			cumulate(g, x.data.([]float32), out.data.([]float32), product, func(v float32) float64 { return float64(v) }, func(a float64) float32 { return float32(a) })
+		case Float64:
+			cumulate(g, x.data.([]float64), out.data.([]float64), product, same[float64], same[float64])
+		case Int64:
+			cumulate(g, x.data.([]int64), out.data.([]int64), product, same[int64], same[int64])
+		case Int32:
+			cumulate(g, x.data.([]int32), out.data.([]int32), product, same[int32], same[int32])
+		case Uint64:
+			cumulate(g, x.data.([]uint64), out.data.([]uint64), product, same[uint64], same[uint64])
+		case Uint32:
+			cumulate(g, x.data.([]uint32), out.data.([]uint32), product, same[uint32], same[uint32])
+		default:
+			return nil, errDType(x, "float32, float64, int64, int32, uint64 or uint32")
+		}
+		return one(out)
 	}
-	axis, err := normalizeAxis(int(a[0]), x.rank())
-	if err != nil {
-		return nil, err
-	}
-	out, err := rc.alloc(n, x.dtype, x.shape)
-	if err != nil {
-		return nil, err
-	}
-	g := scanGeometry{outer: numel(x.shape[:axis]), d: x.shape[axis], inner: numel(x.shape[axis+1:]),
-		exclusive: n.attrInt("exclusive", 0) == 1, reverse: n.attrInt("reverse", 0) == 1}
-	switch x.dtype {
-	case Float32:
-		cumSumFloat(g, x.data.([]float32), out.data.([]float32))
-	case Float64:
-		cumSumFloat(g, x.data.([]float64), out.data.([]float64))
-	case Int64:
-		cumSum(g, x.data.([]int64), out.data.([]int64))
-	case Int32:
-		cumSum(g, x.data.([]int32), out.data.([]int32))
-	case Uint64:
-		cumSum(g, x.data.([]uint64), out.data.([]uint64))
-	case Uint32:
-		cumSum(g, x.data.([]uint32), out.data.([]uint32))
-	default:
-		return nil, errDType(x, "float32, float64, int64, int32, uint64 or uint32")
-	}
-	return one(out)
 }
+
+// same is the identity conversion.
+func same[T any](x T) T { return x }
 
 // scanGeometry views a tensor as (outer, d, inner) around the scanned
 // axis of size d.
@@ -75,36 +83,27 @@ func (g scanGeometry) each(visit func(i int, first bool)) {
 	}
 }
 
-// cumSum is CumSum in the element type.
-func cumSum[T integer](g scanGeometry, xs, o []T) {
-	var acc T
+// cumulate runs the sum or product along each line in the accumulator
+// type A (float64 for floats, the type itself for integers).
+func cumulate[T, A number](g scanGeometry, xs, o []T, product bool, widen func(T) A, narrow func(A) T) {
+	var acc A
 	g.each(func(i int, first bool) {
 		if first {
 			acc = 0
+			if product {
+				acc = 1
+			}
+		}
+		prev := acc
+		if product {
+			acc *= widen(xs[i])
+		} else {
+			acc += widen(xs[i])
 		}
 		if g.exclusive {
-			o[i] = acc
-			acc += xs[i]
+			o[i] = narrow(prev)
 		} else {
-			acc += xs[i]
-			o[i] = acc
-		}
-	})
-}
-
-// cumSumFloat is CumSum with a float64 accumulator.
-func cumSumFloat[T float](g scanGeometry, xs, o []T) {
-	var acc float64
-	g.each(func(i int, first bool) {
-		if first {
-			acc = 0
-		}
-		if g.exclusive {
-			o[i] = T(acc)
-			acc += float64(xs[i])
-		} else {
-			acc += float64(xs[i])
-			o[i] = T(acc)
+			o[i] = narrow(acc)
 		}
 	})
 }
