@@ -31,7 +31,7 @@ var nodeTestOps = []string{
 	"GatherElements", "GatherND", "ScatterElements", "ScatterND", "NonZero", "OneHot", "EyeLike",
 	"CumSum", "TopK", "Pad", "Einsum",
 	"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
-	"CumProd", "Hardmax", "Det",
+	"CumProd", "Hardmax", "Det", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
 }
 
 // sharedNodeTestExclusions lists cases of nodeTestOps whose model the

@@ -39,6 +39,13 @@ func logSoftmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, err
 	}
 	y := castTo[float64](x.data)
+	logSoftmaxLines(y, outer, d, inner)
+	return one(fill(out, y))
+}
+
+// logSoftmaxLines replaces y, viewed as (outer, d, inner), by its
+// log-softmax along d.
+func logSoftmaxLines(y []float64, outer, d, inner int) {
 	for o := range outer {
 		for i := range inner {
 			base := o*d*inner + i
@@ -56,7 +63,6 @@ func logSoftmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			}
 		}
 	}
-	return one(fill(out, y))
 }
 
 // softmaxAxes views a float x as (outer, d, inner) for the Softmax family
