@@ -159,15 +159,15 @@ func gatherNDOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	from := make([]int, 0, tuples*slice)
+	out, err := rc.alloc(n, data.dtype, shape)
+	if err != nil {
+		return nil, err
+	}
+	from := make([]int, 0, out.size())
 	for _, s := range starts {
 		for j := range slice {
 			from = append(from, s+j)
 		}
-	}
-	out, err := rc.alloc(n, data.dtype, shape)
-	if err != nil {
-		return nil, err
 	}
 	take(out, data, from)
 	return one(out)
@@ -446,8 +446,12 @@ func oneHotOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if _, err := checkedNumel(shape); err != nil {
 		return nil, err
 	}
+	out, err := rc.alloc(n, vals.dtype, shape)
+	if err != nil {
+		return nil, err
+	}
 	outer, inner := numel(iv.shape[:axis]), numel(iv.shape[axis:])
-	from := make([]int, numel(shape)) // 0: off, 1: on
+	from := make([]int, out.size()) // 0: off, 1: on
 	for o := range outer {
 		for i := range inner {
 			k := int64(idx[o*inner+i]) // numpy truncates float indices
@@ -458,10 +462,6 @@ func oneHotOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 				from[(o*depth+int(k))*inner+i] = 1
 			}
 		}
-	}
-	out, err := rc.alloc(n, vals.dtype, shape)
-	if err != nil {
-		return nil, err
 	}
 	take(out, vals.withShape([]int{2}), from)
 	return one(out)
