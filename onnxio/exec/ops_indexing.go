@@ -421,8 +421,8 @@ func nonZeroOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 
 // oneHotOp is the kernel of OneHot: a new axis of size depth (at axis,
 // default -1 meaning last) holding values[1] at each index and values[0]
-// elsewhere; indices outside [-depth, depth) give a row of values[0].
-// Negative indices count from the end (opset 11 on).
+// elsewhere. Negative indices count from the end from opset 11 on; other
+// indices outside [0, depth) give a row of values[0].
 func oneHotOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	iv, dv, vals := in[0], in[1], in[2]
 	if dv.size() != 1 {
@@ -455,7 +455,7 @@ func oneHotOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	for o := range outer {
 		for i := range inner {
 			k := int64(idx[o*inner+i]) // numpy truncates float indices
-			if k < 0 {
+			if k < 0 && n.opset >= 11 {
 				k += int64(depth)
 			}
 			if k >= 0 && k < int64(depth) {

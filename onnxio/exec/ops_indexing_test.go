@@ -24,6 +24,7 @@ func TestIndexingOps(t *testing.T) {
 		{name: "scatter nd bad updates", op: "ScatterND", opset: 18, in: []*value{f32(dims(2), 1, 2), i64(dims(1, 1), 1), f32(dims(2), 1, 2)}, err: "updates have shape (2), want (1)"},
 		{name: "nonzero", op: "NonZero", opset: 13, in: []*value{f32(dims(2, 2), 1, 0, 1, 1)}, want: []*value{i64(dims(2, 3), 0, 1, 1, 0, 0, 1)}},
 		{name: "one hot", op: "OneHot", opset: 11, in: []*value{i64(dims(3), 0, 2, -1), f32(dims(), 3), f32(dims(2), 0, 5)}, want: []*value{f32(dims(3, 3), 5, 0, 0, 0, 0, 5, 0, 0, 5)}},
+		{name: "one hot opset 9 negative is off", op: "OneHot", opset: 9, in: []*value{i64(dims(2), -1, 1), i64(dims(), 2), f32(dims(2), 0, 1)}, want: []*value{f32(dims(2, 2), 0, 0, 0, 1)}},
 		{name: "one hot axis 0 out of range", op: "OneHot", opset: 11, attrs: attrs{"axis": aInt(0)}, in: []*value{f32(dims(2), 1, 7), i64(dims(1), 2), i32(dims(2), -1, 1)}, want: []*value{i32(dims(2, 2), -1, -1, 1, -1)}},
 		{name: "eye like", op: "EyeLike", opset: 22, attrs: attrs{"k": aInt(1)}, in: []*value{i32(dims(2, 3), 0, 0, 0, 0, 0, 0)}, want: []*value{i32(dims(2, 3), 0, 1, 0, 0, 0, 1)}},
 		{name: "eye like dtype", op: "EyeLike", opset: 9, attrs: attrs{"dtype": aInt(int64(Float64)), "k": aInt(-1)}, in: []*value{i32(dims(2, 2), 0, 0, 0, 0)}, want: []*value{f64(dims(2, 2), 0, 0, 1, 0)}},
