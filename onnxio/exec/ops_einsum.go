@@ -14,7 +14,7 @@ func init() {
 }
 
 // einsumOp is the kernel of Einsum, numpy's einsum: "ij,jk->ik" names
-// each operand's axes by letters; letters repeated within a operand take
+// each operand's axes by letters; letters repeated within an operand take
 // a diagonal, letters missing from the output are summed over, and "..."
 // stands for broadcast leading axes. Without "->" (implicit mode) the
 // output holds the ellipsis axes, then the letters that appear once, in
@@ -68,7 +68,7 @@ type labeledValue struct {
 	labels []int
 }
 
-// labelsOf returns a operand's labels, or none for nil.
+// labelsOf returns an operand's labels, or none for nil.
 func labelsOf(op *labeledValue) []int {
 	if op == nil {
 		return nil
@@ -84,7 +84,8 @@ type einsumEq struct {
 	size  map[int]int
 }
 
-// Labels 0..51 are the letters a-z, A-Z; ellipsis axes are 100 + their
+// Labels 0..51 are the letters A-Z, a-z (in ASCII order, which is the
+// order of implicit outputs, as in numpy); ellipsis axes are 100 + their
 // position counted from the right (so that they broadcast right-aligned).
 const ellipsisLabel = 100
 
@@ -115,8 +116,6 @@ func parseEinsum(equation string, in []*value) (*einsumEq, error) {
 			if l >= ellipsisLabel {
 				maxEllipsis = max(maxEllipsis, l-ellipsisLabel+1)
 			}
-		}
-		for _, l := range uniq(labels) {
 			count[l]++
 		}
 		res.terms = append(res.terms, labels)
@@ -145,7 +144,7 @@ func parseEinsum(equation string, in []*value) (*einsumEq, error) {
 	}
 	for _, l := range slices.Sorted(func(yield func(int) bool) {
 		for l, c := range count {
-			if l < ellipsisLabel && c == 1 && !countedTwice(res.terms, l) && !yield(l) {
+			if l < ellipsisLabel && c == 1 && !yield(l) { // a repeat within one term ("ii") counts twice
 				return
 			}
 		}
@@ -153,20 +152,6 @@ func parseEinsum(equation string, in []*value) (*einsumEq, error) {
 		res.out = append(res.out, l)
 	}
 	return res, nil
-}
-
-// countedTwice reports whether label l appears more than once in all the
-// terms together (a repeat within one term counts: "ii" sums the trace).
-func countedTwice(terms [][]int, l int) bool {
-	c := 0
-	for _, t := range terms {
-		for _, x := range t {
-			if x == l {
-				c++
-			}
-		}
-	}
-	return c > 1
 }
 
 // parseTerm turns one term into labels. With rank >= 0 the ellipsis
@@ -190,9 +175,9 @@ func parseTerm(term string, rank int) ([]int, error) {
 	add := func(part string) {
 		for _, c := range part {
 			if c <= 'Z' {
-				labels = append(labels, 26+int(c-'A'))
+				labels = append(labels, int(c-'A'))
 			} else {
-				labels = append(labels, int(c-'a'))
+				labels = append(labels, 26+int(c-'a'))
 			}
 		}
 	}
@@ -238,9 +223,9 @@ func labelName(l int) string {
 	case l >= ellipsisLabel:
 		return fmt.Sprintf("(ellipsis axis %d from the right)", l-ellipsisLabel)
 	case l >= 26:
-		return string(rune('A' + l - 26))
+		return string(rune('a' + l - 26))
 	}
-	return string(rune('a' + l))
+	return string(rune('A' + l))
 }
 
 // uniq returns the distinct labels in order of first appearance.
@@ -261,7 +246,7 @@ type einsum struct {
 	size map[int]int
 }
 
-// prepare takes a operand's diagonals and sums out the labels that
+// prepare takes an operand's diagonals and sums out the labels that
 // neither the other operands nor the output need.
 func (e *einsum) prepare(op labeledValue, needed []int) (labeledValue, error) {
 	distinct := uniq(op.labels)
@@ -305,7 +290,7 @@ func (e *einsum) rearrange(op labeledValue, order []int) (*value, error) {
 	return out, nil
 }
 
-// sumOut sums a operand with distinct labels over every label not in
+// sumOut sums an operand with distinct labels over every label not in
 // keep; the result's labels are the kept ones in the operand's order.
 func (e *einsum) sumOut(op labeledValue, keep []int) (labeledValue, error) {
 	reduced := make([]bool, len(op.labels))

@@ -36,6 +36,7 @@ func TestEinsum(t *testing.T) {
 		{name: "implicit matmul", op: "Einsum", opset: 12, attrs: eq("ij,jk"), in: []*value{a, b}, want: []*value{i64(dims(2, 4), 20, 23, 26, 29, 56, 68, 80, 92)}},
 		{name: "explicit matmul float32", op: "Einsum", opset: 12, attrs: eq("ij, jk -> ik"), in: []*value{castValue(a, Float32), castValue(b, Float32)}, want: []*value{f32(dims(2, 4), 20, 23, 26, 29, 56, 68, 80, 92)}},
 		{name: "implicit transpose", op: "Einsum", opset: 12, attrs: eq("ji"), in: []*value{a}, want: []*value{i64(dims(3, 2), 0, 3, 1, 4, 2, 5)}},
+		{name: "implicit order is ASCII", op: "Einsum", opset: 12, attrs: eq("aB"), in: []*value{a}, want: []*value{i64(dims(3, 2), 0, 3, 1, 4, 2, 5)}},
 		{name: "diagonal", op: "Einsum", opset: 12, attrs: eq("ii->i"), in: []*value{sq}, want: []*value{i64(dims(3), 0, 4, 8)}},
 		{name: "trace", op: "Einsum", opset: 12, attrs: eq("ii"), in: []*value{sq}, want: []*value{i64(dims(), 12)}},
 		{name: "ellipsis broadcast", op: "Einsum", opset: 12, attrs: eq("...ij,...jk->...ik"), in: []*value{i64(dims(2, 2, 3), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11), i64(dims(3, 2), 0, 1, 2, 3, 4, 5)},
