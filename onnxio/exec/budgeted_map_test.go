@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -15,7 +16,7 @@ import (
 // Mod) reserve it from the run's memory budget before
 // allocating.
 func TestNewOpsHonourTheBudget(t *testing.T) {
-	rc := newRunCtx(nil, budget.New(1<<10))
+	rc := newRunCtx(context.Background(), budget.New(1<<10))
 	str := func(s string) attribute { return attribute{kind: attrString, s: s} }
 	cases := []opCase{
 		{name: "onehot depth", op: "OneHot", opset: 11, in: []*value{i64(dims(4), 0, 1, 2, 3), i64(dims(), 1<<20), f32(dims(2), 0, 1)}},

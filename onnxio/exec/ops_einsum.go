@@ -142,15 +142,14 @@ func parseEinsum(equation string, in []*value) (*einsumEq, error) {
 	for l := maxEllipsis - 1; l >= 0; l-- {
 		res.out = append(res.out, ellipsisLabel+l)
 	}
-	for _, l := range slices.Sorted(func(yield func(int) bool) {
+	once := func(yield func(int) bool) { // a repeat within one term ("ii") counts twice
 		for l, c := range count {
-			if l < ellipsisLabel && c == 1 && !yield(l) { // a repeat within one term ("ii") counts twice
+			if l < ellipsisLabel && c == 1 && !yield(l) {
 				return
 			}
 		}
-	}) {
-		res.out = append(res.out, l)
 	}
+	res.out = append(res.out, slices.Sorted(once)...)
 	return res, nil
 }
 

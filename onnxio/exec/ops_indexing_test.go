@@ -39,6 +39,6 @@ func TestIndexingOps(t *testing.T) {
 		{name: "cumprod exclusive reverse", op: "CumProd", opset: 26, attrs: attrs{"exclusive": aInt(1), "reverse": aInt(1)}, in: []*value{i32(dims(3), 1, 2, 3), i64(dims(), -1)}, want: []*value{i32(dims(3), 6, 3, 1)}},
 		{name: "topk", op: "TopK", opset: 11, in: []*value{f32(dims(2, 4), 0, 1, 2, 3, 3, 1, 3, 0), i64(dims(1), 2)}, want: []*value{f32(dims(2, 2), 3, 2, 3, 3), i64(dims(2, 2), 3, 2, 0, 2)}},
 		{name: "topk smallest axis 0", op: "TopK", opset: 11, attrs: attrs{"largest": aInt(0), "axis": aInt(0)}, in: []*value{i64(dims(3, 2), 5, 1, 2, 1, 2, 0), i64(dims(1), 2)}, want: []*value{i64(dims(2, 2), 2, 0, 2, 1), i64(dims(2, 2), 1, 2, 2, 0)}},
-		{name: "topk K too large", op: "TopK", opset: 10, in: []*value{f32(dims(2), 1, 2), i64(dims(1), 3)}, err: "K 3 is out of range"},
+		{name: "topk K too large", op: "TopK", opset: 10, in: []*value{f32(dims(2), 1, 2), i64(dims(1), 3)}, err: "k 3 is out of range"},
 	})
 }

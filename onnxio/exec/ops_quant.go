@@ -237,7 +237,7 @@ func matMulIntegerOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		}
 	}
 	if a.rank() < 1 || b.rank() < 1 {
-		return nil, fmt.Errorf("A and B must have rank >= 1")
+		return nil, fmt.Errorf("inputs A and B must have rank >= 1")
 	}
 	az, err := zeroPoints(input(in, 2), a, a.rank()-2, "a_zero_point")
 	if err != nil {

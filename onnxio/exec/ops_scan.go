@@ -116,7 +116,7 @@ func topKOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, kv := in[0], in[1]
 	ks, err := ints(kv)
 	if err != nil || len(ks) != 1 {
-		return nil, fmt.Errorf("K must be a one-element int64 tensor, is %s", kv.describe())
+		return nil, fmt.Errorf("input K must be a one-element int64 tensor, is %s", kv.describe())
 	}
 	if !x.dtype.isNumeric() {
 		return nil, errDType(x, "a numeric type")
@@ -127,7 +127,7 @@ func topKOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	d := x.shape[axis]
 	if ks[0] < 0 || ks[0] > int64(d) {
-		return nil, fmt.Errorf("K %d is out of range for axis %d of size %d", ks[0], axis, d)
+		return nil, fmt.Errorf("k %d is out of range for axis %d of size %d", ks[0], axis, d)
 	}
 	k := int(ks[0])
 	largest := n.attrInt("largest", 1) == 1
