@@ -12,11 +12,9 @@ import (
 	"github.com/attnrun/attnrun/onnxio"
 )
 
-// sharedNodeTests is ONNX's node tests as ../shared/conformance holds them:
-// opsets up to 28, with LinearAttention, SwiGLU and ai.onnx.preview
-// FlexAttention, whose expected outputs come from ONNX's reference
-// implementation (ONNX Runtime 1.30 runs none of these ops).
-const sharedNodeTests = "../../../shared/conformance/onnx-node-tests"
+// The node tests of LinearAttention, SwiGLU and ai.onnx.preview
+// FlexAttention in sharedNodeTests have expected outputs from ONNX's
+// reference implementation (ONNX Runtime 1.30 runs none of these ops).
 
 // frontierRefusal says why New refuses a node test of the frontier ops, or
 // "" for a test that must pass.

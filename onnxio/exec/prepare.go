@@ -70,6 +70,9 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	if v, ok := unimplementedRevisions[n.op]; ok && n.opset >= v {
 		return nil, fail("(opset %d) is not supported: its version %d is not implemented (up to opset %d)", n.opset, v, v-1)
 	}
+	if v, ok := unimplementedRevisions[n.op]; ok && n.opset >= v {
+		return nil, fail("(opset %d) is not supported: its version %d is not implemented (up to opset %d)", n.opset, v, v-1)
+	}
 	n.spec = spec
 	ins, outs := np.GetInput(), np.GetOutput()
 	if len(ins) < spec.minIn || spec.maxIn >= 0 && len(ins) > spec.maxIn {
