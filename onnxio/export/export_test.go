@@ -4,11 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
-	onnxgo "github.com/owulveryck/onnx-go"
-	"github.com/owulveryck/onnx-go/backend/x/gorgonnx"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
@@ -323,50 +320,6 @@ layers:
 		require.Error(t, err, c.layer)
 		assert.Contains(t, err.Error(), c.want)
 	}
-}
-
-// What attnrun exports decodes in onnx-go v0.5.0, the compatibility
-// target: every preset at every opset.
-func TestExportDecodesInOnnxGo(t *testing.T) {
-	var ok, total int
-	for _, p := range presets(t) {
-		for opset := 13; opset <= 17; opset++ {
-			m, _ := presetModel(t, p.Name)
-			data := encode(t, exportModel(t, m, export.Options{Opset: opset}))
-			total++
-			if err := onnxgoDecode(data); err != nil {
-				t.Errorf("onnx-go fails on %s at opset %d: %v", p.Name, opset, err)
-				continue
-			}
-			ok++
-		}
-	}
-	configs, err := filepath.Glob(filepath.Join("..", "..", "testdata", "export", "*.yaml"))
-	require.NoError(t, err)
-	require.NotEmpty(t, configs)
-	for _, path := range configs {
-		m, err := models.Load(path)
-		require.NoError(t, err)
-		require.NoError(t, m.Init(1))
-		total++
-		if err := onnxgoDecode(encode(t, exportModel(t, m, export.Options{Opset: 13}))); err != nil {
-			t.Errorf("onnx-go fails on %s: %v", path, err)
-			continue
-		}
-		ok++
-	}
-	t.Logf("onnx-go v0.5.0 decodes %d of %d exports (every preset at opsets 13-17, every testdata/export config)", ok, total)
-}
-
-// onnxgoDecode runs onnx-go's decoder with the gorgonnx backend, turning a
-// panic into an error.
-func onnxgoDecode(data []byte) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("onnx-go panicked: %v", r)
-		}
-	}()
-	return onnxgo.NewModel(gorgonnx.NewGraph()).UnmarshalBinary(data)
 }
 
 // Test layers for the error paths, registered once for this test binary.
