@@ -13,7 +13,7 @@ var _ registry.Exporter = (*SDPA)(nil)
 // ONNXInputDims reports the mask input, last when mask is configured, as
 // a 4-D mask (batch, heads, queries, keys), each dimension its size or 1
 // (a (Tq, Tk) mask is fed as (1, 1, Tq, Tk), a key-padding mask as
-// (B, 1, 1, Tk)). onnxio.Export declares the model input with that rank.
+// (B, 1, 1, Tk)). export.Model declares the model input with that rank.
 func (s *SDPA) ONNXInputDims(n int) map[int][]string {
 	if s.c == nil || s.c.mask == 0 || n < 2 {
 		return nil

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -166,7 +167,7 @@ func TestLiftRefusesWhatIsNotAGraph(t *testing.T) {
 func TestAttnrunFilesLoadLosslessly(t *testing.T) {
 	res, err := lift.Lift(readFixture(t, "multihead_wrapper_opset15_dynamic"))
 	require.NoError(t, err)
-	exported, err := onnxio.Export(res.Model, onnxio.ExportOptions{})
+	exported, err := export.Model(res.Model, export.Options{})
 	require.NoError(t, err)
 
 	again, err := lift.Lift(exported)
@@ -183,16 +184,16 @@ func TestAttnrunFilesLoadLosslessly(t *testing.T) {
 func TestAttnrunFileVersions(t *testing.T) {
 	res, err := lift.Lift(readFixture(t, "causal_attention_opset17_static"))
 	require.NoError(t, err)
-	exported, err := onnxio.Export(res.Model, onnxio.ExportOptions{})
+	exported, err := export.Model(res.Model, export.Options{})
 	require.NoError(t, err)
 
-	onnxio.SetMetadata(exported, onnxio.MetadataVersion, "2")
+	onnxio.SetMetadata(exported, export.MetadataVersion, "2")
 	_, err = lift.Lift(exported)
 	assert.ErrorContains(t, err, `attnrun format version "2" is not supported (this attnrun reads version "1")`)
 
 	var kept []*onnxpb.StringStringEntryProto
 	for _, e := range exported.MetadataProps {
-		if e.GetKey() != onnxio.MetadataVersion {
+		if e.GetKey() != export.MetadataVersion {
 			kept = append(kept, e)
 		}
 	}

@@ -66,7 +66,7 @@
 // # attnrun files
 //
 // A file attnrun wrote carries its model config in metadata_props
-// (onnxio.MetadataConfig, format onnxio.MetadataVersion) and its
+// (export.MetadataConfig, format export.MetadataVersion) and its
 // parameters as initializers under their model names; Lift and Load
 // rebuild that model exactly instead of recognizing anything, and refuse a
 // format version they do not know. Export writes a lifted model as such a

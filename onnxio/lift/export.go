@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -13,8 +13,8 @@ import (
 // declared exactly as src declares them (names, element types, ranks, fixed
 // and symbolic dimensions), so that a runtime that ran src runs it on the
 // same inputs. The model is exported as a graph of standard ops
-// (onnxio.Export) that adapts src's interface to the layers (see
-// onnxio.Interface: a (T, d) input is fed to the layers as (1, T, d), a bool
+// (export.Model) that adapts src's interface to the layers (see
+// export.Interface: a (T, d) input is fed to the layers as (1, T, d), a bool
 // mask as 0 and 1). attnrun run and check load the model from the file's
 // metadata (Load) and take src's inputs as they are.
 //
@@ -23,7 +23,7 @@ import (
 // file is src itself with the parameters added (Annotate): it keeps src's
 // interface and nodes. The returned note says why; it is empty for an
 // export. A file attnrun wrote is returned as it is.
-func Export(src *onnxpb.ModelProto, res *Result, opts onnxio.ExportOptions) (*onnxpb.ModelProto, string, error) {
+func Export(src *onnxpb.ModelProto, res *Result, opts export.Options) (*onnxpb.ModelProto, string, error) {
 	if res == nil || res.Model == nil {
 		return nil, "", errors.New("export: no lifted model")
 	}
@@ -42,7 +42,7 @@ func Export(src *onnxpb.ModelProto, res *Result, opts onnxio.ExportOptions) (*on
 }
 
 // exportDropIn exports the model declaring src's interface.
-func exportDropIn(src *onnxpb.ModelProto, res *Result, opts onnxio.ExportOptions) (*onnxpb.ModelProto, error) {
+func exportDropIn(src *onnxpb.ModelProto, res *Result, opts export.Options) (*onnxpb.ModelProto, error) {
 	switch {
 	case len(res.Outputs) == 0:
 		return nil, errors.New("the lifted model has no outputs")
@@ -55,18 +55,18 @@ func exportDropIn(src *onnxpb.ModelProto, res *Result, opts onnxio.ExportOptions
 		return nil, err
 	}
 	opts.Interface = iface
-	return onnxio.Export(res.Model, opts)
+	return export.Model(res.Model, opts)
 }
 
 // sourceInterface reads how src declares the model's inputs (the graph
 // inputs no initializer backs, the model's inputs in order) and its output.
-func sourceInterface(src *onnxpb.ModelProto, res *Result) (*onnxio.Interface, error) {
+func sourceInterface(src *onnxpb.ModelProto, res *Result) (*export.Interface, error) {
 	g := src.GetGraph()
 	inits := map[string]bool{}
 	for _, t := range g.GetInitializer() {
 		inits[t.GetName()] = true
 	}
-	iface := &onnxio.Interface{}
+	iface := &export.Interface{}
 	for _, vi := range g.GetInput() {
 		if !inits[vi.GetName()] {
 			iface.Inputs = append(iface.Inputs, vi)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
@@ -93,7 +94,7 @@ func TestExportKeepsTheInterface(t *testing.T) {
 			require.NoError(t, err)
 			res, err := lift.Lift(src)
 			require.NoError(t, err)
-			m, note, err := lift.Export(src, res, onnxio.ExportOptions{})
+			m, note, err := lift.Export(src, res, export.Options{})
 			require.NoError(t, err)
 			if len(res.Outputs) == 1 {
 				assert.Empty(t, note, "the model is exported as attnrun's own graph")

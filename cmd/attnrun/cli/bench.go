@@ -25,6 +25,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -223,7 +224,7 @@ func openBenchTarget(target string, shape []int, f benchFlags) (*benchTarget, er
 		if err != nil {
 			return nil, err
 		}
-		if text, ok := onnxio.Metadata(m, onnxio.MetadataConfig); ok && !f.executor {
+		if text, ok := onnxio.Metadata(m, export.MetadataConfig); ok && !f.executor {
 			model, err := modelFromExport(target, m, text)
 			if err != nil {
 				return nil, err
@@ -244,20 +245,20 @@ func openBenchTarget(target string, shape []int, f benchFlags) (*benchTarget, er
 	for _, name := range in {
 		widths[name] = shape[2]
 	}
-	export := func() (*onnxpb.ModelProto, error) {
-		return onnxio.Export(src.model, onnxio.ExportOptions{Widths: widths})
+	exportGraph := func() (*onnxpb.ModelProto, error) {
+		return export.Model(src.model, export.Options{Widths: widths})
 	}
-	m, err := export()
+	m, err := exportGraph()
 	if err != nil {
 		return nil, err
 	}
-	return graphTarget(m, fmt.Sprintf("%q exported to ONNX", src.model.Name()), export)
+	return graphTarget(m, fmt.Sprintf("%q exported to ONNX", src.model.Name()), exportGraph)
 }
 
 // modelFromExport rebuilds the model an attnrun export carries: its config
 // from the metadata, its weights from the initializers of the same names.
 func modelFromExport(path string, m *onnxpb.ModelProto, config string) (*models.Model, error) {
-	model, err := models.Parse([]byte(config), path+" ("+onnxio.MetadataConfig+")")
+	model, err := models.Parse([]byte(config), path+" ("+export.MetadataConfig+")")
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 )
 
@@ -66,8 +67,8 @@ runs inside the attnrun model, so the whole model still runs.`,
 			if !isONNX(f.output) {
 				return usageError{fmt.Errorf("-o %s: the ONNX file name must end in .onnx", f.output)}
 			}
-			if f.opset < onnxio.MinExportOpset || f.opset > onnxio.MaxExportOpset {
-				return usageError{fmt.Errorf("--opset %d: attnrun writes opsets %d to %d", f.opset, onnxio.MinExportOpset, onnxio.MaxExportOpset)}
+			if f.opset < export.MinOpset || f.opset > export.MaxOpset {
+				return usageError{fmt.Errorf("--opset %d: attnrun writes opsets %d to %d", f.opset, export.MinOpset, export.MaxOpset)}
 			}
 			return importModel(cmd.OutOrStdout(), args[0], f)
 		},
@@ -77,7 +78,7 @@ runs inside the attnrun model, so the whole model still runs.`,
 	fl.StringVar(&f.configOut, "config-out", "", "also write the lifted model config (YAML) to this file")
 	fl.BoolVar(&f.partial, "partial", false, "keep what cannot be lifted as onnx.subgraph layers run by the executor")
 	fl.StringVar(&f.name, "name", "", "name of the lifted model (default \"lifted\")")
-	fl.IntVar(&f.opset, "opset", onnxio.DefaultExportOpset, "ONNX opset of the written graph")
+	fl.IntVar(&f.opset, "opset", export.DefaultOpset, "ONNX opset of the written graph")
 	return cmd
 }
 
@@ -97,7 +98,7 @@ func importModel(w io.Writer, path string, f importFlags) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	printLift(w, res)
-	out, note, err := lift.Export(src, res, onnxio.ExportOptions{Opset: f.opset})
+	out, note, err := lift.Export(src, res, export.Options{Opset: f.opset})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

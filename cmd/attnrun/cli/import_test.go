@@ -12,6 +12,7 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -198,7 +199,7 @@ func TestLiftedFileWithUnknownVersion(t *testing.T) {
 	require.Equal(t, 0, status, stderr)
 	m, err := onnxio.ReadModel(out)
 	require.NoError(t, err)
-	onnxio.SetMetadata(m, onnxio.MetadataVersion, "7")
+	onnxio.SetMetadata(m, export.MetadataVersion, "7")
 	require.NoError(t, onnxio.WriteModel(out, m))
 
 	status, _, stderr = attnrun("run", out, "--input", dir+"/test_data_set_0/input_0.pb")

@@ -1,14 +1,11 @@
-package onnxio_test
+package export_test
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
-	onnxgo "github.com/owulveryck/onnx-go"
-	"github.com/owulveryck/onnx-go/backend/x/gorgonnx"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
@@ -17,6 +14,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -31,7 +29,7 @@ func TestExportPresetsMatchForward(t *testing.T) {
 			for _, given := range []bool{true, false} {
 				t.Run(fmt.Sprintf("%s/opset%d/width_given=%v", p.Name, opset, given), func(t *testing.T) {
 					m, x := presetModel(t, p.Name)
-					opts := onnxio.ExportOptions{Opset: opset}
+					opts := export.Options{Opset: opset}
 					if given {
 						opts.Widths = map[string]int{"x": lastDim(x)}
 					}
@@ -53,7 +51,7 @@ func TestExportPresetsMatchForward(t *testing.T) {
 // for every batch element: the batch axis really is dynamic.
 func TestExportBatchOfThree(t *testing.T) {
 	m, _ := presetModel(t, "seed-bishop-multihead")
-	g := exportGraph(t, m, onnxio.ExportOptions{})
+	g := exportGraph(t, m, export.Options{})
 	x := randomInput(3, 5, 6, 11)
 	assertClose(t, forward(t, m, x).Data().([]float32), runGraph(t, g, x))
 }
@@ -61,16 +59,16 @@ func TestExportBatchOfThree(t *testing.T) {
 func TestExportIsDeterministic(t *testing.T) {
 	for _, name := range []string{"seed-mha-wrapper", "seed-bishop-multihead-concat", "seed-bishop-multihead"} {
 		m, _ := presetModel(t, name)
-		a := encode(t, export(t, m, onnxio.ExportOptions{}))
+		a := encode(t, exportModel(t, m, export.Options{}))
 		m2, _ := presetModel(t, name)
-		b := encode(t, export(t, m2, onnxio.ExportOptions{}))
+		b := encode(t, exportModel(t, m2, export.Options{}))
 		assert.Equal(t, a, b, "%s: two exports differ", name)
 	}
 }
 
 func TestExportMetadataAndHeader(t *testing.T) {
 	m, _ := presetModel(t, "seed-mha-wrapper")
-	pb := export(t, m, onnxio.ExportOptions{Opset: 15})
+	pb := exportModel(t, m, export.Options{Opset: 15})
 	config, ok := onnxio.Metadata(pb, "attnrun.config")
 	require.True(t, ok, "attnrun.config missing")
 	assert.Equal(t, string(m.Config().YAML), config)
@@ -101,7 +99,7 @@ func TestExportDeclaresSymbolicAxes(t *testing.T) {
 		{"seed-bag-of-words", "[batch seq d]", "[batch seq ?]"},
 	} {
 		m, _ := presetModel(t, c.preset)
-		g := export(t, m, onnxio.ExportOptions{}).GetGraph()
+		g := exportModel(t, m, export.Options{}).GetGraph()
 		require.Len(t, g.GetInput(), 1)
 		require.Len(t, g.GetOutput(), 1)
 		assert.Equal(t, "x", g.GetInput()[0].GetName())
@@ -112,7 +110,7 @@ func TestExportDeclaresSymbolicAxes(t *testing.T) {
 	}
 	// Given, the width is fixed, and the output's follows.
 	m, _ := presetModel(t, "seed-simple")
-	g := export(t, m, onnxio.ExportOptions{Widths: map[string]int{"x": 3}}).GetGraph()
+	g := exportModel(t, m, export.Options{Widths: map[string]int{"x": 3}}).GetGraph()
 	assert.Equal(t, "[batch seq 3]", onnxio.FormatDims(onnxio.Dims(g.GetInput()[0])))
 	assert.Equal(t, "[batch seq 3]", onnxio.FormatDims(onnxio.Dims(g.GetOutput()[0])))
 }
@@ -122,7 +120,7 @@ func TestExportDeclaresSymbolicAxes(t *testing.T) {
 func TestExportInitializersAreTheStateDict(t *testing.T) {
 	for _, p := range presets(t) {
 		m, _ := presetModel(t, p.Name)
-		pb := export(t, m, onnxio.ExportOptions{Opset: 13})
+		pb := exportModel(t, m, export.Options{Opset: 13})
 		names, dict := m.StateDict()
 		inits := pb.GetGraph().GetInitializer()
 		require.Len(t, inits, len(names), p.Name)
@@ -151,7 +149,7 @@ layers:
 `), "lin.yaml")
 	require.NoError(t, err)
 	require.NoError(t, m.Init(5))
-	pb := export(t, m, onnxio.ExportOptions{})
+	pb := exportModel(t, m, export.Options{})
 	w := pb.GetGraph().GetInitializer()[0]
 	assert.Equal(t, "proj.weight", w.GetName())
 	assert.Equal(t, []int64{2, 3}, w.GetDims(), "(out, in), as PyTorch stores it")
@@ -162,15 +160,15 @@ layers:
 func TestExportOpsetRange(t *testing.T) {
 	m, _ := presetModel(t, "seed-simple")
 	for _, opset := range []int{12, 25, -1} {
-		_, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
+		_, err := export.Model(m, export.Options{Opset: opset})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), fmt.Sprintf("opset %d is not supported (attnrun exports opsets 13 to 24)", opset))
 	}
-	pb := export(t, m, onnxio.ExportOptions{})
+	pb := exportModel(t, m, export.Options{})
 	assert.Equal(t, int64(17), onnxio.OpsetVersion(pb, ""), "default opset")
 	// Each opset is written with the IR version it was released with.
 	for opset, ir := range map[int]int64{13: 8, 18: 8, 19: 9, 20: 9, 21: 10, 23: 10, 24: 10} {
-		pb := export(t, m, onnxio.ExportOptions{Opset: opset})
+		pb := exportModel(t, m, export.Options{Opset: opset})
 		assert.Equal(t, int64(opset), onnxio.OpsetVersion(pb, ""))
 		assert.Equal(t, ir, pb.GetIrVersion(), "opset %d", opset)
 	}
@@ -182,18 +180,18 @@ func TestExportNeedsTheConfigText(t *testing.T) {
 	cfg.YAML = nil // as a config assembled in code
 	m, err := models.New(cfg)
 	require.NoError(t, err)
-	_, err = onnxio.Export(m, onnxio.ExportOptions{})
+	_, err = export.Model(m, export.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `export model "m": the config has no YAML text`)
 }
 
 func TestExportWidthErrors(t *testing.T) {
 	m, _ := presetModel(t, "seed-mha-wrapper")
-	_, err := onnxio.Export(m, onnxio.ExportOptions{Widths: map[string]int{"memory": 3}})
+	_, err := export.Model(m, export.Options{Widths: map[string]int{"memory": 3}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `a width is given for "memory", which is not an input of the model (inputs: "x")`)
 
-	_, err = onnxio.Export(m, onnxio.ExportOptions{Widths: map[string]int{"x": 4}})
+	_, err = export.Model(m, export.Options{Widths: map[string]int{"x": 4}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `the model does not accept input widths x=4: layer "attn" (attention.multihead_wrapper): d_in mismatch`)
 }
@@ -209,7 +207,7 @@ layers:
   - {name: drop, type: nn.dropout, p: 0.2}
 `), "scaled.yaml")
 	require.NoError(t, err)
-	g := exportGraph(t, m, onnxio.ExportOptions{Opset: 13})
+	g := exportGraph(t, m, export.Options{Opset: 13})
 	for _, d := range []int{3, 5} {
 		x := randomInput(2, 4, d, uint64(d))
 		assertClose(t, forward(t, m, x).Data().([]float32), runGraph(t, g, x))
@@ -222,7 +220,7 @@ layers:
 func TestExportRefusesSequencesBeyondContext(t *testing.T) {
 	for _, name := range []string{"seed-bishop-causal", "seed-mha-wrapper", "seed-bishop-multihead", "seed-bishop-positional"} {
 		m, x := presetModel(t, name)
-		g := exportGraph(t, m, onnxio.ExportOptions{})
+		g := exportGraph(t, m, export.Options{})
 		ctx := 6
 		if name != "seed-mha-wrapper" {
 			ctx = 5
@@ -247,7 +245,7 @@ layers:
   - {name: drop, type: nn.dropout}
 `), "p.yaml")
 	require.NoError(t, err)
-	pb := export(t, m, onnxio.ExportOptions{})
+	pb := exportModel(t, m, export.Options{})
 	assert.Equal(t, "y_1", pb.GetGraph().GetOutput()[0].GetName())
 	assert.Equal(t, []string{"Identity"}, opTypes(pb))
 	g, err := exec.New(pb)
@@ -267,7 +265,7 @@ layers:
 `), "m.yaml")
 	require.NoError(t, err)
 	require.NoError(t, m.Init(1))
-	gr := exportGraph(t, m, onnxio.ExportOptions{})
+	gr := exportGraph(t, m, export.Options{})
 	x = randomInput(2, 3, 2, 2)
 	assertClose(t, forward(t, m, x).Data().([]float32), runGraph(t, gr, x))
 }
@@ -284,7 +282,7 @@ layers:
 `), "two.yaml")
 	require.NoError(t, err)
 	require.NoError(t, m.Init(9))
-	pb := export(t, m, onnxio.ExportOptions{})
+	pb := exportModel(t, m, export.Options{})
 	ins := pb.GetGraph().GetInput()
 	require.Len(t, ins, 2)
 	assert.Equal(t, "[batch seq 3]", onnxio.FormatDims(onnxio.Dims(ins[0])))
@@ -304,7 +302,7 @@ func TestExportLayerErrors(t *testing.T) {
 	for _, c := range []struct {
 		layer, want string
 	}{
-		{"exporttest.plain", `export model "bad": layer "odd" (exporttest.plain): cannot be exported to ONNX: *onnxio_test.plainLayer does not implement registry.Exporter`},
+		{"exporttest.plain", `export model "bad": layer "odd" (exporttest.plain): cannot be exported to ONNX: *export_test.plainLayer does not implement registry.Exporter`},
 		{"exporttest.bad_param", `layer "odd" (exporttest.bad_param): ExportONNX asked for parameter "nope"; the layer has parameters "w"`},
 		{"exporttest.panics", `layer "odd" (exporttest.panics): panic in ExportONNX: boom`},
 		{"exporttest.no_output", `layer "odd" (exporttest.no_output): ExportONNX returned "nowhere", which no node produces and which is not one of its inputs`},
@@ -318,54 +316,10 @@ layers:
   - {name: odd, type: %s}
 `, c.layer)), "bad.yaml")
 		require.NoError(t, err)
-		_, err = onnxio.Export(m, onnxio.ExportOptions{})
+		_, err = export.Model(m, export.Options{})
 		require.Error(t, err, c.layer)
 		assert.Contains(t, err.Error(), c.want)
 	}
-}
-
-// What attnrun exports decodes in onnx-go v0.5.0, the compatibility
-// target: every preset at every opset.
-func TestExportDecodesInOnnxGo(t *testing.T) {
-	var ok, total int
-	for _, p := range presets(t) {
-		for opset := 13; opset <= 17; opset++ {
-			m, _ := presetModel(t, p.Name)
-			data := encode(t, export(t, m, onnxio.ExportOptions{Opset: opset}))
-			total++
-			if err := onnxgoDecode(data); err != nil {
-				t.Errorf("onnx-go fails on %s at opset %d: %v", p.Name, opset, err)
-				continue
-			}
-			ok++
-		}
-	}
-	configs, err := filepath.Glob(filepath.Join("..", "testdata", "export", "*.yaml"))
-	require.NoError(t, err)
-	require.NotEmpty(t, configs)
-	for _, path := range configs {
-		m, err := models.Load(path)
-		require.NoError(t, err)
-		require.NoError(t, m.Init(1))
-		total++
-		if err := onnxgoDecode(encode(t, export(t, m, onnxio.ExportOptions{Opset: 13}))); err != nil {
-			t.Errorf("onnx-go fails on %s: %v", path, err)
-			continue
-		}
-		ok++
-	}
-	t.Logf("onnx-go v0.5.0 decodes %d of %d exports (every preset at opsets 13-17, every testdata/export config)", ok, total)
-}
-
-// onnxgoDecode runs onnx-go's decoder with the gorgonnx backend, turning a
-// panic into an error.
-func onnxgoDecode(data []byte) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("onnx-go panicked: %v", r)
-		}
-	}()
-	return onnxgo.NewModel(gorgonnx.NewGraph()).UnmarshalBinary(data)
 }
 
 // Test layers for the error paths, registered once for this test binary.
@@ -437,9 +391,9 @@ func presetModel(t *testing.T, name string) (*models.Model, *tensor.Dense) {
 	return m, x
 }
 
-func export(t *testing.T, m *models.Model, opts onnxio.ExportOptions) *onnxpb.ModelProto {
+func exportModel(t *testing.T, m *models.Model, opts export.Options) *onnxpb.ModelProto {
 	t.Helper()
-	pb, err := onnxio.Export(m, opts)
+	pb, err := export.Model(m, opts)
 	require.NoError(t, err)
 	return pb
 }
@@ -453,9 +407,9 @@ func encode(t *testing.T, pb *onnxpb.ModelProto) []byte {
 
 // exportGraph exports, encodes, decodes and prepares the model for the
 // executor: the path a file takes.
-func exportGraph(t *testing.T, m *models.Model, opts onnxio.ExportOptions) *exec.Graph {
+func exportGraph(t *testing.T, m *models.Model, opts export.Options) *exec.Graph {
 	t.Helper()
-	pb, err := onnxio.DecodeModel(encode(t, export(t, m, opts)), "", onnxio.DefaultLimits)
+	pb, err := onnxio.DecodeModel(encode(t, exportModel(t, m, opts)), "", onnxio.DefaultLimits)
 	require.NoError(t, err)
 	g, err := exec.New(pb)
 	require.NoError(t, err)

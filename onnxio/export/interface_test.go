@@ -1,4 +1,4 @@
-package onnxio_test
+package export_test
 
 import (
 	"strings"
@@ -12,15 +12,16 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
 // exportDeclared exports m with an Interface, checks that the graph
 // declares exactly what was asked (copies, not the caller's protos), and
 // prepares it for the executor.
-func exportDeclared(t *testing.T, m *models.Model, iface *onnxio.Interface) (*onnxpb.ModelProto, *exec.Graph) {
+func exportDeclared(t *testing.T, m *models.Model, iface *export.Interface) (*onnxpb.ModelProto, *exec.Graph) {
 	t.Helper()
-	pb := export(t, m, onnxio.ExportOptions{Interface: iface})
+	pb := exportModel(t, m, export.Options{Interface: iface})
 	gr := pb.GetGraph()
 	require.Len(t, gr.GetInput(), len(iface.Inputs))
 	for i, vi := range iface.Inputs {
@@ -48,7 +49,7 @@ func TestExportInterfaceFixedShapes(t *testing.T) {
 			if x.Dims() == 2 {
 				unbatched++
 			}
-			iface := &onnxio.Interface{
+			iface := &export.Interface{
 				Inputs: []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("x", onnxio.Float, fixedDims(x.Shape()))},
 				Output: onnxio.TensorValueInfo("y", onnxio.Float, fixedDims(want.Shape())),
 			}
@@ -100,7 +101,7 @@ layers:
 	require.NoError(t, err)
 	require.Equal(t, []int{5, 4}, []int(want.Shape()))
 
-	iface := &onnxio.Interface{
+	iface := &export.Interface{
 		Inputs: []*onnxpb.ValueInfoProto{
 			onnxio.TensorValueInfo("query.1", onnxio.Float, []onnxio.Dim{onnxio.SymbolicDim("L"), onnxio.FixedDim(4)}),
 			onnxio.TensorValueInfo("memory", onnxio.Float, []onnxio.Dim{onnxio.SymbolicDim("S"), onnxio.FixedDim(4)}),
@@ -157,7 +158,7 @@ layers:
 	}
 	want, err := m.Forward(nil, x, tensor.New(tensor.WithShape(3, 3), tensor.WithBacking(maskFloat)))
 	require.NoError(t, err)
-	iface := &onnxio.Interface{
+	iface := &export.Interface{
 		Inputs: []*onnxpb.ValueInfoProto{
 			onnxio.TensorValueInfo("x", onnxio.Float, []onnxio.Dim{onnxio.SymbolicDim("T"), onnxio.FixedDim(4)}),
 			onnxio.TensorValueInfo("mask", onnxio.Bool, []onnxio.Dim{onnxio.SymbolicDim("T"), onnxio.SymbolicDim("T")}),
@@ -188,7 +189,7 @@ layers:
 	require.NoError(t, err)
 	require.NoError(t, m.Init(2))
 	x := randomInput(2, 4, 3, 8)
-	iface := &onnxio.Interface{
+	iface := &export.Interface{
 		Inputs: []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("/second/MatMul_output_0", onnxio.Float,
 			[]onnxio.Dim{onnxio.SymbolicDim("batch"), onnxio.SymbolicDim("seq"), onnxio.FixedDim(3)})},
 		Output: onnxio.TensorValueInfo("/first/MatMul_output_0", onnxio.Float,
@@ -217,29 +218,29 @@ layers:
 	}
 	for _, c := range []struct {
 		name  string
-		iface onnxio.Interface
+		iface export.Interface
 		want  string
 	}{
-		{"two inputs", onnxio.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("a", 3), tokens("b", 3)}, Output: tokens("y", 3)},
+		{"two inputs", export.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("a", 3), tokens("b", 3)}, Output: tokens("y", 3)},
 			`interface: 2 input(s) declared, the model has 1 ("x")`},
-		{"no output", onnxio.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("x", 3)}},
+		{"no output", export.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("x", 3)}},
 			"interface: the output is not declared"},
-		{"nil input", onnxio.Interface{Inputs: []*onnxpb.ValueInfoProto{nil}, Output: tokens("y", 3)},
+		{"nil input", export.Interface{Inputs: []*onnxpb.ValueInfoProto{nil}, Output: tokens("y", 3)},
 			"interface: input 0 has no name"},
-		{"a parameter's name", onnxio.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("proj.weight", 3)}, Output: tokens("y", 3)},
+		{"a parameter's name", export.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("proj.weight", 3)}, Output: tokens("y", 3)},
 			`interface: input 0 is named "proj.weight", which is already the name of a parameter`},
-		{"output named as the input", onnxio.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("x", 3)}, Output: tokens("x", 3)},
+		{"output named as the input", export.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("x", 3)}, Output: tokens("x", 3)},
 			`interface: the output is named "x", which is already the name of a declared value`},
-		{"strings", onnxio.Interface{Inputs: []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("x", onnxpb.TensorProto_STRING, nil)}, Output: tokens("y", 3)},
+		{"strings", export.Interface{Inputs: []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("x", onnxpb.TensorProto_STRING, nil)}, Output: tokens("y", 3)},
 			`interface: input 0 "x" has element type STRING, which Cast does not convert to float32`},
-		{"rank 1", onnxio.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("x", 1)}, Output: tokens("y", 3)},
+		{"rank 1", export.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("x", 1)}, Output: tokens("y", 3)},
 			`interface: input "x" is declared of rank 1; the model reads it as a token stream (batch, seq, d)`},
-		{"rank 4", onnxio.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("x", 4)}, Output: tokens("y", 3)},
+		{"rank 4", export.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("x", 4)}, Output: tokens("y", 3)},
 			`interface: input "x" is declared of rank 4`},
-		{"output rank 1", onnxio.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("x", 3)}, Output: tokens("y", 1)},
+		{"output rank 1", export.Interface{Inputs: []*onnxpb.ValueInfoProto{tokens("x", 3)}, Output: tokens("y", 1)},
 			`interface: output "y" is declared of rank 1; the model computes a token stream (batch, seq, d)`},
 	} {
-		_, err := onnxio.Export(m, onnxio.ExportOptions{Interface: &c.iface})
+		_, err := export.Model(m, export.Options{Interface: &c.iface})
 		require.Error(t, err, c.name)
 		assert.Contains(t, err.Error(), `export model "lin": `+c.want, c.name)
 	}

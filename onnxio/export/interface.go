@@ -1,4 +1,4 @@
-package onnxio
+package export
 
 import (
 	"fmt"
@@ -7,12 +7,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
 
 // Interface is how a graph declares its inputs and output. Set as
-// ExportOptions.Interface, it makes an export declare them as another file
+// Options.Interface, it makes an export declare them as another file
 // does, so that the export can replace that file: attnrun import keeps the
 // interface of the graph it lifted (a PyTorch export of one (T, d)
 // sequence stays (T, d), a bool mask stays bool, a static (2, 6, 8) stays
@@ -41,10 +42,10 @@ type Interface struct {
 }
 
 // castable lists the element types Cast converts to and from float32.
-var castable = map[DataType]bool{
-	Float: true, Float64: true, Float16: true, BFloat16: true,
-	Int64: true, Int32: true, Int16: true, Int8: true,
-	Uint64: true, Uint32: true, Uint16: true, Uint8: true, Bool: true,
+var castable = map[onnxio.DataType]bool{
+	onnxio.Float: true, onnxio.Float64: true, onnxio.Float16: true, onnxio.BFloat16: true,
+	onnxio.Int64: true, onnxio.Int32: true, onnxio.Int16: true, onnxio.Int8: true,
+	onnxio.Uint64: true, onnxio.Uint32: true, onnxio.Uint16: true, onnxio.Uint8: true, onnxio.Bool: true,
 }
 
 // interfacePath is the node path of the nodes that adapt an interface.
@@ -77,7 +78,7 @@ func checkInterface(iface *Interface, cfg *models.Config, params []registry.Para
 			return fmt.Errorf("interface: %s is named %q, which is already the name of a %s", what, name, other)
 		}
 		taken[name] = "declared value"
-		if dt := ElemType(vi); dt != 0 && !castable[dt] {
+		if dt := onnxio.ElemType(vi); dt != 0 && !castable[dt] {
 			return fmt.Errorf("interface: %s %q has element type %s, which Cast does not convert to float32", what, name, dt)
 		}
 	}
@@ -89,13 +90,13 @@ func checkInterface(iface *Interface, cfg *models.Config, params []registry.Para
 func (g *graph) adaptInput(vi *onnxpb.ValueInfoProto, dims []string) (string, error) {
 	b := g.interfaceBuilder()
 	value := vi.GetName()
-	if dt := ElemType(vi); dt != 0 && dt != Float {
-		value = b.Node("Cast", []string{value}, registry.Attr{Name: "to", Value: int64(Float)})
+	if dt := onnxio.ElemType(vi); dt != 0 && dt != onnxio.Float {
+		value = b.Node("Cast", []string{value}, registry.Attr{Name: "to", Value: int64(onnxio.Float)})
 	}
-	if !HasShape(vi) {
+	if !onnxio.HasShape(vi) {
 		return value, nil // the rank is not declared: fed as the layers read it
 	}
-	rank := len(Dims(vi))
+	rank := len(onnxio.Dims(vi))
 	switch {
 	case rank == len(dims):
 	case rank == len(dims)-1 && !isMask(dims) && slices.Contains(dims, "batch"):
@@ -116,8 +117,8 @@ func (g *graph) adaptInput(vi *onnxpb.ValueInfoProto, dims []string) (string, er
 // the declared output, and names it as declared.
 func (g *graph) adaptOutput(value string, vi *onnxpb.ValueInfoProto, dims []string) error {
 	b := g.interfaceBuilder()
-	if HasShape(vi) {
-		switch rank := len(Dims(vi)); {
+	if onnxio.HasShape(vi) {
+		switch rank := len(onnxio.Dims(vi)); {
 		case rank == len(dims):
 		case rank == len(dims)-1 && slices.Contains(dims, "batch"):
 			value = b.Node("Squeeze", []string{value, b.ConstInt64([]int64{int64(slices.Index(dims, "batch"))})})
@@ -125,7 +126,7 @@ func (g *graph) adaptOutput(value string, vi *onnxpb.ValueInfoProto, dims []stri
 			return fmt.Errorf("output %q is declared of rank %d; the model computes %s", vi.GetName(), rank, describeDims(dims))
 		}
 	}
-	if dt := ElemType(vi); dt != 0 && dt != Float {
+	if dt := onnxio.ElemType(vi); dt != 0 && dt != onnxio.Float {
 		value = b.Node("Cast", []string{value}, registry.Attr{Name: "to", Value: int64(dt)})
 	}
 	if b.err != nil {

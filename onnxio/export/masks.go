@@ -1,4 +1,4 @@
-package onnxio
+package export
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -15,7 +16,7 @@ import (
 // inputs are not token streams (batch, seq, d): attention masks
 // (attention.sdpa's mask, attention.torch_mha's key_padding_mask and
 // attn_mask), or token streams in another order (a sequence-first
-// nn.MultiheadAttention's (seq, batch, d)). Export declares a model input
+// nn.MultiheadAttention's (seq, batch, d)). Model declares a model input
 // that such a layer reads with the dimensions the layer gives, and probes
 // widths with inputs of that rank.
 //
@@ -127,9 +128,9 @@ func maskProbe(rank int) *tensor.Dense {
 // only; a bool mask is given as 0 and 1), every dimension symbolic and
 // named after the input.
 func maskInfo(name string, dims []string) *onnxpb.ValueInfoProto {
-	shape := make([]Dim, len(dims))
+	shape := make([]onnxio.Dim, len(dims))
 	for i, d := range dims {
-		shape[i] = SymbolicDim(name + "_" + d)
+		shape[i] = onnxio.SymbolicDim(name + "_" + d)
 	}
-	return TensorValueInfo(name, Float, shape)
+	return onnxio.TensorValueInfo(name, onnxio.Float, shape)
 }

@@ -1,4 +1,4 @@
-package onnxio
+package export
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -26,15 +27,15 @@ const (
 	MetadataFormat = "1"
 )
 
-// The opsets Export writes: the default operator set versions whose
+// The opsets Model writes: the default operator set versions whose
 // standard ops cover every built-in layer.
 const (
-	// DefaultExportOpset is the opset Export targets when none is given.
-	DefaultExportOpset = 17
-	// MinExportOpset is the oldest opset Export writes.
-	MinExportOpset = 13
-	// MaxExportOpset is the newest opset Export writes.
-	MaxExportOpset = 24
+	// DefaultOpset is the opset Model targets when none is given.
+	DefaultOpset = 17
+	// MinOpset is the oldest opset Model writes.
+	MinOpset = 13
+	// MaxOpset is the newest opset Model writes.
+	MaxOpset = 24
 	// AttentionOpset is the first opset with the Attention and
 	// RotaryEmbedding ops: from it on, the attention layers that map onto
 	// them (attention.sdpa, attention.torch_mha, position.rope, ...) export
@@ -60,10 +61,10 @@ func exportIRVersion(opset int) int64 {
 // OutputName is the name of an export's graph output.
 const OutputName = "y"
 
-// ExportOptions configures Export.
-type ExportOptions struct {
-	// Opset is the default-domain opset to target, MinExportOpset to
-	// MaxExportOpset; 0 means DefaultExportOpset.
+// Options configures Model.
+type Options struct {
+	// Opset is the default-domain opset to target, MinOpset to
+	// MaxOpset; 0 means DefaultOpset.
 	Opset int
 	// Widths fixes the last axis of model inputs, by input name. An input
 	// not listed gets the one width the model accepts among its parameters'
@@ -77,13 +78,13 @@ type ExportOptions struct {
 	Interface *Interface
 }
 
-// Export writes a model as an ONNX graph of standard ops, each layer
+// Model writes a model as an ONNX graph of standard ops, each layer
 // through its registry.Exporter; a layer that does not implement it is an
 // error naming the layer and its type.
 //
 // The graph's inputs carry the model's input names, float32 of shape
 // (batch, seq, d) with batch and seq symbolic and d fixed when known (see
-// ExportOptions.Widths); an input a layer reads as an attention mask is
+// Options.Widths); an input a layer reads as an attention mask is
 // float32 of the rank that layer declares (see MaskInputs), bool masks
 // given as 0 and 1, since models take float32 tensors only. Its output is
 // "y", shaped (batch, seq, width) (in the order of the output layer's
@@ -95,7 +96,7 @@ type ExportOptions struct {
 // attention.multihead has nothing that depends on its context_length in
 // the graph, and accepts longer sequences).
 //
-// With ExportOptions.Interface, the inputs and the output are declared as
+// With Options.Interface, the inputs and the output are declared as
 // it says instead (another file's, for a drop-in replacement), and the
 // graph adapts them to the layers.
 //
@@ -112,7 +113,7 @@ type ExportOptions struct {
 //
 // The same model and options always give the same ModelProto, and
 // EncodeModel the same bytes.
-func Export(m *models.Model, opts ExportOptions) (*onnxpb.ModelProto, error) {
+func Model(m *models.Model, opts Options) (*onnxpb.ModelProto, error) {
 	if m == nil {
 		return nil, fmt.Errorf("export: nil model")
 	}
@@ -124,11 +125,11 @@ func Export(m *models.Model, opts ExportOptions) (*onnxpb.ModelProto, error) {
 	}
 	opset := opts.Opset
 	if opset == 0 {
-		opset = DefaultExportOpset
+		opset = DefaultOpset
 	}
-	if opset < MinExportOpset || opset > MaxExportOpset {
+	if opset < MinOpset || opset > MaxOpset {
 		return nil, fmt.Errorf("export model %q: opset %d is not supported (attnrun exports opsets %d to %d)",
-			cfg.Name, opset, MinExportOpset, MaxExportOpset)
+			cfg.Name, opset, MinOpset, MaxOpset)
 	}
 	layouts, err := inputLayouts(cfg)
 	if err != nil {
@@ -176,8 +177,8 @@ func Export(m *models.Model, opts ExportOptions) (*onnxpb.ModelProto, error) {
 	if cfg.Description != "" {
 		model.Graph.DocString = proto.String(cfg.Description)
 	}
-	SetMetadata(model, MetadataConfig, string(cfg.YAML))
-	SetMetadata(model, MetadataVersion, MetadataFormat)
+	onnxio.SetMetadata(model, MetadataConfig, string(cfg.YAML))
+	onnxio.SetMetadata(model, MetadataVersion, MetadataFormat)
 	return model, nil
 }
 
@@ -334,7 +335,7 @@ func paramInitializers(m *models.Model) ([]*onnxpb.TensorProto, error) {
 	params := m.Params()
 	out := make([]*onnxpb.TensorProto, len(params))
 	for i, p := range params {
-		tp, err := DenseToTensor(p.Name, p.Value)
+		tp, err := onnxio.DenseToTensor(p.Name, p.Value)
 		if err != nil {
 			return nil, fmt.Errorf("parameter %q: %w", p.Name, err)
 		}
@@ -363,16 +364,16 @@ func inputInfos(inputs []string, widths map[string]int, layouts map[string][]str
 		if i > 0 {
 			seq, d = "seq_"+in, "d_"+in
 		}
-		width := SymbolicDim(d)
+		width := onnxio.SymbolicDim(d)
 		if w := widths[in]; w > 0 {
-			width = FixedDim(int64(w))
+			width = onnxio.FixedDim(int64(w))
 		}
-		axes := map[string]Dim{"batch": SymbolicDim("batch"), "seq": SymbolicDim(seq), "d": width}
-		shape := make([]Dim, len(dims))
+		axes := map[string]onnxio.Dim{"batch": onnxio.SymbolicDim("batch"), "seq": onnxio.SymbolicDim(seq), "d": width}
+		shape := make([]onnxio.Dim, len(dims))
 		for k, name := range dims {
 			shape[k] = axes[name]
 		}
-		infos[i] = TensorValueInfo(in, Float, shape)
+		infos[i] = onnxio.TensorValueInfo(in, onnxio.Float, shape)
 	}
 	return infos
 }
@@ -382,20 +383,20 @@ func inputInfos(inputs []string, widths map[string]int, layouts map[string][]str
 // for a one-input model and left unnamed otherwise (it may follow any
 // input); its width is fixed when the export knows it.
 func outputInfo(name string, dims []string, inputs int, width int) *onnxpb.ValueInfoProto {
-	seq := Dim{}
+	seq := onnxio.Dim{}
 	if inputs == 1 {
-		seq = SymbolicDim("seq")
+		seq = onnxio.SymbolicDim("seq")
 	}
-	d := Dim{}
+	d := onnxio.Dim{}
 	if width > 0 {
-		d = FixedDim(int64(width))
+		d = onnxio.FixedDim(int64(width))
 	}
-	axes := map[string]Dim{"batch": SymbolicDim("batch"), "seq": seq, "d": d}
-	shape := make([]Dim, len(dims))
+	axes := map[string]onnxio.Dim{"batch": onnxio.SymbolicDim("batch"), "seq": seq, "d": d}
+	shape := make([]onnxio.Dim, len(dims))
 	for k, axis := range dims {
 		shape[k] = axes[axis]
 	}
-	return TensorValueInfo(name, Float, shape)
+	return onnxio.TensorValueInfo(name, onnxio.Float, shape)
 }
 
 // quoteNames lists names for an error message.

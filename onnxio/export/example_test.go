@@ -1,4 +1,4 @@
-package onnxio_test
+package export_test
 
 import (
 	"fmt"
@@ -7,11 +7,12 @@ import (
 	_ "github.com/attnrun/attnrun/layers" // the built-in layers
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 )
 
-// Export turns a model into an ONNX graph that ONNX Runtime runs; the
+// Model turns a model into an ONNX graph that ONNX Runtime runs; the
 // YAML config travels along in the metadata.
-func ExampleExport() {
+func ExampleModel() {
 	m, err := models.Parse([]byte(`
 name: heads
 layers:
@@ -23,7 +24,7 @@ layers:
 	if err := m.Init(123); err != nil {
 		log.Fatal(err)
 	}
-	pb, err := onnxio.Export(m, onnxio.ExportOptions{Opset: 17})
+	pb, err := export.Model(m, export.Options{Opset: 17})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -33,7 +34,7 @@ layers:
 	for _, t := range g.GetInitializer() {
 		fmt.Println("initializer", t.GetName(), t.GetDims())
 	}
-	version, _ := onnxio.Metadata(pb, onnxio.MetadataVersion)
+	version, _ := onnxio.Metadata(pb, export.MetadataVersion)
 	fmt.Println("metadata version", version)
 	// Write it with onnxio.WriteModel("heads.onnx", pb).
 

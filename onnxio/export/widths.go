@@ -1,4 +1,4 @@
-package onnxio
+package export
 
 import (
 	"fmt"

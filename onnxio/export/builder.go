@@ -1,4 +1,4 @@
-package onnxio
+package export
 
 import (
 	"encoding/binary"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -163,14 +164,14 @@ func (b *layerBuilder) nodeName(op string, n int) string {
 func outputValue(node string, i int) string { return node + "_output_" + strconv.Itoa(i) }
 
 func (b *layerBuilder) ConstInt64(values []int64, dims ...int64) string {
-	return b.constant(Int64, len(values), dims, func() []byte {
-		return encodeRaw(values, 8, func(p []byte, v int64) { binary.LittleEndian.PutUint64(p, uint64(v)) })
+	return b.constant(onnxio.Int64, len(values), dims, func() []byte {
+		return onnxio.EncodeRaw(values, 8, func(p []byte, v int64) { binary.LittleEndian.PutUint64(p, uint64(v)) })
 	})
 }
 
 func (b *layerBuilder) ConstFloat(values []float32, dims ...int64) string {
-	return b.constant(Float, len(values), dims, func() []byte {
-		return encodeRaw(values, 4, func(p []byte, v float32) { binary.LittleEndian.PutUint32(p, math.Float32bits(v)) })
+	return b.constant(onnxio.Float, len(values), dims, func() []byte {
+		return onnxio.EncodeRaw(values, 4, func(p []byte, v float32) { binary.LittleEndian.PutUint32(p, math.Float32bits(v)) })
 	})
 }
 
@@ -185,7 +186,7 @@ func (b *layerBuilder) ScalarFloat(v float32) string {
 // constant adds a Constant node holding n elements of type dt with shape
 // dims (a vector of n when dims is nil; a scalar when it is empty but not
 // nil, as the Scalar methods pass it).
-func (b *layerBuilder) constant(dt DataType, n int, dims []int64, raw func() []byte) string {
+func (b *layerBuilder) constant(dt onnxio.DataType, n int, dims []int64, raw func() []byte) string {
 	if dims == nil {
 		dims = []int64{int64(n)}
 	}
