@@ -8,6 +8,7 @@ import (
 	"github.com/attnrun/attnrun/internal/kernels"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/registry"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
@@ -145,7 +146,7 @@ func TestNonFiniteExportsAgainstPyTorch(t *testing.T) {
 		for _, opset := range liveOpsets {
 			t.Run(fmt.Sprintf("%s/opset%d", name, opset), func(t *testing.T) {
 				m := c.model(t)
-				pb, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
+				pb, err := export.Model(m, export.Options{Opset: opset})
 				require.NoError(t, err)
 				g, err := exec.New(pb)
 				require.NoError(t, err)
@@ -155,7 +156,7 @@ func TestNonFiniteExportsAgainstPyTorch(t *testing.T) {
 				}
 				outs, err := g.Run(feeds)
 				require.NoError(t, err)
-				requireSameNumbers(t, c.Output.Data, floats(outs[onnxio.OutputName]), "output")
+				requireSameNumbers(t, c.Output.Data, floats(outs[export.OutputName]), "output")
 			})
 		}
 	}
