@@ -43,7 +43,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	})
 }
 
-func write(path string, perm os.FileMode, fill func(w io.Writer) error) (err error) {
+func write(path string, perm os.FileMode, fill func(w io.Writer) error) error {
 	if fill == nil {
 		return errors.New("nothing to write (nil fill function)")
 	}
