@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -14,7 +16,8 @@ import (
 // topological order. A Graph is immutable; Run may be called from many
 // goroutines at once.
 type Graph struct {
-	opset    int
+	opset     int
+	maxMemory int64 // each run's budget
 	nodes    []*node  // execution order; nodes no output depends on are dropped
 	consts   []*value // by slot: initializers and Constant outputs, nil elsewhere
 	inputs   []TensorInfo
@@ -58,18 +61,43 @@ func (g *Graph) Outputs() []TensorInfo { return slices.Clone(g.outputs) }
 // Opset is the default-domain opset version the graph runs with.
 func (g *Graph) Opset() int { return g.opset }
 
-// New prepares a model for execution. Every problem that does not depend
-// on the input values is reported here rather than during Run: an op the
-// executor does not implement at the model's opset, an operator domain
-// other than the default one, an unknown attribute, an input nothing
-// produces, a cycle, an unsupported element type.
+// Options tune how a graph is prepared and run. The zero value is the
+// default.
+type Options struct {
+	// MaxMemory bounds, in bytes, the tensors the graph holds: its
+	// initializers and constants, converted once by NewWithOptions, and,
+	// separately for each run, the values the run holds at once (outputs,
+	// intermediates not yet dropped, the temporaries of the running node).
+	// A tensor that would exceed it is an error naming the node, op, shape
+	// and bytes (matching budget.ErrExceeded), raised before allocating.
+	// 0 (or less) means budget.DefaultLimit, 4 GiB.
+	MaxMemory int64
+}
+
+// New prepares a model for execution with the default Options. Every
+// problem that does not depend on the input values is reported here rather
+// than during Run: an op the executor does not implement at the model's
+// opset, an operator domain other than the default one, an unknown
+// attribute, an input nothing produces, a cycle, an unsupported element
+// type, initializers over the memory budget.
 func New(m *onnxpb.ModelProto) (*Graph, error) {
-	return newGraph(m, true)
+	return NewWithOptions(m, Options{})
+}
+
+// NewWithOptions prepares a model for execution as New does, with the
+// given Options.
+func NewWithOptions(m *onnxpb.ModelProto, opts Options) (*Graph, error) {
+	return prepare(m, opts, true)
 }
 
 // newGraph is New, with the fusions (fuse_attention.go, fuse_bias.go)
 // optional so that tests can compare with the node-by-node run.
 func newGraph(m *onnxpb.ModelProto, fuse bool) (*Graph, error) {
+	return prepare(m, Options{}, fuse)
+}
+
+// prepare is NewWithOptions with the fusions optional.
+func prepare(m *onnxpb.ModelProto, opts Options, fuse bool) (*Graph, error) {
 	if m == nil || m.GetGraph() == nil {
 		return nil, errors.New("exec: the model has no graph")
 	}
@@ -77,7 +105,11 @@ func newGraph(m *onnxpb.ModelProto, fuse bool) (*Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	b := &builder{g: &Graph{opset: opset, defaults: map[string]int{}}, slots: map[string]int{}, fuse: fuse}
+	limit := budget.New(opts.MaxMemory).Limit()
+	b := &builder{
+		g:     &Graph{opset: opset, maxMemory: limit, defaults: map[string]int{}},
+		slots: map[string]int{}, fuse: fuse, budget: budget.New(limit),
+	}
 	if err := b.build(m.GetGraph()); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
@@ -104,6 +136,7 @@ type builder struct {
 	producer []int          // by slot: node index, -1 for sources
 	known    []bool         // by slot: initializer or graph input
 	fuse     bool           // rewrite attention chains and bias adds into fused nodes
+	budget   *budget.Budget // initializers and constant attributes, all together
 }
 
 // slot returns the slot of a value name, allocating one on first sight.
@@ -127,7 +160,7 @@ func (b *builder) build(gp *onnxpb.GraphProto) error {
 		if _, dup := b.slots[name]; dup {
 			return fmt.Errorf("initializer %q is defined twice", name)
 		}
-		v, err := tensorValue(tp)
+		v, err := loadTensor(tp, b.budget, fmt.Sprintf("initializer %q", name))
 		if err != nil {
 			return fmt.Errorf("initializer %q: %w", name, err)
 		}
@@ -216,10 +249,17 @@ func tensorInfo(vi *onnxpb.ValueInfoProto) (TensorInfo, error) {
 	return TensorInfo{Name: vi.GetName(), DType: dt, Shape: onnxio.Dims(vi)}, nil
 }
 
-// tensorValue converts an initializer or tensor attribute. Tensors without
-// elements are built here (a *tensor.Dense cannot hold them); the others
-// go through onnxio.TensorToDense, which checks sizes and data.
+// tensorValue converts a TensorProto outside the graph's budget (test
+// data), as loadTensor does.
 func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
+	return loadTensor(tp, nil, "tensor "+strconv.Quote(tp.GetName()))
+}
+
+// loadTensor converts an initializer or tensor attribute, what, after
+// reserving its memory from b. Tensors without elements are built here (a
+// *tensor.Dense cannot hold them); the others go through
+// onnxio.TensorToDense, which checks sizes and data.
+func loadTensor(tp *onnxpb.TensorProto, b *budget.Budget, what string) (*value, error) {
 	dt := DType(tp.GetDataType())
 	if err := checkDType(dt); err != nil {
 		return nil, err
@@ -231,6 +271,12 @@ func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
 	shape := make([]int, len(tp.GetDims()))
 	for i, d := range tp.GetDims() {
 		shape[i] = int(d)
+	}
+	if err := checkExtent(shape); err != nil {
+		return nil, err
+	}
+	if err := b.Reserve(budget.Bytes(elems, dt.size()), what+": "+dt.String()+" "+shapeString(shape)); err != nil {
+		return nil, err
 	}
 	if elems == 0 {
 		return newValue(dt, shape), nil

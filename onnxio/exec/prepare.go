@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -69,7 +70,7 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	if len(outs) < spec.minOut || spec.maxOut >= 0 && len(outs) > spec.maxOut {
 		return nil, fail("has %s outputs, the node has %d", arity(spec.minOut, spec.maxOut), len(outs))
 	}
-	attrs, err := decodeAttributes(np.GetAttribute(), spec, n.opset)
+	attrs, err := decodeAttributes(np.GetAttribute(), spec, n.opset, b.budget)
 	if err != nil {
 		return nil, fail("%w", err)
 	}
@@ -78,7 +79,7 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 		switch {
 		case name != "":
 			n.in = append(n.in, b.slot(name))
-		case k < spec.minIn:
+		case k < spec.minIn || spec.maxIn < 0: // variadic inputs (Concat, Max) are never optional
 			return nil, fail("needs input %d, which is empty", k)
 		default:
 			n.in = append(n.in, -1)
@@ -112,8 +113,8 @@ func arity(lo, hi int) string {
 }
 
 // decodeAttributes converts a node's attributes, checking each against the
-// op's schema.
-func decodeAttributes(aps []*onnxpb.AttributeProto, spec *opSpec, opset int) (map[string]attribute, error) {
+// op's schema; tensors take their memory from b.
+func decodeAttributes(aps []*onnxpb.AttributeProto, spec *opSpec, opset int, b *budget.Budget) (map[string]attribute, error) {
 	attrs := make(map[string]attribute, len(aps))
 	for _, ap := range aps {
 		name := ap.GetName()
@@ -136,7 +137,7 @@ func decodeAttributes(aps []*onnxpb.AttributeProto, spec *opSpec, opset int) (ma
 		}
 		a := attribute{kind: kind, f: ap.GetF(), i: ap.GetI(), s: string(ap.GetS()), floats: ap.GetFloats(), ints: ap.GetInts()}
 		if kind == attrTensor {
-			v, err := tensorValue(ap.GetT())
+			v, err := loadTensor(ap.GetT(), b, fmt.Sprintf("attribute %q", name))
 			if err != nil {
 				return nil, fmt.Errorf("attribute %q: %w", name, err)
 			}
