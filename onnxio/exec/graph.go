@@ -17,14 +17,14 @@ import (
 // goroutines at once.
 type Graph struct {
 	opset     int
-	maxMemory int64 // each run's budget
-	nodes    []*node  // execution order; nodes no output depends on are dropped
-	consts   []*value // by slot: initializers and Constant outputs, nil elsewhere
-	inputs   []TensorInfo
-	inSlots  []int
-	defaults map[string]int // inputs that have an initializer, by name: slot
-	outputs  []TensorInfo
-	outSlots []int
+	maxMemory int64    // each run's budget
+	nodes     []*node  // execution order; nodes no output depends on are dropped
+	consts    []*value // by slot: initializers and Constant outputs, nil elsewhere
+	inputs    []TensorInfo
+	inSlots   []int
+	defaults  map[string]int // inputs that have an initializer, by name: slot
+	outputs   []TensorInfo
+	outSlots  []int
 	// attention holds the plans of the fused attention nodes.
 	attention []*fusedAttention
 }
