@@ -10,7 +10,8 @@ import (
 // kernels.AttendBatch call between two checks of the run's context: some
 // tens of milliseconds on one core, so that a deadline is honoured about
 // that soon, while each call stays long enough for its set-up not to show.
-const attendChunk = 1 << 30
+// A variable so that tests can split small heads.
+var attendChunk = 1 << 30
 
 // attendBatch computes kernels.AttendBatch(heads, opt) in calls of about
 // attendChunk operations, checking the run's context before each: whole

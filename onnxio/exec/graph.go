@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio"
@@ -160,7 +159,7 @@ func (b *builder) build(gp *onnxpb.GraphProto) error {
 		if _, dup := b.slots[name]; dup {
 			return fmt.Errorf("initializer %q is defined twice", name)
 		}
-		v, err := loadTensor(tp, b.budget, fmt.Sprintf("initializer %q", name))
+		v, err := loadTensor(tp, b.budget)
 		if err != nil {
 			return fmt.Errorf("initializer %q: %w", name, err)
 		}
@@ -252,14 +251,14 @@ func tensorInfo(vi *onnxpb.ValueInfoProto) (TensorInfo, error) {
 // tensorValue converts a TensorProto outside the graph's budget (test
 // data), as loadTensor does.
 func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
-	return loadTensor(tp, nil, "tensor "+strconv.Quote(tp.GetName()))
+	return loadTensor(tp, nil)
 }
 
-// loadTensor converts an initializer or tensor attribute, what, after
-// reserving its memory from b. Tensors without elements are built here (a
-// *tensor.Dense cannot hold them); the others go through
-// onnxio.TensorToDense, which checks sizes and data.
-func loadTensor(tp *onnxpb.TensorProto, b *budget.Budget, what string) (*value, error) {
+// loadTensor converts an initializer or tensor attribute after reserving
+// its memory from b; callers name the tensor in errors. Tensors without
+// elements are built here (a *tensor.Dense cannot hold them); the others
+// go through onnxio.TensorToDense, which checks sizes and data.
+func loadTensor(tp *onnxpb.TensorProto, b *budget.Budget) (*value, error) {
 	dt := DType(tp.GetDataType())
 	if err := checkDType(dt); err != nil {
 		return nil, err
@@ -275,7 +274,7 @@ func loadTensor(tp *onnxpb.TensorProto, b *budget.Budget, what string) (*value, 
 	if err := checkExtent(shape); err != nil {
 		return nil, err
 	}
-	if err := b.Reserve(budget.Bytes(elems, dt.size()), what+": "+dt.String()+" "+shapeString(shape)); err != nil {
+	if err := b.Reserve(budget.Bytes(elems, dt.size()), dt.String()+" "+shapeString(shape)); err != nil {
 		return nil, err
 	}
 	if elems == 0 {

@@ -136,11 +136,16 @@ func shapeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return int(min(max(i, 0), r))
 	}
 	start, end := clamp(n.attrInt("start", 0)), clamp(n.attrInt("end", r))
-	dims := []int64{}
-	for _, d := range x.shape[start:max(start, end)] {
-		dims = append(dims, int64(d))
+	kept := x.shape[start:max(start, end)]
+	out, err := rc.alloc(n, Int64, []int{len(kept)})
+	if err != nil {
+		return nil, err
 	}
-	return one(valueOf([]int{len(dims)}, dims))
+	dims := out.data.([]int64)
+	for i, d := range kept {
+		dims[i] = int64(d)
+	}
+	return one(out)
 }
 
 // sizeOp is the kernel of Size: the number of elements, as an int64

@@ -137,7 +137,7 @@ func decodeAttributes(aps []*onnxpb.AttributeProto, spec *opSpec, opset int, b *
 		}
 		a := attribute{kind: kind, f: ap.GetF(), i: ap.GetI(), s: string(ap.GetS()), floats: ap.GetFloats(), ints: ap.GetInts()}
 		if kind == attrTensor {
-			v, err := loadTensor(ap.GetT(), b, fmt.Sprintf("attribute %q", name))
+			v, err := loadTensor(ap.GetT(), b)
 			if err != nil {
 				return nil, fmt.Errorf("attribute %q: %w", name, err)
 			}

@@ -68,8 +68,12 @@ func (g *Graph) run(inputs map[string]*value) ([]*value, error) {
 
 // runContext executes the graph on values, with a budget of its own, and
 // returns the outputs in declaration order.
-func (g *Graph) runContext(ctx context.Context, inputs map[string]*value) (outs []*value, err error) {
-	rc := newRunCtx(ctx, budget.New(g.maxMemory))
+func (g *Graph) runContext(ctx context.Context, inputs map[string]*value) ([]*value, error) {
+	return g.execute(newRunCtx(ctx, budget.New(g.maxMemory)), inputs)
+}
+
+// execute runs the nodes in order with run context rc.
+func (g *Graph) execute(rc *runCtx, inputs map[string]*value) (outs []*value, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("exec: internal error: %v", r)

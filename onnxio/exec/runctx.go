@@ -52,16 +52,16 @@ func newRunCtx(ctx context.Context, b *budget.Budget) *runCtx {
 // nil.
 func (rc *runCtx) err() error { return rc.ctx.Err() }
 
-// alloc returns a zero-filled value of shape after checking its size
-// against the budget; the error names the node, the element type, the
-// shape and the bytes.
+// alloc returns a zero-filled value of shape for node n after checking
+// its size against the budget. The error names the element type, the
+// shape and the bytes, and runNode adds the node.
 func (rc *runCtx) alloc(n *node, dt DType, shape []int) (*value, error) {
 	if err := checkExtent(shape); err != nil {
 		return nil, err
 	}
 	elems := budget.Elements(shape)
 	b, err := rc.take(budget.Bytes(elems, dt.size()), func() string {
-		return fmt.Sprintf("node %s (%s): %s %s", n.label(), n.op, dt, shapeString(shape))
+		return dt.String() + " " + shapeString(shape)
 	})
 	if err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func scratch[T any](rc *runCtx, n *node, count int, purpose string) ([]T, error)
 // buffer of node n that no value holds, until the node is done.
 func (rc *runCtx) reserve(n *node, elemSize uintptr, elems int64, purpose string) error {
 	_, err := rc.take(budget.Bytes(elems, int(elemSize)), func() string {
-		return fmt.Sprintf("node %s (%s): %s (%d elements)", n.label(), n.op, purpose, elems)
+		return fmt.Sprintf("%s (%d elements)", purpose, elems)
 	})
 	return err
 }
