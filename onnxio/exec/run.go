@@ -37,7 +37,8 @@ func (g *Graph) RunContext(ctx context.Context, inputs map[string]*tensor.Dense)
 		}
 		values[name] = v
 	}
-	outs, err := g.runContext(ctx, values)
+	rc := newRunCtx(ctx, budget.New(g.maxMemory))
+	outs, err := g.execute(rc, values)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +54,11 @@ func (g *Graph) RunContext(ctx context.Context, inputs map[string]*tensor.Dense)
 			handed[v.mem] = true
 			res[info.Name] = wrapDense(v.shape, v.data)
 		default:
-			// An input, a constant, or a block another output has.
+			// An input, a constant, or a block another output has: a copy.
+			bytes := budget.Bytes(int64(v.size()), v.dtype.size())
+			if _, err := rc.take(bytes, func() string { return v.describe() }); err != nil {
+				return nil, fmt.Errorf("exec: output %q: %w", info.Name, err)
+			}
 			res[info.Name] = wrapDense(v.shape, cloneData(v.data))
 		}
 	}
