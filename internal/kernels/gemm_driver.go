@@ -61,13 +61,19 @@ var gemmBackend func(g gemmCall)
 
 // runGemm computes g on the backend if one is set, else with the active Go
 // kernel on up to threads goroutines.
-func runGemm(g *gemmCall, threads int) { runGemmContext(context.Background(), g, threads) }
+func runGemm(g *gemmCall, threads int) {
+	if gemmBackend != nil {
+		gemmBackend(*g) // by value: a pointer would escape and allocate
+		return
+	}
+	runGemmGo(g, threads)
+}
 
 // runGemmContext is runGemm that stops early when ctx is done (the Go
 // kernels do; a backend runs to the end).
 func runGemmContext(ctx context.Context, g *gemmCall, threads int) {
 	if gemmBackend != nil {
-		gemmBackend(*g) // by value: a pointer would escape and allocate
+		gemmBackend(*g)
 		return
 	}
 	runGemmGoContext(ctx, g, threads)

@@ -129,7 +129,7 @@ func fuzzInputs(g *Graph, data []byte) (map[string]*tensor.Dense, bool) {
 // fuzzData returns n random elements of type dt, or nil for a type the
 // executor does not take.
 func fuzzData(rng *rand.Rand, dt DType, n int) any {
-	special := []float64{0, -0.0, 1, -1, math.NaN(), math.Inf(1), math.Inf(-1), math.MaxFloat32, -math.MaxInt64, math.MaxInt64}
+	special := []float64{0, math.Copysign(0, -1), 1, -1, math.NaN(), math.Inf(1), math.Inf(-1), math.MaxFloat32, -math.MaxInt64, math.MaxInt64}
 	draw := func() float64 {
 		switch r := rng.IntN(16); {
 		case r == 0:
