@@ -25,8 +25,10 @@ const (
 	fuzzMemory   = 64 << 20
 	fuzzDeadline = 2 * time.Second
 	// fuzzGrace is how long past its deadline a run may take to notice it:
-	// the work of one GEMM part, one attention chunk or one cheap node.
-	fuzzGrace = time.Second
+	// the work of one GEMM part, one attention chunk or one elementwise
+	// node (milliseconds to a fraction of a second), with room for a
+	// loaded machine.
+	fuzzGrace = 2 * time.Second
 	// fuzzInputElements bounds each input the fuzzer feeds.
 	fuzzInputElements = 1 << 16
 )
