@@ -92,7 +92,8 @@ func (rc *runCtx) reserve(n *node, elemSize uintptr, elems int64, purpose string
 // refuses, and returns the block (nil when not tracking).
 func (rc *runCtx) take(bytes int64, what func() string) (*block, error) {
 	if err := rc.budget.Reserve(bytes, ""); err != nil {
-		if e := (*budget.ExceededError)(nil); errors.As(err, &e) {
+		var e *budget.ExceededError
+		if errors.As(err, &e) {
 			e.What = what()
 		}
 		return nil, err
