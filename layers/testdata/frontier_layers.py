@@ -32,8 +32,16 @@ Run from the repository root with the reference virtualenv
 (torch 2.15, transformers 5.23):
     ~/.cache/attnrun/venv/bin/python layers/testdata/frontier_layers.py
 The output is deterministic (re-running leaves git clean).
+
+The live cross-check (scripts/frontier_crosscheck.sh) draws fresh cases:
+    ... frontier_layers.py --seed N --out DIR
+writes DIR/frontier_layers.json from seeds shifted by N, and for each case
+DIR/<case>/ with model.yaml (the layer alone, named l), weights.npz (its
+state dict under attnrun's model names), input.npy and expected.npy (the
+module's output), for `attnrun run`, `attnrun export` and ONNX Runtime.
 """
 
+import argparse
 import json
 import math
 import os
@@ -48,6 +56,10 @@ from transformers.models.qwen3_next import modeling_qwen3_next as qn
 from transformers.models.qwen3_next.configuration_qwen3_next import Qwen3NextConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Every case draws its numbers from its own seed plus SEED_OFFSET: 0 for the
+# committed cases, 10000·N for --seed N (the cases' seeds stay below 10000).
+SEED_OFFSET = 0
 
 
 def tolist(t):
@@ -212,6 +224,7 @@ def hf_steps(module, x, cfg):
 
 
 def linear_case(seed, rule, d, heads, key_heads, dk, dv, kernel, shape, unbatched=False, qk_l2norm=True):
+    seed += SEED_OFFSET
     cfg = qwen3_next_config(d, heads, key_heads, dk, dv, kernel)
     torch.manual_seed(seed)
     net = SwappedRuleNet(cfg, rule, qk_l2norm)
@@ -265,6 +278,7 @@ def linear_case(seed, rule, d, heads, key_heads, dk, dv, kernel, shape, unbatche
 # -------------------------------------------------------------- attention.mla
 
 def mla_case(seed, d, heads, q_lora, kv_lora, nope, rope, v, shape, interleave=True, bias=False, unbatched=False):
+    seed += SEED_OFFSET
     cfg = DeepseekV3Config(
         hidden_size=d, num_attention_heads=heads, num_key_value_heads=heads,
         q_lora_rank=q_lora, kv_lora_rank=kv_lora, qk_nope_head_dim=nope, qk_rope_head_dim=rope,
@@ -309,7 +323,27 @@ def mla_case(seed, d, heads, q_lora, kv_lora, nope, rope, v, shape, interleave=T
     }
 
 
+def write_case_dir(out, name, case):
+    """DIR/<name>/: the case as a one-layer model for the attnrun command."""
+    import numpy as np
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    layer = {"name": "l", "type": case["type"], **case["config"]}
+    with open(os.path.join(d, "model.yaml"), "w") as f:
+        f.write("name: %s\nlayers:\n  - %s\n" % (name.replace("_", "-"), json.dumps(layer)))
+    np.savez(os.path.join(d, "weights.npz"),
+             **{"l." + k: np.array(v, dtype=np.float32) for k, v in case["params"].items()})
+    np.save(os.path.join(d, "input.npy"), np.array(case["inputs"][0], dtype=np.float32))
+    np.save(os.path.join(d, "expected.npy"), np.array(case["output"], dtype=np.float32))
+
+
 def main():
+    global SEED_OFFSET
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0, help="shift every case's seed by 10000·SEED")
+    ap.add_argument("--out", help="write frontier_layers.json and a directory per case here")
+    args = ap.parse_args()
+    SEED_OFFSET = 10000 * args.seed
     cases = {
         # The issue's acceptance layer: d 32, 4 heads, gated_delta.
         "linear_gated_delta": linear_case(1, "gated_delta", 32, 4, 4, 8, 8, 4, (2, 7, 32)),
@@ -323,10 +357,15 @@ def main():
         # q_proj instead of the q LoRA, rotate_half RoPE, biases, (T, d) input.
         "mla_q_proj_half_bias": mla_case(12, 32, 4, None, 8, 6, 6, 4, (1, 7, 32), interleave=False, bias=True, unbatched=True),
     }
-    path = os.path.join(HERE, "frontier_layers.json")
+    out = args.out or HERE
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "frontier_layers.json")
     with open(path, "w") as f:
         json.dump(cases, f, separators=(",", ":"))
         f.write("\n")
+    if args.out:
+        for name, case in cases.items():
+            write_case_dir(out, name, case)
     print("wrote", path)
 
 
