@@ -2,6 +2,7 @@ package layers
 
 import (
 	"encoding/json"
+	"os"
 	"sort"
 	"testing"
 
@@ -30,10 +31,22 @@ type frontierCase struct {
 
 var loadFrontierCases = goldenCases[frontierCase]("frontier_layers.json")
 
+// frontierCasesEnv, when set, names a frontier_layers.json to check instead
+// of the committed one: scripts/frontier_crosscheck.sh points it at cases
+// drawn with a fresh seed (frontier_layers.py --seed N --out DIR).
+const frontierCasesEnv = "ATTNRUN_FRONTIER_CASES"
+
 // frontierCases returns the cases sorted by name.
 func frontierCases(t *testing.T) ([]string, map[string]frontierCase) {
 	t.Helper()
 	cases, err := loadFrontierCases()
+	if path := os.Getenv(frontierCasesEnv); path != "" {
+		var b []byte
+		b, err = os.ReadFile(path)
+		require.NoError(t, err)
+		cases = nil
+		err = json.Unmarshal(b, &cases)
+	}
 	require.NoError(t, err)
 	names := make([]string, 0, len(cases))
 	for n := range cases {
