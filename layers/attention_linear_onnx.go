@@ -18,9 +18,9 @@ const deltaExportLevels = 12
 // ExportONNX writes the layer in standard ops that every opset from 13 on
 // has, and that attnrun's executor and ONNX Runtime both run. ONNX's
 // LinearAttention op (opset 27) computes the recurrence itself, but attnrun
-// exports opsets up to 24 and ONNX Runtime 1.31 does not run it; a Loop or
-// Scan over the tokens is what neither the executor runs nor ONNX's
-// standard op set lets one write without control flow. So the recurrence
+// exports opsets up to 24 and ONNX Runtime 1.31.1 refuses opset-27 models;
+// a Loop or Scan over the tokens would need control flow, which attnrun's
+// executor does not run. So the recurrence
 // is written in its parallel form over the whole sequence, the form the
 // chunked algorithms use within a chunk (here one chunk of all T tokens):
 //
