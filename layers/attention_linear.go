@@ -333,14 +333,14 @@ func (c *linearPrepared) advance(run *registry.Run, x seqs, st *linearState) (*t
 	c.convolve(mixed, history, x.B, x.T)
 
 	o := make([]float32, rows*c.valueDim)
-	qk := make([]float64, 2*c.keyDim)
+	scratch := make([]float64, 2*c.keyDim+c.dv)
 	for b := range x.B {
 		if err := run.Err(); err != nil {
 			return nil, err
 		}
 		for t := range x.T {
 			r := b*x.T + t
-			c.recur(memory[b], mixed[r*c.convDim:(r+1)*c.convDim], gates[r*c.gateWidth:(r+1)*c.gateWidth], o[r*c.valueDim:(r+1)*c.valueDim], qk)
+			c.recur(memory[b], mixed[r*c.convDim:(r+1)*c.convDim], gates[r*c.gateWidth:(r+1)*c.gateWidth], o[r*c.valueDim:(r+1)*c.valueDim], scratch)
 		}
 	}
 	c.normGate(o, z, rows)
@@ -421,16 +421,15 @@ func (c *linearPrepared) convolve(mixed []float32, history [][]float32, seqs, to
 // recur advances the states of one sequence, memory (num_heads states of
 // head_k_dim × head_v_dim), by one token: mixed is the token's convolved
 // [q | k | v], gates its b and a projections. It writes the token's read
-// of every value head to o. qk is scratch for the normalized queries and
-// keys (2·key_dim).
-func (c *linearPrepared) recur(memory, mixed, gates, o []float32, qk []float64) {
-	q, k := qk[:c.keyDim], qk[c.keyDim:]
+// of every value head to o. scratch holds 2·key_dim + head_v_dim floats:
+// the normalized queries and keys, and a head's write.
+func (c *linearPrepared) recur(memory, mixed, gates, o []float32, scratch []float64) {
+	q, k, delta := scratch[:c.keyDim], scratch[c.keyDim:2*c.keyDim], scratch[2*c.keyDim:]
 	qScale := 1 / math.Sqrt(float64(c.dk))
 	for g := range c.keyHeads {
 		c.normalize(q[g*c.dk:(g+1)*c.dk], mixed[g*c.dk:], qScale)
 		c.normalize(k[g*c.dk:(g+1)*c.dk], mixed[c.keyDim+g*c.dk:], 1)
 	}
-	delta := make([]float64, c.dv)
 	for h := range c.heads {
 		g := h / c.group
 		qh, kh := q[g*c.dk:(g+1)*c.dk], k[g*c.dk:(g+1)*c.dk]
