@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/attnrun/attnrun/models"
-	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 )
 
 // The frontier model (its attention.linear and attention.mla
@@ -38,7 +38,7 @@ func TestFrontierExportedOps(t *testing.T) {
 	for _, config := range []string{"attention_linear.yaml", "attention_linear_delta.yaml", "attention_mla.yaml", "attention_mla_q_proj.yaml"} {
 		c := loadExportConfig(t, filepath.Join(exportConfigs, config))
 		for _, opset := range []int{13, 17, 24} {
-			pb, err := onnxio.Export(c.model, onnxio.ExportOptions{Opset: opset})
+			pb, err := export.Model(c.model, export.Options{Opset: opset})
 			require.NoError(t, err)
 			for _, op := range opTypes(pb) {
 				require.True(t, slices.Contains(standard, op), "%s at opset %d uses %s", config, opset, op)
