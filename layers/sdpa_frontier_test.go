@@ -1,0 +1,128 @@
+package layers
+
+import (
+	"math"
+	"sort"
+	"testing"
+
+	"github.com/attnrun/attnrun/registry"
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/tensor"
+)
+
+// loadFrontierCases reads testdata/sdpa_frontier_cases.json, written by
+// testdata/torch/sdpa_frontier.py from Hugging Face's Qwen3Attention and
+// GptOssAttention and PyTorch's flex_attention.
+var loadFrontierCases = goldenCases[modernCase]("sdpa_frontier_cases.json")
+
+// frontierSteps says how each case runs incrementally.
+var frontierSteps = map[string]stepSpec{
+	"qwen3_qk_norm":                 {roles: []role{stream}},
+	"qwen3_qk_norm_bias_eps_window": {roles: []role{stream}},
+	"gpt_oss_sinks":                 {roles: []role{stream}},
+	"gpt_oss_sinks_window_padding":  {roles: []role{stream, keyMask}},
+	"qk_norm_sinks":                 {roles: []role{stream}},
+	"qk_norm_sinks_cross":           {roles: []role{stream, whole}},
+	"score_softcap":                 {roles: []role{stream}},
+	"score_alibi_gqa":               {roles: []role{stream}},
+	"score_relative_bias":           {roles: []role{stream}, err: "non-causal"},
+	"score_document_mask":           {roles: []role{stream}},
+	"score_list":                    {roles: []role{stream}},
+	"score_custom":                  {roles: []role{stream}},
+	"score_cross_bottom_right":      {roles: []role{stream, whole}, err: "top_left"},
+	"score_cross_empty_row":         {roles: []role{stream, whole}},
+}
+
+// frontierCases returns the cases sorted by name.
+func frontierCases(t *testing.T) ([]string, map[string]modernCase) {
+	t.Helper()
+	cases, err := loadFrontierCases()
+	require.NoError(t, err)
+	names := make([]string, 0, len(cases))
+	for n := range cases {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, cases
+}
+
+// TestSDPAFrontierAgainstPyTorch runs every case: the layer built from its
+// config lists Hugging Face's parameter names in their order, and gives
+// PyTorch's output and weights, with and without a weights hook, then run
+// incrementally (token by token, in chunks and whole) gives the same rows.
+func TestSDPAFrontierAgainstPyTorch(t *testing.T) {
+	names, cases := frontierCases(t)
+	require.Len(t, names, len(frontierSteps))
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			c := cases[name]
+			spec, ok := frontierSteps[name]
+			require.True(t, ok, "case %s is not classified in frontierSteps", name)
+			l := c.layer(t)
+			plain, err := l.Forward(&registry.Run{}, c.inputs())
+			require.NoError(t, err)
+			var weights *tensor.Dense
+			hooked, err := l.Forward(&registry.Run{Hook: func(_ string, w *tensor.Dense) { weights = w }}, c.inputs())
+			require.NoError(t, err)
+			for _, out := range []*tensor.Dense{plain, hooked} {
+				require.Equal(t, c.Output.Shape, []int(out.Shape()), "output shape")
+				assertCloseNaN(t, c.Output.Data, floats(out), torchAbs, torchRel, "output")
+			}
+			require.NotNil(t, c.Weights)
+			require.Equal(t, c.Weights.Shape, []int(weights.Shape()), "weights shape")
+			assertCloseNaN(t, c.Weights.Data, floats(weights), torchAbs, torchRel, "weights")
+			checkSteps(t, l, c.inputs(), spec, c.Output.dense())
+		})
+	}
+}
+
+// The goldens exercise what they are named for: sinks take weight from the
+// keys, a padded query gives the sink all of it, and document_mask's
+// cross-attention case has a query that sees no key.
+func TestSDPAFrontierGoldensAreNotTrivial(t *testing.T) {
+	_, cases := frontierCases(t)
+	rowSums := func(w *array) []float64 {
+		tk := w.Shape[len(w.Shape)-1]
+		sums := make([]float64, len(w.Data)/tk)
+		for i, v := range w.Data {
+			sums[i/tk] += float64(v)
+		}
+		return sums
+	}
+	for _, name := range []string{"gpt_oss_sinks", "qk_norm_sinks", "qk_norm_sinks_cross"} {
+		var mean float64
+		sums := rowSums(cases[name].Weights)
+		for i, s := range sums {
+			require.LessOrEqual(t, s, 1+1e-6, "%s: row %d of the weights sums to %g", name, i, s)
+			mean += s / float64(len(sums))
+		}
+		require.Less(t, mean, 0.99, "%s: the sinks take little weight", name)
+	}
+	w := cases["gpt_oss_sinks_window_padding"].Weights // (2, 4, 7, 7): sequence 1, query 0
+	for h := range 4 {
+		row := ((1*4+h)*7 + 0) * 7
+		require.Equal(t, make([]float32, 7), w.Data[row:row+7], "head %d", h)
+	}
+	sums := rowSums(cases["score_cross_empty_row"].Weights) // (2, 2, 4, 2): queries 2 and 3 see no key of their document
+	for i, s := range sums {
+		want := 1.0
+		if i%4 >= 2 {
+			want = 0
+		}
+		require.InDelta(t, want, s, 1e-6, "row %d", i)
+	}
+	// Without qk_norm the Qwen3 case differs: the norms are not identities.
+	c := cases["qwen3_qk_norm"]
+	l := fromYAML(t, "attention.sdpa", `{d: 32, num_heads: 4, num_kv_heads: 2, causal: true, rope: half, out_bias: false, out_name: o_proj}`)
+	require.NoError(t, l.Validate())
+	for _, p := range l.Params() {
+		copy(floats(p.Value), c.Params.Values[p.Name].Data)
+	}
+	out, err := l.Forward(nil, c.inputs())
+	require.NoError(t, err)
+	var diff float64
+	for i, v := range floats(out) {
+		diff = math.Max(diff, math.Abs(float64(v-c.Output.Data[i])))
+	}
+	require.Greater(t, diff, 1e-2)
+}
