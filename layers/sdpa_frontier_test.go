@@ -2,7 +2,9 @@ package layers
 
 import (
 	"math"
+	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/attnrun/attnrun/registry"
@@ -125,4 +127,33 @@ func TestSDPAFrontierGoldensAreNotTrivial(t *testing.T) {
 		diff = math.Max(diff, math.Abs(float64(v-c.Output.Data[i])))
 	}
 	require.Greater(t, diff, 1e-2)
+}
+
+// The exact path (taken for score modifications) and the kernels give the
+// same sinks: a softcap of 1e30 changes no float32 score, so it only
+// reroutes the computation.
+func TestSDPASinksOnEveryPath(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 5))
+	x := randomDense(rng, 2, 7, 8)
+	padding := keyPadding(2, 7, 0, 3) // sequence 1's query 0..2 see no key: the sink has their weight
+	for _, extra := range []string{"", ", window: 2", ", mask: bool, mask_polarity: keep"} {
+		base := "{d: 8, num_heads: 4, num_kv_heads: 2, causal: true, sinks: true" + extra
+		plain := validated(t, fromYAML(t, "attention.sdpa", base+"}"), 3)
+		exact := validated(t, fromYAML(t, "attention.sdpa", base+", score_mod: {type: softcap, cap: 1e30}}"), 3)
+		inputs := []*tensor.Dense{x}
+		if strings.Contains(extra, "mask") {
+			inputs = append(inputs, padding)
+		}
+		for _, hook := range []bool{false, true} {
+			run := &registry.Run{}
+			if hook {
+				run.Hook = func(string, *tensor.Dense) {}
+			}
+			want, err := plain.Forward(run, inputs)
+			require.NoError(t, err)
+			got, err := exact.Forward(run, inputs)
+			require.NoError(t, err)
+			assertClose(t, floats(want), floats(got), 1e-6, 1e-5, base)
+		}
+	}
 }
