@@ -43,11 +43,22 @@ func (ix *ScoreIndices) axis(a int) string {
 	return ix.axes[a]
 }
 
-// scoreModsONNX applies the modifications in order to scores.
-func scoreModsONNX(g registry.GraphBuilder, mods []ScoreMod, scores string) string {
+// scoreModsONNX applies the modifications in order to scores, each
+// reaching its own parameters by the names it lists them under.
+func scoreModsONNX(g registry.GraphBuilder, mods ScoreMods, scores string) string {
 	ix := newScoreIndices(g, scores)
-	for _, m := range mods {
-		scores = m.ExportONNX(g, scores, ix)
+	for i, e := range mods.entries {
+		scores = e.mod.ExportONNX(scopedBuilder{g, mods.where(i)}, scores, ix)
 	}
 	return scores
 }
+
+// scopedBuilder is the GraphBuilder of one score modification: Param
+// names its parameters within the layer ("bias" is "score_mod.1.bias").
+type scopedBuilder struct {
+	registry.GraphBuilder
+	prefix string
+}
+
+// Param returns the value of the modification's parameter name.
+func (b scopedBuilder) Param(name string) string { return b.GraphBuilder.Param(b.prefix + "." + name) }

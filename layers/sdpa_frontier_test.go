@@ -1,12 +1,17 @@
 package layers
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/registry"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
@@ -154,6 +159,44 @@ func TestSDPASinksOnEveryPath(t *testing.T) {
 			got, err := exact.Forward(run, inputs)
 			require.NoError(t, err)
 			assertClose(t, floats(want), floats(got), 1e-6, 1e-5, base)
+		}
+	}
+}
+
+// sdpaExportsEnv, when set, names a directory where
+// TestSDPAFrontierExportsAgainstPyTorch writes each export it checks, with
+// its inputs and PyTorch's output (CASE.opsetN/model.onnx, input_K.npy,
+// expected.npy), for ONNX Runtime to run (scripts/sdpa_frontier_ort.sh).
+const sdpaExportsEnv = "ATTNRUN_SDPA_EXPORTS"
+
+// TestSDPAFrontierExportsAgainstPyTorch exports every case as a one-layer
+// model at opsets 17 and 23 (standard ops; qk_norm alone takes the
+// Attention op at 23) and runs it on the executor: it gives PyTorch's
+// output.
+func TestSDPAFrontierExportsAgainstPyTorch(t *testing.T) {
+	names, cases := frontierCases(t)
+	for _, name := range names {
+		for _, opset := range []int{17, 23} {
+			t.Run(fmt.Sprintf("%s/opset%d", name, opset), func(t *testing.T) {
+				c := cases[name]
+				m := c.model(t)
+				pb, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
+				require.NoError(t, err)
+				g, err := exec.New(pb)
+				require.NoError(t, err)
+				feeds := map[string]*tensor.Dense{}
+				for i, vi := range pb.GetGraph().GetInput() {
+					feeds[vi.GetName()] = c.fedAs(c.inputs()[i], len(onnxio.Dims(vi)), m, i)
+				}
+				outs, err := g.Run(feeds)
+				require.NoError(t, err)
+				y := outs[onnxio.OutputName]
+				require.Equal(t, c.Output.Shape, []int(y.Shape()))
+				assertCloseNaN(t, c.Output.Data, floats(y), torchAbs, torchRel, "output")
+				if dir := os.Getenv(sdpaExportsEnv); dir != "" {
+					writeLiveExport(t, filepath.Join(dir, fmt.Sprintf("%s.opset%d", name, opset)), pb, feeds, c.Output.dense())
+				}
+			})
 		}
 	}
 }
