@@ -1,7 +1,6 @@
 package layers
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
@@ -171,17 +171,34 @@ const sdpaExportsEnv = "ATTNRUN_SDPA_EXPORTS"
 
 // TestSDPAFrontierExportsAgainstPyTorch exports every case as a one-layer
 // model at opsets 17 and 23 (standard ops; qk_norm alone takes the
-// Attention op at 23) and runs it on the executor: it gives PyTorch's
-// output.
+// Attention op at 23), and with ai.onnx.preview's FlexAttention, and runs
+// it on the executor: it gives PyTorch's output.
 func TestSDPAFrontierExportsAgainstPyTorch(t *testing.T) {
 	names, cases := frontierCases(t)
 	for _, name := range names {
-		for _, opset := range []int{17, 23} {
-			t.Run(fmt.Sprintf("%s/opset%d", name, opset), func(t *testing.T) {
+		for _, export := range []struct {
+			name string
+			opts onnxio.ExportOptions
+		}{
+			{"opset17", onnxio.ExportOptions{Opset: 17}},
+			{"opset23", onnxio.ExportOptions{Opset: 23}},
+			{"flex", onnxio.ExportOptions{Opset: 17, Preview: true}},
+		} {
+			t.Run(name+"/"+export.name, func(t *testing.T) {
 				c := cases[name]
 				m := c.model(t)
-				pb, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
+				pb, err := onnxio.Export(m, export.opts)
 				require.NoError(t, err)
+				ops := opTypesOf(pb)
+				switch {
+				case export.opts.Preview:
+					require.Contains(t, ops, "FlexAttention")
+					require.Equal(t, onnxio.PreviewDomain, pb.GetOpsetImport()[1].GetDomain())
+				case export.opts.Opset >= 23 && !strings.Contains(string(c.Config), "sinks") && !strings.Contains(string(c.Config), "score_mod"):
+					require.Contains(t, ops, "Attention")
+				default:
+					require.NotContains(t, ops, "Attention")
+				}
 				g, err := exec.New(pb)
 				require.NoError(t, err)
 				feeds := map[string]*tensor.Dense{}
@@ -194,9 +211,18 @@ func TestSDPAFrontierExportsAgainstPyTorch(t *testing.T) {
 				require.Equal(t, c.Output.Shape, []int(y.Shape()))
 				assertCloseNaN(t, c.Output.Data, floats(y), torchAbs, torchRel, "output")
 				if dir := os.Getenv(sdpaExportsEnv); dir != "" {
-					writeLiveExport(t, filepath.Join(dir, fmt.Sprintf("%s.opset%d", name, opset)), pb, feeds, c.Output.dense())
+					writeLiveExport(t, filepath.Join(dir, name+"."+export.name), pb, feeds, c.Output.dense())
 				}
 			})
 		}
 	}
+}
+
+// opTypesOf lists the op types of a model's main graph.
+func opTypesOf(pb *onnxpb.ModelProto) []string {
+	var ops []string
+	for _, n := range pb.GetGraph().GetNode() {
+		ops = append(ops, n.GetOpType())
+	}
+	return ops
 }

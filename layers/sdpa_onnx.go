@@ -21,7 +21,11 @@ func (s *SDPA) ONNXInputDims(n int) map[int][]string {
 	return map[int][]string{n - 1: {"batch", "heads", "queries", "keys"}}
 }
 
-// ExportONNX writes the layer in one of two forms.
+// ExportONNX writes the layer in one of three forms.
+//
+// When the export allows ONNX's ai.onnx.preview domain
+// (onnxio.ExportOptions.Preview), the attention is its FlexAttention op
+// (see exportFlexAttention), whatever the opset.
 //
 // From opset 23 on, it is ONNX's Attention op on the projections (3-D,
 // with q_num_heads and kv_num_heads, so grouped-query attention is the
@@ -48,6 +52,9 @@ func (s *SDPA) ExportONNX(g registry.GraphBuilder, inputs []string) (string, err
 	in, err := c.onnxInputs(inputs)
 	if err != nil {
 		return "", err
+	}
+	if d, ok := g.(registry.DomainBuilder); ok && d.DomainVersion(previewDomain) >= 1 {
+		return c.exportFlexAttention(g, d, in), nil
 	}
 	if g.Opset() >= attentionOpset && c.fitsAttentionOp(in) {
 		return c.exportAttentionOp(g, in), nil
@@ -158,16 +165,7 @@ func (op attentionOp) node(g registry.GraphBuilder, q, k, v, mask string) string
 
 // exportDecomposed writes the attention out of standard ops.
 func (c *sdpaPrepared) exportDecomposed(g registry.GraphBuilder, in sdpaONNXInputs) string {
-	q := splitHeadsONNX(g, linearONNX(g, c.q, "q_proj", in.x), c.heads, c.headDim)
-	k := splitHeadsONNX(g, linearONNX(g, c.k, "k_proj", in.src), c.kvHeads, c.headDim)
-	v := splitHeadsONNX(g, linearONNX(g, c.v, "v_proj", in.src), c.kvHeads, c.headDim)
-	if c.qNorm != nil {
-		q, k = c.qkNormONNX(g, "q_norm", q), c.qkNormONNX(g, "k_norm", k)
-	}
-	if c.rot != nil {
-		cos, sin := c.rot.tablesONNX(g, in.x, 1)
-		q, k = c.rot.rotateONNX(g, q, cos, sin), c.rot.rotateONNX(g, k, cos, sin)
-	}
+	q, k, v := c.headsONNX(g, in)
 	if c.kvHeads < c.heads {
 		k = repeatHeadsONNX(g, k, c.kvHeads, c.heads, c.headDim)
 		v = repeatHeadsONNX(g, v, c.kvHeads, c.heads, c.headDim)
@@ -178,6 +176,22 @@ func (c *sdpaPrepared) exportDecomposed(g registry.GraphBuilder, in sdpaONNXInpu
 	}
 	context := rule.attend(g, q, k, v)
 	return linearONNX(g, c.out, c.outName, mergeHeadsONNX(g, context, c.hdim))
+}
+
+// headsONNX writes the projections split into heads, q (B, heads, Tq, d),
+// k and v (B, kv_heads, Tk, d), with qk_norm and RoPE.
+func (c *sdpaPrepared) headsONNX(g registry.GraphBuilder, in sdpaONNXInputs) (q, k, v string) {
+	q = splitHeadsONNX(g, linearONNX(g, c.q, "q_proj", in.x), c.heads, c.headDim)
+	k = splitHeadsONNX(g, linearONNX(g, c.k, "k_proj", in.src), c.kvHeads, c.headDim)
+	v = splitHeadsONNX(g, linearONNX(g, c.v, "v_proj", in.src), c.kvHeads, c.headDim)
+	if c.qNorm != nil {
+		q, k = c.qkNormONNX(g, "q_norm", q), c.qkNormONNX(g, "k_norm", k)
+	}
+	if c.rot != nil {
+		cos, sin := c.rot.tablesONNX(g, in.x, 1)
+		q, k = c.rot.rotateONNX(g, q, cos, sin), c.rot.rotateONNX(g, k, cos, sin)
+	}
+	return q, k, v
 }
 
 // qkNormONNX is qk_norm on heads (…, head_dim): weight · x / √(mean(x²) +
@@ -360,8 +374,8 @@ func (r onnxScoreRule) attend(g registry.GraphBuilder, q, k, v string) string {
 	} else {
 		weights = softmaxWithSinksONNX(g, scores, r.sinks)
 	}
-	if r.mask.empty || r.mods.Len() > 0 {
-		weights = r.zeroEmptyRows(g, scores, weights)
+	if r.zeroesRows() {
+		weights = g.Node("Where", operands(r.seesKeys(g, g.Node("Shape", operands(scores))), weights, g.ScalarFloat(0)))
 	}
 	return g.Node("MatMul", operands(weights, v))
 }
@@ -382,21 +396,25 @@ func (r onnxScoreRule) modify(g registry.GraphBuilder, scores string) string {
 	return scores
 }
 
-// zeroEmptyRows gives weights of 0 to the queries that see no key, unless
-// nanRows keeps the softmax's NaN. Whether a query sees a key depends on
+// zeroesRows reports whether the weights of queries that see no key must
+// be set to 0: some query may see none, and nanRows does not keep the
+// softmax's NaN.
+func (r onnxScoreRule) zeroesRows() bool {
+	return (r.mask.empty || r.mods.Len() > 0) && !r.nanRows
+}
+
+// seesKeys is a bool value, true for the queries that see a key, of shape
+// (…, Tq, 1) for scores of the given shape (B, H, Tq, Tk). It depends on
 // the masks and on what the score modifications make of a score of 0,
 // never on the scores, as in Forward: scores that are NaN keep their row
 // NaN.
-func (r onnxScoreRule) zeroEmptyRows(g registry.GraphBuilder, scores, weights string) string {
-	if r.nanRows {
-		return weights
-	}
+func (r onnxScoreRule) seesKeys(g registry.GraphBuilder, shape string) string {
 	var keys string
 	if r.mask.bias != "" || r.mask.hidden != "" {
 		keys = r.mask.keyBias(g)
 	}
 	if r.mods.Len() > 0 {
-		zeros := g.Node("Expand", operands(g.ScalarFloat(0), g.Node("Shape", operands(scores))))
+		zeros := g.Node("Expand", operands(g.ScalarFloat(0), shape))
 		modded := scoreModsONNX(g, r.mods, zeros)
 		if keys == "" {
 			keys = modded
@@ -405,19 +423,14 @@ func (r onnxScoreRule) zeroEmptyRows(g registry.GraphBuilder, scores, weights st
 		}
 	}
 	top := reduceLastONNX(g, "ReduceMax", keys)
-	sees := g.Node("Not", operands(g.Node("Equal", operands(top, g.ScalarFloat(negInf)))))
-	return g.Node("Where", operands(sees, weights, g.ScalarFloat(0)))
+	return g.Node("Not", operands(g.Node("Equal", operands(top, g.ScalarFloat(negInf)))))
 }
 
 // softmaxWithSinksONNX is the softmax over the last axis of scores
 // (B, H, Tq, Tk) with one more column, each head's sink logit from sinks
 // (H), dropped after the softmax: gpt-oss's eager attention.
 func softmaxWithSinksONNX(g registry.GraphBuilder, scores, sinks string) string {
-	column := g.Node("Reshape", operands(sinks, g.ConstInt64([]int64{1, -1, 1, 1})))
-	rows := g.Node("Slice", operands(g.Node("Shape", operands(scores)), g.ConstInt64([]int64{0}), g.ConstInt64([]int64{3})))
-	shape := g.Node("Concat", operands(rows, g.ConstInt64([]int64{1})), registry.IntAttr("axis", 0))
-	column = g.Node("Expand", operands(column, shape))
-	all := g.Node("Concat", operands(scores, column), registry.IntAttr("axis", -1))
+	all := g.Node("Concat", operands(scores, sinkColumnONNX(g, scores, sinks)), registry.IntAttr("axis", -1))
 	weights := g.Node("Softmax", operands(all), registry.IntAttr("axis", -1))
 	return g.Node("Slice", operands(weights, g.ConstInt64([]int64{0}), g.ConstInt64([]int64{-1}), g.ConstInt64([]int64{-1})))
 }
