@@ -257,3 +257,36 @@ func TestSDPAFrontierStepEqualsForward(t *testing.T) {
 		})
 	}
 }
+
+// The README's rules for NaN, on the layer: a NaN sink makes every output
+// NaN; a NaN key that document_mask hides does not reach the queries of
+// other documents (its score is replaced by −Inf), while softcap passes the
+// NaN on to every query that sees the key.
+func TestSDPAFrontierNaN(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := randomDense(rng, 1, 5, 4)
+	floats(x)[1*4+0] = float32(math.NaN()) // token 1: a NaN key (and value)
+	nanWeightRows := func(config string) []int {
+		l := validated(t, fromYAML(t, "attention.sdpa", config), 7)
+		var w *tensor.Dense
+		_, err := l.Forward(&registry.Run{Hook: func(_ string, weights *tensor.Dense) { w = weights }}, []*tensor.Dense{x})
+		require.NoError(t, err)
+		var rows []int
+		for r := range 5 {
+			if math.IsNaN(float64(floats(w)[r*5])) {
+				rows = append(rows, r)
+			}
+		}
+		return rows
+	}
+	require.Equal(t, []int{0, 1}, nanWeightRows(`{d: 4, num_heads: 1, score_mod: {type: document_mask, lengths: [2, 3]}}`))
+	require.Equal(t, []int{1, 2, 3, 4}, nanWeightRows(`{d: 4, num_heads: 1, causal: true, score_mod: {type: softcap, cap: 3}}`))
+
+	l := validated(t, fromYAML(t, "attention.sdpa", `{d: 4, num_heads: 1, sinks: true}`), 7).(*SDPA)
+	floats(l.c.sinks)[0] = float32(math.NaN())
+	out, err := l.Forward(nil, []*tensor.Dense{randomDense(rng, 1, 5, 4)})
+	require.NoError(t, err)
+	for i, v := range floats(out) {
+		require.True(t, math.IsNaN(float64(v)), "element %d: %g", i, v)
+	}
+}
