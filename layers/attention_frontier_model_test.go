@@ -12,11 +12,11 @@ import (
 	"github.com/attnrun/attnrun/onnxio/export"
 )
 
-// The issue's frontier model (its attention.linear and attention.mla
-// layers) runs incrementally, token by token and in chunks, with the rows
+// The issue's frontier model (attention.sdpa with QK norm and sinks over
+// grouped heads, attention.linear and attention.mla) runs incrementally, token by token and in chunks, with the rows
 // of its full pass, as `attnrun run --incremental` runs it.
 func TestFrontierModelDecodesAsForward(t *testing.T) {
-	c := loadExportConfig(t, filepath.Join(exportConfigs, "frontier_linear_mla.yaml"))
+	c := loadExportConfig(t, filepath.Join("testdata", "frontier.yaml"))
 	require.NoError(t, c.model.CheckIncremental())
 	x := randomTensor(c.shape, 3)
 	full, err := c.model.Forward(nil, x)
