@@ -87,8 +87,12 @@ func newGraph(m *onnxpb.ModelProto, fuse bool) (*Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
+	funcs, err := newFunctionTable(m)
+	if err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
+	}
 	b := &builder{g: &Graph{opset: opset, defaults: map[string]int{}}, slots: map[string]int{}, fuse: fuse, prepared: map[int]*node{},
-		imports: opsetImports(m)}
+		imports: opsetImports(m), funcs: funcs}
 	if err := b.build(m.GetGraph()); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
@@ -118,6 +122,7 @@ type builder struct {
 	prepared map[int]*node  // by node index: the nodes prepared so far
 	imports  map[string]int // the model's opset versions by domain ("" for the default)
 	scope    *scope         // for a subgraph body: its enclosing graph (subgraph.go); nil for the model's graph
+	funcs    *functionTable // the model's local functions, shared by the builders of its bodies (functions.go)
 }
 
 // warn records a leniency of New; see Graph.Warnings.
@@ -159,7 +164,11 @@ func (b *builder) build(gp *onnxpb.GraphProto) error {
 	if err := b.graphInputs(gp.GetInput()); err != nil {
 		return err
 	}
-	nodes, err := b.prepareNodes(gp.GetNode())
+	nps, err := b.expandCalls(gp.GetNode())
+	if err != nil {
+		return err
+	}
+	nodes, err := b.prepareNodes(nps)
 	if err != nil {
 		return err
 	}
@@ -185,7 +194,7 @@ func (b *builder) build(gp *onnxpb.GraphProto) error {
 func (b *builder) graphInputs(vis []*onnxpb.ValueInfoProto) error {
 	for _, vi := range vis {
 		name := vi.GetName()
-		info, err := tensorInfo(vi)
+		info, err := b.valueInfo(vi)
 		if err != nil {
 			return fmt.Errorf("input %q: %w", name, err)
 		}
@@ -209,7 +218,7 @@ func (b *builder) graphInputs(vis []*onnxpb.ValueInfoProto) error {
 func (b *builder) graphOutputs(vis []*onnxpb.ValueInfoProto) error {
 	for _, vi := range vis {
 		name := vi.GetName()
-		info, err := tensorInfo(vi)
+		info, err := b.valueInfo(vi)
 		if err != nil {
 			return fmt.Errorf("output %q: %w", name, err)
 		}

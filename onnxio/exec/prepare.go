@@ -51,7 +51,7 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("node %s: op %q "+format, append([]any{n.label(), n.op}, args...)...)
 	}
-	opset, err := b.domainOpset(np.GetDomain())
+	opset, err := b.nodeOpset(np)
 	if err != nil {
 		return nil, fail("%w", err)
 	}
@@ -103,11 +103,6 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	if err := b.prepareSubgraphs(n, np.GetAttribute()); err != nil {
 		return nil, fail("%w", err)
 	}
-	if spec.check != nil {
-		if err := spec.check(n); err != nil {
-			return nil, fail("%w", err)
-		}
-	}
 	for _, name := range outs {
 		if name == "" {
 			n.out = append(n.out, -1)
@@ -124,6 +119,11 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 		}
 		b.producer[s] = i
 		n.out = append(n.out, s)
+	}
+	if spec.check != nil {
+		if err := spec.check(n); err != nil {
+			return nil, fail("%w", err)
+		}
 	}
 	b.prepared[i] = n
 	return n, nil

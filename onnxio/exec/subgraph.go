@@ -85,6 +85,7 @@ func (b *builder) subgraph(n *node, name string, gp *onnxpb.GraphProto) (*subgra
 		prepared: map[int]*node{},
 		imports:  b.imports,
 		scope:    &scope{local: localNames(gp)},
+		funcs:    b.funcs,
 	}
 	if err := body.build(gp); err != nil {
 		return nil, err
@@ -113,6 +114,20 @@ func localNames(gp *onnxpb.GraphProto) map[string]bool {
 		}
 	}
 	return local
+}
+
+// valueInfo reads a declared input or output of the graph being built.
+// Bodies often leave the types of theirs out, as ONNX infers them from the
+// node holding the body (the expanded function graphs of ONNX's node tests
+// do); such a value is a tensor of any type and shape, which the ops that
+// read it check.
+func (b *builder) valueInfo(vi *onnxpb.ValueInfoProto) (TensorInfo, error) {
+	t := vi.GetType()
+	untyped := t.GetValue() == nil || t.GetTensorType() != nil && t.GetTensorType().GetElemType() == 0
+	if b.scope != nil && untyped {
+		return TensorInfo{Name: vi.GetName()}, nil
+	}
+	return tensorInfo(vi)
 }
 
 // ref returns the slot of a value that a node reads. In a body, a name the
@@ -158,7 +173,7 @@ func (s *subgraph) call(rc *runCtx, args, in []*value) ([]*value, error) {
 	sizes, bound := map[string]int{}, map[string]string{}
 	for i, info := range g.inputs {
 		v := args[i]
-		if v.dtype != info.DType {
+		if info.DType != 0 && v.dtype != info.DType {
 			return nil, fmt.Errorf("subgraph %q: input %q: dtype %s, the subgraph declares %s", s.name, info.Name, v.dtype, info)
 		}
 		if err := checkShape(info, v.shape, sizes, bound); err != nil {
