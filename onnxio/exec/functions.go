@@ -54,9 +54,9 @@ func keyOf(np *onnxpb.NodeProto) functionKey {
 type function struct {
 	key      functionKey
 	proto    *onnxpb.FunctionProto
-	imports  map[string]int                     // the body's opset imports by domain ("" for the default)
+	imports  map[string]int                    // the body's opset imports by domain ("" for the default)
 	defaults map[string]*onnxpb.AttributeProto // attributes with a default value (attribute_proto)
-	declared map[string]bool                    // every attribute the function declares
+	declared map[string]bool                   // every attribute the function declares
 }
 
 // functionTable holds a model's local functions for the builders of its
