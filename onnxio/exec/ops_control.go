@@ -128,7 +128,7 @@ func loopOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if m := input(args, 0); m != nil {
 		ms, err := ints(m)
 		if err != nil || len(ms) != 1 {
-			return nil, fmt.Errorf("M must be a one-element int64 tensor, is %s", m.describe())
+			return nil, fmt.Errorf("input M must be a one-element int64 tensor, is %s", m.describe())
 		}
 		trips, bounded = ms[0], true
 	}
