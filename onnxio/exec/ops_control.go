@@ -115,12 +115,16 @@ func checkLoop(n *node) error {
 	return checkArity(g, 2+carried, 1+len(n.out))
 }
 
-// loopOp is the kernel of Loop. The optional trip count M and condition
-// combine as ONNX's table says: with neither the loop runs until the
-// run's context ends it; a body's condition output matters only when the
-// node has a condition input. Carried values may change shape between
-// iterations; each scan output stacks its per-iteration values along a
-// new first axis, and they must keep one shape.
+// loopOp is the kernel of Loop: it runs while the iteration number is
+// below the optional trip count M and the condition holds, which is the
+// optional cond input at first and then the body's condition output.
+// ONNX's table says that output is ignored when the node has no cond
+// input; ONNX Runtime and ONNX's reference implementation stop on it all
+// the same, and so does the executor, to give their numbers. With neither
+// M nor a false condition the loop runs until the run's context ends it.
+// Carried values may change shape between iterations; each scan output
+// stacks its per-iteration values along a new first axis, and they must
+// keep one shape.
 func loopOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	body := n.attrGraph("body")
 	args := in[:declaredInputs(n)]
@@ -132,13 +136,12 @@ func loopOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		}
 		trips, bounded = ms[0], true
 	}
-	cond, conditional := true, false
+	cond := true
 	if c := input(args, 1); c != nil {
 		var err error
 		if cond, err = singleBool(c, "cond"); err != nil {
 			return nil, err
 		}
-		conditional = true
 	}
 	carried := slices.Clone(args[min(2, len(args)):])
 	scans := make([][]*value, len(n.out)-len(carried))
@@ -152,10 +155,8 @@ func loopOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		if err != nil {
 			return nil, fmt.Errorf("iteration %d: %w", i, err)
 		}
-		if conditional {
-			if cond, err = singleBool(outs[0], "the body's condition output"); err != nil {
-				return nil, fmt.Errorf("iteration %d: %w", i, err)
-			}
+		if cond, err = singleBool(outs[0], "the body's condition output"); err != nil {
+			return nil, fmt.Errorf("iteration %d: %w", i, err)
 		}
 		copy(carried, outs[1:1+len(carried)])
 		for k, v := range outs[1+len(carried):] {
