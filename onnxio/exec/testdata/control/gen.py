@@ -1,15 +1,18 @@
 """Writes the control-flow and local-function cases of TestControlCases:
-one folder per case with model.onnx and test_data_set_0 (ONNX Runtime's
-outputs), and manifest.json naming what each case covers.
+one folder per case with model.onnx and test_data_set_0, and
+manifest.json naming what each case covers.
 
-Every expected output comes from ONNX Runtime. Where ONNX's reference
-evaluator runs a case right, the two must also agree (rtol 1e-6) or the
-script stops; ONNX 1.23's reference does not run the others right: its
-Loop concatenates scan elements instead of stacking them, its Scan runs
-forward directions only, and it fails on local functions whose attribute
-references the call leaves unset. (Both it and ONNX Runtime end a Loop on
-the body's condition output even when the node has no cond input, which
-ONNX's table says is then ignored; loop_for pins that.) Run with the reference virtualenv (onnx 1.23.2, onnxruntime
+Every expected output comes from ONNX Runtime (PyTorch's for the PyTorch
+export, with which ONNX Runtime must agree at rtol 1e-5). Where ONNX's
+reference evaluator runs a case right, the two must also agree (rtol
+1e-6) or the script stops; ONNX 1.23's reference does not run the others
+right: its Loop concatenates scan elements instead of stacking them, its
+Scan runs forward directions only, and it fails on local functions whose
+attribute references the call leaves unset. (Both it and ONNX Runtime end
+a Loop on the body's condition output even when the node has no cond
+input, which ONNX's table says is then ignored; loop_for pins that.)
+
+Run with the reference virtualenv (torch 2.15, onnx 1.23.2, onnxruntime
 1.31.1, numpy):
 
     ~/.cache/attnrun/venv/bin/python gen.py
@@ -325,6 +328,55 @@ def functions_opset():
                  m, {"s": randn(2, 3, 4), "v": randn(2, 4, 5)})
 
 
+def torch_modules_as_functions():
+    # A PyTorch export that keeps each module as a local function
+    # (TorchScript exporter, export_modules_as_functions): nested
+    # functions in five domains, attributes referenced from the calls
+    # (LayerNorm's eps, GELU's approximate, Linear's sizes). The expected
+    # output is PyTorch's; ONNX Runtime must agree.
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+            self.ln = torch.nn.LayerNorm(16)
+            self.ff = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16))
+
+        def forward(self, x):
+            y, _ = self.attn(x, x, x, need_weights=False)
+            h = self.ln(x + y)
+            return h + self.ff(h)
+
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.b1, self.b2 = Block(), Block()
+
+        def forward(self, x):
+            return self.b2(self.b1(x))
+
+    torch.manual_seed(2026)
+    m = Stack().eval()
+    x = torch.randn(2, 5, 16)
+    path = os.path.join(HERE, "torch_modules.onnx")
+    torch.onnx.export(m, (x,), path, dynamo=False, opset_version=17, export_modules_as_functions=True,
+                      input_names=["x"], output_names=["y"])
+    mp = onnx.load(path)
+    os.remove(path)
+    assert len(mp.functions) >= 5, len(mp.functions)
+    with torch.no_grad():
+        want = m(x).numpy()
+    name = "torch_modules_as_functions"
+    case = write(name, f"PyTorch {torch.__version__} export_modules_as_functions: {len(mp.functions)} nested local "
+                 "functions with attribute references", mp, {"x": x.numpy()})
+    np.testing.assert_allclose(want, onnx.numpy_helper.to_array(onnx.load_tensor(
+        os.path.join(HERE, name, "test_data_set_0", "output_0.pb"))), rtol=1e-5, atol=1e-6)
+    onnx.save_tensor(numpy_helper.from_array(want, mp.graph.output[0].name),
+                     os.path.join(HERE, name, "test_data_set_0", "output_0.pb"))
+    return case
+
+
 def main():
     cases = [scan_axes_directions(), scan_untyped_body(), scan8_sequence_lens(), loop_while(), loop_for(), loop_early_exit(),
              loop_growing(), loop_zero_trips(), if_in_loop()]
@@ -332,6 +384,7 @@ def main():
     cases.append(functions_attributes())
     cases += functions_nested()
     cases.append(functions_opset())
+    cases.append(torch_modules_as_functions())
     with open(os.path.join(HERE, "manifest.json"), "w") as f:
         json.dump({"generator": "gen.py", "onnx": onnx.__version__, "onnxruntime": ort.__version__, "cases": cases},
                   f, indent=1)
