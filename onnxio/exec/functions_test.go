@@ -180,3 +180,19 @@ func TestFunctionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestFunctionOverloads calls two overloads of one function.
+func TestFunctionOverloads(t *testing.T) {
+	neg := functionP("F", 17, []string{"X"}, []string{"Y"}, nodeP("", "Neg", []string{"X"}, []string{"Y"}))
+	abs := functionP("F", 17, []string{"X"}, []string{"Y"}, nodeP("", "Abs", []string{"X"}, []string{"Y"}))
+	neg.Overload, abs.Overload = proto.String("neg"), proto.String("abs")
+	a := callP("a", "F", []string{"x"}, []string{"a"})
+	a.Overload = proto.String("abs")
+	n := callP("n", "F", []string{"a"}, []string{"y"})
+	n.Overload = proto.String("neg")
+	g, err := New(functionModel(17, []*onnxpb.FunctionProto{neg, abs}, a, n))
+	require.NoError(t, err)
+	out, err := g.run(map[string]*value{"x": f32(dims(2), -3, 2)})
+	require.NoError(t, err)
+	assertValue(t, f32(dims(2), -3, -2), out[0])
+}
