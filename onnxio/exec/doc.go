@@ -36,9 +36,18 @@
 // Besides the default domain, nodes of ai.onnx.preview (FlexAttention) run
 // when the model imports that domain. GRAPH attributes are prepared like
 // the model's graph, as subgraphs the op runs (FlexAttention's score_mod and
-// prob_mod); a subgraph may read values of the graphs around it, which
-// become inputs of the node that holds it. Default-domain opsets run up to
-// 28, which adds LinearAttention (27) and SwiGLU (28).
+// prob_mod, the branches of If, the bodies of Loop and Scan); a subgraph may
+// read values of the graphs around it, which become inputs of the node that
+// holds it, and may leave the types of its inputs and outputs out.
+// Default-domain opsets run up to 28, which adds LinearAttention (27) and
+// SwiGLU (28).
+//
+// Model-local functions (ModelProto.functions) are expanded when the graph
+// is prepared: a node naming one by domain, op type and overload is
+// replaced by the function's body, its attribute references resolved and
+// its values renamed for that call site; the expanded nodes run at the
+// opsets the function imports, and errors name them "call > domain.Function
+// > node".
 //
 // # Attention fusion
 //

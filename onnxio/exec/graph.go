@@ -113,11 +113,15 @@ func prepare(m *onnxpb.ModelProto, opts Options, fuse bool) (*Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
+	funcs, err := newFunctionTable(m)
+	if err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
+	}
 	limit := budget.New(opts.MaxMemory).Limit()
 	b := &builder{
 		g:     &Graph{opset: opset, maxMemory: limit, defaults: map[string]int{}},
 		slots: map[string]int{}, fuse: fuse, budget: budget.New(limit),
-		prepared: map[int]*node{}, imports: opsetImports(m),
+		prepared: map[int]*node{}, imports: opsetImports(m), funcs: funcs,
 	}
 	if err := b.build(m.GetGraph()); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
@@ -149,6 +153,7 @@ type builder struct {
 	imports  map[string]int // the model's opset versions by domain ("" for the default)
 	scope    *scope         // for a subgraph body: its enclosing graph (subgraph.go); nil for the model's graph
 	budget   *budget.Budget // initializers and constant attributes, all together
+	funcs    *functionTable // the model's local functions, shared by the builders of its bodies (functions.go)
 }
 
 // warn records a leniency of New; see Graph.Warnings.
@@ -190,7 +195,11 @@ func (b *builder) build(gp *onnxpb.GraphProto) error {
 	if err := b.graphInputs(gp.GetInput()); err != nil {
 		return err
 	}
-	nodes, err := b.prepareNodes(gp.GetNode())
+	nps, err := b.expandCalls(gp.GetNode())
+	if err != nil {
+		return err
+	}
+	nodes, err := b.prepareNodes(nps)
 	if err != nil {
 		return err
 	}
@@ -216,7 +225,7 @@ func (b *builder) build(gp *onnxpb.GraphProto) error {
 func (b *builder) graphInputs(vis []*onnxpb.ValueInfoProto) error {
 	for _, vi := range vis {
 		name := vi.GetName()
-		info, err := tensorInfo(vi)
+		info, err := b.valueInfo(vi)
 		if err != nil {
 			return fmt.Errorf("input %q: %w", name, err)
 		}
@@ -240,7 +249,7 @@ func (b *builder) graphInputs(vis []*onnxpb.ValueInfoProto) error {
 func (b *builder) graphOutputs(vis []*onnxpb.ValueInfoProto) error {
 	for _, vi := range vis {
 		name := vi.GetName()
-		info, err := tensorInfo(vi)
+		info, err := b.valueInfo(vi)
 		if err != nil {
 			return fmt.Errorf("output %q: %w", name, err)
 		}

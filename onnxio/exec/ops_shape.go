@@ -156,8 +156,12 @@ func sizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 
 // axesOf reads the axes of Unsqueeze, Squeeze and the Reduce ops: an
 // attribute before opset `since`, an (optional) input at index 1 from it.
+// An axes input before `since` is an error, not silently ignored.
 func axesOf(rc *runCtx, n *node, in []*value, since int) ([]int64, bool, error) {
 	if n.opset < since {
+		if input(in, 1) != nil {
+			return nil, false, fmt.Errorf("has an axes input, which %s takes from opset %d on (opset %d has the axes attribute)", n.op, since, n.opset)
+		}
 		axes, ok := n.attrInts("axes")
 		return axes, ok, nil
 	}

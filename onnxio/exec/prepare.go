@@ -52,7 +52,7 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("node %s: op %q "+format, append([]any{n.label(), n.op}, args...)...)
 	}
-	opset, err := b.domainOpset(np.GetDomain())
+	opset, err := b.nodeOpset(np)
 	if err != nil {
 		return nil, fail("%w", err)
 	}
@@ -94,7 +94,9 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 		switch {
 		case name != "":
 			n.in = append(n.in, b.ref(name))
-		case k < spec.minIn || spec.maxIn < 0: // variadic inputs (Concat, Max) are never optional
+		// Variadic inputs are never optional (Concat, Max), but in ops that
+		// require none (Loop, Scan), whose leading inputs may be left empty.
+		case k < spec.minIn || spec.maxIn < 0 && spec.minIn > 0:
 			return nil, fail("needs input %d, which is empty", k)
 		default:
 			n.in = append(n.in, -1)
@@ -103,11 +105,6 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	}
 	if err := b.prepareSubgraphs(n, np.GetAttribute()); err != nil {
 		return nil, fail("%w", err)
-	}
-	if spec.check != nil {
-		if err := spec.check(n); err != nil {
-			return nil, fail("%w", err)
-		}
 	}
 	for _, name := range outs {
 		if name == "" {
@@ -125,6 +122,11 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 		}
 		b.producer[s] = i
 		n.out = append(n.out, s)
+	}
+	if spec.check != nil {
+		if err := spec.check(n); err != nil {
+			return nil, fail("%w", err)
+		}
 	}
 	b.prepared[i] = n
 	return n, nil
