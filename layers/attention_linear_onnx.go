@@ -18,7 +18,7 @@ const deltaExportLevels = 12
 // ExportONNX writes the layer in standard ops that every opset from 13 on
 // has, and that attnrun's executor and ONNX Runtime both run. ONNX's
 // LinearAttention op (opset 27) computes the recurrence itself, but attnrun
-// exports opsets up to 24 and ONNX Runtime 1.31.1 refuses opset-27 models;
+// exports opsets up to 25 and ONNX Runtime 1.31.1 refuses opset-27 models;
 // a Loop or Scan over the tokens would need control flow, which attnrun's
 // executor does not run. So the recurrence is written in its parallel form
 // over the whole sequence, the form the chunked algorithms use within a

@@ -36,6 +36,9 @@ func (s *SDPA) ONNXInputDims(n int) map[int][]string {
 // window, ALiBi and the mask input; the op takes one mask, so they are
 // joined (a float mask when any part is a float, −Inf where hidden) and
 // expanded to (…, Tq, Tk), the only masks ONNX Runtime 1.30 accepts.
+// From opset 25 on, the window of a layer whose causal frontier is
+// is_causal is the op's left_window_size (window − 1) instead (ONNX
+// Runtime 1.31 does not know the attribute yet).
 //
 // Before opset 23, and where the op cannot say what the layer does (a
 // non-positive scale; masked_rows: nan when a query may see no key: the op
@@ -126,10 +129,22 @@ func (c *sdpaPrepared) exportAttentionOp(g registry.GraphBuilder, in sdpaONNXInp
 		k = c.rot.rotaryEmbeddingONNX(g, k, cos, sin, pos, c.kvHeads)
 	}
 	isCausal := c.causal && (!in.cross || c.topLeft)
-	mask := attentionMaskONNX(g, c.scoreMask(g, in, !isCausal), in.x, in.src)
 	op := attentionOp{heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, causal: isCausal, scale: c.scale, softcap: c.softcap}
+	masked := c
+	if isCausal && c.window > 0 && g.Opset() >= windowOpset {
+		// The op's window is aligned as is_causal is: it leaves the mask.
+		op.window = c.window
+		unwindowed := *c
+		unwindowed.window = 0
+		masked = &unwindowed
+	}
+	mask := attentionMaskONNX(g, masked.scoreMask(g, in, !isCausal), in.x, in.src)
 	return linearONNX(g, c.out, c.outName, op.node(g, q, k, v, mask))
 }
+
+// windowOpset is the first opset whose Attention op has sliding windows
+// (left_window_size, right_window_size).
+const windowOpset = 25
 
 // attentionOp is one ONNX Attention node (opset 23) on 3-D projections:
 // q (B, Tq, heads·headDim), k and v (B, Tk, kvHeads·headDim).
@@ -137,6 +152,9 @@ type attentionOp struct {
 	heads, kvHeads, headDim int
 	// causal sets is_causal: query i sees keys j ≤ i (top-left).
 	causal bool
+	// window > 0 (opset 25, with causal) lets query i see keys j > i − window
+	// only: left_window_size window − 1.
+	window int
 	// scale multiplies the scores; 0 or 1/√headDim is the op's default and
 	// writes no attribute.
 	scale, softcap float32
@@ -149,6 +167,9 @@ func (op attentionOp) node(g registry.GraphBuilder, q, k, v, mask string) string
 	attrs := []registry.Attr{registry.IntAttr("q_num_heads", int64(op.heads)), registry.IntAttr("kv_num_heads", int64(op.kvHeads))}
 	if op.causal {
 		attrs = append(attrs, registry.IntAttr("is_causal", 1))
+	}
+	if op.window > 0 {
+		attrs = append(attrs, registry.IntAttr("left_window_size", int64(op.window-1)))
 	}
 	if op.scale != 0 && op.scale != invSqrt(op.headDim) {
 		attrs = append(attrs, registry.FloatAttr("scale", op.scale))

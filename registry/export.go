@@ -32,8 +32,9 @@ type Exporter interface {
 // export then fails with an error naming the layer.
 type GraphBuilder interface {
 	// Opset is the version of the default ONNX operator set the graph
-	// targets (13 to 24; the Attention and RotaryEmbedding ops exist from
-	// 23), for layers whose best ops depend on it.
+	// targets (13 to 25; the Attention and RotaryEmbedding ops exist from
+	// 23, the Attention op's sliding windows from 25), for layers whose best
+	// ops depend on it.
 	Opset() int
 	// Param returns the value name of one of the layer's own parameters,
 	// given its name within the layer as Params lists it ("W_query.weight").

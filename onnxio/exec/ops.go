@@ -129,12 +129,11 @@ const maxOpset = 28
 // to maxOpset that their kernel does not implement, with that version: a
 // node of that opset or later is refused when the graph is prepared.
 var unimplementedRevisions = map[string]int{
-	"Attention": 25, // sliding windows (left_window_size, right_window_size)
-	"Cast":      28, // revised in opset 28 (ONNX's operator docs); not reviewed yet
-	"Celu":      28, // revised in opset 28; not reviewed yet
-	"Einsum":    28, // revised in opset 28; not reviewed yet
-	"Mod":       28, // opset 28 defines float Mod without fmod and its zeros and infinities
-	"OneHot":    28, // revised in opset 28; not reviewed yet
+	"Cast":   28, // revised in opset 28 (ONNX's operator docs); not reviewed yet
+	"Celu":   28, // revised in opset 28; not reviewed yet
+	"Einsum": 28, // revised in opset 28; not reviewed yet
+	"Mod":    28, // opset 28 defines float Mod without fmod and its zeros and infinities
+	"OneHot": 28, // revised in opset 28; not reviewed yet
 }
 
 // unarySpec describes a one-input, one-output op without attributes.

@@ -8,8 +8,8 @@ import (
 	"github.com/attnrun/attnrun/internal/kernels"
 )
 
-// attentionSpec is the ONNX Attention operator: opset 23, and opset 24's
-// nonpad_kv_seqlen input.
+// attentionSpec is the ONNX Attention operator: opset 23, opset 24's
+// nonpad_kv_seqlen input and opset 25's sliding windows.
 //
 // Semantics follow the specification with the errata ONNX applied to both
 // versions in place (onnx/onnx#7867, #7913, #8068), which ONNX Runtime 1.30
@@ -28,6 +28,12 @@ import (
 //     past_sequence_length with past_key, nonpad_kv_seqlen[b] − q_len with
 //     nonpad_kv_seqlen alone, and 0 otherwise: with neither, a query block
 //     shorter than the keys is aligned top-left (query 0 sees key 0 only).
+//   - left_window_size and right_window_size (opset 25; -1, the default,
+//     leaves a side unbounded) let the query at position p = i + offset
+//     (the causal offset above, with or without is_causal) see key j iff
+//     p − left ≤ j ≤ p + right. The window is one more part of the bias,
+//     −Inf added where it hides a key, composed with the causal frontier
+//     and the mask.
 //   - a query that can see no key gets zeros in Y and in the mode-3 output,
 //     not NaN.
 //   - attn_mask broadcasts (numpy rules) to (batch, q_heads, q_len, total);
@@ -55,12 +61,20 @@ import (
 // attn_mask, one broadcast along the queries or shorter than total, and
 // past_key without the present_key output. Both refuse nonpad_kv_seqlen
 // outside 0..total, and nonpad_kv_seqlen with past_key.
+//
+// ONNX Runtime 1.31 runs Attention at opset 25 but refuses the attributes
+// left_window_size and right_window_size, which its schema of the op does
+// not know. ONNX's checker refuses q_num_heads and kv_num_heads with 4-D
+// inputs from opset 25 on; ONNX Runtime 1.31 runs them, and so does the
+// executor when they agree with the inputs.
 var attentionSpec = &opSpec{since: 23, minIn: 3, maxIn: 7, minOut: 1, maxOut: 4, run: attentionOp,
 	attrs: map[string]attrKind{
 		"is_causal": attrInt, "scale": attrFloat, "softcap": attrFloat,
 		"q_num_heads": attrInt, "kv_num_heads": attrInt,
 		"qk_matmul_output_mode": attrInt, "softmax_precision": attrInt,
-	}}
+		"left_window_size": attrInt, "right_window_size": attrInt,
+	},
+	check: func(n *node) error { _, err := readWindow(n); return err }}
 
 // The inputs and outputs of Attention, by position.
 const (
@@ -86,6 +100,7 @@ type attnPlan struct {
 	rank3                  bool
 	scale, softcap         float32
 	causal                 bool
+	window                 attnWindow
 	mode                   int   // qk_matmul_output_mode, -1 when the output is not asked for
 	precision              DType // softmax_precision; Float32 when absent
 	q, k, v, y             heads // k and v address total keys: the present cache when there is a past
@@ -160,6 +175,9 @@ func planAttention(rc *runCtx, n *node, in []*value) (p *attnPlan, presentK, pre
 			return nil, nil, nil, err
 		}
 	}
+	if !p.windowHides() {
+		p.window = noWindow // a window as wide as the keys is no window
+	}
 	if p.bias, err = p.newBias(mask); err != nil {
 		return nil, nil, nil, err
 	}
@@ -207,6 +225,11 @@ func (p *attnPlan) readAttributes(n *node) error {
 	if m := n.attrInt("qk_matmul_output_mode", 0); m < 0 || m > 3 {
 		return fmt.Errorf("qk_matmul_output_mode is %d, want 0 (scores), 1 (after softcap), 2 (after the mask) or 3 (after the softmax)", m)
 	}
+	w, err := readWindow(n)
+	if err != nil {
+		return err
+	}
+	p.window = w
 	if n.has("softmax_precision") {
 		switch prec := DType(n.attrInt("softmax_precision", 0)); prec {
 		case Float32, Float64, attnFloat16, attnBFloat16:
@@ -216,6 +239,52 @@ func (p *attnPlan) readAttributes(n *node) error {
 		}
 	}
 	return nil
+}
+
+// attnWindow is the sliding window of Attention-25: a query at position p
+// sees keys p − left to p + right; a side of -1 is unbounded.
+type attnWindow struct{ left, right int }
+
+// noWindow is the window of a node without the attributes: it hides nothing.
+var noWindow = attnWindow{left: -1, right: -1}
+
+// readWindow decodes left_window_size and right_window_size, attributes
+// from opset 25 on.
+func readWindow(n *node) (attnWindow, error) {
+	w := noWindow
+	for _, a := range []struct {
+		name string
+		size *int
+	}{{"left_window_size", &w.left}, {"right_window_size", &w.right}} {
+		if !n.has(a.name) {
+			continue
+		}
+		if n.opset < 25 {
+			return w, fmt.Errorf("%s is an attribute from opset 25 on; the model imports opset %d", a.name, n.opset)
+		}
+		size := n.attrInt(a.name, -1)
+		if size < -1 || size > math.MaxInt32 {
+			return w, fmt.Errorf("%s is %d, want -1 (unbounded) or a key count from 0 on", a.name, size)
+		}
+		*a.size = int(size)
+	}
+	return w, nil
+}
+
+// bounded reports whether the window bounds either side.
+func (w attnWindow) bounded() bool { return w.left >= 0 || w.right >= 0 }
+
+// visible returns the keys [from, to) the window lets a query at position
+// pos see among total keys.
+func (w attnWindow) visible(pos, total int) (from, to int) {
+	from, to = 0, total
+	if w.left >= 0 {
+		from = min(total, max(0, pos-w.left))
+	}
+	if w.right >= 0 {
+		to = max(from, min(total, pos+w.right+1))
+	}
+	return from, to
 }
 
 // readShapes sizes the call from Q, K and V: all (batch, heads, seq,
@@ -370,6 +439,25 @@ func (p *attnPlan) causalOffset(b int) int {
 	return 0
 }
 
+// windowHides reports whether the window hides a key from some query that
+// the causal frontier, if any, does not hide already.
+func (p *attnPlan) windowHides() bool {
+	if !p.window.bounded() {
+		return false
+	}
+	for b := range p.batch {
+		first := p.causalOffset(b) // the position of query 0
+		last := first + p.qLen - 1
+		if p.window.left >= 0 && last-p.window.left > 0 {
+			return true
+		}
+		if p.window.right >= 0 && !p.causal && first+p.window.right < p.total-1 {
+			return true
+		}
+	}
+	return false
+}
+
 // kernelCausal reports whether the fused kernel's causal frontier, aligned
 // bottom-right on the keys it is given, is the specification's. Without
 // nonpad_kv_seqlen the frontier is added to the scores, which the kernel's
@@ -391,7 +479,8 @@ func (p *attnPlan) kernelCausal() bool {
 // each batch entry's keys, which also makes the kernel's bottom-right
 // causal alignment the specification's; otherwise the causal frontier is
 // the kernel's only when the query and new key lengths agree, and is part
-// of the bias when they do not.
+// of the bias when they do not. A window is always part of the bias: the
+// specification adds it.
 func (p *attnPlan) attendFused(rc *runCtx, n *node) error {
 	kernelCausal := p.kernelCausal()
 	biases, err := p.bias.distinct(rc, n, p.causal && !kernelCausal)
@@ -620,6 +709,9 @@ type attnBias struct {
 // newBias checks attn_mask against the scores it is added to.
 func (p *attnPlan) newBias(mask *value) (attnBias, error) {
 	ab := attnBias{p: p, mb: 1, mh: 1}
+	if p.window.bounded() && p.nonpad != nil {
+		ab.mb = p.batch // the window's offset depends on nonpad_kv_seqlen[b]
+	}
 	if mask == nil {
 		return ab, nil
 	}
@@ -665,11 +757,11 @@ func (p *attnPlan) newBias(mask *value) (attnBias, error) {
 func (ab *attnBias) index(b, h int) int { return (b%ab.mb)*ab.mh + h%ab.mh }
 
 // distinct returns the bias of each distinct mask slice (see index) for
-// the fused kernel, with the causal frontier when withCausal, or nil when
-// nothing is to be added. nonpad_kv_seqlen is left out: the fused kernel
-// is given fewer keys instead.
+// the fused kernel, with the causal frontier when withCausal and the
+// window, or nil when nothing is to be added. nonpad_kv_seqlen is left
+// out: the fused kernel is given fewer keys instead.
 func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32, error) {
-	if ab.mask == nil && !withCausal {
+	if ab.mask == nil && !withCausal && !ab.p.window.bounded() {
 		return nil, nil
 	}
 	p := ab.p
@@ -684,6 +776,7 @@ func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32,
 			if withCausal {
 				ab.addCausal(buf, p.causalOffset(b))
 			}
+			ab.addWindow(buf, p.causalOffset(b))
 			out[ab.index(b, h)] = buf
 		}
 	}
@@ -691,13 +784,15 @@ func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32,
 }
 
 // fill writes the whole bias of head h of batch entry b into dst (q_len ×
-// total): the mask, the causal frontier when causal, and the padding bound.
+// total): the mask, the causal frontier when causal, the window and the
+// padding bound.
 func (ab *attnBias) fill(dst []float32, b, h int, causal bool) {
 	p := ab.p
 	ab.fillMask(dst, b, h)
 	if causal {
 		ab.addCausal(dst, p.causalOffset(b))
 	}
+	ab.addWindow(dst, p.causalOffset(b))
 	if p.nonpad != nil {
 		for i := range p.qLen {
 			row := dst[i*p.total : (i+1)*p.total]
@@ -739,6 +834,21 @@ func (ab *attnBias) addCausal(dst []float32, offset int) {
 	for i := range p.qLen {
 		row := dst[i*p.total : (i+1)*p.total]
 		fillNegInf(row[min(p.total, max(0, i+offset+1)):])
+	}
+}
+
+// addWindow masks the keys outside each query's window, the query i
+// sitting at position i + offset. Without a window it does nothing.
+func (ab *attnBias) addWindow(dst []float32, offset int) {
+	p := ab.p
+	if !p.window.bounded() {
+		return
+	}
+	for i := range p.qLen {
+		row := dst[i*p.total : (i+1)*p.total]
+		from, to := p.window.visible(i+offset, p.total)
+		fillNegInf(row[:from])
+		fillNegInf(row[to:])
 	}
 }
 

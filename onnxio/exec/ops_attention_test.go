@@ -26,6 +26,7 @@ type attnCase struct {
 	maskNegInf                float64 // fraction of -Inf in a float mask
 	nonpad                    []int64
 	causal                    bool
+	window                    []int64 // left_window_size, right_window_size (opset 25); nil for none
 	scale, softcap            float32 // 0: attribute absent
 	mode                      int     // qk_matmul_output_mode; -1: output not asked for
 	precision                 DType   // 0: attribute absent
@@ -97,6 +98,9 @@ func (c *attnCase) node() *node {
 	}
 	if c.causal {
 		n.attrs["is_causal"] = aInt(1)
+	}
+	if c.window != nil {
+		n.attrs["left_window_size"], n.attrs["right_window_size"] = aInt(c.window[0]), aInt(c.window[1])
 	}
 	if c.scale != 0 {
 		n.attrs["scale"] = aFloat(c.scale)
@@ -174,6 +178,9 @@ func (c *attnCase) reference() []*value {
 			offset = int(c.nonpad[b]) - c.sq
 		}
 		if c.causal && j > i+offset {
+			x = negInf
+		}
+		if w := c.window; w != nil && (w[0] >= 0 && j < i+offset-int(w[0]) || w[1] >= 0 && j > i+offset+int(w[1])) {
 			x = negInf
 		}
 		if c.nonpad != nil && j >= int(c.nonpad[b]) {
@@ -317,6 +324,20 @@ var attnCases = []attnCase{
 	{name: "nonpad_mask_short", opset: 24, b: 2, hq: 2, hkv: 2, sq: 2, skv: 6, d: 4, dv: 4, nonpad: []int64{3, 4}, mask: []int{2, 1, 2, 4}, mode: -1},
 	{name: "nonpad_causal_gqa", opset: 24, b: 3, hq: 4, hkv: 2, sq: 3, skv: 6, d: 4, dv: 4, nonpad: []int64{6, 4, 1}, causal: true, mode: -1},
 	{name: "nonpad_causal_mask_qk", opset: 24, b: 2, hq: 2, hkv: 2, sq: 3, skv: 6, d: 4, dv: 4, nonpad: []int64{5, 2}, mask: []int{2, 1, 3, 6}, boolMask: true, causal: true, mode: 3},
+	{name: "window_left_causal", opset: 25, b: 2, hq: 2, hkv: 1, sq: 6, skv: 6, d: 4, dv: 4, causal: true, window: []int64{2, -1}, mode: -1},
+	{name: "window_left_right_zero", opset: 25, b: 1, hq: 2, hkv: 2, sq: 6, skv: 6, d: 4, dv: 4, window: []int64{1, 0}, mode: -1},
+	{name: "window_bidirectional", opset: 25, b: 2, hq: 2, hkv: 2, sq: 4, skv: 6, d: 4, dv: 3, window: []int64{2, 1}, mode: 3},
+	{name: "window_right_only_3d", opset: 25, rank3: true, b: 1, hq: 4, hkv: 2, sq: 5, skv: 5, d: 4, dv: 4, window: []int64{-1, 1}, mode: -1},
+	{name: "window_zero_zero", opset: 25, b: 1, hq: 1, hkv: 1, sq: 4, skv: 4, d: 4, dv: 4, window: []int64{0, 0}, mode: 3},
+	{name: "window_past_causal_present", opset: 25, b: 2, hq: 4, hkv: 2, sq: 3, skv: 3, p: 4, d: 4, dv: 4, causal: true, window: []int64{3, -1}, mode: -1, present: true},
+	{name: "window_past_decode_qk", opset: 25, rank3: true, b: 1, hq: 2, hkv: 1, sq: 1, skv: 1, p: 6, d: 4, dv: 4, causal: true, window: []int64{2, 0}, mode: 2},
+	{name: "window_short_queries_top_left", opset: 25, b: 1, hq: 2, hkv: 2, sq: 2, skv: 6, d: 4, dv: 4, window: []int64{1, 2}, mode: -1},
+	{name: "window_mask_float_softcap", opset: 25, b: 2, hq: 2, hkv: 2, sq: 5, skv: 5, d: 4, dv: 4, causal: true, window: []int64{2, -1}, mask: []int{2, 1, 5, 5}, maskNegInf: 0.2, softcap: 2, qScale: 3, mode: 1},
+	{name: "window_mask_bool_fully_masked", opset: 25, b: 1, hq: 2, hkv: 2, sq: 5, skv: 5, d: 4, dv: 4, window: []int64{0, 0}, mask: []int{5, 5}, boolMask: true, mode: 3},
+	{name: "window_nonpad_causal", opset: 25, b: 3, hq: 2, hkv: 2, sq: 3, skv: 7, d: 4, dv: 4, nonpad: []int64{7, 4, 2}, causal: true, window: []int64{2, -1}, mode: -1},
+	{name: "window_nonpad_bidirectional_qk", opset: 25, b: 2, hq: 2, hkv: 1, sq: 3, skv: 7, d: 4, dv: 4, nonpad: []int64{6, 3}, window: []int64{1, 1}, mode: 3},
+	{name: "window_precision_double", opset: 25, b: 1, hq: 2, hkv: 2, sq: 4, skv: 4, d: 4, dv: 4, causal: true, window: []int64{1, -1}, precision: Float64, mode: -1},
+	{name: "window_wider_than_keys", opset: 25, b: 1, hq: 2, hkv: 2, sq: 4, skv: 4, d: 4, dv: 4, causal: true, window: []int64{3, 5}, mode: 3},
 	{name: "no_keys", b: 1, hq: 2, hkv: 2, sq: 3, skv: 0, d: 4, dv: 4, mode: 3, present: true},
 	{name: "no_queries", b: 1, hq: 2, hkv: 2, sq: 0, skv: 3, d: 4, dv: 4, mode: 3},
 }
@@ -359,6 +380,9 @@ func TestAttentionFusedEqualsStepwise(t *testing.T) {
 		{name: "causal_past_gqa", b: 2, hq: 4, hkv: 2, sq: 9, skv: 9, p: 31, d: 32, dv: 24, causal: true},
 		{name: "mask_nonpad", opset: 24, b: 3, hq: 2, hkv: 1, sq: 17, skv: 70, d: 16, dv: 16, nonpad: []int64{70, 33, 3}, mask: []int{3, 1, 17, 70}, maskNegInf: 0.2},
 		{name: "causal_unequal", b: 1, hq: 2, hkv: 2, sq: 40, skv: 20, p: 10, d: 8, dv: 8, causal: true},
+		{name: "window_causal_past_gqa", opset: 25, b: 2, hq: 4, hkv: 2, sq: 9, skv: 9, p: 31, d: 32, dv: 24, causal: true, window: []int64{7, -1}},
+		{name: "window_nonpad_mask", opset: 25, b: 3, hq: 2, hkv: 1, sq: 17, skv: 70, d: 16, dv: 16, nonpad: []int64{70, 33, 3}, mask: []int{3, 1, 17, 70}, maskNegInf: 0.2, causal: true, window: []int64{20, -1}},
+		{name: "window_bidirectional_long", opset: 25, b: 1, hq: 2, hkv: 2, sq: 80, skv: 80, d: 8, dv: 8, window: []int64{5, 9}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := c.inputs(1)
@@ -397,8 +421,8 @@ func TestAttentionFullyMaskedRows(t *testing.T) {
 	}
 }
 
-// TestAttentionGraph runs Attention through New and Run at opsets 23 and
-// 24, and checks what New refuses.
+// TestAttentionGraph runs Attention through New and Run at opsets 23 to
+// 25, and checks what New refuses.
 func TestAttentionGraph(t *testing.T) {
 	model := func(opset int64, attrs ...*onnxpb.AttributeProto) *onnxpb.ModelProto {
 		return graphSpec{
@@ -410,27 +434,41 @@ func TestAttentionGraph(t *testing.T) {
 			outputs: []*onnxpb.ValueInfoProto{untyped("y", 1)},
 		}.model()
 	}
-	for _, opset := range []int64{23, 24} {
-		g, err := New(model(opset, intAttr("is_causal", 1)))
+	feeds := map[string]*tensor.Dense{
+		"q": dense([]int{1, 1, 2, 2}, float32(1), 0, 0, 1),
+		"k": dense([]int{1, 1, 2, 2}, float32(1), 0, 0, 1),
+		"v": dense([]int{1, 1, 2, 2}, float32(1), 2, 3, 4),
+	}
+	e := math.Exp(1 / math.Sqrt(2))
+	w0 := 1 / (1 + e) // query 1 sees key 0 (score 0) and key 1 (score 1/√2)
+	causal := []float64{1, 2, 1*w0 + 3*(1-w0), 2*w0 + 4*(1-w0)}
+	for _, c := range []struct {
+		opset int64
+		attrs []*onnxpb.AttributeProto
+		want  []float64
+	}{
+		{23, nil, causal},
+		{24, nil, causal},
+		{25, nil, causal},
+		{25, []*onnxpb.AttributeProto{intAttr("left_window_size", 1)}, causal},
+		{25, []*onnxpb.AttributeProto{intAttr("left_window_size", 0)}, []float64{1, 2, 3, 4}}, // each query sees its own key
+	} {
+		g, err := New(model(c.opset, append(c.attrs, intAttr("is_causal", 1))...))
 		require.NoError(t, err)
-		out, err := g.Run(map[string]*tensor.Dense{
-			"q": dense([]int{1, 1, 2, 2}, float32(1), 0, 0, 1),
-			"k": dense([]int{1, 1, 2, 2}, float32(1), 0, 0, 1),
-			"v": dense([]int{1, 1, 2, 2}, float32(1), 2, 3, 4),
-		})
+		out, err := g.Run(feeds)
 		require.NoError(t, err)
-		e := math.Exp(1 / math.Sqrt(2))
-		w0 := 1 / (1 + e) // query 1 sees key 0 (score 0) and key 1 (score 1/√2)
 		y := floats(t, out["y"])
-		assert.InDeltaSlice(t, []float64{1, 2, 1*w0 + 3*(1-w0), 2*w0 + 4*(1-w0)}, []float64{float64(y[0]), float64(y[1]), float64(y[2]), float64(y[3])}, 1e-6)
+		assert.InDeltaSlice(t, c.want, []float64{float64(y[0]), float64(y[1]), float64(y[2]), float64(y[3])}, 1e-6, "opset %d %v", c.opset, c.attrs)
 	}
 	_, err := New(model(22))
 	assert.ErrorContains(t, err, `op "Attention" (opset 22) is not supported: it is implemented from opset 23 on`)
 	g, err := New(model(23, intAttr("local_window_size", 2)))
 	require.NoError(t, err)
 	assert.Contains(t, g.Warnings()[0], `has unknown attribute "local_window_size", ignored`)
-	_, err = New(model(25))
-	assert.ErrorContains(t, err, `op "Attention" (opset 25) is not supported: its version 25 is not implemented`)
+	_, err = New(model(24, intAttr("left_window_size", 2)))
+	assert.ErrorContains(t, err, "left_window_size is an attribute from opset 25 on; the model imports opset 24")
+	_, err = New(model(25, intAttr("right_window_size", -2)))
+	assert.ErrorContains(t, err, "right_window_size is -2, want -1 (unbounded) or a key count from 0 on")
 }
 
 // TestAttentionErrors checks that every inconsistent call is refused with

@@ -35,8 +35,9 @@ const (
 	DefaultOpset = 17
 	// MinOpset is the oldest opset Model writes.
 	MinOpset = 13
-	// MaxOpset is the newest opset Model writes.
-	MaxOpset = 24
+	// MaxOpset is the newest opset Model writes. Opset 25 gave the
+	// Attention op sliding windows, which attention.sdpa's window uses.
+	MaxOpset = 25
 	// AttentionOpset is the first opset with the Attention and
 	// RotaryEmbedding ops: from it on, the attention layers that map onto
 	// them (attention.sdpa, attention.torch_mha, position.rope, ...) export

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// ONNX's Attention op (opset 23 and 24) computes softmax(mask(softcap(scale
+// ONNX's Attention op (opsets 23 to 25) computes softmax(mask(softcap(scale
 // Q Kᵀ))) V itself, heads and grouped-query attention included. Lifting it
 // is reading its attributes and finding the projections around it:
 //
@@ -29,7 +29,9 @@ import (
 // a causal frontier (bottom-right or top-left), a sliding window and ALiBi;
 // its part computed from one graph input must be that input read as a bool
 // mask of either polarity, or added to the scores, broadcast from the
-// right as attention.sdpa broadcasts its mask input.
+// right as attention.sdpa broadcasts its mask input. Opset 25's sliding
+// window attributes become attention.sdpa's causal frontier and window
+// (see opWindow).
 
 // ropeBaseDefault is attention.sdpa's rope_base when the caches cannot
 // tell (one rotating pair has θ = 1 whatever the base).
@@ -134,6 +136,11 @@ func (l *opLayer) build() (*region, error) {
 	}
 
 	isCausal := attrInt(n, "is_causal", 0) == 1
+	w, err := l.opWindow(isCausal)
+	if err != nil {
+		return nil, err
+	}
+	isCausal = isCausal || w.causal
 	var m opMask
 	if len(ins) > 3 && ins[3] != "" {
 		if m, err = l.mask(ins[3], heads, isCausal, cross, []string{q.tokens, k.tokens}); err != nil {
@@ -142,6 +149,14 @@ func (l *opLayer) build() (*region, error) {
 	}
 	if isCausal && m.causal {
 		m.causal = false // the mask repeats the op's own frontier
+	}
+	if w.keys > 0 {
+		if !isCausal && !(m.causal && (!cross || m.topLeft)) {
+			return nil, fmt.Errorf("left_window_size %d without a causal frontier aligned as the op aligns its window (top-left): attention.sdpa's window needs causal in the same alignment", w.keys-1)
+		}
+		if m.window == 0 || w.keys < m.window {
+			m.window = w.keys // the op's window and the mask's: the narrower
+		}
 	}
 
 	fields := []field{{"d", tokQ.D}}
@@ -309,6 +324,33 @@ func qkNorm(q, k *headNorm, headDim int) ([]field, error) {
 		fields = append(fields, field{"qk_norm_eps", eps})
 	}
 	return fields, nil
+}
+
+// opWindow is what an Attention node's left_window_size and
+// right_window_size (opset 25) say in attention.sdpa's terms.
+type opWindow struct {
+	// causal: right_window_size 0 hides the keys after each query, as
+	// is_causal does (aligned top-left, the op's alignment).
+	causal bool
+	// keys > 0: a query sees at most keys keys back, itself included
+	// (left_window_size + 1).
+	keys int
+}
+
+// opWindow reads the window attributes. attention.sdpa has no window that
+// looks ahead: a positive right_window_size is refused unless is_causal
+// bounds the right side anyway.
+func (l *opLayer) opWindow(isCausal bool) (opWindow, error) {
+	var w opWindow
+	left, right := attrInt(l.n, "left_window_size", -1), attrInt(l.n, "right_window_size", -1)
+	if right > 0 && !isCausal {
+		return w, fmt.Errorf("right_window_size %d lets queries see keys ahead of them: attention.sdpa's window looks back only", right)
+	}
+	w.causal = right == 0
+	if left >= 0 {
+		w.keys = int(min(left, math.MaxInt32)) + 1
+	}
+	return w, nil
 }
 
 // operand finds what Q, K or V is computed from: a Linear of tokens, maybe

@@ -28,8 +28,9 @@ import (
 // exportConfigs are attnrun's export round-trip configs.
 const exportConfigs = "../../testdata/export"
 
-// TestLiftAttentionOpRoundTrip exports attnrun models at opsets 23 and 24,
-// where the sdpa family is the Attention op, strips the metadata that
+// TestLiftAttentionOpRoundTrip exports attnrun models at opsets 23 to 25,
+// where the sdpa family is the Attention op (with its window attribute at
+// 25), strips the metadata that
 // would let Lift load them as they are, and lifts them by structure. The
 // lifted model must have the expected layers and, exported again, give the
 // same initializers (names and values) and the same outputs on the
@@ -59,8 +60,10 @@ func TestLiftAttentionOpRoundTrip(t *testing.T) {
 		{"multi/sdpa_cross_padding", []string{"attention.sdpa"}},
 		{"multi/sdpa_everything", []string{"attention.sdpa"}},
 		{"multi/sdpa_alibi_additive", []string{"attention.sdpa"}},
+		{"multi/sdpa_cross_window_top_left", []string{"attention.sdpa"}},
+		{"multi/sdpa_cross_window_bottom_right", []string{"attention.sdpa"}},
 	} {
-		for _, opset := range []int{23, 24} {
+		for _, opset := range []int{23, 24, 25} {
 			t.Run(fmt.Sprintf("%s/opset%d", c.config, opset), func(t *testing.T) {
 				m, inputs := roundTripModel(t, c.config)
 				first, err := export.Model(m, export.Options{Opset: opset})
@@ -279,4 +282,58 @@ func TestLiftAttentionOp4D(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, res.Config, "{name: attn, type: attention.sdpa, d: 16, num_heads: 4, num_kv_heads: 2, qkv_bias: true, causal: true, scale: 0.4, rope: half}")
 	checkDataSets(t, dir, res)
+}
+
+// Opset 25's window attributes in the forms attnrun does not write: a
+// right_window_size of 0 is the causal frontier (is_causal dropped), and
+// is_causal with a right_window_size is the same window; what
+// attention.sdpa cannot say (a window looking ahead, or no causal frontier)
+// is refused.
+func TestLiftAttentionOpWindowAttributes(t *testing.T) {
+	m, inputs := roundTripModel(t, "sdpa_window") // causal, window 3
+	first, err := export.Model(m, export.Options{Opset: 25})
+	require.NoError(t, err)
+	first.MetadataProps = nil
+	edited := func(attrs ...*onnxpb.AttributeProto) *onnxpb.ModelProto {
+		pb := proto.Clone(first).(*onnxpb.ModelProto)
+		for _, n := range pb.GetGraph().GetNode() {
+			if n.GetOpType() == "Attention" {
+				n.Attribute = slices.DeleteFunc(n.Attribute, func(a *onnxpb.AttributeProto) bool {
+					return a.GetName() == "is_causal" || a.GetName() == "left_window_size"
+				})
+				n.Attribute = append(n.Attribute, attrs...)
+			}
+		}
+		return pb
+	}
+	intAttr := func(name string, v int64) *onnxpb.AttributeProto {
+		return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
+	}
+	for _, c := range []struct {
+		name  string
+		attrs []*onnxpb.AttributeProto
+	}{
+		{"right 0 for is_causal", []*onnxpb.AttributeProto{intAttr("left_window_size", 2), intAttr("right_window_size", 0)}},
+		{"is_causal with right 4", []*onnxpb.AttributeProto{intAttr("is_causal", 1), intAttr("left_window_size", 2), intAttr("right_window_size", 4)}},
+	} {
+		pb := edited(c.attrs...)
+		res, err := lift.Lift(pb)
+		require.NoError(t, err, c.name)
+		assert.Contains(t, res.Config, "causal: true, window: 3", c.name)
+		second, err := export.Model(res.Model, export.Options{Opset: 25})
+		require.NoError(t, err)
+		assertSameOutput(t, runExport(t, pb, inputs(1)), runExport(t, second, inputs(1)))
+	}
+	for _, c := range []struct {
+		name  string
+		attrs []*onnxpb.AttributeProto
+		err   string
+	}{
+		{"looks ahead", []*onnxpb.AttributeProto{intAttr("left_window_size", 2), intAttr("right_window_size", 1)}, "right_window_size 1 lets queries see keys ahead of them"},
+		{"not causal", []*onnxpb.AttributeProto{intAttr("left_window_size", 2)}, "left_window_size 2 without a causal frontier"},
+	} {
+		_, err := lift.Lift(edited(c.attrs...))
+		require.Error(t, err, c.name)
+		assert.Contains(t, err.Error(), c.err, c.name)
+	}
 }
