@@ -47,6 +47,9 @@ func (m *Model) NewState() (*State, error) {
 	if err := m.CheckIncremental(); err != nil {
 		return nil, err
 	}
+	if !m.weighted {
+		return nil, m.errNoWeights()
+	}
 	s := &State{model: m, layers: make([]registry.State, len(m.steps))}
 	for i, st := range m.steps {
 		if stepper, ok := st.spec.Layer.(registry.Stepper); ok {
