@@ -2,6 +2,19 @@
 // gives their parameters PyTorch's names, initializes or loads their weights,
 // and runs them. It also holds the presets embedded in the binary.
 //
+// Layer types come from the registry, where each layer's package registers
+// its types when it is imported. A program that builds models of the
+// built-in layers imports their package for that effect:
+//
+//	import _ "github.com/attnrun/attnrun/layers"
+//
+// (the front package, github.com/attnrun/attnrun, does it for its users);
+// without it, every layer type is unknown. A custom layer's package is
+// imported the same way.
+//
+// A model's parameters start at zero: Init, LoadWeights or LoadStateDict
+// sets them, and until then Forward refuses to run.
+//
 // A model config lists named layers; each takes the previous layer's output
 // unless it names its inputs, which is how residuals and cross-attention are
 // wired:
@@ -142,6 +155,8 @@ func (m *Model) errNoWeights() error {
 // Forward runs the model on its inputs (as many as the config's inputs
 // list). run may be nil for a plain eval pass. Errors name the layer. A
 // model whose weights were never set is an error, not a pass on zeros.
+// Forward checks run.Context before every layer (and long layers inside
+// their loops) and returns its error, wrapped, once it is done.
 func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Dense, error) {
 	if !m.weighted {
 		return nil, m.errNoWeights()
@@ -176,6 +191,9 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 		args = args[len(st.inputs):]
 		for j, idx := range st.inputs {
 			stepArgs[j] = values[idx]
+		}
+		if err := run.Err(); err != nil {
+			return nil, fmt.Errorf("model %q: stopped before layer %q: %w", m.cfg.Name, st.spec.Name, err)
 		}
 		layerRun.Layer = st.spec.Name
 		out, err := forwardLayer(st.spec.Layer, &layerRun, stepArgs)

@@ -1,11 +1,14 @@
 package models
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/registry"
 )
 
 // A model built from a config has zero parameters until Init or a state
@@ -56,4 +59,18 @@ func TestForwardWithoutParameters(t *testing.T) {
 	out, err := m.Forward(nil, x)
 	require.NoError(t, err)
 	assert.Equal(t, []float32{1, 2}, out.Data()) // the running mean: x₀, (x₀+x₁)/2
+}
+
+// A done context stops a pass before the next layer, whole or stepwise.
+func TestForwardStopsWhenContextIsDone(t *testing.T) {
+	m, err := Parse([]byte("name: two\nlayers:\n  - {name: a, type: attention.average}\n  - {name: b, type: attention.average}\n"), "two.yaml")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	x := tensor.New(tensor.WithShape(2, 1), tensor.WithBacking([]float32{1, 3}))
+	_, err = m.Forward(&registry.Run{Context: ctx}, x)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.EqualError(t, err, `model "two": stopped before layer "a": context canceled`)
+	_, err = m.Decode(&registry.Run{Context: ctx}, 1, x)
+	assert.ErrorIs(t, err, context.Canceled)
 }

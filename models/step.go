@@ -123,6 +123,9 @@ func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense) (*tens
 		for j, idx := range st.inputs {
 			args[j] = values[idx]
 		}
+		if err := run.Err(); err != nil {
+			return nil, 0, fmt.Errorf("model %q: stopped before layer %q: %w", m.cfg.Name, st.spec.Name, err)
+		}
 		layerRun := *run
 		layerRun.Layer = st.spec.Name
 		var out *tensor.Dense
