@@ -134,7 +134,8 @@ layers:
 `
 	m, err := Parse([]byte(cfg), "residual.yaml")
 	require.NoError(t, err)
-	copy(m.Params()[0].Value.Data().([]float32), []float32{1, 2, 3, 4}) // W = [[1,2],[3,4]]
+	w := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4})) // W = [[1,2],[3,4]]
+	require.NoError(t, m.LoadStateDict(map[string]*tensor.Dense{"lin.weight": w}))
 	x := tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float32{1, 1}))
 	out, err := m.Forward(nil, x)
 	require.NoError(t, err)

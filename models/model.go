@@ -2,6 +2,19 @@
 // gives their parameters PyTorch's names, initializes or loads their weights,
 // and runs them. It also holds the presets embedded in the binary.
 //
+// Layer types come from the registry, where each layer's package registers
+// its types when it is imported. A program that builds models of the
+// built-in layers imports their package for that effect:
+//
+//	import _ "github.com/attnrun/attnrun/layers"
+//
+// (the front package, github.com/attnrun/attnrun, does it for its users);
+// without it, every layer type is unknown. A custom layer's package is
+// imported the same way.
+//
+// A model's parameters start at zero: Init, LoadWeights or LoadStateDict
+// sets them, and until then Forward refuses to run.
+//
 // A model config lists named layers; each takes the previous layer's output
 // unless it names its inputs, which is how residuals and cross-attention are
 // wired:
@@ -24,8 +37,9 @@ import (
 	"github.com/attnrun/attnrun/registry"
 )
 
-// Model is an assembled, runnable model. Its weights are set by Init or
-// LoadStateDict; Forward may then be called from many goroutines at once.
+// Model is an assembled, runnable model. Its weights are set by Init,
+// LoadWeights or LoadStateDict; Forward may then be called from many
+// goroutines at once.
 type Model struct {
 	cfg    *Config
 	steps  []step
@@ -33,6 +47,10 @@ type Model struct {
 	output int // index into the value slots
 	// numArgs is the total length of the steps' input lists.
 	numArgs int
+	// weighted records that the parameters hold weights (Init or a state
+	// dict set them, or there are none): until then they are all zero, and
+	// a forward pass would compute plausible-looking nonsense.
+	weighted bool
 }
 
 // step is one layer with its inputs resolved to value slots: slots
@@ -42,8 +60,9 @@ type step struct {
 	inputs []int
 }
 
-// New builds a model from a parsed config. Parameters start at zero: call
-// Init or LoadStateDict before Forward.
+// New builds a model from a parsed config. Parameters start at zero, and
+// Forward refuses to run until Init, LoadWeights or LoadStateDict has set
+// them (a model without parameters runs at once).
 func New(cfg *Config) (*Model, error) {
 	if cfg == nil || len(cfg.Layers) == 0 {
 		return nil, errors.New("models: empty config")
@@ -77,6 +96,7 @@ func New(cfg *Config) (*Model, error) {
 		}
 	}
 	m.output = slot[cfg.Output]
+	m.weighted = len(m.params) == 0
 	return m, nil
 }
 
@@ -105,7 +125,8 @@ func (m *Model) Config() *Config { return m.cfg }
 func (m *Model) Name() string { return m.cfg.Name }
 
 // Params lists every parameter under its model name, "<layer>.<param>", in
-// config order. The tensors are the model's own storage.
+// config order. The tensors are the model's own storage; set weights with
+// Init, LoadWeights or LoadStateDict, which also let Forward run.
 func (m *Model) Params() []registry.Param { return m.params }
 
 // NumParams counts the scalar parameters.
@@ -120,9 +141,26 @@ func (m *Model) NumParams() int {
 // Layers returns the model's layer specs in config order.
 func (m *Model) Layers() []LayerSpec { return m.cfg.Layers }
 
+// HasWeights reports whether the parameters have been set by Init,
+// LoadWeights or LoadStateDict, or the model has none.
+func (m *Model) HasWeights() bool { return m.weighted }
+
+// errNoWeights is the error of a pass over a model whose weights were never
+// set: its parameters are the zeros New allocated.
+func (m *Model) errNoWeights() error {
+	return fmt.Errorf("model %q has no weights: call Init(seed), LoadWeights(path) or LoadStateDict before running it (its parameters are all zero)",
+		m.cfg.Name)
+}
+
 // Forward runs the model on its inputs (as many as the config's inputs
-// list). run may be nil for a plain eval pass. Errors name the layer.
+// list). run may be nil for a plain eval pass. Errors name the layer. A
+// model whose weights were never set is an error, not a pass on zeros.
+// Forward checks run.Context before every layer (and long layers inside
+// their loops) and returns its error, wrapped, once it is done.
 func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Dense, error) {
+	if !m.weighted {
+		return nil, m.errNoWeights()
+	}
 	if len(inputs) != len(m.cfg.Inputs) {
 		return nil, fmt.Errorf("model %q takes %d input(s) (%s), got %d",
 			m.cfg.Name, len(m.cfg.Inputs), strings.Join(m.cfg.Inputs, ", "), len(inputs))
@@ -153,6 +191,9 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 		args = args[len(st.inputs):]
 		for j, idx := range st.inputs {
 			stepArgs[j] = values[idx]
+		}
+		if err := run.Err(); err != nil {
+			return nil, fmt.Errorf("model %q: stopped before layer %q: %w", m.cfg.Name, st.spec.Name, err)
 		}
 		layerRun.Layer = st.spec.Name
 		out, err := forwardLayer(st.spec.Layer, &layerRun, stepArgs)

@@ -66,6 +66,7 @@ func (m *Model) LoadStateDict(dict map[string]*tensor.Dense) error {
 	for i, p := range m.params {
 		copy(p.Value.Data().([]float32), values[i])
 	}
+	m.weighted = true
 	return nil
 }
 

@@ -47,6 +47,9 @@ func (m *Model) NewState() (*State, error) {
 	if err := m.CheckIncremental(); err != nil {
 		return nil, err
 	}
+	if !m.weighted {
+		return nil, m.errNoWeights()
+	}
 	s := &State{model: m, layers: make([]registry.State, len(m.steps))}
 	for i, st := range m.steps {
 		if stepper, ok := st.spec.Layer.(registry.Stepper); ok {
@@ -119,6 +122,9 @@ func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense) (*tens
 		args := make([]*tensor.Dense, len(st.inputs))
 		for j, idx := range st.inputs {
 			args[j] = values[idx]
+		}
+		if err := run.Err(); err != nil {
+			return nil, 0, fmt.Errorf("model %q: stopped before layer %q: %w", m.cfg.Name, st.spec.Name, err)
 		}
 		layerRun := *run
 		layerRun.Layer = st.spec.Name

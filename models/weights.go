@@ -38,6 +38,7 @@ func (m *Model) Init(seed uint64) error {
 			return fmt.Errorf("init parameter %q: %w", p.Name, err)
 		}
 	}
+	m.weighted = true
 	return nil
 }
 

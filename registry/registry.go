@@ -65,17 +65,33 @@ func Register(info Info) {
 	infos[info.ID] = info
 }
 
+// BuiltinPackage is the import path of the package whose init functions
+// register attnrun's built-in layers. A program builds models of them after
+// a blank import of it (or an import of the front package
+// github.com/attnrun/attnrun, which does that import).
+const BuiltinPackage = "github.com/attnrun/attnrun/layers"
+
 // Lookup returns the registered layer type with the given ID. An unknown ID is
-// an error that lists every registered ID.
+// an error that lists every registered ID and names the package that
+// registers the built-in layers, since a missing import is the usual cause.
 func Lookup(id string) (Info, error) {
 	mu.RLock()
 	info, ok := infos[id]
 	mu.RUnlock()
 	if !ok {
-		return Info{}, fmt.Errorf("unknown layer type %q (forgotten import?); registered: %s",
-			id, strings.Join(IDs(), ", "))
+		return Info{}, unknownID(id, IDs())
 	}
 	return info, nil
+}
+
+// unknownID is Lookup's error for an ID that is not among registered.
+func unknownID(id string, registered []string) error {
+	hint := fmt.Sprintf("built-in layers need import _ %q", BuiltinPackage)
+	if len(registered) == 0 {
+		return fmt.Errorf("unknown layer type %q (forgotten import?): no layer type is registered; %s", id, hint)
+	}
+	return fmt.Errorf("unknown layer type %q (forgotten import?); registered: %s; %s",
+		id, strings.Join(registered, ", "), hint)
 }
 
 // IDs returns the registered layer IDs, sorted.

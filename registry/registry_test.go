@@ -29,6 +29,7 @@ func TestRegister(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unknown layer type "test.missing" (forgotten import?)`)
 	assert.Contains(t, err.Error(), "test.nop")
+	assert.Contains(t, err.Error(), `; built-in layers need import _ "github.com/attnrun/attnrun/layers"`)
 
 	for _, bad := range []Info{
 		{ID: "", New: newNop},
@@ -39,6 +40,17 @@ func TestRegister(t *testing.T) {
 	} {
 		assert.Panics(t, func() { Register(bad) }, "ID %q", bad.ID)
 	}
+}
+
+// A program that forgot every import got "registered: " and an empty list;
+// the error now says that nothing is registered and what to import.
+func TestUnknownIDWithEmptyRegistry(t *testing.T) {
+	err := unknownID("attention.causal", nil)
+	assert.EqualError(t, err, `unknown layer type "attention.causal" (forgotten import?): no layer type is registered; `+
+		`built-in layers need import _ "github.com/attnrun/attnrun/layers"`)
+	err = unknownID("attention.casual", []string{"attention.causal", "nn.add"})
+	assert.EqualError(t, err, `unknown layer type "attention.casual" (forgotten import?); registered: attention.causal, nn.add; `+
+		`built-in layers need import _ "github.com/attnrun/attnrun/layers"`)
 }
 
 func TestLinearInitBound(t *testing.T) {

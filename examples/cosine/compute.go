@@ -6,14 +6,13 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/attnmath"
 	"github.com/attnrun/attnrun/registry"
 )
 
-// This file holds the forward pass's arithmetic as plain loops over the
-// tensors' backing []float32. attnrun's own kernels live in an internal
-// package that other modules cannot import, and at the sizes a cosine layer
-// is tried on, clear loops are plenty. Sums accumulate in float64 so that
-// the only rounding is the final one to float32.
+// This file holds the forward pass's arithmetic on the tensors' backing
+// []float32: the projections and the attention are attnmath's, attnrun's
+// public math API over its own kernels; only F.normalize is written out.
 
 // maxElements bounds a tensor whose size comes from the config or the
 // input (a parameter, the projections, the attention weights), so that an
@@ -125,32 +124,41 @@ func (l *linear) params(name string) []registry.Param {
 }
 
 // apply returns x Wᵀ + b for rows rows of width in: a new rows × out slice.
-func (l *linear) apply(x []float32, rows int) []float32 {
-	w := l.weight.Data().([]float32)
+func (l *linear) apply(x []float32, rows int) ([]float32, error) {
 	var b []float32
 	if l.bias != nil {
 		b = l.bias.Data().([]float32)
 	}
 	y := make([]float32, rows*l.out)
-	for r := 0; r < rows; r++ {
-		xr := x[r*l.in : (r+1)*l.in]
-		for o := 0; o < l.out; o++ {
-			sum := dot(xr, w[o*l.in:(o+1)*l.in])
-			if b != nil {
-				sum += float64(b[o])
-			}
-			y[r*l.out+o] = float32(sum)
-		}
+	return y, attnmath.Linear(y, x, l.weight.Data().([]float32), b, rows, l.in, l.out)
+}
+
+// project returns the normalized queries and keys and the values of the
+// rows tokens of x, each rows × d_out.
+func (c *Cosine) project(x []float32, rows int) (q, k, v []float32, err error) {
+	if q, err = c.query.apply(x, rows); err != nil {
+		return nil, nil, nil, err
 	}
-	return y
+	if k, err = c.key.apply(x, rows); err != nil {
+		return nil, nil, nil, err
+	}
+	if v, err = c.value.apply(x, rows); err != nil {
+		return nil, nil, nil, err
+	}
+	return normalizeRows(q, c.query.out), normalizeRows(k, c.key.out), v, nil
 }
 
 // normalizeRows divides each row of x (width wide) by its L2 norm clamped
 // below at normEps, as F.normalize(x, p=2, dim=-1) does, and returns x.
+// The squares are summed in float64, so the only rounding is the final one.
 func normalizeRows(x []float32, width int) []float32 {
 	for start := 0; start < len(x); start += width {
 		row := x[start : start+width]
-		norm := math.Max(math.Sqrt(dot(row, row)), normEps)
+		var squares float64
+		for _, v := range row {
+			squares += float64(v) * float64(v)
+		}
+		norm := math.Max(math.Sqrt(squares), normEps)
 		for i, v := range row {
 			row[i] = float32(float64(v) / norm)
 		}
@@ -158,77 +166,12 @@ func normalizeRows(x []float32, width int) []float32 {
 	return x
 }
 
-// dot is the inner product of two equally long vectors, summed in float64.
-func dot(a, b []float32) float64 {
-	var sum float64
-	for i, v := range a {
-		sum += float64(v) * float64(b[i])
-	}
-	return sum
-}
-
-// sequence is one sequence's normalized queries and keys, values, output
-// rows and, if wanted, attention weights (queries × keys), each row-major
-// from the sequence's first row. q, k, v and out are width wide. The
-// queries are the last tokens of the keys' sequence: query i sits at
-// position keys−queries+i, which matters to the causal mask. A full pass
-// has as many queries as keys; an incremental step has the new tokens'
-// queries against every key so far.
-type sequence struct {
-	q, k, v, out  []float32
-	weights       []float32 // nil when no one wants the weights
-	width         int
-	queries, keys int
-}
-
-// attend writes the output row of every query of the sequence: the
-// softmax of its scaled cosine scores against the visible keys (all of
-// them, or those up to its own position when causal), times the values.
-// Masked keys are skipped rather than set to -inf: exp(-inf) is 0, so the
-// result is the same, and their weights stay 0.
-func (s sequence) attend(scale float64, causal bool) {
-	probs := make([]float64, s.keys)
-	past := s.keys - s.queries
-	for i := 0; i < s.queries; i++ {
-		visible := s.keys
-		if causal {
-			visible = past + i + 1
-		}
-		p := probs[:visible]
-		query := s.q[i*s.width : (i+1)*s.width]
-		for j := range p {
-			p[j] = scale * dot(query, s.k[j*s.width:(j+1)*s.width])
-		}
-		softmax(p)
-		for o := 0; o < s.width; o++ {
-			var sum float64
-			for j, pj := range p {
-				sum += pj * float64(s.v[j*s.width+o])
-			}
-			s.out[i*s.width+o] = float32(sum)
-		}
-		if s.weights != nil {
-			row := s.weights[i*s.keys : (i+1)*s.keys]
-			for j, pj := range p {
-				row[j] = float32(pj)
-			}
-		}
-	}
-}
-
-// softmax turns scores into probabilities in place. Subtracting the
-// largest score first keeps exp from overflowing without changing the result.
-func softmax(p []float64) {
-	largest := math.Inf(-1)
-	for _, v := range p {
-		largest = math.Max(largest, v)
-	}
-	var sum float64
-	for i, v := range p {
-		p[i] = math.Exp(v - largest)
-		sum += p[i]
-	}
-	for i := range p {
-		p[i] /= sum
+// attention is the attnmath description of one head's scaled cosine
+// attention of queries against keys; the queries are the last tokens of
+// the keys' sequence, which is where the causal frontier falls.
+func (c *Cosine) attention(batch, queries, keys int, causal bool, weights []float32) attnmath.Attention {
+	return attnmath.Attention{
+		Batch: batch, Heads: 1, Queries: queries, Keys: keys, HeadDim: c.query.out,
+		Scale: float32(c.Scale), Causal: causal, Weights: weights,
 	}
 }

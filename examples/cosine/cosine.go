@@ -30,6 +30,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/attnmath"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -122,10 +123,10 @@ func (c *Cosine) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 	if err := checkSize("queries, keys and values", rows, dOut); err != nil {
 		return nil, err
 	}
-	q := normalizeRows(c.query.apply(x.data, rows), dOut)
-	k := normalizeRows(c.key.apply(x.data, rows), dOut)
-	v := c.value.apply(x.data, rows)
-
+	q, k, v, err := c.project(x.data, rows)
+	if err != nil {
+		return nil, err
+	}
 	var weights []float32
 	if run.WantWeights() {
 		if err := checkSize("attention weights", rows, x.T); err != nil {
@@ -134,16 +135,8 @@ func (c *Cosine) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 		weights = make([]float32, rows*x.T)
 	}
 	out := make([]float32, rows*dOut)
-	for b := 0; b < x.B; b++ {
-		first := b * x.T // row of the sequence's first token
-		s := sequence{
-			q: q[first*dOut:], k: k[first*dOut:], v: v[first*dOut:],
-			out: out[first*dOut:], width: dOut, queries: x.T, keys: x.T,
-		}
-		if weights != nil {
-			s.weights = weights[first*x.T:]
-		}
-		s.attend(c.Scale, c.Causal)
+	if err := attnmath.Attend(out, q, k, v, c.attention(x.B, x.T, x.T, c.Causal, weights)); err != nil {
+		return nil, err
 	}
 	if weights != nil {
 		run.Observe(tensor.New(tensor.WithShape(x.B, 1, x.T, x.T), tensor.WithBacking(weights)))

@@ -150,12 +150,14 @@ func TestAttentionWeights(t *testing.T) {
 			assert.InDelta(t, 1, sum, 1e-6, "causal=%v: row %d sums to 1", causal, row)
 		}
 
-		// Without a hook the weights are not computed, and the output is the same.
+		// Without a hook the weights are not computed, and the output is the
+		// same within float32 rounding: the fused kernel never forms the
+		// weights and sums in another order.
 		withHook, err := layer.Forward(run, []*tensor.Dense{randomInput(2, 9, 5)})
 		require.NoError(t, err)
 		plain, err := layer.Forward(&registry.Run{}, []*tensor.Dense{randomInput(2, 9, 5)})
 		require.NoError(t, err)
-		assert.Equal(t, floats(withHook), floats(plain))
+		assertClose(t, withHook, plain, "output without a hook")
 	}
 }
 

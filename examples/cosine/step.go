@@ -6,6 +6,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/attnmath"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -73,29 +74,33 @@ func (c *Cosine) Step(run *registry.Run, state registry.State, inputs []*tensor.
 		weights = make([]float32, rows*keys)
 	}
 
-	// Nothing fails from here on: the cache may change.
-	q := normalizeRows(c.query.apply(x.data, rows), dOut)
-	k := normalizeRows(c.key.apply(x.data, rows), dOut)
-	v := c.value.apply(x.data, rows)
-	if cache.batch == 0 {
-		cache.batch = x.B
-		cache.keys, cache.values = make([][]float32, x.B), make([][]float32, x.B)
+	q, k, v, err := c.project(x.data, rows)
+	if err != nil {
+		return nil, err
 	}
+	// The grown caches are kept aside until every sequence has attended,
+	// so that an error leaves the state as it was.
+	grownKeys, grownValues := make([][]float32, x.B), make([][]float32, x.B)
 	out := make([]float32, rows*dOut)
 	step := x.T * dOut // the new rows of one sequence
 	for b := 0; b < x.B; b++ {
-		cache.keys[b] = append(cache.keys[b], k[b*step:(b+1)*step]...)
-		cache.values[b] = append(cache.values[b], v[b*step:(b+1)*step]...)
-		s := sequence{
-			q: q[b*step:], k: cache.keys[b], v: cache.values[b], out: out[b*step:],
-			width: dOut, queries: x.T, keys: keys,
+		var pastKeys, pastValues []float32
+		if cache.batch != 0 {
+			pastKeys, pastValues = cache.keys[b], cache.values[b]
 		}
+		grownKeys[b] = append(pastKeys, k[b*step:(b+1)*step]...)
+		grownValues[b] = append(pastValues, v[b*step:(b+1)*step]...)
+		var w []float32
 		if weights != nil {
-			s.weights = weights[b*x.T*keys:]
+			w = weights[b*x.T*keys : (b+1)*x.T*keys]
 		}
-		s.attend(c.Scale, true)
+		a := c.attention(1, x.T, keys, true, w)
+		if err := attnmath.Attend(out[b*step:(b+1)*step], q[b*step:(b+1)*step], grownKeys[b], grownValues[b], a); err != nil {
+			return nil, err
+		}
 	}
-	cache.tokens = keys
+	cache.batch, cache.tokens = x.B, keys
+	cache.keys, cache.values = grownKeys, grownValues
 	if weights != nil {
 		run.Observe(tensor.New(tensor.WithShape(x.B, 1, x.T, keys), tensor.WithBacking(weights)))
 	}
