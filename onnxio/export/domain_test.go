@@ -50,6 +50,7 @@ func TestExportPreviewDomain(t *testing.T) {
 	parse := func(typ string) *models.Model {
 		m, err := models.Parse([]byte("name: flex\nlayers:\n  - {name: f, type: "+typ+"}\n"), "flex.yaml")
 		require.NoError(t, err)
+		require.NoError(t, m.Init(0)) // w is all ones
 		return m
 	}
 	pb := exportModel(t, parse("exporttest.flex"), export.Options{Widths: map[string]int{"x": 3}})
