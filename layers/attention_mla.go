@@ -393,23 +393,6 @@ func (c *mlaPrepared) attendLatent(q []float32, cache [][]float32, seqs, tokens,
 	return ctx
 }
 
-// rmsRows normalizes the first n values of each of rows rows of x (ld
-// apart) by their root mean square and multiplies them by weight, as
-// DeepseekV3RMSNorm does; the mean is accumulated in float64.
-func rmsRows(x []float32, ld, n, rows int, weight []float32, eps float64) {
-	for r := range rows {
-		v := x[r*ld : r*ld+n]
-		var ss float64
-		for _, e := range v {
-			ss += float64(e) * float64(e)
-		}
-		inv := 1 / math.Sqrt(ss/float64(n)+eps)
-		for i, e := range v {
-			v[i] = weight[i] * float32(float64(e)*inv)
-		}
-	}
-}
-
 // FLOPs counts Forward's products: the query projections (q_a_proj and
 // q_b_proj, or q_proj), kv_a_proj_with_mqa, kv_b_proj on every token, the
 // attention products of num_heads heads (keys of qk_nope_head_dim +

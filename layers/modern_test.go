@@ -57,6 +57,20 @@ func (c modernCase) inputs() []*tensor.Dense {
 	return xs
 }
 
+// assertHookWeights checks the weights a hook received, (B, H, Tq, Tk),
+// against PyTorch's; with no golden the hook must have received none
+// (absent says why).
+func assertHookWeights(t *testing.T, want *array, got *tensor.Dense, absent string) {
+	t.Helper()
+	if want == nil {
+		require.Nil(t, got, absent)
+		return
+	}
+	require.NotNil(t, got, "the hook received no weights")
+	require.Equal(t, want.Shape, []int(got.Shape()), "weights shape (B, H, Tq, Tk)")
+	assertCloseNaN(t, want.Data, floats(got), torchAbs, torchRel, "weights")
+}
+
 // assertCloseNaN is assertClose where NaN is expected exactly where want
 // has NaN.
 func assertCloseNaN(t *testing.T, want, got []float32, abs, rel float64, msg string) {
@@ -100,13 +114,7 @@ func TestModernAgainstPyTorch(t *testing.T) {
 				require.Equal(t, c.Output.Shape, []int(out.Shape()), "output shape")
 				assertCloseNaN(t, c.Output.Data, floats(out), torchAbs, torchRel, "output")
 			}
-			if c.Weights == nil {
-				require.Nil(t, weights, "a layer without attention reported weights")
-				return
-			}
-			require.NotNil(t, weights, "the hook received no weights")
-			require.Equal(t, c.Weights.Shape, []int(weights.Shape()), "weights shape (B, H, Tq, Tk)")
-			assertCloseNaN(t, c.Weights.Data, floats(weights), torchAbs, torchRel, "weights")
+			assertHookWeights(t, c.Weights, weights, "a layer without attention reported weights")
 		})
 	}
 }

@@ -7,15 +7,22 @@ import "math"
 // weight · x / √(mean(x²) + eps), the mean accumulated in float64 (as
 // norm.rms; Qwen3's q_norm and k_norm accumulate in float32).
 func rmsNormHeads(x []float32, rows, heads, headDim int, weight []float32, eps float64) {
-	for r := range rows * heads {
-		v := x[r*headDim : (r+1)*headDim]
+	rmsRows(x, headDim, headDim, rows*heads, weight, eps)
+}
+
+// rmsRows normalizes the first n values of each of rows rows of x (ld
+// apart) by their root mean square and multiplies them by weight, as
+// DeepseekV3RMSNorm does; the mean is accumulated in float64.
+func rmsRows(x []float32, ld, n, rows int, weight []float32, eps float64) {
+	for r := range rows {
+		v := x[r*ld : r*ld+n]
 		var ss float64
-		for _, a := range v {
-			ss += float64(a) * float64(a)
+		for _, e := range v {
+			ss += float64(e) * float64(e)
 		}
-		inv := 1 / math.Sqrt(ss/float64(headDim)+eps)
-		for j, a := range v {
-			v[j] = float32(float64(a)*inv) * weight[j]
+		inv := 1 / math.Sqrt(ss/float64(n)+eps)
+		for i, e := range v {
+			v[i] = weight[i] * float32(float64(e)*inv)
 		}
 	}
 }

@@ -74,6 +74,15 @@ func sameDType(in []*value) error {
 	return nil
 }
 
+// sameFloat checks that the first operand is float32 or float64 and all
+// present operands share its type.
+func sameFloat(in []*value) error {
+	if !in[0].dtype.IsFloat() {
+		return errDType(in[0], "float32 or float64")
+	}
+	return sameDType(in)
+}
+
 // errDType reports an operand type the op does not accept.
 func errDType(v *value, want string) error {
 	return fmt.Errorf("dtype %s is not supported here (want %s)", v.dtype, want)

@@ -68,24 +68,7 @@ func modOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, errors.New("integer modulo by zero")
 	}
 	floored := fmod == 0
-	switch a.dtype {
-	case Int64:
-		return oneOrErr(zipInto(rc, n, a, b, a.dtype, intMod[int64](floored)))
-	case Int32:
-		return oneOrErr(zipInto(rc, n, a, b, a.dtype, intMod[int32](floored)))
-	case Int16:
-		return oneOrErr(zipInto(rc, n, a, b, a.dtype, intMod[int16](floored)))
-	case Int8:
-		return oneOrErr(zipInto(rc, n, a, b, a.dtype, intMod[int8](floored)))
-	case Uint64:
-		return oneOrErr(zipInto(rc, n, a, b, a.dtype, intMod[uint64](floored)))
-	case Uint32:
-		return oneOrErr(zipInto(rc, n, a, b, a.dtype, intMod[uint32](floored)))
-	case Uint16:
-		return oneOrErr(zipInto(rc, n, a, b, a.dtype, intMod[uint16](floored)))
-	default:
-		return oneOrErr(zipInto(rc, n, a, b, a.dtype, intMod[uint8](floored)))
-	}
+	return oneOrErr(zipIntegers(rc, n, a, b, intMod[int64](floored), intMod[uint64](floored)))
 }
 
 // intMod returns the integer remainder: Go's % (the dividend's sign), or
@@ -170,14 +153,8 @@ func bitShiftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("direction %q is not LEFT or RIGHT", d)
 	}
 	switch x.dtype {
-	case Uint64:
-		return oneOrErr(zipInto(rc, n, x, y, x.dtype, shift[uint64](left)))
-	case Uint32:
-		return oneOrErr(zipInto(rc, n, x, y, x.dtype, shift[uint32](left)))
-	case Uint16:
-		return oneOrErr(zipInto(rc, n, x, y, x.dtype, shift[uint16](left)))
-	case Uint8:
-		return oneOrErr(zipInto(rc, n, x, y, x.dtype, shift[uint8](left)))
+	case Uint64, Uint32, Uint16, Uint8:
+		return oneOrErr(zipIntegers(rc, n, x, y, nil, shift[uint64](left))) // no signed kernel: only unsigned types reach it
 	}
 	return nil, errDType(x, "uint8, uint16, uint32 or uint64")
 }
@@ -198,32 +175,41 @@ func bitwiseOp(f func(x, y uint64) uint64) opFunc {
 		if err := sameDType(in); err != nil {
 			return nil, err
 		}
-		switch a.dtype {
-		case Int64:
-			return oneOrErr(zipInto(rc, n, a, b, a.dtype, bitwise[int64](f)))
-		case Int32:
-			return oneOrErr(zipInto(rc, n, a, b, a.dtype, bitwise[int32](f)))
-		case Int16:
-			return oneOrErr(zipInto(rc, n, a, b, a.dtype, bitwise[int16](f)))
-		case Int8:
-			return oneOrErr(zipInto(rc, n, a, b, a.dtype, bitwise[int8](f)))
-		case Uint64:
-			return oneOrErr(zipInto(rc, n, a, b, a.dtype, bitwise[uint64](f)))
-		case Uint32:
-			return oneOrErr(zipInto(rc, n, a, b, a.dtype, bitwise[uint32](f)))
-		case Uint16:
-			return oneOrErr(zipInto(rc, n, a, b, a.dtype, bitwise[uint16](f)))
-		case Uint8:
-			return oneOrErr(zipInto(rc, n, a, b, a.dtype, bitwise[uint8](f)))
-		}
-		return nil, errDType(a, "an integer type")
+		return oneOrErr(zipIntegers(rc, n, a, b, widened[int64](f), f))
 	}
 }
 
-// bitwise lifts a 64-bit bit operation to type T; sign extension and
-// truncation back keep the low bits exact.
-func bitwise[T integer](f func(x, y uint64) uint64) func(T, T) T {
-	return func(x, y T) T { return T(f(uint64(x), uint64(y))) }
+// zipIntegers applies a kernel to two operands of one integer type in its
+// 64-bit form: signed types widen to int64 for s, unsigned ones to uint64
+// for u, and the result narrows back to the type. That is exact for
+// kernels whose result fits the type whenever the operands do: remainders,
+// shifts and bit operations.
+func zipIntegers(rc *runCtx, n *node, a, b *value, s func(x, y int64) int64, u func(x, y uint64) uint64) (*value, error) {
+	switch a.dtype {
+	case Int64:
+		return zipInto(rc, n, a, b, a.dtype, s)
+	case Int32:
+		return zipInto(rc, n, a, b, a.dtype, widened[int32](s))
+	case Int16:
+		return zipInto(rc, n, a, b, a.dtype, widened[int16](s))
+	case Int8:
+		return zipInto(rc, n, a, b, a.dtype, widened[int8](s))
+	case Uint64:
+		return zipInto(rc, n, a, b, a.dtype, u)
+	case Uint32:
+		return zipInto(rc, n, a, b, a.dtype, widened[uint32](u))
+	case Uint16:
+		return zipInto(rc, n, a, b, a.dtype, widened[uint16](u))
+	case Uint8:
+		return zipInto(rc, n, a, b, a.dtype, widened[uint8](u))
+	}
+	return nil, errDType(a, "an integer type")
+}
+
+// widened runs a kernel of 64-bit integers on type T: sign or zero
+// extension, then truncation back, which keeps the low bits exact.
+func widened[T integer, W int64 | uint64](f func(x, y W) W) func(T, T) T {
+	return func(x, y T) T { return T(f(W(x), W(y))) }
 }
 
 // bitwiseNotOp is the kernel of BitwiseNot.

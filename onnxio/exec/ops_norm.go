@@ -13,22 +13,11 @@ import (
 // normalized; from 13 the softmax runs along the one axis (default -1).
 func softmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
-	if !x.dtype.IsFloat() {
-		return nil, errDType(x, "float32 or float64")
-	}
-	r := x.rank()
-	if n.opset < 13 {
-		axis, err := normalizeAxis(int(n.attrInt("axis", 1)), max(r, 1))
-		if err != nil {
-			return nil, err
-		}
-		return oneOrErr(softmax(rc, n, x, numel(x.shape[:axis]), numel(x.shape[axis:]), 1))
-	}
-	axis, err := normalizeAxis(int(n.attrInt("axis", -1)), r)
+	outer, d, inner, err := softmaxAxes(n, x)
 	if err != nil {
 		return nil, err
 	}
-	return oneOrErr(softmax(rc, n, x, numel(x.shape[:axis]), x.shape[axis], numel(x.shape[axis+1:])))
+	return oneOrErr(softmax(rc, n, x, outer, d, inner))
 }
 
 // softmax normalizes x viewed as (outer, d, inner) along d, into a value
@@ -102,10 +91,7 @@ func softmaxStrided(y []float64, outer, d, inner int) {
 // shape x.shape[:axis] followed by ones.
 func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, scale, bias := in[0], in[1], input(in, 2)
-	if !x.dtype.IsFloat() {
-		return nil, errDType(x, "float32 or float64")
-	}
-	if err := sameDType(in); err != nil {
+	if err := sameFloat(in); err != nil {
 		return nil, err
 	}
 	r := x.rank()
@@ -113,9 +99,9 @@ func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	stash := DType(n.attrInt("stash_type", int64(Float32)))
-	if !stash.IsFloat() {
-		return nil, fmt.Errorf("stash_type %s is not supported (float32 or float64)", stash)
+	stash, err := stashType(n)
+	if err != nil {
+		return nil, err
 	}
 	eps := float64(n.attrFloat("epsilon", 1e-5))
 	norm := x.shape[axis:]
@@ -147,16 +133,7 @@ func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	convertTo(xs, x.data)
 	for i := range rows {
 		row := xs[i*cols : (i+1)*cols]
-		var mean float64
-		for _, v := range row {
-			mean += v
-		}
-		mean /= float64(cols)
-		var variance float64
-		for _, v := range row {
-			variance += (v - mean) * (v - mean)
-		}
-		variance /= float64(cols)
+		mean, variance := moments(row)
 		inv := 1 / math.Sqrt(variance+eps)
 		for j, v := range row {
 			y := (v - mean) * inv * sc[j]
@@ -174,6 +151,17 @@ func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		}
 	}
 	return outs, nil
+}
+
+// stashType reads a normalization's stash_type (float32 by default), the
+// type of its statistics; the statistics are computed in float64, which is
+// at least that.
+func stashType(n *node) (DType, error) {
+	stash := DType(n.attrInt("stash_type", int64(Float32)))
+	if !stash.IsFloat() {
+		return 0, fmt.Errorf("stash_type %s is not supported (float32 or float64)", stash)
+	}
+	return stash, nil
 }
 
 // broadcastTo returns v broadcast (one way) to shape, as float64 reserved

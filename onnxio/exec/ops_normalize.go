@@ -66,7 +66,7 @@ func logSoftmaxLines(y []float64, outer, d, inner int) {
 }
 
 // softmaxAxes views a float x as (outer, d, inner) for the Softmax family
-// (LogSoftmax, Hardmax): before opset 13 the input is coerced to 2-D at
+// (Softmax, LogSoftmax, Hardmax): before opset 13 the input is coerced to 2-D at
 // axis (default 1), so d spans every axis from it; from 13 d is the one
 // axis (default -1).
 func softmaxAxes(n *node, x *value) (outer, d, inner int, err error) {
@@ -129,14 +129,11 @@ func fill(out *value, y []float64) *value {
 // default) is the precision of the statistics; float64 is at least that.
 func rmsNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, scale := in[0], in[1]
-	if !x.dtype.IsFloat() {
-		return nil, errDType(x, "float32 or float64")
-	}
-	if err := sameDType(in); err != nil {
+	if err := sameFloat(in); err != nil {
 		return nil, err
 	}
-	if st := DType(n.attrInt("stash_type", int64(Float32))); !st.IsFloat() {
-		return nil, fmt.Errorf("stash_type %s is not supported (float32 or float64)", st)
+	if _, err := stashType(n); err != nil {
+		return nil, err
 	}
 	axis, err := normalizeAxis(int(n.attrInt("axis", -1)), x.rank())
 	if err != nil {
@@ -279,10 +276,7 @@ func normalizeGroups(rc *runCtx, n *node, x *value, reduced []bool, per func(gro
 // spatial axes, times scale[c] plus B[c].
 func instanceNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, scale, bias := in[0], in[1], in[2]
-	if !x.dtype.IsFloat() {
-		return nil, errDType(x, "float32 or float64")
-	}
-	if err := sameDType(in); err != nil {
+	if err := sameFloat(in); err != nil {
 		return nil, err
 	}
 	if x.rank() < 3 {
@@ -316,10 +310,7 @@ func instanceNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // Before opset 14 only the inference output is supported.
 func batchNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, scale, bias, mean, variance := in[0], in[1], in[2], in[3], in[4]
-	if !x.dtype.IsFloat() {
-		return nil, errDType(x, "float32 or float64")
-	}
-	if err := sameDType(in); err != nil {
+	if err := sameFloat(in); err != nil {
 		return nil, err
 	}
 	if x.rank() < 2 {
