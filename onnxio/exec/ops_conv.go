@@ -1,0 +1,379 @@
+package exec
+
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/internal/kernels"
+)
+
+// Conv and ConvTranspose: versions 11 and 22 only clarified auto_pad and
+// added element types, so the opset 1 semantics hold throughout.
+func init() {
+	ops["Conv"] = &opSpec{since: 1, minIn: 2, maxIn: 3, minOut: 1, maxOut: 1, run: convOp,
+		attrs: map[string]attrKind{"auto_pad": attrString, "dilations": attrInts, "group": attrInt,
+			"kernel_shape": attrInts, "pads": attrInts, "strides": attrInts}}
+	ops["ConvTranspose"] = &opSpec{since: 1, minIn: 2, maxIn: 3, minOut: 1, maxOut: 1, run: convTransposeOp,
+		attrs: map[string]attrKind{"auto_pad": attrString, "dilations": attrInts, "group": attrInt,
+			"kernel_shape": attrInts, "output_padding": attrInts, "output_shape": attrInts,
+			"pads": attrInts, "strides": attrInts}}
+}
+
+// convShapes are the sizes a grouped convolution works with: the batch,
+// the input and output channels of each group, and the group count.
+type convShapes struct {
+	batch, group, inPerGroup, outPerGroup int
+}
+
+// checkConvOperands checks X (N, C, D1, ..., Dn), W of the same rank and
+// the optional bias B of outChannels elements, all of one float type, and
+// returns the group count.
+func checkConvOperands(n *node, x, w, b *value) (int, error) {
+	if err := sameDType([]*value{x, w, b}); err != nil {
+		return 0, err
+	}
+	if !x.dtype.IsFloat() {
+		return 0, errDType(x, "float32 or float64")
+	}
+	if x.rank() < 3 {
+		return 0, fmt.Errorf("X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+	}
+	if w.rank() != x.rank() {
+		return 0, fmt.Errorf("W %s must have the rank of X %s", shapeString(w.shape), shapeString(x.shape))
+	}
+	group := n.attrInt("group", 1)
+	if group < 1 || group > int64(x.shape[1]) && x.shape[1] > 0 {
+		return 0, fmt.Errorf("attribute group %d must be in [1, %d channels]", group, x.shape[1])
+	}
+	return int(group), nil
+}
+
+// convOp is the kernel of Conv: Y[n, m] = B[m] + Σ W[m, c, k]·X[n, g·C/G + c,
+// o·stride − pad + k·dilation] over the C/G channels c of output channel
+// m's group g and the kernel taps k. Each group is one matrix product of
+// its weights with the im2col matrix of its input channels; float32 runs
+// on kernels.Gemm.
+func convOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	x, w, b := in[0], in[1], input(in, 2)
+	group, err := checkConvOperands(n, x, w, b)
+	if err != nil {
+		return nil, err
+	}
+	channels, outChannels := x.shape[1], w.shape[0]
+	if channels%group != 0 || outChannels%group != 0 {
+		return nil, fmt.Errorf("%d input and %d output channels do not divide into %d groups", channels, outChannels, group)
+	}
+	if w.shape[1] != channels/group {
+		return nil, fmt.Errorf("W %s must have %d input channels per group (X %s, group %d)", shapeString(w.shape), channels/group, shapeString(x.shape), group)
+	}
+	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
+		return nil, fmt.Errorf("B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+	}
+	kernel, err := kernelShape(n, w.shape[2:])
+	if err != nil {
+		return nil, err
+	}
+	win, err := slidingWindow(n, x.shape[2:], kernel, false)
+	if err != nil {
+		return nil, err
+	}
+	shape := append([]int{x.shape[0], outChannels}, win.out...)
+	if _, err := checkedNumel(shape); err != nil {
+		return nil, err
+	}
+	y, err := rc.alloc(n, x.dtype, shape)
+	if err != nil {
+		return nil, err
+	}
+	cs := convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: outChannels / group}
+	if y.size() == 0 {
+		return one(y)
+	}
+	switch x.dtype {
+	case Float32:
+		err = convolve(rc, n, cs, win, x.data.([]float32), w.data.([]float32), biasData[float32](b), y.data.([]float32))
+	default:
+		err = convolve(rc, n, cs, win, x.data.([]float64), w.data.([]float64), biasData[float64](b), y.data.([]float64))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return one(y)
+}
+
+// biasData returns a bias value's elements, or nil when it is omitted.
+func biasData[T float](b *value) []T {
+	if b == nil {
+		return nil
+	}
+	return b.data.([]T)
+}
+
+// convolve computes a convolution into y (zero-filled, of shape (N, M,
+// out...)).
+func convolve[T float](rc *runCtx, n *node, cs convShapes, win *window, x, w, bias, y []T) error {
+	taps, positions, imageSize := win.taps(), win.positions(), win.imageSize()
+	rows, err := checkedNumel([]int{cs.inPerGroup, taps})
+	if err != nil {
+		return err
+	}
+	var offs []int64
+	var col []T
+	if !win.pointwise() { // otherwise the input planes are the column matrix
+		if offs, err = allocOffsets(rc, n, win); err != nil {
+			return err
+		}
+		if _, err := checkedNumel([]int{rows, positions}); err != nil {
+			return err
+		}
+		c, err := rc.alloc(n, floatDType[T](), []int{rows, positions})
+		if err != nil {
+			return err
+		}
+		col = c.data.([]T)
+	}
+	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
+	for b := range cs.batch {
+		for g := range cs.group {
+			if err := rc.ctx.Err(); err != nil {
+				return err
+			}
+			first := b*channels + g*cs.inPerGroup
+			src := x[first*imageSize : (first+cs.inPerGroup)*imageSize]
+			if col != nil {
+				im2col(col, src, offs, cs.inPerGroup, taps, positions, imageSize)
+				src = col
+			}
+			out := b*outChannels + g*cs.outPerGroup
+			matmulInto(false, cs.outPerGroup, positions, rows,
+				w[g*cs.outPerGroup*rows:(g+1)*cs.outPerGroup*rows], src,
+				y[out*positions:(out+cs.outPerGroup)*positions])
+		}
+		addChannelBias(y[b*outChannels*positions:(b+1)*outChannels*positions], bias, positions)
+	}
+	return nil
+}
+
+// addChannelBias adds bias[m] to the m-th plane of planeSize elements of y; a nil
+// bias adds nothing.
+func addChannelBias[T float](y, bias []T, planeSize int) {
+	for m, v := range bias {
+		plane := y[m*planeSize : (m+1)*planeSize]
+		for i := range plane {
+			plane[i] += v
+		}
+	}
+}
+
+// matmulInto overwrites c (m×n) with op(a)·b, where b is k×n and op(a) is
+// m×k: a as stored, or the transpose of a stored k×m. float32 runs on
+// kernels.Gemm; float64 on a plain loop.
+func matmulInto[T float](transA bool, m, n, k int, a, b, c []T) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		clear(c)
+		return
+	}
+	if a32, ok := any(a).([]float32); ok {
+		lda := k
+		if transA {
+			lda = m
+		}
+		kernels.Gemm(transA, false, m, n, k, 1, a32, lda, any(b).([]float32), n, 0, any(c).([]float32), n)
+		return
+	}
+	clear(c)
+	for i := range m {
+		row := c[i*n : (i+1)*n]
+		for p := range k {
+			s := a[i*k+p]
+			if transA {
+				s = a[p*m+i]
+			}
+			for j, v := range b[p*n : (p+1)*n] {
+				row[j] += s * v
+			}
+		}
+	}
+}
+
+// convTransposeOp is the kernel of ConvTranspose, the adjoint of Conv: each
+// input element X[n, c, i] adds W[c, m, k]·X[n, c, i] to Y[n, g·M/G + m,
+// i·stride − pad + k·dilation] for the output channels m of c's group g.
+// Each group is one matrix product (Wᵀ·X) followed by col2im.
+func convTransposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	x, w, b := in[0], in[1], input(in, 2)
+	group, err := checkConvOperands(n, x, w, b)
+	if err != nil {
+		return nil, err
+	}
+	channels := x.shape[1]
+	if w.shape[0] != channels || channels%group != 0 {
+		return nil, fmt.Errorf("W %s must have the %d input channels of X first, divisible into %d groups", shapeString(w.shape), channels, group)
+	}
+	outChannels := w.shape[1] * group
+	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
+		return nil, fmt.Errorf("B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+	}
+	kernel, err := kernelShape(n, w.shape[2:])
+	if err != nil {
+		return nil, err
+	}
+	win, err := transposedWindow(n, x.shape[2:], kernel)
+	if err != nil {
+		return nil, err
+	}
+	shape := append([]int{x.shape[0], outChannels}, win.image...)
+	if _, err := checkedNumel(shape); err != nil {
+		return nil, err
+	}
+	y, err := rc.alloc(n, x.dtype, shape)
+	if err != nil {
+		return nil, err
+	}
+	if y.size() == 0 {
+		return one(y)
+	}
+	cs := convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: w.shape[1]}
+	switch x.dtype {
+	case Float32:
+		err = convolveTransposed(rc, n, cs, win, x.data.([]float32), w.data.([]float32), biasData[float32](b), y.data.([]float32))
+	default:
+		err = convolveTransposed(rc, n, cs, win, x.data.([]float64), w.data.([]float64), biasData[float64](b), y.data.([]float64))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return one(y)
+}
+
+// transposedWindow works out ConvTranspose's geometry: its image is the
+// output, whose size along each axis is stride·(in − 1) + output_padding +
+// (kernel − 1)·dilation + 1 − pads. An output_shape attribute (spatial
+// sizes, or the full shape) or auto_pad SAME_* (output in·stride) fixes
+// the size instead, and the padding follows from it: split evenly with
+// the odd element at the end for SAME_UPPER, at the beginning otherwise.
+func transposedWindow(n *node, in, kernel []int) (*window, error) {
+	axes := len(in)
+	w := &window{out: in, kernel: kernel, image: make([]int, axes)}
+	var err error
+	if w.strides, err = spatialInts(n, "strides", axes, 1); err != nil {
+		return nil, err
+	}
+	if w.dilations, err = spatialInts(n, "dilations", axes, 1); err != nil {
+		return nil, err
+	}
+	outPad := make([]int, axes)
+	if v, ok := n.attrInts("output_padding"); ok {
+		if len(v) != axes {
+			return nil, fmt.Errorf("attribute output_padding has %d values for %d spatial axes", len(v), axes)
+		}
+		for i, p := range v {
+			if p < 0 || p > maxElements {
+				return nil, fmt.Errorf("attribute output_padding: value %d must be in [0, %d]", p, maxElements)
+			}
+			outPad[i] = int(p)
+		}
+	}
+	var target []int // the output's spatial sizes, when fixed
+	autoPad := n.attrString("auto_pad", "NOTSET")
+	switch v, ok := n.attrInts("output_shape"); {
+	case ok:
+		if len(v) == axes+2 {
+			v = v[2:]
+		}
+		if len(v) != axes {
+			return nil, fmt.Errorf("attribute output_shape has %d values for %d spatial axes", len(v), axes)
+		}
+		for _, d := range v {
+			if d < 0 || d > maxElements {
+				return nil, fmt.Errorf("attribute output_shape: size %d must be in [0, %d]", d, maxElements)
+			}
+		}
+		target = toInts(v)
+	case autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER":
+		target = make([]int, axes)
+		for i, d := range in {
+			target[i] = d * w.strides[i]
+		}
+	}
+	switch autoPad {
+	case "NOTSET", "":
+		if w.padBegin, w.padEnd, err = explicitPads(n, axes); err != nil {
+			return nil, err
+		}
+	case "VALID", "SAME_UPPER", "SAME_LOWER":
+		w.padBegin, w.padEnd = make([]int, axes), make([]int, axes)
+	default:
+		return nil, fmt.Errorf("attribute auto_pad %q is not NOTSET, SAME_UPPER, SAME_LOWER or VALID", autoPad)
+	}
+	for i, d := range in {
+		if kernel[i] < 1 {
+			return nil, fmt.Errorf("kernel size %d along spatial axis %d must be positive", kernel[i], i)
+		}
+		full := w.strides[i]*(d-1) + outPad[i] + (kernel[i]-1)*w.dilations[i] + 1
+		if target != nil {
+			// The spec's halves round down (Python's //), which matters
+			// when the target exceeds the full size and total is negative.
+			total := full - target[i]
+			half := floorHalf(total)
+			w.padBegin[i] = total - half
+			if autoPad == "SAME_UPPER" {
+				w.padBegin[i] = half
+			}
+			w.padEnd[i] = total - w.padBegin[i]
+		}
+		w.image[i] = full - w.padBegin[i] - w.padEnd[i]
+		if w.image[i] < 0 {
+			return nil, fmt.Errorf("pads %d and %d along spatial axis %d leave a negative output size %d", w.padBegin[i], w.padEnd[i], i, w.image[i])
+		}
+	}
+	return w, nil
+}
+
+// floorHalf is a/2 rounded toward negative infinity.
+func floorHalf(a int) int {
+	if a < 0 {
+		return -((1 - a) / 2)
+	}
+	return a / 2
+}
+
+// convolveTransposed computes a transposed convolution into y (zero-filled,
+// of shape (N, M, image...)).
+func convolveTransposed[T float](rc *runCtx, n *node, cs convShapes, win *window, x, w, bias, y []T) error {
+	taps, positions, imageSize := win.taps(), win.positions(), win.imageSize()
+	rows, err := checkedNumel([]int{cs.outPerGroup, taps})
+	if err != nil {
+		return err
+	}
+	offs, err := allocOffsets(rc, n, win)
+	if err != nil {
+		return err
+	}
+	if _, err := checkedNumel([]int{rows, positions}); err != nil {
+		return err
+	}
+	c, err := rc.alloc(n, floatDType[T](), []int{rows, positions})
+	if err != nil {
+		return err
+	}
+	col := c.data.([]T)
+	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
+	for b := range cs.batch {
+		for g := range cs.group {
+			if err := rc.ctx.Err(); err != nil {
+				return err
+			}
+			first := b*channels + g*cs.inPerGroup
+			matmulInto(true, rows, positions, cs.inPerGroup,
+				w[g*cs.inPerGroup*rows:(g+1)*cs.inPerGroup*rows],
+				x[first*positions:(first+cs.inPerGroup)*positions], col)
+			out := b*outChannels + g*cs.outPerGroup
+			col2im(y[out*imageSize:(out+cs.outPerGroup)*imageSize], col, offs, cs.outPerGroup, taps, positions, imageSize)
+		}
+		addChannelBias(y[b*outChannels*imageSize:(b+1)*outChannels*imageSize], bias, imageSize)
+	}
+	return nil
+}
