@@ -64,6 +64,10 @@ func gridSampleOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	default:
 		return nil, fmt.Errorf("attribute padding_mode %q is not zeros, border or reflection", s.padding)
 	}
+	perAxis := map[string]float64{"nearest": 1, "linear": 2, "cubic": 4}[s.mode]
+	if math.Pow(perAxis, float64(axes)) > maxElements {
+		return nil, fmt.Errorf("%s sampling over %d spatial axes blends too many elements per point", s.mode, axes)
+	}
 	shape := append([]int{x.shape[0], x.shape[1]}, grid.shape[1:grid.rank()-1]...)
 	if _, err := checkedNumel(shape); err != nil {
 		return nil, err

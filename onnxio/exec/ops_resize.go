@@ -38,7 +38,7 @@ type resampling struct {
 type axisResampling struct {
 	in, out int
 	taps    int
-	index   []int
+	index   []int64
 	weight  []float64
 	outside []bool
 }
@@ -97,7 +97,7 @@ func resizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	plans := make([]*axisResampling, x.rank())
 	for a := range x.rank() {
-		if plans[a], err = r.plan(x.shape[a], out[a], scales[a], roi[a], roi[x.rank()+a]); err != nil {
+		if plans[a], err = r.plan(rc, n, x.shape[a], out[a], scales[a], roi[a], roi[x.rank()+a]); err != nil {
 			return nil, fmt.Errorf("axis %d: %w", a, err)
 		}
 	}
@@ -222,7 +222,7 @@ func keepAspectRatio(policy string, x *value, axes []int, scales []float64, out 
 }
 
 // plan works out how one axis of in elements resamples to out elements.
-func (r *resampling) plan(in, out int, scale, roiStart, roiEnd float64) (*axisResampling, error) {
+func (r *resampling) plan(rc *runCtx, n *node, in, out int, scale, roiStart, roiEnd float64) (*axisResampling, error) {
 	p := &axisResampling{in: in, out: out}
 	if in == 0 || out == 0 {
 		return p, nil
@@ -241,9 +241,17 @@ func (r *resampling) plan(in, out int, scale, roiStart, roiEnd float64) (*axisRe
 	if _, err := checkedNumel([]int{out, p.taps}); err != nil {
 		return nil, err
 	}
-	p.index = make([]int, out*p.taps)
+	idx, err := rc.alloc(n, Int64, []int{out, p.taps})
+	if err != nil {
+		return nil, err
+	}
+	p.index = idx.data.([]int64)
 	if filter != nil {
-		p.weight = make([]float64, out*p.taps)
+		w, err := rc.alloc(n, Float64, []int{out, p.taps})
+		if err != nil {
+			return nil, err
+		}
+		p.weight = w.data.([]float64)
 	}
 	for o := range out {
 		xo := r.original(float64(o), scale, in, out, outLength, roiStart, roiEnd)
@@ -255,7 +263,7 @@ func (r *resampling) plan(in, out int, scale, roiStart, roiEnd float64) (*axisRe
 			continue
 		}
 		if filter == nil {
-			p.index[o] = clampIndex(r.nearestIndex(xo), in)
+			p.index[o] = int64(clampIndex(r.nearestIndex(xo), in))
 			continue
 		}
 		// The taps sit at base + offsets, base + offsets + 1, ..., where
@@ -273,7 +281,7 @@ func (r *resampling) plan(in, out int, scale, roiStart, roiEnd float64) (*axisRe
 				w[t] = 0
 			}
 			sum += w[t]
-			idx[t] = clampIndex(at, in)
+			idx[t] = int64(clampIndex(at, in))
 		}
 		if r.excludeOut && sum != 0 {
 			for t := range w {
@@ -413,7 +421,7 @@ func (p *axisResampling) identity() bool {
 			if p.weight != nil {
 				w = p.weight[i]
 			}
-			if w != 0 && (p.index[i] != o || w != 1) {
+			if w != 0 && (p.index[i] != int64(o) || w != 1) {
 				return false
 			}
 		}
@@ -483,7 +491,7 @@ func blendAxis[T float](src, dst []T, outer, inner int, p *axisResampling, extra
 			for i := range row {
 				acc := 0.0
 				for t, at := range idx {
-					acc += w[t] * float64(from[at*inner+i])
+					acc += w[t] * float64(from[int(at)*inner+i])
 				}
 				row[i] = T(acc)
 			}
@@ -530,7 +538,7 @@ func pickAxis[T any](src, dst []T, outer, inner int, p *axisResampling, fill T) 
 				}
 				continue
 			}
-			at := (b*p.in + p.index[o]) * inner
+			at := (b*p.in + int(p.index[o])) * inner
 			copy(row, src[at:at+inner])
 		}
 	}
@@ -571,7 +579,7 @@ func upsampleOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			return nil, fmt.Errorf("scale %g of axis %d must be at least 1 and give at most %d elements", s, a, maxElements)
 		}
 		var err error
-		if plans[a], err = r.plan(x.shape[a], int(size), s, 0, 1); err != nil {
+		if plans[a], err = r.plan(rc, n, x.shape[a], int(size), s, 0, 1); err != nil {
 			return nil, fmt.Errorf("axis %d: %w", a, err)
 		}
 	}
