@@ -2,6 +2,7 @@ package exec
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/attnrun/attnrun/internal/kernels"
 )
@@ -16,6 +17,11 @@ func init() {
 		attrs: map[string]attrKind{"auto_pad": attrString, "dilations": attrInts, "group": attrInt,
 			"kernel_shape": attrInts, "output_padding": attrInts, "output_shape": attrInts,
 			"pads": attrInts, "strides": attrInts}}
+	ops["Col2Im"] = &opSpec{since: 18, minIn: 3, maxIn: 3, minOut: 1, maxOut: 1, run: col2ImOp,
+		attrs: map[string]attrKind{"dilations": attrInts, "pads": attrInts, "strides": attrInts}}
+	ops["DeformConv"] = &opSpec{since: 19, minIn: 3, maxIn: 5, minOut: 1, maxOut: 1, run: deformConvOp,
+		attrs: map[string]attrKind{"dilations": attrInts, "group": attrInt, "kernel_shape": attrInts,
+			"offset_group": attrInt, "pads": attrInts, "strides": attrInts}}
 }
 
 // convShapes are the sizes a grouped convolution works with: the batch,
@@ -376,4 +382,228 @@ func convolveTransposed[T float](rc *runCtx, n *node, cs convShapes, win *window
 		addChannelBias(y[b*outChannels*imageSize:(b+1)*outChannels*imageSize], bias, imageSize)
 	}
 	return nil
+}
+
+// col2ImOp is the kernel of Col2Im (PyTorch's fold): input (N, C·∏block,
+// L) holds L blocks, one per position of the block sliding over the
+// image (strides, dilations and pads as for Conv) in row-major order;
+// each block element adds into the image element it covers.
+func col2ImOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	x := in[0]
+	if !x.dtype.IsFloat() {
+		return nil, errDType(x, "float32 or float64")
+	}
+	image, err := ints(in[1])
+	if err != nil {
+		return nil, fmt.Errorf("image_shape: %w", err)
+	}
+	block, err := ints(in[2])
+	if err != nil {
+		return nil, fmt.Errorf("block_shape: %w", err)
+	}
+	if len(image) == 0 || len(block) != len(image) {
+		return nil, fmt.Errorf("image_shape %v and block_shape %v must have one size per spatial axis", image, block)
+	}
+	for _, d := range append(append([]int64(nil), image...), block...) {
+		if d < 1 || d > maxElements {
+			return nil, fmt.Errorf("image_shape %v and block_shape %v must hold positive sizes", image, block)
+		}
+	}
+	win, err := slidingWindow(n, toInts(image), toInts(block), false)
+	if err != nil {
+		return nil, err
+	}
+	taps := win.taps()
+	if x.rank() != 3 || x.shape[1]%taps != 0 || x.shape[2] != win.positions() {
+		return nil, fmt.Errorf("input %s must be (N, C·%d, %d): %d block elements at %d block positions", shapeString(x.shape), taps, win.positions(), taps, win.positions())
+	}
+	shape := append([]int{x.shape[0], x.shape[1] / taps}, win.image...)
+	if _, err := checkedNumel(shape); err != nil {
+		return nil, err
+	}
+	y, err := rc.alloc(n, x.dtype, shape)
+	if err != nil || y.size() == 0 {
+		return oneOrErr(y, err)
+	}
+	offs, err := allocOffsets(rc, n, win)
+	if err != nil {
+		return nil, err
+	}
+	channels := x.shape[0] * shape[1]
+	switch d := y.data.(type) {
+	case []float32:
+		col2im(d, x.data.([]float32), offs, channels, taps, win.positions(), win.imageSize())
+	case []float64:
+		col2im(d, x.data.([]float64), offs, channels, taps, win.positions(), win.imageSize())
+	}
+	return one(y)
+}
+
+// deformConvOp is the kernel of DeformConv: Conv whose kernel taps sample
+// X at positions moved by the offset input, (N, offset_group·K·r, out...)
+// with r coordinates per tap (row offset first in 2-D), interpolated
+// N-linearly with zeros outside the image, and optionally scaled by the
+// mask input (N, offset_group·K, out...). Input channel c uses offset
+// group c / (C / offset_group). The sampled columns then multiply the
+// weights as in Conv.
+func deformConvOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	x, w, offset, b, mask := in[0], in[1], in[2], input(in, 3), input(in, 4)
+	group, err := checkConvOperands(n, x, w, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameDType([]*value{x, offset, mask}); err != nil {
+		return nil, err
+	}
+	channels, outChannels := x.shape[1], w.shape[0]
+	if channels%group != 0 || outChannels%group != 0 || w.shape[1] != channels/group {
+		return nil, fmt.Errorf("X %s and W %s do not divide into %d groups", shapeString(x.shape), shapeString(w.shape), group)
+	}
+	offsetGroups := int(n.attrInt("offset_group", 1))
+	if offsetGroups < 1 || channels%offsetGroups != 0 {
+		return nil, fmt.Errorf("attribute offset_group %d must divide the %d input channels", offsetGroups, channels)
+	}
+	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
+		return nil, fmt.Errorf("B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+	}
+	kernel, err := kernelShape(n, w.shape[2:])
+	if err != nil {
+		return nil, err
+	}
+	win, err := slidingWindow(n, x.shape[2:], kernel, false)
+	if err != nil {
+		return nil, err
+	}
+	axes, taps := len(kernel), win.taps()
+	wantOffset := append([]int{x.shape[0], offsetGroups * taps * axes}, win.out...)
+	if !equalShapes(offset.shape, wantOffset) {
+		return nil, fmt.Errorf("offset %s must be %s", shapeString(offset.shape), shapeString(wantOffset))
+	}
+	if mask != nil {
+		if want := append([]int{x.shape[0], offsetGroups * taps}, win.out...); !equalShapes(mask.shape, want) {
+			return nil, fmt.Errorf("mask %s must be %s", shapeString(mask.shape), shapeString(want))
+		}
+	}
+	shape := append([]int{x.shape[0], outChannels}, win.out...)
+	if _, err := checkedNumel(shape); err != nil {
+		return nil, err
+	}
+	y, err := rc.alloc(n, x.dtype, shape)
+	if err != nil || y.size() == 0 {
+		return oneOrErr(y, err)
+	}
+	dc := deformable{win: win, offsetGroups: offsetGroups,
+		conv: convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: outChannels / group}}
+	if x.dtype == Float32 {
+		err = deformConvolve(rc, n, dc, x.data.([]float32), w.data.([]float32), offset.data.([]float32),
+			maskData[float32](mask), biasData[float32](b), y.data.([]float32))
+	} else {
+		err = deformConvolve(rc, n, dc, x.data.([]float64), w.data.([]float64), offset.data.([]float64),
+			maskData[float64](mask), biasData[float64](b), y.data.([]float64))
+	}
+	return oneOrErr(y, err)
+}
+
+// maskData returns a mask's elements, or nil when it is omitted.
+func maskData[T float](m *value) []T { return biasData[T](m) }
+
+// deformable is DeformConv's geometry.
+type deformable struct {
+	win          *window
+	conv         convShapes
+	offsetGroups int
+}
+
+// deformConvolve samples the deformed columns of each batch and group and
+// multiplies them by the group's weights.
+func deformConvolve[T float](rc *runCtx, n *node, dc deformable, x, w, offset, mask, bias, y []T) error {
+	win, cs := dc.win, dc.conv
+	taps, positions, imageSize, axes := win.taps(), win.positions(), win.imageSize(), len(win.image)
+	rows := cs.inPerGroup * taps
+	if _, err := checkedNumel([]int{rows, positions}); err != nil {
+		return err
+	}
+	c, err := rc.alloc(n, floatDType[T](), []int{rows, positions})
+	if err != nil {
+		return err
+	}
+	col := c.data.([]T)
+	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
+	perOffsetGroup := channels / dc.offsetGroups
+	strides := stridesOf(win.image)
+	tap, pos := make([]int, axes), make([]int, axes)
+	at := make([]float64, axes)
+	for b := range cs.batch {
+		for g := range cs.group {
+			if err := rc.ctx.Err(); err != nil {
+				return err
+			}
+			for ci := range cs.inPerGroup {
+				ch := g*cs.inPerGroup + ci
+				og := ch / perOffsetGroup
+				img := x[(b*channels+ch)*imageSize : (b*channels+ch+1)*imageSize]
+				clear(tap)
+				for t := range taps {
+					row := col[(ci*taps+t)*positions : (ci*taps+t+1)*positions]
+					clear(pos)
+					for o := range row {
+						for a := range axes {
+							shift := offset[((b*dc.offsetGroups+og)*taps*axes+t*axes+a)*positions+o]
+							at[a] = float64(pos[a]*win.strides[a]-win.padBegin[a]+tap[a]*win.dilations[a]) + float64(shift)
+						}
+						v := sampleLinear(img, win.image, strides, at)
+						if mask != nil {
+							v *= float64(mask[((b*dc.offsetGroups+og)*taps+t)*positions+o])
+						}
+						row[o] = T(v)
+						odometer(pos, win.out)
+					}
+					odometer(tap, win.kernel)
+				}
+			}
+			out := b*outChannels + g*cs.outPerGroup
+			matmulInto(false, cs.outPerGroup, positions, rows,
+				w[g*cs.outPerGroup*rows:(g+1)*cs.outPerGroup*rows], col,
+				y[out*positions:(out+cs.outPerGroup)*positions])
+		}
+		addChannelBias(y[b*outChannels*positions:(b+1)*outChannels*positions], bias, positions)
+	}
+	return nil
+}
+
+// sampleLinear interpolates an image N-linearly at a fractional position,
+// the corners outside the image counting as zero (a NaN position gives
+// NaN).
+func sampleLinear[T float](img []T, image, strides []int, at []float64) float64 {
+	for a, p := range at {
+		if math.IsNaN(p) {
+			return math.NaN()
+		}
+		if p <= -1 || p >= float64(image[a]) { // no corner inside
+			return 0
+		}
+	}
+	sum := 0.0
+	for corner := range 1 << len(at) {
+		w, off := 1.0, 0
+		for a, p := range at {
+			f := math.Floor(p)
+			i := int(f)
+			if corner>>a&1 == 1 {
+				i++
+				w *= p - f
+			} else {
+				w *= 1 - (p - f)
+			}
+			if i < 0 || i >= image[a] {
+				w = 0
+				break
+			}
+			off += i * strides[a]
+		}
+		if w != 0 {
+			sum += w * float64(img[off])
+		}
+	}
+	return sum
 }

@@ -31,6 +31,8 @@ func init() {
 	ops["GlobalAveragePool"] = unarySpec(1, globalPoolOp(poolAverage))
 	ops["GlobalLpPool"] = &opSpec{since: 2, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: globalPoolOp(poolLp),
 		attrs: map[string]attrKind{"p": attrInt}}
+	ops["MaxUnpool"] = &opSpec{since: 9, minIn: 2, maxIn: 3, minOut: 1, maxOut: 1, run: maxUnpoolOp,
+		attrs: map[string]attrKind{"kernel_shape": attrInts, "pads": attrInts, "strides": attrInts}, check: needKernelShape}
 }
 
 // needKernelShape refuses a pool without its required kernel_shape.
@@ -443,5 +445,86 @@ func globalPool[T float](kind poolKind, p float64, x, y []T, planeSize int) {
 		} else {
 			y[i] = T(lpRoot(sum, p))
 		}
+	}
+}
+
+// maxUnpoolOp is the kernel of MaxUnpool (opset 9 on; 11 and 22 changed
+// only types): a zero tensor with each element of X placed at its index
+// in I, counted over the whole output flattened row-major. The output's
+// spatial sizes are (in − 1)·stride + kernel − pads, or those of the
+// output_shape input. ONNX's reference decodes the indices in the first
+// shape even when output_shape differs; this kernel does as ONNX Runtime
+// and PyTorch's max_unpool, for which the indices address the output.
+func maxUnpoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	x, idx := in[0], in[1]
+	if !x.dtype.IsFloat() {
+		return nil, errDType(x, "float32 or float64")
+	}
+	if x.rank() < 3 || !equalShapes(idx.shape, x.shape) {
+		return nil, fmt.Errorf("X %s must be (N, C, D1, ...) and I %s of the same shape", shapeString(x.shape), shapeString(idx.shape))
+	}
+	indices, err := ints(idx)
+	if err != nil {
+		return nil, fmt.Errorf("I: %w", err)
+	}
+	axes := x.rank() - 2
+	kernel, err := spatialInts(n, "kernel_shape", axes, 1)
+	if err != nil {
+		return nil, err
+	}
+	strides, err := spatialInts(n, "strides", axes, 1)
+	if err != nil {
+		return nil, err
+	}
+	begin, end, err := explicitPads(n, axes)
+	if err != nil {
+		return nil, err
+	}
+	shape := []int{x.shape[0], x.shape[1]}
+	for a := range axes {
+		d := (x.shape[2+a]-1)*strides[a] + kernel[a] - begin[a] - end[a]
+		if d < 0 {
+			return nil, fmt.Errorf("pads leave a negative output size %d along spatial axis %d", d, a)
+		}
+		shape = append(shape, d)
+	}
+	if v := presentInput(in, 2); v != nil {
+		s, err := ints(v)
+		if err != nil || len(s) != x.rank() {
+			return nil, fmt.Errorf("output_shape %s must hold %d integers", v.describe(), x.rank())
+		}
+		for a, d := range s {
+			if d < 0 || d > maxElements {
+				return nil, fmt.Errorf("output_shape %v: size %d is out of range", s, d)
+			}
+			shape[a] = int(d)
+		}
+	}
+	if _, err := checkedNumel(shape); err != nil {
+		return nil, err
+	}
+	y, err := rc.alloc(n, x.dtype, shape)
+	if err != nil {
+		return nil, err
+	}
+	size := int64(y.size())
+	for i, at := range indices {
+		if at < 0 || at >= size {
+			return nil, fmt.Errorf("index %d at position %d of I is out of range for the output %s", at, i, shapeString(shape))
+		}
+	}
+	switch d := y.data.(type) {
+	case []float32:
+		scatterAt(d, x.data.([]float32), indices)
+	case []float64:
+		scatterAt(d, x.data.([]float64), indices)
+	}
+	return one(y)
+}
+
+// scatterAt stores src[i] at dst[indices[i]].
+func scatterAt[T any](dst, src []T, indices []int64) {
+	for i, at := range indices {
+		dst[at] = src[i]
 	}
 }
