@@ -41,10 +41,10 @@ func checkConvOperands(n *node, x, w, b *value) (int, error) {
 		return 0, errDType(x, "float32 or float64")
 	}
 	if x.rank() < 3 {
-		return 0, fmt.Errorf("X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+		return 0, fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
 	}
 	if w.rank() != x.rank() {
-		return 0, fmt.Errorf("W %s must have the rank of X %s", shapeString(w.shape), shapeString(x.shape))
+		return 0, fmt.Errorf("weights W %s must have the rank of X %s", shapeString(w.shape), shapeString(x.shape))
 	}
 	group := n.attrInt("group", 1)
 	if group < 1 || group > int64(x.shape[1]) && x.shape[1] > 0 {
@@ -69,10 +69,10 @@ func convOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("%d input and %d output channels do not divide into %d groups", channels, outChannels, group)
 	}
 	if w.shape[1] != channels/group {
-		return nil, fmt.Errorf("W %s must have %d input channels per group (X %s, group %d)", shapeString(w.shape), channels/group, shapeString(x.shape), group)
+		return nil, fmt.Errorf("weights W %s must have %d input channels per group (X %s, group %d)", shapeString(w.shape), channels/group, shapeString(x.shape), group)
 	}
 	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
-		return nil, fmt.Errorf("B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+		return nil, fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
 	}
 	kernel, err := kernelShape(n, w.shape[2:])
 	if err != nil {
@@ -216,11 +216,11 @@ func convTransposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	channels := x.shape[1]
 	if w.shape[0] != channels || channels%group != 0 {
-		return nil, fmt.Errorf("W %s must have the %d input channels of X first, divisible into %d groups", shapeString(w.shape), channels, group)
+		return nil, fmt.Errorf("weights W %s must have the %d input channels of X first, divisible into %d groups", shapeString(w.shape), channels, group)
 	}
 	outChannels := w.shape[1] * group
 	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
-		return nil, fmt.Errorf("B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+		return nil, fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
 	}
 	kernel, err := kernelShape(n, w.shape[2:])
 	if err != nil {
@@ -457,14 +457,14 @@ func deformConvOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	channels, outChannels := x.shape[1], w.shape[0]
 	if channels%group != 0 || outChannels%group != 0 || w.shape[1] != channels/group {
-		return nil, fmt.Errorf("X %s and W %s do not divide into %d groups", shapeString(x.shape), shapeString(w.shape), group)
+		return nil, fmt.Errorf("input X %s and W %s do not divide into %d groups", shapeString(x.shape), shapeString(w.shape), group)
 	}
 	offsetGroups := int(n.attrInt("offset_group", 1))
 	if offsetGroups < 1 || channels%offsetGroups != 0 {
 		return nil, fmt.Errorf("attribute offset_group %d must divide the %d input channels", offsetGroups, channels)
 	}
 	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
-		return nil, fmt.Errorf("B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+		return nil, fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
 	}
 	kernel, err := kernelShape(n, w.shape[2:])
 	if err != nil {

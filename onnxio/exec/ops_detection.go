@@ -148,10 +148,10 @@ func iou(a, b [4]float64) float64 {
 func roiAlignOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, rois, batchIndices := in[0], in[1], in[2]
 	if !x.dtype.IsFloat() || rois.dtype != x.dtype {
-		return nil, fmt.Errorf("X %s and rois %s must be float tensors of one type", x.describe(), rois.describe())
+		return nil, fmt.Errorf("input X %s and rois %s must be float tensors of one type", x.describe(), rois.describe())
 	}
 	if x.rank() != 4 || rois.rank() != 2 || rois.shape[1] != 4 || batchIndices.rank() != 1 || batchIndices.shape[0] != rois.shape[0] {
-		return nil, fmt.Errorf("X %s must be (N, C, H, W), rois %s (num_rois, 4) and batch_indices %s (num_rois)",
+		return nil, fmt.Errorf("input X %s must be (N, C, H, W), rois %s (num_rois, 4) and batch_indices %s (num_rois)",
 			shapeString(x.shape), shapeString(rois.shape), shapeString(batchIndices.shape))
 	}
 	indices, err := ints(batchIndices)
@@ -210,13 +210,6 @@ type roiAligner struct {
 	scale         float64
 	max           bool
 	halfPixel     bool
-}
-
-// roiSample is one bilinear sample: four image offsets and their weights
-// (all zero for a sample outside the image).
-type roiSample struct {
-	at [4]int
-	w  [4]float64
 }
 
 // roiAlign pools every region of interest of every channel.

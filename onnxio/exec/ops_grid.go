@@ -30,19 +30,21 @@ type gridSampler struct {
 // each spatial axis (the last axis first, as x, y, z), by nearest,
 // N-linear or N-cubic (Keys, a = −0.75) interpolation; points outside the
 // image read zeros, the border, or the image reflected at its border.
-// The rules follow ONNX's reference implementation and PyTorch's
-// grid_sample; nearest rounds half to even. A NaN coordinate samples NaN.
+// The rules are PyTorch's grid_sample (and ONNX Runtime's): nearest
+// rounds half to even; nearest and linear move a point outside the image
+// by the padding mode before sampling, cubic pads each of its taps. A NaN
+// coordinate samples NaN.
 func gridSampleOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, grid := in[0], in[1]
 	if !x.dtype.IsFloat() || !grid.dtype.IsFloat() {
-		return nil, fmt.Errorf("X %s and grid %s must be float tensors", x.describe(), grid.describe())
+		return nil, fmt.Errorf("input X %s and grid %s must be float tensors", x.describe(), grid.describe())
 	}
 	axes := x.rank() - 2
 	if axes < 1 || grid.rank() != x.rank() || grid.shape[0] != x.shape[0] || grid.shape[grid.rank()-1] != axes {
 		return nil, fmt.Errorf("grid %s must be (N, D1_out, ..., %d) for X %s", shapeString(grid.shape), axes, shapeString(x.shape))
 	}
 	if n.opset < 20 && axes != 2 {
-		return nil, fmt.Errorf("X %s: GridSample before opset 20 samples 2-D images only", shapeString(x.shape))
+		return nil, fmt.Errorf("input X %s: GridSample before opset 20 samples 2-D images only", shapeString(x.shape))
 	}
 	s := gridSampler{
 		mode:         n.attrString("mode", "linear"),
@@ -139,7 +141,9 @@ func (s *gridSampler) taps(coords []float64, strides []int, offs []int, weights 
 		if s.mode == "nearest" {
 			v = math.RoundToEven(v) // nearbyint, as PyTorch rounds in 2-D and 3-D alike
 		}
-		if v < lo || v > hi {
+		// Nearest and linear move an outside point inside; cubic keeps it
+		// and resolves each tap, as PyTorch and ONNX Runtime do.
+		if (v < lo || v > hi) && s.mode != "cubic" {
 			switch s.padding {
 			case "border":
 				v = min(max(v, 0), size-1)

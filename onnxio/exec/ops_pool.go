@@ -56,7 +56,7 @@ const (
 // kernel slides over its spatial axes.
 func poolWindow(n *node, x *value) (*window, error) {
 	if x.rank() < 3 {
-		return nil, fmt.Errorf("X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+		return nil, fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
 	}
 	axes := x.rank() - 2
 	kv, _ := n.attrInts("kernel_shape")
@@ -391,7 +391,7 @@ func globalPoolOp(kind poolKind) opFunc {
 			return nil, errDType(x, "float32 or float64")
 		}
 		if x.rank() < 3 {
-			return nil, fmt.Errorf("X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+			return nil, fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
 		}
 		p := 1.0
 		if kind == poolLp {
@@ -461,11 +461,11 @@ func maxUnpoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, errDType(x, "float32 or float64")
 	}
 	if x.rank() < 3 || !equalShapes(idx.shape, x.shape) {
-		return nil, fmt.Errorf("X %s must be (N, C, D1, ...) and I %s of the same shape", shapeString(x.shape), shapeString(idx.shape))
+		return nil, fmt.Errorf("input X %s must be (N, C, D1, ...) and I %s of the same shape", shapeString(x.shape), shapeString(idx.shape))
 	}
 	indices, err := ints(idx)
 	if err != nil {
-		return nil, fmt.Errorf("I: %w", err)
+		return nil, fmt.Errorf("indices I: %w", err)
 	}
 	axes := x.rank() - 2
 	kernel, err := spatialInts(n, "kernel_shape", axes, 1)
