@@ -14,7 +14,7 @@
 //	if err != nil { ... }
 //	g, err := exec.New(m)
 //	if err != nil { ... } // e.g. node "/attn/Foo": op "Foo" (opset 17) is not supported; supported: ...
-//	out, err := g.Run(map[string]*tensor.Dense{"x": x})
+//	out, err := g.RunContext(ctx, map[string]*tensor.Dense{"x": x})
 //
 // # Semantics
 //
@@ -64,8 +64,28 @@
 // dimensions (one size per name across inputs); an op that fails names its
 // node and says why (shapes that do not broadcast, an impossible Reshape, a
 // Gather index out of range); and a panic inside an op is recovered into
-// such an error. Tensors created from sizes read from the graph (Reshape,
-// Expand, Tile, Range, ConstantOfShape) are limited to 2^31 elements.
+// such an error.
+//
+// # Memory and time
+//
+// Files come from strangers, so every tensor whose size derives from the
+// file or the inputs (initializers, op outputs, broadcast results,
+// ConstantOfShape, Expand, Tile, Range, the scratch of Attention) is
+// reserved from a memory budget before it is allocated: Options.MaxMemory
+// (default budget.DefaultLimit, 4 GiB) given to NewWithOptions bounds the
+// initializers and constants together, and, separately for each run, the
+// values the run holds at once. Values are released as soon as their last
+// reader has run; views (Reshape, Squeeze, Identity) share their input's
+// reservation. A request over the budget is an error matching
+// budget.ErrExceeded that names the node, op, element type, shape and
+// bytes. Shape arithmetic from data (Slice steps, Split sizes, Range
+// counts, Reshape and Tile products) is exact for every int64, and an
+// empty tensor's other dimensions may multiply to at most 2^32.
+//
+// RunContext takes a context.Context: it is checked between nodes, inside
+// products (every few milliseconds of kernels.GemmContext work) and
+// between chunks of fused attention, so a deadline stops even a graph of a
+// few bytes that multiplies two 4096×4096 matrices.
 //
 // # Tensors
 //

@@ -83,9 +83,6 @@ func convOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, err
 	}
 	shape := append([]int{x.shape[0], outChannels}, win.out...)
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
-	}
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil {
 		return nil, err
@@ -118,24 +115,17 @@ func biasData[T float](b *value) []T {
 // out...)).
 func convolve[T float](rc *runCtx, n *node, cs convShapes, win *window, x, w, bias, y []T) error {
 	taps, positions, imageSize := win.taps(), win.positions(), win.imageSize()
-	rows, err := checkedNumel([]int{cs.inPerGroup, taps})
-	if err != nil {
-		return err
-	}
+	rows := cs.inPerGroup * taps // W's per-group size
 	var offs []int64
 	var col []T
 	if !win.pointwise() { // otherwise the input planes are the column matrix
+		var err error
 		if offs, err = allocOffsets(rc, n, win); err != nil {
 			return err
 		}
-		if _, err := checkedNumel([]int{rows, positions}); err != nil {
+		if col, err = scratch[T](rc, n, mulSat(rows, positions), "im2col columns"); err != nil {
 			return err
 		}
-		c, err := rc.alloc(n, floatDType[T](), []int{rows, positions})
-		if err != nil {
-			return err
-		}
-		col = c.data.([]T)
 	}
 	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
 	for b := range cs.batch {
@@ -231,9 +221,6 @@ func convTransposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, err
 	}
 	shape := append([]int{x.shape[0], outChannels}, win.image...)
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
-	}
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil {
 		return nil, err
@@ -276,8 +263,8 @@ func transposedWindow(n *node, in, kernel []int) (*window, error) {
 			return nil, fmt.Errorf("attribute output_padding has %d values for %d spatial axes", len(v), axes)
 		}
 		for i, p := range v {
-			if p < 0 || p > maxElements {
-				return nil, fmt.Errorf("attribute output_padding: value %d must be in [0, %d]", p, maxElements)
+			if p < 0 || p > maxDimension {
+				return nil, fmt.Errorf("attribute output_padding: value %d must be in [0, %d]", p, maxDimension)
 			}
 			outPad[i] = int(p)
 		}
@@ -293,8 +280,8 @@ func transposedWindow(n *node, in, kernel []int) (*window, error) {
 			return nil, fmt.Errorf("attribute output_shape has %d values for %d spatial axes", len(v), axes)
 		}
 		for _, d := range v {
-			if d < 0 || d > maxElements {
-				return nil, fmt.Errorf("attribute output_shape: size %d must be in [0, %d]", d, maxElements)
+			if d < 0 || d > maxDimension {
+				return nil, fmt.Errorf("attribute output_shape: size %d must be in [0, %d]", d, maxDimension)
 			}
 		}
 		target = toInts(v)
@@ -318,7 +305,15 @@ func transposedWindow(n *node, in, kernel []int) (*window, error) {
 		if kernel[i] < 1 {
 			return nil, fmt.Errorf("kernel size %d along spatial axis %d must be positive", kernel[i], i)
 		}
-		full := w.strides[i]*(d-1) + outPad[i] + (kernel[i]-1)*w.dilations[i] + 1
+		span, err := kernelSpan(kernel[i], w.dilations[i], i)
+		if err != nil {
+			return nil, err
+		}
+		spread := mulSat(w.strides[i], max(d-1, 0))
+		if spread > maxDimension {
+			return nil, fmt.Errorf("stride %d spreads %d inputs along spatial axis %d over more than %d positions", w.strides[i], d, i, maxDimension)
+		}
+		full := spread + outPad[i] + span
 		if target != nil {
 			// The spec's halves round down (Python's //), which matters
 			// when the target exceeds the full size and total is negative.
@@ -350,22 +345,15 @@ func floorHalf(a int) int {
 // of shape (N, M, image...)).
 func convolveTransposed[T float](rc *runCtx, n *node, cs convShapes, win *window, x, w, bias, y []T) error {
 	taps, positions, imageSize := win.taps(), win.positions(), win.imageSize()
-	rows, err := checkedNumel([]int{cs.outPerGroup, taps})
-	if err != nil {
-		return err
-	}
+	rows := cs.outPerGroup * taps // W's per-group size
 	offs, err := allocOffsets(rc, n, win)
 	if err != nil {
 		return err
 	}
-	if _, err := checkedNumel([]int{rows, positions}); err != nil {
-		return err
-	}
-	c, err := rc.alloc(n, floatDType[T](), []int{rows, positions})
+	col, err := scratch[T](rc, n, mulSat(rows, positions), "transposed columns")
 	if err != nil {
 		return err
 	}
-	col := c.data.([]T)
 	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
 	for b := range cs.batch {
 		for g := range cs.group {
@@ -393,11 +381,11 @@ func col2ImOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if !x.dtype.IsFloat() {
 		return nil, errDType(x, "float32 or float64")
 	}
-	image, err := ints(in[1])
+	image, err := ints(rc, n, in[1])
 	if err != nil {
 		return nil, fmt.Errorf("image_shape: %w", err)
 	}
-	block, err := ints(in[2])
+	block, err := ints(rc, n, in[2])
 	if err != nil {
 		return nil, fmt.Errorf("block_shape: %w", err)
 	}
@@ -405,7 +393,7 @@ func col2ImOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("image_shape %v and block_shape %v must have one size per spatial axis", image, block)
 	}
 	for _, d := range append(append([]int64(nil), image...), block...) {
-		if d < 1 || d > maxElements {
+		if d < 1 || d > maxDimension {
 			return nil, fmt.Errorf("image_shape %v and block_shape %v must hold positive sizes", image, block)
 		}
 	}
@@ -418,9 +406,6 @@ func col2ImOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("input %s must be (N, C·%d, %d): %d block elements at %d block positions", shapeString(x.shape), taps, win.positions(), taps, win.positions())
 	}
 	shape := append([]int{x.shape[0], x.shape[1] / taps}, win.image...)
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
-	}
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil || y.size() == 0 {
 		return oneOrErr(y, err)
@@ -485,9 +470,6 @@ func deformConvOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		}
 	}
 	shape := append([]int{x.shape[0], outChannels}, win.out...)
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
-	}
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil || y.size() == 0 {
 		return oneOrErr(y, err)
@@ -519,15 +501,11 @@ type deformable struct {
 func deformConvolve[T float](rc *runCtx, n *node, dc deformable, x, w, offset, mask, bias, y []T) error {
 	win, cs := dc.win, dc.conv
 	taps, positions, imageSize, axes := win.taps(), win.positions(), win.imageSize(), len(win.image)
-	rows := cs.inPerGroup * taps
-	if _, err := checkedNumel([]int{rows, positions}); err != nil {
-		return err
-	}
-	c, err := rc.alloc(n, floatDType[T](), []int{rows, positions})
+	rows := cs.inPerGroup * taps // W's per-group size
+	col, err := scratch[T](rc, n, mulSat(rows, positions), "deformed columns")
 	if err != nil {
 		return err
 	}
-	col := c.data.([]T)
 	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
 	perOffsetGroup := channels / dc.offsetGroups
 	strides := stridesOf(win.image)

@@ -39,7 +39,7 @@ func nonMaxSuppressionOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	maxPerClass := int64(0)
 	if v := presentInput(in, 2); v != nil {
 		var err error
-		if maxPerClass, err = scalarInt(v, "max_output_boxes_per_class"); err != nil {
+		if maxPerClass, err = scalarInt(rc, n, v, "max_output_boxes_per_class"); err != nil {
 			return nil, err
 		}
 	}
@@ -56,10 +56,28 @@ func nonMaxSuppressionOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	centered := n.attrInt("center_point_box", 0) != 0
 	batches, classes, count := scores.shape[0], scores.shape[1], boxes.shape[1]
-	b, s := castTo[float64](boxes.data), castTo[float64](scores.data)
-	corners := make([][4]float64, count) // y1, x1, y2, x2 with y1 ≤ y2, x1 ≤ x2
-	var selected []int64
-	candidates := make([]int, 0, count)
+	b, err := floatData[float64](rc, n, boxes)
+	if err != nil {
+		return nil, err
+	}
+	s, err := floatData[float64](rc, n, scores)
+	if err != nil {
+		return nil, err
+	}
+	corners, err := scratch[[4]float64](rc, n, count, "box corners") // y1, x1, y2, x2 with y1 ≤ y2, x1 ≤ x2
+	if err != nil {
+		return nil, err
+	}
+	candidates, err := scratch[int](rc, n, count, "candidate boxes")
+	if err != nil {
+		return nil, err
+	}
+	// At most min(max_output_boxes_per_class, boxes) triples per batch and class.
+	selected, err := scratch[int64](rc, n, mulSat(3*batches*classes, int(min(max(maxPerClass, 0), int64(count)))), "selected boxes")
+	if err != nil {
+		return nil, err
+	}
+	selected = selected[:0]
 	for batch := range batches {
 		if err := rc.ctx.Err(); err != nil {
 			return nil, err
@@ -154,7 +172,7 @@ func roiAlignOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("input X %s must be (N, C, H, W), rois %s (num_rois, 4) and batch_indices %s (num_rois)",
 			shapeString(x.shape), shapeString(rois.shape), shapeString(batchIndices.shape))
 	}
-	indices, err := ints(batchIndices)
+	indices, err := ints(rc, n, batchIndices)
 	if err != nil {
 		return nil, fmt.Errorf("batch_indices: %w", err)
 	}
@@ -183,13 +201,10 @@ func roiAlignOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if m := n.attrString("mode", "avg"); m != "avg" && m != "max" {
 		return nil, fmt.Errorf("attribute mode %q is not avg or max", m)
 	}
-	if ra.outH < 1 || ra.outW < 1 || ra.sampling < 0 || int64(ra.outH)*int64(ra.outW) > maxElements {
+	if ra.outH < 1 || ra.outW < 1 || ra.sampling < 0 || int64(ra.outH)*int64(ra.outW) > maxDimension {
 		return nil, fmt.Errorf("output_height %d and output_width %d must be positive and sampling_ratio %d not negative", ra.outH, ra.outW, ra.sampling)
 	}
 	shape := []int{rois.shape[0], x.shape[1], ra.outH, ra.outW}
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
-	}
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil || y.size() == 0 {
 		return oneOrErr(y, err)
@@ -279,20 +294,20 @@ func (ra roiAligner) samples(rc *runCtx, n *node, roi []float64) (*roiSamples, e
 		gridH, gridW = math.Ceil(binH), math.Ceil(binW)
 	}
 	gridH, gridW = max(gridH, 0), max(gridW, 0)
-	if !(gridH*gridW*float64(ra.outH*ra.outW) <= maxElements) {
+	if !(gridH*gridW*float64(ra.outH*ra.outW) <= maxDimension) {
 		return nil, fmt.Errorf("region %v needs %g×%g samples per bin, too many", roi, gridH, gridW)
 	}
 	gh, gw := int(gridH), int(gridW)
-	count := ra.outH * ra.outW * gh * gw
-	at, err := rc.alloc(n, Int64, []int{count, 4})
+	count := 4 * ra.outH * ra.outW * gh * gw
+	at, err := scratch[int64](rc, n, count, "RoiAlign sample offsets")
 	if err != nil {
 		return nil, err
 	}
-	wt, err := rc.alloc(n, Float64, []int{count, 4})
+	wt, err := scratch[float64](rc, n, count, "RoiAlign sample weights")
 	if err != nil {
 		return nil, err
 	}
-	s := &roiSamples{perBin: gh * gw, at: at.data.([]int64), w: wt.data.([]float64)}
+	s := &roiSamples{perBin: gh * gw, at: at, w: wt}
 	i := 0
 	for ph := range ra.outH {
 		for pw := range ra.outW {

@@ -36,11 +36,10 @@ func (s *spectrum) stopped(k int) error {
 
 // newSpectrum reserves and fills the twiddle factors of an n-point DFT.
 func newSpectrum(rc *runCtx, nd *node, n int) (*spectrum, error) {
-	v, err := rc.alloc(nd, Float64, []int{2, n})
+	d, err := scratch[float64](rc, nd, mulSat(2, n), "DFT twiddle factors")
 	if err != nil {
 		return nil, err
 	}
-	d := v.data.([]float64)
 	s := &spectrum{n: n, cos: d[:n], sin: d[n:], rc: rc}
 	for j := range n {
 		s.cos[j], s.sin[j] = math.Cos(2*math.Pi*float64(j)/float64(n)), math.Sin(2*math.Pi*float64(j)/float64(n))
@@ -129,7 +128,7 @@ func dftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if n.opset >= 20 {
 		axis = -2
 		if v := input(in, 2); v != nil {
-			a, err := scalarInt(v, "axis")
+			a, err := scalarInt(rc, n, v, "axis")
 			if err != nil {
 				return nil, err
 			}
@@ -148,11 +147,11 @@ func dftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		length = 2 * (length - 1)
 	}
 	if v := input(in, 1); v != nil {
-		l, err := scalarInt(v, "dft_length")
+		l, err := scalarInt(rc, n, v, "dft_length")
 		if err != nil {
 			return nil, err
 		}
-		if l < 1 || l > maxElements {
+		if l < 1 || l > maxDimension {
 			return nil, fmt.Errorf("dft_length %d must be positive", l)
 		}
 		length = int(l)
@@ -169,9 +168,6 @@ func dftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	shape := append([]int(nil), x.shape...)
 	shape[axis], shape[r-1] = outLen, components
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
-	}
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil || y.size() == 0 {
 		return oneOrErr(y, err)
@@ -200,8 +196,8 @@ func dftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 }
 
 // scalarInt reads a one-element integer input.
-func scalarInt(v *value, name string) (int64, error) {
-	s, err := ints(v)
+func scalarInt(rc *runCtx, n *node, v *value, name string) (int64, error) {
+	s, err := ints(rc, n, v)
 	if err != nil || len(s) != 1 {
 		return 0, fmt.Errorf("%s %s must be one integer", name, v.describe())
 	}
@@ -218,11 +214,10 @@ type dftLines struct {
 // transformLines gathers every line of x into float64 buffers, transforms
 // it and scatters the result into y.
 func transformLines[T float](rc *runCtx, n *node, l dftLines, x, y []T, transform func(re, im, outRe, outIm []float64) error) error {
-	buf, err := rc.alloc(n, Float64, []int{2*l.inLen + 2*l.outLen})
+	b, err := scratch[float64](rc, n, 2*l.inLen+2*l.outLen, "DFT line buffers")
 	if err != nil {
 		return err
 	}
-	b := buf.data.([]float64)
 	re, im := b[:l.inLen], b[l.inLen:2*l.inLen]
 	outRe, outIm := b[2*l.inLen:2*l.inLen+l.outLen], b[2*l.inLen+l.outLen:]
 	for o := range l.outer {
@@ -265,7 +260,7 @@ func stftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if x.rank() != 3 || (x.shape[2] != 1 && x.shape[2] != 2) {
 		return nil, fmt.Errorf("signal %s must be (batch, length, 1 or 2)", shapeString(x.shape))
 	}
-	step, err := scalarInt(in[1], "frame_step")
+	step, err := scalarInt(rc, n, in[1], "frame_step")
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +272,7 @@ func stftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		length = int64(window.shape[0])
 	}
 	if v := input(in, 3); v != nil {
-		fl, err := scalarInt(v, "frame_length")
+		fl, err := scalarInt(rc, n, v, "frame_length")
 		if err != nil {
 			return nil, err
 		}
@@ -286,7 +281,7 @@ func stftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		}
 		length = fl
 	}
-	if length < 1 || length > int64(x.shape[1]) || step < 1 || step > maxElements {
+	if length < 1 || length > int64(x.shape[1]) || step < 1 || step > maxDimension {
 		return nil, fmt.Errorf("frame length %d (from window or frame_length) must be in [1, %d] and frame_step %d positive", length, x.shape[1], step)
 	}
 	frames := (x.shape[1]-int(length))/int(step) + 1
@@ -295,9 +290,6 @@ func stftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		bins = bins/2 + 1
 	}
 	shape := []int{x.shape[0], frames, bins, 2}
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
-	}
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil || y.size() == 0 {
 		return oneOrErr(y, err)
@@ -306,9 +298,9 @@ func stftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	var w []float64
-	if window != nil {
-		w = castTo[float64](window.data)
+	w, err := floatData[float64](rc, n, window)
+	if err != nil {
+		return nil, err
 	}
 	if x.dtype == Float32 {
 		err = stft(rc, n, sp, x.data.([]float32), w, y.data.([]float32), x.shape, int(step), frames, bins)
@@ -321,11 +313,10 @@ func stftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // stft transforms every windowed frame of every signal.
 func stft[T float](rc *runCtx, n *node, sp *spectrum, x []T, window []float64, y []T, shape []int, step, frames, bins int) error {
 	length, parts := sp.n, shape[2]
-	buf, err := rc.alloc(n, Float64, []int{2*length + 2*bins})
+	b, err := scratch[float64](rc, n, 2*length+2*bins, "STFT frame buffers")
 	if err != nil {
 		return err
 	}
-	b := buf.data.([]float64)
 	re, im := b[:length], b[length:2*length]
 	outRe, outIm := b[2*length:2*length+bins], b[2*length+bins:]
 	for s := range shape[0] {

@@ -17,6 +17,10 @@ func init() {
 		attrs: map[string]attrKind{"align_corners": attrInt}}
 }
 
+// maxTapsPerPoint bounds the elements one GridSample point blends (taps
+// per axis to the power of the spatial axes): 4^8 for cubic in 8-D.
+const maxTapsPerPoint = 1 << 16
+
 // gridSampler holds what GridSample needs to sample one point.
 type gridSampler struct {
 	mode         string // nearest, linear or cubic
@@ -67,18 +71,18 @@ func gridSampleOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("attribute padding_mode %q is not zeros, border or reflection", s.padding)
 	}
 	perAxis := map[string]float64{"nearest": 1, "linear": 2, "cubic": 4}[s.mode]
-	if math.Pow(perAxis, float64(axes)) > maxElements {
+	if math.Pow(perAxis, float64(axes)) > maxTapsPerPoint {
 		return nil, fmt.Errorf("%s sampling over %d spatial axes blends too many elements per point", s.mode, axes)
 	}
 	shape := append([]int{x.shape[0], x.shape[1]}, grid.shape[1:grid.rank()-1]...)
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
-	}
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil || y.size() == 0 {
 		return oneOrErr(y, err)
 	}
-	g := castTo[float64](grid.data)
+	g, err := floatData[float64](rc, n, grid)
+	if err != nil {
+		return nil, err
+	}
 	if x.dtype == Float32 {
 		err = gridSample(rc, s, x.data.([]float32), g, y.data.([]float32), x.shape[1], numel(shape[2:]))
 	} else {
@@ -246,7 +250,7 @@ func affineGridOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if !theta.dtype.IsFloat() {
 		return nil, errDType(theta, "float32 or float64")
 	}
-	size, err := ints(sizeIn)
+	size, err := ints(rc, n, sizeIn)
 	if err != nil {
 		return nil, fmt.Errorf("size: %w", err)
 	}
@@ -259,15 +263,12 @@ func affineGridOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	spatial := make([]int, axes)
 	for i, d := range size[2:] {
-		if d < 0 || d > maxElements {
+		if d < 0 || d > maxDimension {
 			return nil, fmt.Errorf("size %v: dimension %d is out of range", size, d)
 		}
 		spatial[i] = int(d)
 	}
 	shape := append(append([]int{theta.shape[0]}, spatial...), axes)
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
-	}
 	y, err := rc.alloc(n, theta.dtype, shape)
 	if err != nil {
 		return nil, err

@@ -73,9 +73,6 @@ func poolWindow(n *node, x *value) (*window, error) {
 // pooled allocates the pool's output (N, C, out...) and its tap table.
 func pooled(rc *runCtx, n *node, x *value, dt DType, w *window) (*value, []int64, error) {
 	shape := append([]int{x.shape[0], x.shape[1]}, w.out...)
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, nil, err
-	}
 	y, err := rc.alloc(n, dt, shape)
 	if err != nil {
 		return nil, nil, err
@@ -267,11 +264,10 @@ func averagePoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // windowCounts returns, per window position, how many of its taps lie in
 // the image or, with includePad, in the image and its padding.
 func windowCounts(rc *runCtx, n *node, w *window, includePad bool) ([]float64, error) {
-	v, err := rc.alloc(n, Float64, []int{w.positions()})
+	counts, err := scratch[float64](rc, n, w.positions(), "pooling divisors")
 	if err != nil {
 		return nil, err
 	}
-	counts := v.data.([]float64)
 	axes := len(w.image)
 	perAxis := make([][]int, axes) // per axis and position: taps inside
 	for a := range axes {
@@ -463,7 +459,7 @@ func maxUnpoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if x.rank() < 3 || !equalShapes(idx.shape, x.shape) {
 		return nil, fmt.Errorf("input X %s must be (N, C, D1, ...) and I %s of the same shape", shapeString(x.shape), shapeString(idx.shape))
 	}
-	indices, err := ints(idx)
+	indices, err := ints(rc, n, idx)
 	if err != nil {
 		return nil, fmt.Errorf("indices I: %w", err)
 	}
@@ -482,26 +478,27 @@ func maxUnpoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	shape := []int{x.shape[0], x.shape[1]}
 	for a := range axes {
-		d := (x.shape[2+a]-1)*strides[a] + kernel[a] - begin[a] - end[a]
+		spread := mulSat(max(x.shape[2+a]-1, 0), strides[a])
+		if spread > maxDimension {
+			return nil, fmt.Errorf("stride %d spreads %d inputs along spatial axis %d over more than %d positions", strides[a], x.shape[2+a], a, maxDimension)
+		}
+		d := spread + kernel[a] - begin[a] - end[a]
 		if d < 0 {
 			return nil, fmt.Errorf("pads leave a negative output size %d along spatial axis %d", d, a)
 		}
 		shape = append(shape, d)
 	}
 	if v := presentInput(in, 2); v != nil {
-		s, err := ints(v)
+		s, err := ints(rc, n, v)
 		if err != nil || len(s) != x.rank() {
 			return nil, fmt.Errorf("output_shape %s must hold %d integers", v.describe(), x.rank())
 		}
 		for a, d := range s {
-			if d < 0 || d > maxElements {
+			if d < 0 || d > maxDimension {
 				return nil, fmt.Errorf("output_shape %v: size %d is out of range", s, d)
 			}
 			shape[a] = int(d)
 		}
-	}
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
 	}
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil {

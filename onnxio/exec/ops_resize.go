@@ -78,7 +78,7 @@ func resizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			return nil, fmt.Errorf("attribute axes: %w", err)
 		}
 	}
-	scales, out, err := resizeTarget(n, x, axes, presentInput(in, 2), presentInput(in, 3))
+	scales, out, err := resizeTarget(rc, n, x, axes, presentInput(in, 2), presentInput(in, 3))
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (r *resampling) check(opset int) error {
 
 // resizeTarget returns the scale and the output size of every axis from
 // the scales or sizes input (one value per listed axis).
-func resizeTarget(n *node, x *value, axes []int, scalesIn, sizesIn *value) ([]float64, []int, error) {
+func resizeTarget(rc *runCtx, n *node, x *value, axes []int, scalesIn, sizesIn *value) ([]float64, []int, error) {
 	rank := x.rank()
 	scales, out := make([]float64, rank), make([]int, rank)
 	for a := range rank {
@@ -159,19 +159,19 @@ func resizeTarget(n *node, x *value, axes []int, scalesIn, sizesIn *value) ([]fl
 		for i, s := range castTo[float64](scalesIn.data) {
 			a := axes[i]
 			size := s * float64(x.shape[a])
-			if !(s > 0) || size > maxElements {
-				return nil, nil, fmt.Errorf("scale %g of axis %d must be positive and give at most %d elements", s, a, maxElements)
+			if !(s > 0) || size > maxDimension {
+				return nil, nil, fmt.Errorf("scale %g of axis %d must be positive and give at most %d elements", s, a, maxDimension)
 			}
 			scales[a], out[a] = s, int(size)
 		}
 	case sizesIn != nil:
-		sizes, err := ints(sizesIn)
+		sizes, err := ints(rc, n, sizesIn)
 		if err != nil || len(sizes) != len(axes) {
 			return nil, nil, fmt.Errorf("sizes %s must hold %d integers", sizesIn.describe(), len(axes))
 		}
 		for i, s := range sizes {
-			if s < 0 || s > maxElements {
-				return nil, nil, fmt.Errorf("size %d of axis %d must be in [0, %d]", s, axes[i], maxElements)
+			if s < 0 || s > maxDimension {
+				return nil, nil, fmt.Errorf("size %d of axis %d must be in [0, %d]", s, axes[i], maxDimension)
 			}
 			a := axes[i]
 			out[a] = int(s)
@@ -185,7 +185,7 @@ func resizeTarget(n *node, x *value, axes []int, scalesIn, sizesIn *value) ([]fl
 	default:
 		return nil, nil, fmt.Errorf("one of scales and sizes is required")
 	}
-	if _, err := checkedNumel(out); err != nil {
+	if err := checkExtent(out); err != nil {
 		return nil, nil, err
 	}
 	return scales, out, nil
@@ -213,8 +213,8 @@ func keepAspectRatio(policy string, x *value, axes []int, scales []float64, out 
 	}
 	for _, a := range axes {
 		size := scale*float64(x.shape[a]) + 0.5
-		if size > maxElements {
-			return fmt.Errorf("axis %d would have %g elements, more than %d", a, size, maxElements)
+		if size > maxDimension {
+			return fmt.Errorf("axis %d would have %g elements, more than %d", a, size, maxDimension)
 		}
 		scales[a], out[a] = scale, int(size)
 	}
@@ -228,6 +228,9 @@ func (r *resampling) plan(rc *runCtx, n *node, in, out int, scale, roiStart, roi
 		return p, nil
 	}
 	outLength := scale * float64(in) // fractional when scale does not divide
+	if r.antialias && r.mode != "nearest" && !(scale*maxDimension > 4) {
+		return nil, fmt.Errorf("scale %g is too small for an antialiasing filter", scale)
+	}
 	var offsets int
 	var filter func(ratio float64, w []float64)
 	switch r.mode {
@@ -238,20 +241,14 @@ func (r *resampling) plan(rc *runCtx, n *node, in, out int, scale, roiStart, roi
 	case "cubic":
 		offsets, p.taps, filter = r.cubicFilter(scale)
 	}
-	if _, err := checkedNumel([]int{out, p.taps}); err != nil {
+	var err error
+	if p.index, err = scratch[int64](rc, n, mulSat(out, p.taps), "resize taps"); err != nil {
 		return nil, err
 	}
-	idx, err := rc.alloc(n, Int64, []int{out, p.taps})
-	if err != nil {
-		return nil, err
-	}
-	p.index = idx.data.([]int64)
 	if filter != nil {
-		w, err := rc.alloc(n, Float64, []int{out, p.taps})
-		if err != nil {
+		if p.weight, err = scratch[float64](rc, n, mulSat(out, p.taps), "resize weights"); err != nil {
 			return nil, err
 		}
-		p.weight = w.data.([]float64)
 	}
 	for o := range out {
 		xo := r.original(float64(o), scale, in, out, outLength, roiStart, roiEnd)
@@ -575,8 +572,8 @@ func upsampleOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	plans := make([]*axisResampling, x.rank())
 	for a, s := range scales {
 		size := s * float64(x.shape[a])
-		if !(s >= 1) || size > maxElements {
-			return nil, fmt.Errorf("scale %g of axis %d must be at least 1 and give at most %d elements", s, a, maxElements)
+		if !(s >= 1) || size > maxDimension {
+			return nil, fmt.Errorf("scale %g of axis %d must be at least 1 and give at most %d elements", s, a, maxDimension)
 		}
 		var err error
 		if plans[a], err = r.plan(rc, n, x.shape[a], int(size), s, 0, 1); err != nil {
@@ -587,7 +584,7 @@ func upsampleOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	for a, p := range plans {
 		out[a] = p.out
 	}
-	if _, err := checkedNumel(out); err != nil {
+	if err := checkExtent(out); err != nil {
 		return nil, err
 	}
 	return oneOrErr(resample(rc, n, x, plans, 0))

@@ -103,7 +103,8 @@ func TestVisionOpsHonourBudgetAndContext(t *testing.T) {
 	x := f32(dims(1, 8, 32, 32), make([]float32, 8*32*32)...)
 	w := f32(dims(4, 8, 3, 3), make([]float32, 4*8*9)...)
 	n := &node{name: "conv", op: "Conv", opset: 11, spec: ops["Conv"], out: []int{0}}
-	// The output (16 KiB) fits, the 8·9 × 900 column matrix (259 KiB) does not.
+	// The output (16 KiB) fits, the tap table (9 × 900 int64) and the
+	// 8·9 × 900 column matrix (259 KiB) do not.
 	_, err := ops["Conv"].run(newRunCtx(context.Background(), budget.New(64<<10)), n, []*value{x, w})
 	require.ErrorIs(t, err, budget.ErrExceeded)
 	ctx, cancel := context.WithCancel(context.Background())

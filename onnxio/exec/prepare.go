@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -81,7 +82,7 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	if len(outs) < spec.minOut || spec.maxOut >= 0 && len(outs) > spec.maxOut {
 		return nil, fail("has %s outputs, the node has %d", arity(spec.minOut, spec.maxOut), len(outs))
 	}
-	attrs, unknown, err := decodeAttributes(np.GetAttribute(), spec, n.opset)
+	attrs, unknown, err := decodeAttributes(np.GetAttribute(), spec, n.opset, b.budget)
 	if err != nil {
 		return nil, fail("%w", err)
 	}
@@ -93,7 +94,7 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 		switch {
 		case name != "":
 			n.in = append(n.in, b.ref(name))
-		case k < spec.minIn:
+		case k < spec.minIn || spec.maxIn < 0: // variadic inputs (Concat, Max) are never optional
 			return nil, fail("needs input %d, which is empty", k)
 		default:
 			n.in = append(n.in, -1)
@@ -156,10 +157,10 @@ func arity(lo, hi int) string {
 }
 
 // decodeAttributes converts a node's attributes, checking each against the
-// op's schema. Attributes the schema does not name are returned in unknown
-// rather than refused: ONNX Runtime ignores them, and real files carry
-// misspelled ones ("epsion").
-func decodeAttributes(aps []*onnxpb.AttributeProto, spec *opSpec, opset int) (attrs map[string]attribute, unknown []string, err error) {
+// op's schema; tensors take their memory from b. Attributes the schema does
+// not name are returned in unknown rather than refused: ONNX Runtime ignores
+// them, and real files carry misspelled ones ("epsion").
+func decodeAttributes(aps []*onnxpb.AttributeProto, spec *opSpec, opset int, b *budget.Budget) (attrs map[string]attribute, unknown []string, err error) {
 	attrs = make(map[string]attribute, len(aps))
 	for _, ap := range aps {
 		name := ap.GetName()
@@ -183,7 +184,7 @@ func decodeAttributes(aps []*onnxpb.AttributeProto, spec *opSpec, opset int) (at
 		}
 		a := attribute{kind: kind, f: ap.GetF(), i: ap.GetI(), s: string(ap.GetS()), floats: ap.GetFloats(), ints: ap.GetInts()}
 		if kind == attrTensor {
-			v, err := tensorValue(ap.GetT())
+			v, err := loadTensor(ap.GetT(), b)
 			if err != nil {
 				return nil, nil, fmt.Errorf("attribute %q: %w", name, err)
 			}

@@ -37,8 +37,8 @@ func spatialInts(n *node, name string, axes, def int) ([]int, error) {
 	}
 	s := make([]int, axes)
 	for i, x := range v {
-		if x < 1 || x > maxElements {
-			return nil, fmt.Errorf("attribute %s: value %d must be positive (and at most %d)", name, x, maxElements)
+		if x < 1 || x > maxDimension {
+			return nil, fmt.Errorf("attribute %s: value %d must be positive (and at most %d)", name, x, maxDimension)
 		}
 		s[i] = int(x)
 	}
@@ -57,8 +57,8 @@ func explicitPads(n *node, axes int) (begin, end []int, err error) {
 		return nil, nil, fmt.Errorf("attribute pads has %d values for %d spatial axes, want %d", len(v), axes, 2*axes)
 	}
 	for _, x := range v {
-		if x < 0 || x > maxElements {
-			return nil, nil, fmt.Errorf("attribute pads: value %d must be in [0, %d]", x, maxElements)
+		if x < 0 || x > maxDimension {
+			return nil, nil, fmt.Errorf("attribute pads: value %d must be in [0, %d]", x, maxDimension)
 		}
 	}
 	for i := range axes {
@@ -124,7 +124,10 @@ func slidingWindow(n *node, image, kernel []int, ceil bool) (*window, error) {
 		if k < 1 {
 			return nil, fmt.Errorf("kernel size %d along spatial axis %d must be positive", k, i)
 		}
-		span := (k-1)*w.dilations[i] + 1
+		span, err := kernelSpan(k, w.dilations[i], i)
+		if err != nil {
+			return nil, err
+		}
 		if autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER" {
 			w.out[i] = (in + s - 1) / s
 			total := max(0, (w.out[i]-1)*s+span-in)
@@ -150,6 +153,15 @@ func slidingWindow(n *node, image, kernel []int, ceil bool) (*window, error) {
 	return w, nil
 }
 
+// kernelSpan is the extent (k − 1)·dilation + 1 of a dilated kernel of k
+// taps along spatial axis a, at most maxDimension.
+func kernelSpan(k, dilation, a int) (int, error) {
+	if span := mulSat(k-1, dilation); span < maxDimension {
+		return span + 1, nil
+	}
+	return 0, fmt.Errorf("the kernel of %d taps dilated by %d along spatial axis %d spans more than %d positions", k, dilation, a, maxDimension)
+}
+
 // positions is the number of window positions.
 func (w *window) positions() int { return numel(w.out) }
 
@@ -171,13 +183,6 @@ func (w *window) pointwise() bool {
 		}
 	}
 	return true
-}
-
-// checkSizes rejects windows whose tap table (taps × positions) would
-// exceed maxElements.
-func (w *window) checkSizes() error {
-	_, err := checkedNumel(slices.Concat(w.kernel, w.out))
-	return err
 }
 
 // offsets fills offs[t·P + o] (t a kernel tap, o a window position, both
@@ -222,14 +227,10 @@ func odometer(idx, shape []int) {
 
 // allocOffsets reserves a tap table for w from the run's budget.
 func allocOffsets(rc *runCtx, n *node, w *window) ([]int64, error) {
-	if err := w.checkSizes(); err != nil {
-		return nil, err
-	}
-	v, err := rc.alloc(n, Int64, []int{w.taps() * w.positions()})
+	offs, err := scratch[int64](rc, n, mulSat(w.taps(), w.positions()), "kernel tap offsets")
 	if err != nil {
 		return nil, err
 	}
-	offs := v.data.([]int64)
 	w.offsets(offs)
 	return offs, nil
 }
