@@ -19,6 +19,8 @@ func init() {
 			"pads": attrInts, "strides": attrInts}}
 	ops["Col2Im"] = &opSpec{since: 18, minIn: 3, maxIn: 3, minOut: 1, maxOut: 1, run: col2ImOp,
 		attrs: map[string]attrKind{"dilations": attrInts, "pads": attrInts, "strides": attrInts}}
+	ops["CausalConvWithState"] = &opSpec{since: 27, minIn: 2, maxIn: 4, minOut: 1, maxOut: 2, run: causalConvWithStateOp,
+		attrs: map[string]attrKind{"activation": attrString}}
 	ops["DeformConv"] = &opSpec{since: 19, minIn: 3, maxIn: 5, minOut: 1, maxOut: 1, run: deformConvOp,
 		attrs: map[string]attrKind{"dilations": attrInts, "group": attrInt, "kernel_shape": attrInts,
 			"offset_group": attrInt, "pads": attrInts, "strides": attrInts}}
@@ -584,4 +586,109 @@ func sampleLinear[T float](img []T, image, strides []int, at []float64) float64 
 		}
 	}
 	return sum
+}
+
+// causalConvWithStateOp is the kernel of CausalConvWithState (opset 27):
+// a causal depthwise 1-D convolution that carries state between calls.
+// For input (B, C, L) and weight (C, 1, K), each channel's sequence is
+// its past_state (B, C, K−1; zeros when omitted) followed by the input;
+// output[b, c, t] = act(bias[c] + Σ_k weight[c, 0, k]·seq[t + k]), with
+// act SiLU (x·sigmoid(x), also named swish) or none, and present_state is
+// the last K−1 elements of the sequence.
+func causalConvWithStateOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	x, w, b, past := in[0], in[1], input(in, 2), input(in, 3)
+	if err := sameDType([]*value{x, w, b, past}); err != nil {
+		return nil, err
+	}
+	if !x.dtype.IsFloat() {
+		return nil, errDType(x, "float32 or float64")
+	}
+	if x.rank() != 3 || w.rank() != 3 || w.shape[0] != x.shape[1] || w.shape[1] != 1 || w.shape[2] < 1 {
+		return nil, fmt.Errorf("input %s must be (batch, channels, length) and weight %s (channels, 1, kernel)", shapeString(x.shape), shapeString(w.shape))
+	}
+	batch, channels, length, kernel := x.shape[0], x.shape[1], x.shape[2], w.shape[2]
+	if b != nil && (b.rank() != 1 || b.shape[0] != channels) {
+		return nil, fmt.Errorf("bias %s must be (%d)", shapeString(b.shape), channels)
+	}
+	stateShape := []int{batch, channels, kernel - 1}
+	if past != nil && !equalShapes(past.shape, stateShape) {
+		return nil, fmt.Errorf("past_state %s must be %s", shapeString(past.shape), shapeString(stateShape))
+	}
+	silu := false
+	switch a := n.attrString("activation", "none"); a {
+	case "none":
+	case "silu", "swish":
+		silu = true
+	default:
+		return nil, fmt.Errorf("attribute activation %q is not silu, swish or none", a)
+	}
+	y, err := rc.alloc(n, x.dtype, x.shape)
+	if err != nil {
+		return nil, err
+	}
+	state, err := rc.alloc(n, x.dtype, stateShape)
+	if err != nil {
+		return nil, err
+	}
+	cc := causalConv{batch: batch, channels: channels, length: length, kernel: kernel, silu: silu}
+	if x.dtype == Float32 {
+		err = causalConvolve(rc, n, cc, x.data.([]float32), w.data.([]float32), biasData[float32](b), maskData[float32](past), y.data.([]float32), state.data.([]float32))
+	} else {
+		err = causalConvolve(rc, n, cc, x.data.([]float64), w.data.([]float64), biasData[float64](b), maskData[float64](past), y.data.([]float64), state.data.([]float64))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []*value{y, state}, nil
+}
+
+// causalConv is CausalConvWithState's geometry.
+type causalConv struct {
+	batch, channels, length, kernel int
+	silu                            bool
+}
+
+// causalConvolve convolves every (batch, channel) row through a buffer
+// holding its state followed by its input.
+func causalConvolve[T float](rc *runCtx, n *node, cc causalConv, x, w, bias, past, y, present []T) error {
+	keep := cc.kernel - 1
+	seq, err := scratch[float64](rc, n, keep+cc.length, "causal convolution sequence")
+	if err != nil {
+		return err
+	}
+	for b := range cc.batch {
+		if err := rc.err(); err != nil {
+			return err
+		}
+		for c := range cc.channels {
+			row := b*cc.channels + c
+			for i := range keep {
+				seq[i] = 0
+				if past != nil {
+					seq[i] = float64(past[row*keep+i])
+				}
+			}
+			for t, v := range x[row*cc.length : (row+1)*cc.length] {
+				seq[keep+t] = float64(v)
+			}
+			taps := w[c*cc.kernel : (c+1)*cc.kernel]
+			for t := range cc.length {
+				acc := 0.0
+				if bias != nil {
+					acc = float64(bias[c])
+				}
+				for k, wk := range taps {
+					acc += float64(wk) * seq[t+k]
+				}
+				if cc.silu {
+					acc *= sigmoid(acc)
+				}
+				y[row*cc.length+t] = T(acc)
+			}
+			for i := range keep {
+				present[row*keep+i] = T(seq[cc.length+i])
+			}
+		}
+	}
+	return nil
 }

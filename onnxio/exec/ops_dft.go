@@ -6,7 +6,8 @@ import (
 )
 
 // DFT (opset 17: axis an attribute defaulting to 1; opset 20: axis an
-// input defaulting to −2) and STFT (opset 17). Both compute in float64 by
+// input defaulting to −2), STFT, the window functions and MelWeightMatrix
+// (opset 17). Both compute in float64 by
 // the definition, O(n²) per transformed line: exact to float64 rounding,
 // which is what ONNX's reference (numpy's FFT) produces and what ONNX
 // Runtime's float32 FFT misses by more than the node tests' atol of 1e-5.
@@ -16,6 +17,12 @@ func init() {
 		movedToInput: map[string]int{"axis": 20}}
 	ops["STFT"] = &opSpec{since: 17, minIn: 2, maxIn: 4, minOut: 1, maxOut: 1, run: stftOp,
 		attrs: map[string]attrKind{"onesided": attrInt}}
+	windowAttrs := map[string]attrKind{"output_datatype": attrInt, "periodic": attrInt}
+	ops["HannWindow"] = &opSpec{since: 17, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: windowOp(hannWindow), attrs: windowAttrs}
+	ops["HammingWindow"] = &opSpec{since: 17, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: windowOp(hammingWindow), attrs: windowAttrs}
+	ops["BlackmanWindow"] = &opSpec{since: 17, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: windowOp(blackmanWindow), attrs: windowAttrs}
+	ops["MelWeightMatrix"] = &opSpec{since: 17, minIn: 5, maxIn: 5, minOut: 1, maxOut: 1, run: melWeightMatrixOp,
+		attrs: map[string]attrKind{"output_datatype": attrInt}}
 }
 
 // spectrum is a table of e^(−2πi·j/n) for j < n, the twiddle factors of
@@ -345,4 +352,130 @@ func stft[T float](rc *runCtx, n *node, sp *spectrum, x []T, window []float64, y
 		}
 	}
 	return nil
+}
+
+// signalWindow is a generalized cosine window: Σ_k a_k·cos(2πk·n/N) with
+// alternating signs folded into the coefficients.
+type signalWindow []float64
+
+// The windows of HannWindow, HammingWindow (α = 25/46) and BlackmanWindow.
+var (
+	hannWindow     = signalWindow{0.5, -0.5}
+	hammingWindow  = signalWindow{25.0 / 46, -21.0 / 46}
+	blackmanWindow = signalWindow{0.42, -0.5, 0.08}
+)
+
+// windowOp returns the kernel of a window function op (opset 17): size
+// samples of the window over a period of size (periodic, the default) or
+// size − 1 (symmetric), in output_datatype (default float32).
+func windowOp(w signalWindow) opFunc {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
+		size, err := scalarInt(rc, n, in[0], "size")
+		if err != nil {
+			return nil, err
+		}
+		if size < 0 || size > maxDimension {
+			return nil, fmt.Errorf("size %d is out of range", size)
+		}
+		dt := DType(n.attrInt("output_datatype", int64(Float32)))
+		if !dt.isNumeric() {
+			return nil, fmt.Errorf("attribute output_datatype %s is not a numeric type the executor supports", dt)
+		}
+		period := float64(size)
+		if n.attrInt("periodic", 1) == 0 {
+			period--
+		}
+		vals, err := scratch[float64](rc, n, int(size), "window samples")
+		if err != nil {
+			return nil, err
+		}
+		for i := range vals {
+			for k, a := range w {
+				vals[i] += a * math.Cos(2*math.Pi*float64(k)*float64(i)/period)
+			}
+		}
+		y, err := rc.alloc(n, dt, []int{int(size)})
+		if err != nil {
+			return nil, err
+		}
+		convertData(y.data, vals)
+		return one(y)
+	}
+}
+
+// melWeightMatrixOp is the kernel of MelWeightMatrix (opset 17): the
+// (dft_length/2 + 1, num_mel_bins) matrix of triangular filters that maps
+// a onesided spectrum to mel bins, as ONNX's reference builds it: the
+// band from lower_edge_hertz to upper_edge_hertz is cut evenly on the mel
+// scale (2595·log10(1 + f/700)) into num_mel_bins + 2 points, which are
+// rounded down to spectrogram bins; filter i rises from point i to point
+// i + 1 and falls to point i + 2.
+func melWeightMatrixOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	var counts [3]int64
+	for i, name := range []string{"num_mel_bins", "dft_length", "sample_rate"} {
+		v, err := scalarInt(rc, n, in[i], name)
+		if err != nil {
+			return nil, err
+		}
+		if v < 1 || v > maxDimension {
+			return nil, fmt.Errorf("%s %d must be positive", name, v)
+		}
+		counts[i] = v
+	}
+	mels, length, rate := int(counts[0]), int(counts[1]), float64(counts[2])
+	var edges [2]float64
+	for i, name := range []string{"lower_edge_hertz", "upper_edge_hertz"} {
+		if !in[3+i].dtype.IsFloat() || in[3+i].size() != 1 {
+			return nil, fmt.Errorf("%s %s must be one float", name, in[3+i].describe())
+		}
+		edges[i] = castTo[float64](in[3+i].data)[0]
+	}
+	dt := DType(n.attrInt("output_datatype", int64(Float32)))
+	if !dt.isNumeric() {
+		return nil, fmt.Errorf("attribute output_datatype %s is not a numeric type the executor supports", dt)
+	}
+	spectrumBins := length/2 + 1
+	mel := func(hz float64) float64 { return 2595 * math.Log10(1+hz/700) }
+	low, high := mel(edges[0]), mel(edges[1])
+	step := (high - low) / float64(mels+2)
+	points := make([]int, mels+2)
+	for i := range points {
+		hz := 700 * (math.Pow(10, (float64(i)*step+low)/2595) - 1)
+		points[i] = int(math.Floor(float64(length+1) * hz / rate))
+	}
+	weights, err := scratch[float64](rc, n, mulSat(spectrumBins, mels), "mel weights")
+	if err != nil {
+		return nil, err
+	}
+	set := func(bin, mel int, v float64) error {
+		if bin < 0 || bin >= spectrumBins {
+			return fmt.Errorf("mel bin %d reaches spectrogram bin %d, outside [0, %d): the edges %g and %g Hz exceed the sample rate's band", mel, bin, spectrumBins, edges[0], edges[1])
+		}
+		weights[bin*mels+mel] = v
+		return nil
+	}
+	for i := range mels {
+		left, centre, right := points[i], points[i+1], points[i+2]
+		if centre == left {
+			if err := set(centre, i, 1); err != nil {
+				return nil, err
+			}
+		}
+		for j := left; j <= centre && centre > left; j++ {
+			if err := set(j, i, float64(j-left)/float64(centre-left)); err != nil {
+				return nil, err
+			}
+		}
+		for j := centre; j < right; j++ {
+			if err := set(j, i, float64(right-j)/float64(right-centre)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	y, err := rc.alloc(n, dt, []int{spectrumBins, mels})
+	if err != nil {
+		return nil, err
+	}
+	convertData(y.data, weights)
+	return one(y)
 }
