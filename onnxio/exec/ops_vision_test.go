@@ -72,9 +72,10 @@ func (a visionAttr) attribute() attribute {
 
 // TestVisionGoldens runs the vision ops on the cases of testdata/vision,
 // written by gen.py: PyTorch's conv, conv_transpose, pooling, unpooling,
-// interpolate, grid_sample, affine_grid, fold, fft and stft on float64
-// inputs, and ONNX Runtime 1.31's RoiAlign, DeformConv, NonMaxSuppression
-// and antialiased Resize on float32 inputs. float64 runs must agree to 1e-9
+// interpolate, grid_sample, affine_grid, fold, fft, stft and window
+// functions on float64 inputs, and ONNX Runtime 1.31's RoiAlign,
+// DeformConv, NonMaxSuppression, MelWeightMatrix and antialiased Resize
+// on float32 inputs. float64 runs must agree to 1e-9
 // relative and 1e-12 absolute. The same inputs rounded to float32 must
 // agree with the float64 result to 1e-5 relative and 1e-5 absolute: the
 // outputs are sums of up to a hundred float32 products of magnitude one,
@@ -86,7 +87,7 @@ func TestVisionGoldens(t *testing.T) {
 	require.NoError(t, err)
 	var cases []visionCase
 	require.NoError(t, json.Unmarshal(raw, &cases))
-	require.Len(t, cases, 85)
+	require.Len(t, cases, 94)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			at := attrs{}
@@ -116,7 +117,7 @@ func TestVisionGoldens(t *testing.T) {
 			got = run(true)
 			for i, w := range c.Outputs {
 				want := w.value(false)
-				if want.dtype == Float64 {
+				if want.dtype == Float64 && got[i].dtype == Float32 { // outputs typed by an attribute stay float64
 					want = castValue(want, Float32)
 				}
 				assertClose(t, want, got[i], 1e-5, 1e-5)
@@ -147,10 +148,10 @@ func assertClose(t *testing.T, want, got *value, rtol, atol float64) {
 
 // visionOps are the ops whose ONNX node tests TestVisionNodeTests runs.
 var visionOps = []string{
-	"Conv", "ConvTranspose", "DeformConv", "Col2Im",
+	"Conv", "ConvTranspose", "DeformConv", "Col2Im", "CausalConvWithState",
 	"MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "MaxUnpool",
 	"Resize", "Upsample", "GridSample", "AffineGrid", "CenterCropPad",
-	"DFT", "STFT", "NonMaxSuppression", "RoiAlign",
+	"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "NonMaxSuppression", "RoiAlign",
 }
 
 // visionNodeTestExclusions lists node tests of visionOps that the

@@ -197,6 +197,16 @@ def grid_cases():
          [F.affine_grid(theta, [1, 1, 2, 3, 4], align_corners=False)])
 
 
+def causal_conv_cases():
+    x, w, b, past = t((2, 3, 6)), t((3, 1, 4)), t((3,)), t((2, 3, 3))
+    seq = torch.cat([past, x], dim=2)
+    y = F.conv1d(seq, w, b, groups=3)
+    case("causalconvwithstate silu past bias", "CausalConvWithState", 27, [x, w, b, past],
+         [F.silu(y), seq[:, :, -3:]], activation="silu")
+    seq = torch.cat([torch.zeros(2, 3, 3), x], dim=2)
+    case("causalconvwithstate zeros", "CausalConvWithState", 27, [x, w], [F.conv1d(seq, w, groups=3), seq[:, :, -3:]])
+
+
 def fold_and_fourier_cases():
     cols = t((2, 3 * 2 * 3, 12))
     case("col2im", "Col2Im", 18, [cols, torch.tensor([6, 7]), torch.tensor([2, 3])],
@@ -216,6 +226,11 @@ def fold_and_fourier_cases():
     ref = torch.stft(sig, 16, hop_length=5, window=win, center=False, onesided=True, return_complex=True)
     case("stft window", "STFT", 17, [sig.unsqueeze(-1), torch.tensor(5), win], [torch.view_as_real(ref).transpose(1, 2)])
     ref = torch.stft(sig, 10, hop_length=3, window=torch.ones(10), center=False, onesided=False, return_complex=True)
+    for name, fn in (("Hann", torch.hann_window), ("Hamming", torch.hamming_window), ("Blackman", torch.blackman_window)):
+        for periodic in (1, 0):
+            kw = {"alpha": 25 / 46, "beta": 21 / 46} if name == "Hamming" else {}
+            case(f"{name.lower()}window periodic {periodic}", f"{name}Window", 17, [torch.tensor(10)],
+                 [fn(10, periodic=bool(periodic), dtype=torch.float64, **kw)], periodic=periodic, output_datatype=11)
     case("stft frame_length twosided", "STFT", 17, [sig.unsqueeze(-1), torch.tensor(3), None, torch.tensor(10)],
          [torch.view_as_real(ref).transpose(1, 2)], onesided=0)
 
@@ -253,6 +268,8 @@ def ort_cases():
     offset, mask = t((1, 2 * 6 * 2, 4, 4), -1.5, 1.5), t((1, 2 * 6, 4, 4), 0, 1)
     ort_case("deformconv groups offset_groups mask", "DeformConv", 19, [x, w, offset, b, mask],
              group=2, offset_group=2, kernel_shape=[2, 3], pads=[0, 0, 0, 0])
+    ort_case("melweightmatrix", "MelWeightMatrix", 17,
+             [torch.tensor(8), torch.tensor(64), torch.tensor(16000), torch.tensor(100.0), torch.tensor(7000.0)])
     boxes = torch.tensor([[[0.0, 0.0, 1.0, 1.0], [0.0, 0.1, 1.0, 1.1], [0.0, -0.1, 1.0, 0.9], [0.0, 10.0, 1.0, 11.0],
                            [1.0, 1.0, 0.0, 0.0], [0.0, 100.0, 1.0, 101.0]]])
     scores = torch.tensor([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3], [0.1, 0.8, 0.85, 0.2, 0.9, 0.7]]])
@@ -262,6 +279,7 @@ def ort_cases():
 
 conv_cases()
 conv_transpose_cases()
+causal_conv_cases()
 pool_cases()
 resize_cases()
 grid_cases()
