@@ -31,6 +31,8 @@ func init() {
 	ops["GlobalAveragePool"] = unarySpec(1, globalPoolOp(poolAverage))
 	ops["GlobalLpPool"] = &opSpec{since: 2, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: globalPoolOp(poolLp),
 		attrs: map[string]attrKind{"p": attrInt}}
+	ops["LRN"] = &opSpec{since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: lrnOp,
+		attrs: map[string]attrKind{"alpha": attrFloat, "beta": attrFloat, "bias": attrFloat, "size": attrInt}, check: needSize}
 	ops["MaxUnpool"] = &opSpec{since: 9, minIn: 2, maxIn: 3, minOut: 1, maxOut: 1, run: maxUnpoolOp,
 		attrs: map[string]attrKind{"kernel_shape": attrInts, "pads": attrInts, "strides": attrInts}, check: needKernelShape}
 }
@@ -39,6 +41,14 @@ func init() {
 func needKernelShape(n *node) error {
 	if !n.has("kernel_shape") {
 		return fmt.Errorf("attribute kernel_shape is required")
+	}
+	return nil
+}
+
+// needSize refuses an LRN without its required size.
+func needSize(n *node) error {
+	if !n.has("size") {
+		return fmt.Errorf("attribute size is required")
 	}
 	return nil
 }
@@ -523,5 +533,52 @@ func maxUnpoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 func scatterAt[T any](dst, src []T, indices []int64) {
 	for i, at := range indices {
 		dst[at] = src[i]
+	}
+}
+
+// lrnOp is the kernel of LRN (opset 1 on; 13 added bfloat16): each element
+// divided by (bias + alpha/size · Σ x²)^beta, the sum running over the
+// size channels around its own (floor((size−1)/2) before, ceil((size−1)/2)
+// after, those outside the tensor counting zero).
+func lrnOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	x := in[0]
+	if !x.dtype.IsFloat() {
+		return nil, errDType(x, "float32 or float64")
+	}
+	if x.rank() < 2 {
+		return nil, fmt.Errorf("input X %s must be (N, C, ...)", shapeString(x.shape))
+	}
+	size := n.attrInt("size", 0)
+	if size < 1 || size > maxDimension {
+		return nil, fmt.Errorf("attribute size %d must be positive", size)
+	}
+	alpha, beta, bias := float64(n.attrFloat("alpha", 1e-4)), float64(n.attrFloat("beta", 0.75)), float64(n.attrFloat("bias", 1))
+	y, err := rc.alloc(n, x.dtype, x.shape)
+	if err != nil {
+		return nil, err
+	}
+	before, after := int((size-1)/2), int(size/2)
+	channels, planeSize := x.shape[1], numel(x.shape[2:])
+	scale := alpha / float64(size)
+	switch d := y.data.(type) {
+	case []float32:
+		localResponse(x.data.([]float32), d, channels, planeSize, before, after, scale, beta, bias)
+	case []float64:
+		localResponse(x.data.([]float64), d, channels, planeSize, before, after, scale, beta, bias)
+	}
+	return one(y)
+}
+
+// localResponse normalizes every element of x across channels into y.
+func localResponse[T float](x, y []T, channels, planeSize, before, after int, scale, beta, bias float64) {
+	for i := range y {
+		c := i / planeSize % channels
+		base := i - c*planeSize
+		sum := 0.0
+		for k := max(c-before, 0); k <= min(c+after, channels-1); k++ {
+			v := float64(x[base+k*planeSize])
+			sum += v * v
+		}
+		y[i] = T(float64(x[i]) / math.Pow(bias+scale*sum, beta))
 	}
 }

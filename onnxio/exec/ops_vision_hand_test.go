@@ -39,6 +39,9 @@ func TestVisionOpsByHand(t *testing.T) {
 		// √(3² + 4²) = 5.
 		{name: "lppool", op: "LpPool", opset: 18, attrs: attrs{"kernel_shape": aInts(2)},
 			in: []*value{f64(dims(1, 1, 2), 3, -4)}, want: []*value{f64(dims(1, 1, 1), 5)}},
+		// Even size 2 sums channels c and c+1: 1+4, 4+9, 9; y = x/(1 + 2/2·sum).
+		{name: "lrn even size", op: "LRN", opset: 13, attrs: attrs{"size": aInt(2), "alpha": aFloat(2), "beta": aFloat(1), "bias": aFloat(1)},
+			in: []*value{f64(dims(1, 3, 1), 1, 2, 3)}, want: []*value{f64(dims(1, 3, 1), 1.0/6, 2.0/14, 3.0/10)}},
 		{name: "globalaveragepool", op: "GlobalAveragePool", opset: 1, in: []*value{img}, want: []*value{f32(dims(1, 1, 1, 1), 5)}},
 		{name: "globalmaxpool", op: "GlobalMaxPool", opset: 1, in: []*value{img}, want: []*value{f32(dims(1, 1, 1, 1), 9)}},
 		// ONNX Runtime and PyTorch's max_unpool2d place flat index 5 of the 5×5 output at (1, 0).

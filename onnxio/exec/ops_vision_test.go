@@ -50,6 +50,10 @@ func (t *visionTensor) value(float32s bool) *value {
 	switch {
 	case t.DType == "int64":
 		return castValue(v, Int64)
+	case t.DType == "int32":
+		return castValue(v, Int32)
+	case t.DType == "uint8":
+		return castValue(v, Uint8)
 	case t.DType == "float32" || float32s:
 		return castValue(v, Float32)
 	}
@@ -72,10 +76,11 @@ func (a visionAttr) attribute() attribute {
 
 // TestVisionGoldens runs the vision ops on the cases of testdata/vision,
 // written by gen.py: PyTorch's conv, conv_transpose, pooling, unpooling,
-// interpolate, grid_sample, affine_grid, fold, fft, stft and window
-// functions on float64 inputs, and ONNX Runtime 1.31's RoiAlign,
-// DeformConv, NonMaxSuppression, MelWeightMatrix and antialiased Resize
-// on float32 inputs. float64 runs must agree to 1e-9
+// interpolate, grid_sample, affine_grid, fold, fft, stft, window
+// functions and local_response_norm on float64 inputs, and ONNX Runtime
+// 1.31's RoiAlign, DeformConv, NonMaxSuppression, MelWeightMatrix,
+// ConvInteger, QLinearConv and antialiased Resize on float32 and 8-bit
+// inputs. float64 runs must agree to 1e-9
 // relative and 1e-12 absolute. The same inputs rounded to float32 must
 // agree with the float64 result to 1e-5 relative and 1e-5 absolute: the
 // outputs are sums of up to a hundred float32 products of magnitude one,
@@ -87,7 +92,7 @@ func TestVisionGoldens(t *testing.T) {
 	require.NoError(t, err)
 	var cases []visionCase
 	require.NoError(t, json.Unmarshal(raw, &cases))
-	require.Len(t, cases, 94)
+	require.Len(t, cases, 97)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			at := attrs{}
@@ -148,7 +153,7 @@ func assertClose(t *testing.T, want, got *value, rtol, atol float64) {
 
 // visionOps are the ops whose ONNX node tests TestVisionNodeTests runs.
 var visionOps = []string{
-	"Conv", "ConvTranspose", "DeformConv", "Col2Im", "CausalConvWithState",
+	"Conv", "ConvTranspose", "DeformConv", "Col2Im", "CausalConvWithState", "ConvInteger", "QLinearConv", "LRN",
 	"MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "MaxUnpool",
 	"Resize", "Upsample", "GridSample", "AffineGrid", "CenterCropPad",
 	"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "NonMaxSuppression", "RoiAlign",

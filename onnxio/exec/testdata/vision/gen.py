@@ -33,8 +33,8 @@ def enc(x):
     if x is None:
         return None
     a = x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-    dtype = {np.dtype("float64"): "float64", np.dtype("float32"): "float32", np.dtype("int64"): "int64"}[a.dtype]
-    return {"dtype": dtype, "shape": list(a.shape), "data": [float(v) if dtype != "int64" else int(v) for v in a.ravel()]}
+    dtype = str(a.dtype)
+    return {"dtype": dtype, "shape": list(a.shape), "data": [float(v) if dtype.startswith("float") else int(v) for v in a.ravel()]}
 
 
 def attr(v):
@@ -207,6 +207,12 @@ def causal_conv_cases():
     case("causalconvwithstate zeros", "CausalConvWithState", 27, [x, w], [F.conv1d(seq, w, groups=3), seq[:, :, -3:]])
 
 
+def lrn_cases():
+    x = t((2, 5, 3, 4))
+    # alpha, beta and bias are float32 attributes: values float32 holds exactly.
+    case("lrn size 3", "LRN", 13, [x], [F.local_response_norm(x, 3, alpha=2**-12, beta=0.625, k=1.5)], size=3, alpha=2**-12, beta=0.625, bias=1.5)
+
+
 def fold_and_fourier_cases():
     cols = t((2, 3 * 2 * 3, 12))
     case("col2im", "Col2Im", 18, [cols, torch.tensor([6, 7]), torch.tensor([2, 3])],
@@ -239,11 +245,13 @@ def ort_case(name, op, opset, inputs, **attrs):
     """A case whose expected output is ONNX Runtime's (float32 inputs)."""
     arrays = [None if x is None else (x.numpy().astype(np.float32) if x.dtype == torch.float64 else x.numpy()) for x in inputs]
     names = [f"in{i}" if a is not None else "" for i, a in enumerate(arrays)]
-    elem = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("int64"): TensorProto.INT64}
+    elem = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("int64"): TensorProto.INT64,
+            np.dtype("uint8"): TensorProto.UINT8, np.dtype("int32"): TensorProto.INT32}
+    out_elem = {"NonMaxSuppression": TensorProto.INT64, "ConvInteger": TensorProto.INT32, "QLinearConv": TensorProto.UINT8}
     graph = helper.make_graph(
         [helper.make_node(op, names, ["out"], **attrs)], name,
         [helper.make_tensor_value_info(n, elem[a.dtype], a.shape) for n, a in zip(names, arrays) if a is not None],
-        [helper.make_tensor_value_info("out", elem[np.dtype("int64")] if op == "NonMaxSuppression" else TensorProto.FLOAT, None)])
+        [helper.make_tensor_value_info("out", out_elem.get(op, TensorProto.FLOAT), None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     out = sess.run(None, {n: a for n, a in zip(names, arrays) if a is not None})[0]
@@ -268,6 +276,14 @@ def ort_cases():
     offset, mask = t((1, 2 * 6 * 2, 4, 4), -1.5, 1.5), t((1, 2 * 6, 4, 4), 0, 1)
     ort_case("deformconv groups offset_groups mask", "DeformConv", 19, [x, w, offset, b, mask],
              group=2, offset_group=2, kernel_shape=[2, 3], pads=[0, 0, 0, 0])
+    xq = torch.tensor(rng.integers(0, 256, (1, 2, 5, 5)), dtype=torch.uint8)
+    wq = torch.tensor(rng.integers(0, 256, (3, 2, 3, 3)), dtype=torch.uint8)
+    ort_case("convinteger", "ConvInteger", 10, [xq, wq, torch.tensor(131, dtype=torch.uint8), torch.tensor(120, dtype=torch.uint8)],
+             pads=[1, 1, 1, 1], strides=[2, 1])
+    ort_case("qlinearconv per-channel", "QLinearConv", 10,
+             [xq, torch.tensor(0.02), torch.tensor(131, dtype=torch.uint8), wq, torch.tensor([0.01, 0.003, 0.02]),
+              torch.tensor([120, 128, 100], dtype=torch.uint8), torch.tensor(0.5), torch.tensor(10, dtype=torch.uint8),
+              torch.tensor([100, -2000, 5], dtype=torch.int32)], pads=[1, 1, 1, 1])
     ort_case("melweightmatrix", "MelWeightMatrix", 17,
              [torch.tensor(8), torch.tensor(64), torch.tensor(16000), torch.tensor(100.0), torch.tensor(7000.0)])
     boxes = torch.tensor([[[0.0, 0.0, 1.0, 1.0], [0.0, 0.1, 1.0, 1.1], [0.0, -0.1, 1.0, 0.9], [0.0, 10.0, 1.0, 11.0],
@@ -280,6 +296,7 @@ def ort_cases():
 conv_cases()
 conv_transpose_cases()
 causal_conv_cases()
+lrn_cases()
 pool_cases()
 resize_cases()
 grid_cases()
