@@ -96,7 +96,7 @@ func TestNewErrors(t *testing.T) {
 		{"opset too new", unaryGraph("Neg", 30).model(), "default-domain opset 30 is not supported (1 to 28)"},
 		{"unsupported op", graphSpec{inputs: x, outputs: y, nodes: []*onnxpb.NodeProto{
 			nodeP("/attn/MatMul_3", "Foo", []string{"x"}, []string{"y"})}}.model(),
-			`exec: node "/attn/MatMul_3": op "Foo" (opset 17) is not supported; supported: Abs, Acos, Acosh, Add, And,`},
+			`exec: node "/attn/MatMul_3": op "Foo" (opset 17) is not supported; supported: Abs, Acos, Acosh, Add, AffineGrid, And,`},
 		{"all unsupported ops are listed", graphSpec{inputs: x, outputs: y, nodes: []*onnxpb.NodeProto{
 			nodeP("a", "Foo", []string{"x"}, []string{"t"}), nodeP("b", "Bar", []string{"t"}, []string{"y"})}}.model(),
 			`node "a": op "Foo" (opset 17) is not supported; node "b": op "Bar" (opset 17) is not supported; supported: Abs, Acos,`},
