@@ -585,4 +585,3 @@ func sampleLinear[T float](img []T, image, strides []int, at []float64) float64 
 	}
 	return sum
 }
-
