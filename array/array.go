@@ -179,7 +179,7 @@ func FromDense(t *tensor.Dense) (a *Array, err error) {
 		}
 	}
 	if dt == Undefined {
-		return nil, fmt.Errorf("array: *tensor.Dense of %v is not supported (want float32, float64, a signed or unsigned integer type, or bool)", t.Dtype())
+		return nil, fmt.Errorf("array: dtype %v is not supported (want float32, float64, a signed or unsigned integer type, or bool)", t.Dtype())
 	}
 	if t.IsMaterializable() {
 		m, ok := t.Materialize().(*tensor.Dense)

@@ -41,7 +41,16 @@ func (f miniFloat) decode(code uint8) float32 {
 	case f.special == fnuz && code == signBit,
 		f.special == onesNaN && allOnes && m == 1<<f.mant-1,
 		f.special == ieeeSpecials && allOnes && m != 0:
-		return float32(math.NaN())
+		// Keep the sign and the payload in float32's top mantissa bits,
+		// so that encode gives the same code back.
+		b := uint32(0x7f800000) | uint32(m)<<(23-f.mant)
+		if m == 0 || f.special != ieeeSpecials {
+			b = 0x7fc00000 // a quiet NaN: the one NaN of the format
+		}
+		if neg {
+			b |= 1 << 31
+		}
+		return math.Float32frombits(b)
 	case f.special == ieeeSpecials && allOnes:
 		return float32(math.Inf(sign(neg)))
 	}
@@ -127,7 +136,14 @@ func (f miniFloat) encode(v float32) uint8 {
 		if f.special == fnuz {
 			return signBit
 		}
-		return signBit - 1 // all ones but the sign (float4e2m1 has no NaN: round saturated it)
+		code := signBit - 1 // all ones but the sign (float4e2m1 has no NaN: round saturates it)
+		if m := uint8(math.Float32bits(v)>>(23-f.mant)) & (1<<f.mant - 1); f.special == ieeeSpecials && m != 0 {
+			code = code&^(1<<f.mant-1) | m // the payload decode kept
+		}
+		if math.Signbit(x) {
+			code |= signBit
+		}
+		return code
 	case math.IsInf(x, 0):
 		if f.special != ieeeSpecials {
 			return f.encode(f.overflow(x, true))
@@ -158,6 +174,16 @@ func (f miniFloat) encode(v float32) uint8 {
 // e8m0 is float8e8m0: an unsigned power of two 2^(code-127), code 0 to
 // 254; 255 is NaN. It has no zero, no sign and no infinities.
 const e8m0NaN = 0xff
+
+// e8m0Encode returns the code of v, a float8e8m0 value; other values
+// are rounded to the nearest power of two first.
+func e8m0Encode(v float32) uint8 {
+	frac, e := math.Frexp(math.Abs(float64(v)))
+	if math.IsNaN(float64(v)) || frac != 0.5 || e-1 < -127 || e-1 > 127 {
+		return e8m0Code(float64(v), true, RoundNearest)
+	}
+	return uint8(e - 1 + 127)
+}
 
 // e8m0Decode widens a float8e8m0 code to float32, exactly.
 func e8m0Decode(code uint8) float32 {

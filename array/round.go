@@ -93,7 +93,7 @@ func FloatBits(dt DType, v float32) uint16 {
 	case BFloat16:
 		return BFloat16Bits(v)
 	case Float8E8M0:
-		return uint16(e8m0Code(float64(v), true, RoundNearest))
+		return uint16(e8m0Encode(v))
 	}
 	f, ok := miniFloats[dt]
 	if !ok {
