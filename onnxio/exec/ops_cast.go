@@ -1,10 +1,15 @@
 package exec
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/array"
+)
 
 // castOp is the kernel of Cast. Conversions follow numpy's astype, which
 // the ONNX reference uses: floats to integers truncate toward zero, any
-// nonzero (and NaN) is true, true is 1.
+// nonzero (and NaN) is true, true is 1; to float16 and bfloat16 they
+// round to nearest, ties to even, from the source's own precision.
 func castOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	to := DType(n.attrInt("to", 0))
 	if err := checkDType(to); err != nil {
@@ -23,7 +28,7 @@ func cast(rc *runCtx, n *node, v *value, to DType) (*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	convertData(out.data, v.data)
+	castData(out, v.data, n.attrInt("saturate", 1) != 0)
 	return out, nil
 }
 
@@ -35,8 +40,52 @@ func castValue(v *value, to DType) *value {
 		return v
 	}
 	out := newValue(to, v.shape)
-	convertData(out.data, v.data)
+	castData(out, v.data, true)
 	return out
+}
+
+// castData converts the elements of src into out's data. A narrow float
+// target is rounded from each element's own value, so that a float64 is
+// rounded once, not first to float32; saturate is Cast's attribute for
+// the float8 types.
+func castData(out *value, src any, saturate bool) {
+	if !isNarrowFloat(out.dtype) {
+		convertData(out.data, src)
+		return
+	}
+	dst, dt := out.data.([]float32), array.DType(out.dtype)
+	switch s := src.(type) {
+	case []float32:
+		roundInto(dst, s, dt, saturate)
+	case []float64:
+		roundInto(dst, s, dt, saturate)
+	case []int64:
+		roundInto(dst, s, dt, saturate)
+	case []int32:
+		roundInto(dst, s, dt, saturate)
+	case []int16:
+		roundInto(dst, s, dt, saturate)
+	case []int8:
+		roundInto(dst, s, dt, saturate)
+	case []uint64:
+		roundInto(dst, s, dt, saturate)
+	case []uint32:
+		roundInto(dst, s, dt, saturate)
+	case []uint16:
+		roundInto(dst, s, dt, saturate)
+	case []uint8:
+		roundInto(dst, s, dt, saturate)
+	default: // bool: 0 and 1 are values of every type
+		convertTo(dst, src)
+	}
+}
+
+// roundInto rounds each element of s, through float64 (which holds every
+// float32 and every integer to 2^53 exactly), to type dt.
+func roundInto[S number](dst []float32, s []S, dt array.DType, saturate bool) {
+	for i, x := range s {
+		dst[i] = array.RoundFloat(dt, float64(x), saturate)
+	}
 }
 
 // castTo converts any data slice to a new slice of numeric type D, outside
