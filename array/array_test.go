@@ -110,5 +110,10 @@ func TestDTypeTable(t *testing.T) {
 		assert.Equal(t, c.narrw, c.dt.IsNarrow(), c.name)
 	}
 	assert.Equal(t, "dtype(99)", DType(99).String())
+	assert.Equal(t, 0x1p-10, Float16.Epsilon())
+	assert.Equal(t, float64(Float16FromBits(0x3c01)-1), Float16.Epsilon(), "the gap above 1")
+	assert.Equal(t, float64(BFloat16FromBits(0x3f81)-1), BFloat16.Epsilon())
+	assert.Equal(t, 0.125, Float8E4M3FN.Epsilon())
+	assert.Zero(t, Int8.Epsilon())
 	assert.Len(t, StorableTypes(), 23)
 }

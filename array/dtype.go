@@ -2,6 +2,7 @@ package array
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 )
 
@@ -140,6 +141,19 @@ func (d DType) IsFloat() bool {
 		return true
 	}
 	return false
+}
+
+// Epsilon is the gap between 1 and the next larger value of floating-point
+// type d (2^-23 for float32, 2^-10 for float16, 2^-7 for bfloat16, 1 for
+// float8e8m0, which holds powers of two): one rounding of a result of
+// magnitude 1 moves it by up to half of it. It is 0 for other types.
+func (d DType) Epsilon() float64 {
+	mant := map[DType]int{Float32: 23, Float64: 52, Float16: 10, BFloat16: 7, Float8E4M3FN: 3, Float8E4M3FNUZ: 3,
+		Float8E5M2: 2, Float8E5M2FNUZ: 2, Float4E2M1: 1, Float8E8M0: 0}
+	if m, ok := mant[d]; ok {
+		return math.Ldexp(1, -m)
+	}
+	return 0
 }
 
 // IsInteger reports whether d is a signed or unsigned integer type, of
