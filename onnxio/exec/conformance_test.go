@@ -296,14 +296,6 @@ func runDataSet(g *Graph, ds *onnxio.DataSet) ([]*value, error) {
 	return outs, nil
 }
 
-func protoShape(tp *onnxpb.TensorProto) []int {
-	shape := make([]int, len(tp.GetDims()))
-	for i, d := range tp.GetDims() {
-		shape[i] = int(d)
-	}
-	return shape
-}
-
 // compareValues checks dtype, shape and elements: float32 within tol32,
 // float64 within strict64, everything else exactly.
 func compareValues(got, want *value, tol32 tolerance) error {

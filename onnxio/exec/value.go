@@ -106,16 +106,6 @@ func (v *value) toArray() *array.Array {
 	return &array.Array{DType: array.DType(v.dtype), Shape: v.shape, Data: v.data}
 }
 
-// toDense copies a value into a new *tensor.Dense, so that callers may
-// write into what Run returns without touching the graph's own tensors.
-// gorgonia's Dense cannot hold zero elements, so empty values are an error.
-func toDense(v *value) (*tensor.Dense, error) {
-	if v.size() == 0 {
-		return nil, errEmptyDense(v)
-	}
-	return wrapDense(v.shape, cloneData(v.data)), nil
-}
-
 // wrapDense makes a *tensor.Dense of shape on data, without copying.
 func wrapDense(shape []int, data any) *tensor.Dense {
 	return tensor.New(tensor.WithShape(slices.Clone(shape)...), tensor.WithBacking(data))
@@ -131,6 +121,3 @@ func sliceLen(data any) int { return reflect.ValueOf(data).Len() }
 
 // subslice returns data[lo:hi] for any data slice.
 func subslice(data any, lo, hi int) any { return reflect.ValueOf(data).Slice(lo, hi).Interface() }
-
-// setAny stores the scalar x (of the slice's element type) at s[i].
-func setAny(s any, i int, x any) { reflect.ValueOf(s).Index(i).Set(reflect.ValueOf(x)) }
