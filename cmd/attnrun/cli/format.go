@@ -3,41 +3,120 @@ package cli
 import (
 	"fmt"
 	"math"
+	"reflect"
+	"strconv"
 	"strings"
+
+	"github.com/attnrun/attnrun/array"
 )
 
-// formatTensor prints values of the given shape the way PyTorch prints a
-// tensor, so that output can be compared with a notebook by eye:
-// tensor([[0.4421, 0.5931],
-//
-//	[0.4419, 0.6515]])
-//
-// Like PyTorch it uses "2." for all-integer tensors, four decimals otherwise,
-// and scientific notation when magnitudes span more than 1000x or leave
-// [1e-4, 1e8).
+// formatTensor prints float32 values of the given shape the way PyTorch
+// prints a tensor; see formatArray.
 func formatTensor(data []float32, shape []int) string {
-	format := chooseFormat(data)
+	if shape == nil {
+		shape = []int{}
+	}
+	return formatArray(array.FromSlice(shape, data))
+}
+
+// formatArray prints an array the way PyTorch prints the same tensor, so
+// that output can be compared with a notebook by eye:
+//
+//	tensor([[0.4421, 0.5931],
+//	        [0.4419, 0.6515]])
+//
+// Like PyTorch it uses "2." for all-integer floats, four decimals
+// otherwise, and scientific notation when magnitudes span more than 1000x
+// or leave [1e-4, 1e8); integers print as integers and bools as
+// True/False, all right-aligned to one width. A tensor of zero elements
+// prints as tensor([]) with its size unless it is (0,). The dtype follows
+// as PyTorch adds it: for every type but float32, int64 and bool (and for
+// every empty tensor but float32), "dtype=torch.int32"; types PyTorch lacks
+// (int4, float4e2m1, ...) show their ONNX name.
+func formatArray(a *array.Array) string {
+	var suffixes []string
+	if a.Len() == 0 && len(a.Shape) != 1 {
+		suffixes = append(suffixes, "size="+array.FormatShape(a.Shape))
+	}
+	if a.DType != array.Float32 && (a.Len() == 0 || a.DType != array.Int64 && a.DType != array.Bool) {
+		suffixes = append(suffixes, "dtype="+torchName(a.DType))
+	}
+	var b strings.Builder
+	b.WriteString("tensor(")
+	switch {
+	case a.Len() == 0:
+		b.WriteString("[]")
+	case len(a.Shape) == 0:
+		b.WriteString(strings.TrimSpace(formatCells(a)[0]))
+	default:
+		writeNested(&b, formatCells(a), a.Shape, len("tensor("), 0)
+	}
+	for _, s := range suffixes {
+		b.WriteString(", " + s)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// torchNames are PyTorch's names of the types it has under another name
+// than "torch." + the ONNX name.
+var torchNames = map[array.DType]string{
+	array.Float8E8M0: "torch.float8_e8m0fnu", array.Float8E4M3FN: "torch.float8_e4m3fn",
+	array.Float8E4M3FNUZ: "torch.float8_e4m3fnuz", array.Float8E5M2: "torch.float8_e5m2",
+	array.Float8E5M2FNUZ: "torch.float8_e5m2fnuz",
+}
+
+// torchName is the name PyTorch prints for dt ("torch.int32"), or the
+// ONNX name for a type PyTorch has not.
+func torchName(dt array.DType) string {
+	if name, ok := torchNames[dt]; ok {
+		return name
+	}
+	switch dt {
+	case array.Int4, array.Uint4, array.Int2, array.Uint2, array.Float4E2M1:
+		return dt.String()
+	}
+	return "torch." + dt.String()
+}
+
+// formatCells formats every element of a, right-aligned to one width.
+func formatCells(a *array.Array) []string {
+	v := reflect.ValueOf(a.Data)
+	cells := make([]string, v.Len())
+	switch data := a.Data.(type) {
+	case []bool:
+		for i, x := range data {
+			cells[i] = "False"
+			if x {
+				cells[i] = "True"
+			}
+		}
+	case []float32, []float64:
+		floats := make([]float64, v.Len())
+		for i := range floats {
+			floats[i] = v.Index(i).Float()
+		}
+		format := chooseFormat(floats)
+		for i, x := range floats {
+			cells[i] = format(x)
+		}
+	default: // integers
+		for i := range cells {
+			if x := v.Index(i); x.CanInt() {
+				cells[i] = strconv.FormatInt(x.Int(), 10)
+			} else {
+				cells[i] = strconv.FormatUint(x.Uint(), 10)
+			}
+		}
+	}
 	width := 0
-	cells := make([]string, len(data))
-	for i, v := range data {
-		cells[i] = format(v)
-		width = max(width, len(cells[i]))
+	for _, c := range cells {
+		width = max(width, len(c))
 	}
 	for i, c := range cells {
 		cells[i] = strings.Repeat(" ", width-len(c)) + c
 	}
-	var b strings.Builder
-	b.WriteString("tensor(")
-	if len(shape) == 0 {
-		if len(cells) > 0 {
-			b.WriteString(strings.TrimSpace(cells[0]))
-		}
-		b.WriteString(")")
-		return b.String()
-	}
-	writeNested(&b, cells, shape, len("tensor("), 0)
-	b.WriteString(")")
-	return b.String()
+	return cells
 }
 
 // writeNested writes one bracketed level; indent is the column of the
@@ -61,11 +140,12 @@ func writeNested(b *strings.Builder, cells []string, shape []int, indent, depth 
 	b.WriteString("]")
 }
 
-func chooseFormat(data []float32) func(float32) string {
+// chooseFormat picks PyTorch's format for a tensor of floating-point
+// values.
+func chooseFormat(data []float64) func(float64) string {
 	allInts := true
 	minAbs, maxAbs := math.Inf(1), 0.0
-	for _, v := range data {
-		f := float64(v)
+	for _, f := range data {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			continue
 		}
@@ -78,19 +158,19 @@ func chooseFormat(data []float32) func(float32) string {
 		}
 		maxAbs = math.Max(maxAbs, a)
 	}
-	special := func(v float32) (string, bool) {
+	special := func(v float64) (string, bool) {
 		switch {
-		case math.IsNaN(float64(v)):
+		case math.IsNaN(v):
 			return "nan", true
-		case math.IsInf(float64(v), 1):
+		case math.IsInf(v, 1):
 			return "inf", true
-		case math.IsInf(float64(v), -1):
+		case math.IsInf(v, -1):
 			return "-inf", true
 		}
 		return "", false
 	}
 	if allInts && maxAbs < 1e8 {
-		return func(v float32) string {
+		return func(v float64) string {
 			if s, ok := special(v); ok {
 				return s
 			}
@@ -98,7 +178,7 @@ func chooseFormat(data []float32) func(float32) string {
 		}
 	}
 	sci := maxAbs >= 1e8 || (minAbs != math.Inf(1) && (minAbs < 1e-4 || maxAbs/minAbs > 1000))
-	return func(v float32) string {
+	return func(v float64) string {
 		if s, ok := special(v); ok {
 			return s
 		}
