@@ -81,7 +81,8 @@ func (f miniFloat) round(x float64, saturate bool) float32 {
 	switch {
 	case math.IsNaN(x):
 		if f.special == finiteOnly {
-			return float32(math.Copysign(f.max, x))
+			// ONNX's reference gives float4e2m1's code 0x8 for NaN.
+			return float32(math.Copysign(0, -1))
 		}
 		return float32(math.NaN())
 	case math.IsInf(x, 0):
@@ -89,7 +90,7 @@ func (f miniFloat) round(x float64, saturate bool) float32 {
 	}
 	a := math.Abs(x)
 	r := roundToMantissa(a, f.mant, 1-f.bias)
-	if f.special == onesNaN && r > f.max && a < 496 && f.mant == 3 {
+	if f.special == onesNaN && a >= 480 && a < 496 && f.mant == 3 {
 		// The reference truncates 480 <= |x| < 496 to the NaN code's
 		// mantissa, then clears its last bit instead of rounding: 448.
 		r = f.max

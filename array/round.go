@@ -18,9 +18,9 @@ const (
 // Cast: x is first rounded to float32, and out of range saturate gives
 // the largest finite value of x's sign, otherwise an infinity where the
 // type has them (float8e5m2) or NaN; float4e2m1, which has neither,
-// always saturates. float8e8m0 rounds up to a power of two (RoundE8M0
-// takes the other modes). For float32 it is float32(x); dt must be a
-// floating-point type.
+// always saturates, and takes NaN to -0 (code 0x8) as ONNX's reference
+// does. float8e8m0 rounds up to a power of two (RoundE8M0 takes the other
+// modes). For float32 it is float32(x); dt must be a floating-point type.
 func RoundFloat(dt DType, x float64, saturate bool) float32 {
 	switch dt {
 	case Float32, Float64:
@@ -62,8 +62,9 @@ func RoundE8M0(x float64, saturate bool, mode RoundMode) float32 {
 }
 
 // RoundSlice rounds every element of data to dt in place, as storing it
-// in a tensor of type dt would (RoundFloat with saturate set, the ONNX
-// default). It does nothing for float32.
+// in a tensor of type dt would: values of dt (infinities included, where
+// dt has them) stay, others round as RoundFloat with saturate set, the
+// ONNX default. It does nothing for float32.
 func RoundSlice(dt DType, data []float32) {
 	switch dt {
 	case Float32:
@@ -77,9 +78,19 @@ func RoundSlice(dt DType, data []float32) {
 		}
 	default:
 		for i, x := range data {
-			data[i] = RoundFloat(dt, float64(x), true)
+			if !IsValue(dt, x) {
+				data[i] = RoundFloat(dt, float64(x), true)
+			}
 		}
 	}
+}
+
+// IsValue reports whether x is a value of the floating-point type dt:
+// one it holds exactly (NaN where dt has a NaN, infinities where it has
+// them).
+func IsValue(dt DType, x float32) bool {
+	r := RoundFloat(dt, float64(x), false)
+	return r == x || r != r && x != x
 }
 
 // FloatBits returns the code of v, a value of the narrow float type dt

@@ -14,8 +14,8 @@ type DType array.DType
 
 // The element types the executor computes with. Float16 and BFloat16
 // values are held widened to float32 and computed in float32; every op
-// result of those types is rounded to its type, as if stored. String and
-// complex tensors are refused when a graph is prepared.
+// result of those types is rounded to its type, as if stored (narrow.go).
+// String and complex tensors are refused when a graph is prepared.
 const (
 	Float32  = DType(array.Float32)
 	Uint8    = DType(array.Uint8)
@@ -32,8 +32,26 @@ const (
 	BFloat16 = DType(array.BFloat16)
 )
 
+// The element types of quantized tensors. Cast, QuantizeLinear and
+// DequantizeLinear convert to and from them; other ops move them
+// (Reshape, Concat, Gather, ...) without computing with them. The floats
+// are held as float32, the integers as int8 or uint8 (package array).
+const (
+	Float8E4M3FN   = DType(array.Float8E4M3FN)
+	Float8E4M3FNUZ = DType(array.Float8E4M3FNUZ)
+	Float8E5M2     = DType(array.Float8E5M2)
+	Float8E5M2FNUZ = DType(array.Float8E5M2FNUZ)
+	Float8E8M0     = DType(array.Float8E8M0)
+	Float4E2M1     = DType(array.Float4E2M1)
+	Int4           = DType(array.Int4)
+	Uint4          = DType(array.Uint4)
+	Int2           = DType(array.Int2)
+	Uint2          = DType(array.Uint2)
+)
+
 // supportedDTypes lists the element types in the order errors show them.
-var supportedDTypes = []DType{Float32, Float64, Float16, BFloat16, Int64, Int32, Int16, Int8, Uint64, Uint32, Uint16, Uint8, Bool}
+var supportedDTypes = []DType{Float32, Float64, Float16, BFloat16, Int64, Int32, Int16, Int8, Uint64, Uint32, Uint16, Uint8, Bool,
+	Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float8E8M0, Float4E2M1, Int4, Uint4, Int2, Uint2}
 
 // String returns the Go-style name of the type ("float32", "int64",
 // "bfloat16"), as package array names it.

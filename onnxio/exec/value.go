@@ -86,17 +86,23 @@ func fromDense(t *tensor.Dense) (*value, error) {
 	return &value{dtype: DType(a.DType), shape: a.Shape, data: a.Data}, nil
 }
 
-// fromArray wraps an Array without copying, after checking it. Values of
-// a narrow float type must hold values of that type: those that do not
-// are rounded, in a copy.
+// fromArray wraps an Array without copying, after checking it. An Array
+// of a narrow float type holding numbers the type cannot is rounded to it
+// (saturating), in a copy; one of a 4- or 2-bit integer type holding
+// numbers out of its range is an error.
 func fromArray(a *array.Array) (*value, error) {
 	if err := a.Check(); err != nil {
 		return nil, err
 	}
 	v := &value{dtype: DType(a.DType), shape: a.Shape, data: a.Data}
-	if isRounded(v.dtype) && !holdsRounded(v) {
+	switch {
+	case isNarrowFloat(v.dtype) && !holdsRounded(v):
 		v.data = cloneData(v.data)
 		array.RoundSlice(a.DType, v.data.([]float32))
+	case a.DType.IsNarrow() && a.DType.IsInteger():
+		if err := checkNarrowInts(v); err != nil {
+			return nil, err
+		}
 	}
 	return v, nil
 }
