@@ -74,14 +74,14 @@ func (m narrowing) of(wide DType) DType {
 // inputs, a 16-bit float over a float8 when they mix (a DequantizeLinear
 // with a float16 scale gives float16).
 func narrowInputs(n *node, in []*value) ([]*value, narrowing) {
-	if typeAwareOps[n.op] {
-		return in, nil
-	}
 	var seen []*value // in, copied on the first narrow input
 	var m narrowing
 	for k, v := range in {
 		if v == nil || !array.DType(v.dtype).IsNarrow() {
 			continue
+		}
+		if typeAwareOps[n.op] {
+			return in, nil
 		}
 		wide := wideOf(v.dtype)
 		switch prev := m.of(wide); {
@@ -110,12 +110,17 @@ func narrowInputs(n *node, in []*value) ([]*value, narrowing) {
 // rounded type that the op computed (not the views of its inputs).
 func narrowOutputs(n *node, m narrowing, in, outs []*value) {
 	retag := m != nil && !slices.ContainsFunc(outputTypeAttrs, func(a string) bool { _, ok := n.attrs[a]; return ok })
-	first, keeps := float32Outputs[n.op]
+	first := len(outs)
+	if retag {
+		if f, ok := float32Outputs[n.op]; ok {
+			first = f
+		}
+	}
 	for k, v := range outs {
 		if v == nil {
 			continue
 		}
-		if nt := m.of(v.dtype); retag && nt != 0 && !(keeps && k >= first) {
+		if nt := m.of(v.dtype); retag && nt != 0 && k < first {
 			v = v.withDType(nt)
 			outs[k] = v
 		}
