@@ -77,6 +77,9 @@ func elements(shape []int) (int, error) {
 // Len is the number of elements: the product of the dimensions (1 for a
 // scalar, 0 when a dimension is 0).
 func (a *Array) Len() int {
+	if a == nil {
+		return 0
+	}
 	n := 1
 	for _, d := range a.Shape {
 		n *= d
@@ -107,16 +110,25 @@ func (a *Array) Check() error {
 	return nil
 }
 
-// Clone returns a deep copy of a.
+// Clone returns a deep copy of a (nil for nil).
 func (a *Array) Clone() *Array {
-	v := reflect.ValueOf(a.Data)
-	c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
-	reflect.Copy(c, v)
-	return &Array{DType: a.DType, Shape: slices.Clone(a.Shape), Data: c.Interface()}
+	if a == nil {
+		return nil
+	}
+	c := &Array{DType: a.DType, Shape: slices.Clone(a.Shape), Data: a.Data}
+	if v := reflect.ValueOf(a.Data); v.Kind() == reflect.Slice {
+		d := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(d, v)
+		c.Data = d.Interface()
+	}
+	return c
 }
 
 // String describes a without its elements: "float16 (2, 0, 4)".
 func (a *Array) String() string {
+	if a == nil {
+		return "<nil>"
+	}
 	return a.DType.String() + " " + FormatShape(a.Shape)
 }
 

@@ -117,3 +117,28 @@ func TestDTypeTable(t *testing.T) {
 	assert.Zero(t, Int8.Epsilon())
 	assert.Len(t, StorableTypes(), 23)
 }
+
+// No function of the package panics, whatever it is given.
+func TestNoPanic(t *testing.T) {
+	var nilArray *Array
+	assert.NotPanics(t, func() {
+		_ = nilArray.Len()
+		_ = nilArray.String()
+		_ = nilArray.Clone()
+		_ = nilArray.Check()
+		_, _ = nilArray.Dense()
+		_ = (&Array{DType: Float32, Shape: []int{2}}).Clone()
+		_, _ = (&Array{DType: Int64, Shape: []int{2}, Data: []float32{1}}).Dense()
+		_, _ = FromDense(&tensor.Dense{})
+		for _, dt := range []DType{-1, Undefined, Int8, String, Float32, 99} {
+			_ = RoundFloat(dt, 1.5, true)
+			_ = FloatBits(dt, 1.5)
+			_ = FloatFromBits(dt, 3)
+			_ = IsValue(dt, 1)
+			RoundSlice(dt, []float32{1})
+			_ = dt.String() + FormatShape(nil)
+			_, _ = New(dt, 2)
+		}
+	})
+	assert.Equal(t, float32(1.5), RoundFloat(Int8, 1.5, true), "not a narrow float: float32(x)")
+}

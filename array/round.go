@@ -1,9 +1,6 @@
 package array
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // Largest finite values of the 16-bit floats.
 const (
@@ -20,10 +17,11 @@ const (
 // type has them (float8e5m2) or NaN; float4e2m1, which has neither,
 // always saturates, and takes NaN to -0 (code 0x8) as ONNX's reference
 // does. float8e8m0 rounds up to a power of two (RoundE8M0 takes the other
-// modes). For float32 it is float32(x); dt must be a floating-point type.
+// modes). For float32, and for the types that are not narrow floats, it
+// is float32(x).
 func RoundFloat(dt DType, x float64, saturate bool) float32 {
 	switch dt {
-	case Float32, Float64:
+	case Float32:
 		return float32(x)
 	case Float16:
 		if float64(float32(x)) != x && !math.IsNaN(x) {
@@ -38,11 +36,10 @@ func RoundFloat(dt DType, x float64, saturate bool) float32 {
 	case Float8E8M0:
 		return RoundE8M0(x, saturate, RoundUp)
 	}
-	f, ok := miniFloats[dt]
-	if !ok {
-		panic(fmt.Sprintf("array: RoundFloat to %s, which is not a floating-point type", dt))
+	if f, ok := miniFloats[dt]; ok {
+		return f.round(x, saturate)
 	}
-	return f.round(x, saturate)
+	return float32(x)
 }
 
 // roundWide rounds a float64 that float32 cannot hold to an IEEE format
@@ -96,7 +93,7 @@ func IsValue(dt DType, x float32) bool {
 // FloatBits returns the code of v, a value of the narrow float type dt
 // (as RoundFloat returns; other values are rounded first, saturating):
 // 16 bits for float16 and bfloat16, 8 for the float8 types, the low 4
-// for float4e2m1.
+// for float4e2m1. It is 0 for the types that are not narrow floats.
 func FloatBits(dt DType, v float32) uint16 {
 	switch dt {
 	case Float16:
@@ -106,15 +103,15 @@ func FloatBits(dt DType, v float32) uint16 {
 	case Float8E8M0:
 		return uint16(e8m0Encode(v))
 	}
-	f, ok := miniFloats[dt]
-	if !ok {
-		panic(fmt.Sprintf("array: FloatBits of %s, which is not a narrow float type", dt))
+	if f, ok := miniFloats[dt]; ok {
+		return uint16(f.encode(v))
 	}
-	return uint16(f.encode(v))
+	return 0
 }
 
 // FloatFromBits widens the code of a narrow float type dt to float32,
-// exactly: the inverse of FloatBits.
+// exactly: the inverse of FloatBits. It is NaN for the types that are not
+// narrow floats.
 func FloatFromBits(dt DType, code uint16) float32 {
 	switch dt {
 	case Float16:
@@ -124,9 +121,8 @@ func FloatFromBits(dt DType, code uint16) float32 {
 	case Float8E8M0:
 		return e8m0Decode(uint8(code))
 	}
-	f, ok := miniFloats[dt]
-	if !ok {
-		panic(fmt.Sprintf("array: FloatFromBits of %s, which is not a narrow float type", dt))
+	if f, ok := miniFloats[dt]; ok {
+		return f.decode(uint8(code) & (1<<(1+f.exp+f.mant) - 1))
 	}
-	return f.decode(uint8(code) & (1<<(1+f.exp+f.mant) - 1))
+	return float32(math.NaN())
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/onnxio"
@@ -133,4 +134,22 @@ func TestRunArraysNarrowInputs(t *testing.T) {
 func identityOf(dt onnxio.DataType) graphSpec {
 	return graphSpec{opset: 21, nodes: []*onnxpb.NodeProto{nodeP("id", "Identity", []string{"x"}, []string{"y"})},
 		inputs: []*onnxpb.ValueInfoProto{info("x", dt, 2)}, outputs: []*onnxpb.ValueInfoProto{info("y", dt, 2)}}
+}
+
+// Run takes *tensor.Dense of the storage types for inputs of the narrow
+// types and gives outputs in them.
+func TestRunDenseNarrowTypes(t *testing.T) {
+	g, err := New(identityOf(onnxio.Float16).model())
+	require.NoError(t, err)
+	out, err := g.Run(map[string]*tensor.Dense{"x": dense([]int{2}, float32(0.1), 2)})
+	require.NoError(t, err)
+	assert.Equal(t, []float32{0.0999755859375, 2}, out["y"].Data())
+
+	g, err = New(identityOf(onnxpb.TensorProto_UINT4).model())
+	require.NoError(t, err)
+	out, err = g.Run(map[string]*tensor.Dense{"x": dense([]int{2}, uint8(15), 0)})
+	require.NoError(t, err)
+	assert.Equal(t, []uint8{15, 0}, out["y"].Data())
+	_, err = g.Run(map[string]*tensor.Dense{"x": dense([]int{2}, uint8(16), 0)})
+	assert.EqualError(t, err, `exec: input "x": uint4 element 0 is 16, outside [0, 15]`)
 }

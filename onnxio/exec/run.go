@@ -20,9 +20,10 @@ func (g *Graph) Run(inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, 
 // RunContext executes the graph on the named inputs and returns every
 // graph output by name. Each input must match its declaration: element
 // type, rank, fixed dimensions, and one size per symbolic dimension across
-// all inputs. A *tensor.Dense has no float16 or bfloat16: a float32 Dense
-// is accepted for an input of those types and rounded to it, and such
-// outputs come back as float32 (exactly). Inputs are not modified and the
+// all inputs. A *tensor.Dense has no float16, bfloat16, float8 or 4-bit
+// types: a float32 Dense is accepted for an input of those float types and
+// rounded to it, an int8 or uint8 one for the integers, and such outputs
+// come back in those types (exactly). Inputs are not modified and the
 // outputs share no memory with them or with the graph.
 //
 // *tensor.Dense cannot hold zero elements, so an output with none is an
@@ -114,12 +115,14 @@ func (g *Graph) runOwned(ctx context.Context, values map[string]*value) ([]*valu
 	return outs, nil
 }
 
-// asDeclared takes a float32 value given for an input declared float16 or
-// bfloat16 as a value of that type, rounded; *tensor.Dense has no such
-// types. Other values pass unchanged, to be checked when bound.
+// asDeclared takes a value of a narrow type's storage type given for an
+// input declared of that type as a value of it: float32 for float16 or
+// bfloat16 (rounded to it), int8 for int4 (which must be in its range);
+// *tensor.Dense has no such types. Other values pass unchanged, to be
+// checked when bound.
 func (g *Graph) asDeclared(name string, v *value) (*value, error) {
 	i := slices.IndexFunc(g.inputs, func(t TensorInfo) bool { return t.Name == name })
-	if i < 0 || v.dtype != Float32 || !isNarrowFloat(g.inputs[i].DType) {
+	if i < 0 || v.dtype == g.inputs[i].DType || v.dtype != wideOf(g.inputs[i].DType) {
 		return v, nil
 	}
 	return fromArray(v.withDType(g.inputs[i].DType).toArray())
