@@ -153,3 +153,13 @@ func TestRunDenseNarrowTypes(t *testing.T) {
 	_, err = g.Run(map[string]*tensor.Dense{"x": dense([]int{2}, uint8(16), 0)})
 	assert.EqualError(t, err, `exec: input "x": uint4 element 0 is 16, outside [0, 15]`)
 }
+
+func TestRunArraysTakesStorageTypes(t *testing.T) {
+	g, err := New(identityOf(onnxio.BFloat16).model())
+	require.NoError(t, err)
+	out, err := g.RunArrays(context.Background(), map[string]*array.Array{"x": array.FromSlice([]int{2}, []float32{0.1, 3})})
+	require.NoError(t, err)
+	assert.Equal(t, &array.Array{DType: array.BFloat16, Shape: []int{2}, Data: []float32{0.10009765625, 3}}, out["y"])
+	_, err = g.RunArrays(context.Background(), map[string]*array.Array{"x": array.FromSlice([]int{2}, []float64{0.1, 3})})
+	assert.EqualError(t, err, `exec: input "x": dtype float64, the graph declares x bfloat16 [2]`)
+}

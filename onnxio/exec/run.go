@@ -68,12 +68,16 @@ func (g *Graph) RunContext(ctx context.Context, inputs map[string]*tensor.Dense)
 // float32, see package array) pass both ways. Each output keeps the
 // element type the graph computes for it, which is its declared type.
 // Inputs of a narrow float type holding values their type cannot
-// represent are rounded (in a copy). The outputs share no memory with the
-// inputs or with the graph.
+// represent are rounded (in a copy), and as in RunContext an input of a
+// narrow type may be given in its storage type (float32 for float16). The
+// outputs share no memory with the inputs or with the graph.
 func (g *Graph) RunArrays(ctx context.Context, inputs map[string]*array.Array) (map[string]*array.Array, error) {
 	values := make(map[string]*value, len(inputs))
 	for name, a := range inputs {
 		v, err := fromArray(a)
+		if err == nil {
+			v, err = g.asDeclared(name, v)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("exec: input %q: %w", name, err)
 		}
