@@ -36,7 +36,13 @@ func wideOf(dt DType) DType {
 	if !array.DType(dt).IsNarrow() {
 		return dt
 	}
-	return dtypeOf(makeSlice(dt, 0))
+	switch array.DType(dt).Storage().Kind() {
+	case reflect.Int8:
+		return Int8
+	case reflect.Uint8:
+		return Uint8
+	}
+	return Float32
 }
 
 // typeAwareOps read the element types of their inputs themselves, so they
@@ -71,8 +77,7 @@ func (m narrowing) of(wide DType) DType {
 // narrowInputs returns the inputs as the op sees them, each narrow input
 // replaced by a view of the same data tagged with its wide type, and what
 // the node's results of those wide types become: the narrow type of its
-// inputs, a 16-bit float over a float8 when they mix (a DequantizeLinear
-// with a float16 scale gives float16).
+// inputs, the 16-bit float when a float8 and a float16 input mix.
 func narrowInputs(n *node, in []*value) ([]*value, narrowing) {
 	var seen []*value // in, copied on the first narrow input
 	var m narrowing
