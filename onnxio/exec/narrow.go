@@ -46,9 +46,13 @@ func wideOf(dt DType) DType {
 }
 
 // typeAwareOps read the element types of their inputs themselves, so they
-// get them untouched: CastLike casts to its second input's type, and the
-// quantizers convert to and from the quantized types.
-var typeAwareOps = map[string]bool{"CastLike": true, "QuantizeLinear": true, "DequantizeLinear": true}
+// get them untouched: CastLike casts to its second input's type, the
+// quantizers convert to and from the quantized types, and the control-flow
+// ops hand values to subgraphs that declare their types.
+var typeAwareOps = map[string]bool{
+	"CastLike": true, "QuantizeLinear": true, "DequantizeLinear": true,
+	"If": true, "Loop": true, "Scan": true, "SequenceMap": true,
+}
 
 // outputTypeAttrs are the attributes with which an op sets the element
 // type of its outputs itself (Cast's to, EyeLike's dtype): the results of
