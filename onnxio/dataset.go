@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/internal/atomicfile"
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
@@ -134,6 +135,61 @@ func (l Limits) ReadDataSet(dir string) (*DataSet, error) {
 		return nil, err
 	}
 	return ds, nil
+}
+
+// ReadDataSetArrays reads the test-data set in dir with DefaultLimits
+// and converts its tensors; see Limits.ReadDataSetArrays.
+func ReadDataSetArrays(dir string) (inputs, outputs []*array.Array, err error) {
+	return DefaultLimits.ReadDataSetArrays(dir)
+}
+
+// ReadDataSetArrays reads the test-data set in dir as ReadDataSet does and
+// converts every tensor to an *array.Array (TensorToArray): zero-element
+// tensors, float16 and every other numeric type included. Errors name the
+// file.
+func (l Limits) ReadDataSetArrays(dir string) (inputs, outputs []*array.Array, err error) {
+	ds, err := l.ReadDataSet(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if inputs, err = l.tensorsToArrays(dir, "input", ds.Inputs); err != nil {
+		return nil, nil, err
+	}
+	if outputs, err = l.tensorsToArrays(dir, "output", ds.Outputs); err != nil {
+		return nil, nil, err
+	}
+	return inputs, outputs, nil
+}
+
+// tensorsToArrays converts the tensors of prefix_K.pb files of dir.
+func (l Limits) tensorsToArrays(dir, prefix string, tensors []*onnxpb.TensorProto) ([]*array.Array, error) {
+	out := make([]*array.Array, len(tensors))
+	for k, tp := range tensors {
+		a, err := l.TensorToArray(tp)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, fmt.Sprintf("%s_%d.pb", prefix, k)), err)
+		}
+		out[k] = a
+	}
+	return out, nil
+}
+
+// ArraysToTensors converts arrays to TensorProtos named by names, in
+// order, for the Inputs or Outputs of a DataSet to write with
+// WriteDataSet.
+func ArraysToTensors(names []string, arrays []*array.Array) ([]*onnxpb.TensorProto, error) {
+	if len(names) != len(arrays) {
+		return nil, fmt.Errorf("%d names for %d arrays", len(names), len(arrays))
+	}
+	out := make([]*onnxpb.TensorProto, len(arrays))
+	for i, a := range arrays {
+		tp, err := ArrayToTensor(names[i], a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = tp
+	}
+	return out, nil
 }
 
 // readTensorFiles reads the files named prefix_K.pb found in dir, which

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -113,4 +114,40 @@ func TestReadDataSetBadInput(t *testing.T) {
 		_, err := DecodeTensor(mustEncodeTensor(t, tp), DefaultLimits)
 		assert.ErrorContains(t, err, `tensor "a" (FLOAT [5]): raw_data has 16 bytes, want 20`)
 	})
+}
+
+// A set of a GPT-2 style decoder's first step: an empty past, a float16
+// input, int64 ids, a bool mask; written from Arrays and read back.
+func TestDataSetArraysRoundTrip(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "test_data_set_0")
+	inputs := []*array.Array{
+		{DType: array.Int64, Shape: []int{1, 3}, Data: []int64{15496, 11, 995}},
+		{DType: array.Float16, Shape: []int{1, 2, 0, 4}, Data: []float32{}},
+		{DType: array.Bool, Shape: []int{1, 3}, Data: []bool{true, true, false}},
+	}
+	outputs := []*array.Array{
+		{DType: array.Float16, Shape: []int{2}, Data: []float32{0.0999755859375, -65504}},
+		{DType: array.Uint4, Shape: []int{3}, Data: []uint8{1, 15, 7}},
+	}
+	ins, err := ArraysToTensors([]string{"input_ids", "past_key", "mask"}, inputs)
+	require.NoError(t, err)
+	outs, err := ArraysToTensors([]string{"logits", "codes"}, outputs)
+	require.NoError(t, err)
+	require.NoError(t, WriteDataSet(dir, &DataSet{Inputs: ins, Outputs: outs}))
+
+	gotIn, gotOut, err := ReadDataSetArrays(dir)
+	require.NoError(t, err)
+	assert.Equal(t, inputs, gotIn)
+	assert.Equal(t, outputs, gotOut)
+
+	_, err = ArraysToTensors([]string{"a"}, nil)
+	assert.ErrorContains(t, err, "1 names for 0 arrays")
+}
+
+func TestReadDataSetArraysNamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	s := &onnxpb.TensorProto{Name: proto.String("s"), DataType: proto.Int32(int32(onnxpb.TensorProto_STRING)), Dims: []int64{1}, StringData: [][]byte{[]byte("x")}}
+	require.NoError(t, WriteDataSet(dir, &DataSet{Inputs: []*onnxpb.TensorProto{s}}))
+	_, _, err := ReadDataSetArrays(dir)
+	assert.ErrorContains(t, err, filepath.Join(dir, "input_0.pb")+`: tensor "s" (STRING [1]): data type STRING is not supported`)
 }

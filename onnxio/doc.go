@@ -29,10 +29,13 @@
 //   - Errors name the file, the tensor or node, and what was expected; a
 //     zip, .npy or pickle file handed over as a model is named as such.
 //
-// TensorToDense and DenseToTensor convert between TensorProto and the
-// *tensor.Dense the rest of attnrun computes with. ReadDataSet and
+// TensorToArray and ArrayToTensor convert between TensorProto and
+// attnrun's own *array.Array, which holds every numeric ONNX type and
+// tensors of zero elements; TensorToDense and DenseToTensor convert to and
+// from the *tensor.Dense of the public API, which cannot. ReadDataSet and
 // WriteDataSet handle ONNX test-data sets (test_data_set_N/input_K.pb,
-// output_K.pb), the reference inputs and outputs every cross-check uses.
+// output_K.pb), the reference inputs and outputs every cross-check uses;
+// ReadDataSetArrays reads one as Arrays.
 //
 // # Why not onnx-go
 //

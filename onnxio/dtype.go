@@ -1,9 +1,13 @@
 package onnxio
 
-import "github.com/attnrun/attnrun/onnxio/onnxpb"
+import (
+	"github.com/attnrun/attnrun/array"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+)
 
 // DataType is the ONNX element type of a tensor (TensorProto.data_type,
-// TypeProto.Tensor.elem_type).
+// TypeProto.Tensor.elem_type). Its values are those of array.DType, which
+// names them and sizes them for the rest of attnrun.
 type DataType = onnxpb.TensorProto_DataType
 
 // The element types the conversions to and from *tensor.Dense handle.
@@ -51,34 +55,49 @@ type dtypeLayout struct {
 	perValue int
 }
 
-var layouts = map[DataType]dtypeLayout{
-	onnxpb.TensorProto_FLOAT:          {32, floatData, 1},
-	onnxpb.TensorProto_UINT8:          {8, int32Data, 1},
-	onnxpb.TensorProto_INT8:           {8, int32Data, 1},
-	onnxpb.TensorProto_UINT16:         {16, int32Data, 1},
-	onnxpb.TensorProto_INT16:          {16, int32Data, 1},
-	onnxpb.TensorProto_INT32:          {32, int32Data, 1},
-	onnxpb.TensorProto_INT64:          {64, int64Data, 1},
-	onnxpb.TensorProto_STRING:         {0, stringData, 1},
-	onnxpb.TensorProto_BOOL:           {8, int32Data, 1},
-	onnxpb.TensorProto_FLOAT16:        {16, int32Data, 1},
-	onnxpb.TensorProto_DOUBLE:         {64, doubleData, 1},
-	onnxpb.TensorProto_UINT32:         {32, uint64Data, 1},
-	onnxpb.TensorProto_UINT64:         {64, uint64Data, 1},
-	onnxpb.TensorProto_COMPLEX64:      {64, floatData, 2},
-	onnxpb.TensorProto_COMPLEX128:     {128, doubleData, 2},
-	onnxpb.TensorProto_BFLOAT16:       {16, int32Data, 1},
-	onnxpb.TensorProto_FLOAT8E4M3FN:   {8, int32Data, 1},
-	onnxpb.TensorProto_FLOAT8E4M3FNUZ: {8, int32Data, 1},
-	onnxpb.TensorProto_FLOAT8E5M2:     {8, int32Data, 1},
-	onnxpb.TensorProto_FLOAT8E5M2FNUZ: {8, int32Data, 1},
-	onnxpb.TensorProto_UINT4:          {4, int32Data, -2},
-	onnxpb.TensorProto_INT4:           {4, int32Data, -2},
-	onnxpb.TensorProto_FLOAT4E2M1:     {4, int32Data, -2},
-	onnxpb.TensorProto_FLOAT8E8M0:     {8, int32Data, 1},
-	onnxpb.TensorProto_UINT2:          {2, int32Data, -4},
-	onnxpb.TensorProto_INT2:           {2, int32Data, -4},
+// typedFields is the typed field each data type uses and how many values
+// make an element there; the bits come from the one dtype table,
+// package array.
+var typedFields = map[DataType]struct {
+	field    typedField
+	perValue int
+}{
+	onnxpb.TensorProto_FLOAT:          {floatData, 1},
+	onnxpb.TensorProto_UINT8:          {int32Data, 1},
+	onnxpb.TensorProto_INT8:           {int32Data, 1},
+	onnxpb.TensorProto_UINT16:         {int32Data, 1},
+	onnxpb.TensorProto_INT16:          {int32Data, 1},
+	onnxpb.TensorProto_INT32:          {int32Data, 1},
+	onnxpb.TensorProto_INT64:          {int64Data, 1},
+	onnxpb.TensorProto_STRING:         {stringData, 1},
+	onnxpb.TensorProto_BOOL:           {int32Data, 1},
+	onnxpb.TensorProto_FLOAT16:        {int32Data, 1},
+	onnxpb.TensorProto_DOUBLE:         {doubleData, 1},
+	onnxpb.TensorProto_UINT32:         {uint64Data, 1},
+	onnxpb.TensorProto_UINT64:         {uint64Data, 1},
+	onnxpb.TensorProto_COMPLEX64:      {floatData, 2},
+	onnxpb.TensorProto_COMPLEX128:     {doubleData, 2},
+	onnxpb.TensorProto_BFLOAT16:       {int32Data, 1},
+	onnxpb.TensorProto_FLOAT8E4M3FN:   {int32Data, 1},
+	onnxpb.TensorProto_FLOAT8E4M3FNUZ: {int32Data, 1},
+	onnxpb.TensorProto_FLOAT8E5M2:     {int32Data, 1},
+	onnxpb.TensorProto_FLOAT8E5M2FNUZ: {int32Data, 1},
+	onnxpb.TensorProto_UINT4:          {int32Data, -2},
+	onnxpb.TensorProto_INT4:           {int32Data, -2},
+	onnxpb.TensorProto_FLOAT4E2M1:     {int32Data, -2},
+	onnxpb.TensorProto_FLOAT8E8M0:     {int32Data, 1},
+	onnxpb.TensorProto_UINT2:          {int32Data, -4},
+	onnxpb.TensorProto_INT2:           {int32Data, -4},
 }
+
+// layouts is how each data type ONNX defines is stored.
+var layouts = func() map[DataType]dtypeLayout {
+	m := make(map[DataType]dtypeLayout, len(typedFields))
+	for dt, f := range typedFields {
+		m[dt] = dtypeLayout{array.DType(dt).Bits(), f.field, f.perValue}
+	}
+	return m
+}()
 
 // valuesFor is how many typed-field values hold elems elements.
 func (l dtypeLayout) valuesFor(elems int64) int64 {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -136,7 +137,7 @@ func TestDenseToTensorMaterializesViews(t *testing.T) {
 func TestDenseToTensorRefusesUnsupported(t *testing.T) {
 	d := tensor.New(tensor.WithShape(2), tensor.WithBacking([]complex64{1, 2}))
 	_, err := DenseToTensor("c64", d)
-	assert.ErrorContains(t, err, `tensor "c64": dtype complex64 is not supported`)
+	assert.ErrorContains(t, err, `tensor "c64": array: dtype complex64 is not supported`)
 	_, err = DenseToTensor("nil", nil)
 	assert.ErrorContains(t, err, "nil")
 }
@@ -165,11 +166,11 @@ func TestHalfConversions(t *testing.T) {
 		{0xfc00, float32(math.Inf(-1))},
 	}
 	for _, tc := range tests {
-		assert.Equal(t, tc.want, halfToFloat32(tc.bits), "half %#04x", tc.bits)
+		assert.Equal(t, tc.want, array.Float16FromBits(tc.bits), "half %#04x", tc.bits)
 	}
-	assert.True(t, math.IsNaN(float64(halfToFloat32(0x7e00))))
-	assert.Equal(t, float32(1), bfloat16ToFloat32(0x3f80))
-	assert.Equal(t, float32(-2), bfloat16ToFloat32(0xc000))
+	assert.True(t, math.IsNaN(float64(array.Float16FromBits(0x7e00))))
+	assert.Equal(t, float32(1), array.BFloat16FromBits(0x3f80))
+	assert.Equal(t, float32(-2), array.BFloat16FromBits(0xc000))
 }
 
 func TestTensorToDenseRefuses(t *testing.T) {

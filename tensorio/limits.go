@@ -63,9 +63,21 @@ func (l Limits) withDefaults() Limits {
 }
 
 // checkShape validates a shape read from a file and returns its number of
-// elements. elemSize is the size of one element once decoded into Go.
-// room is how many bytes of MaxBytes the caller may still allocate.
+// elements, as checkArrayShape does; a shape of zero elements, which
+// *tensor.Dense cannot hold, is refused.
 func checkShape(shape []int64, elemSize int, maxRank int, room int64) (int, error) {
+	n, err := checkArrayShape(shape, elemSize, maxRank, room)
+	if err == nil && n == 0 {
+		return 0, fmt.Errorf("shape %s has no elements (empty tensors are not supported)", formatShape(shape))
+	}
+	return n, err
+}
+
+// checkArrayShape validates a shape read from a file and returns its
+// number of elements, which may be 0. elemSize is the size of one element
+// once decoded into Go. room is how many bytes of MaxBytes the caller may
+// still allocate.
+func checkArrayShape(shape []int64, elemSize int, maxRank int, room int64) (int, error) {
 	if len(shape) > maxRank {
 		return 0, fmt.Errorf("shape %s has rank %d, more than the limit %d: %w",
 			formatShape(shape), len(shape), maxRank, ErrLimit)
@@ -76,7 +88,12 @@ func checkShape(shape []int64, elemSize int, maxRank int, room int64) (int, erro
 			return 0, fmt.Errorf("shape %s has a negative dimension", formatShape(shape))
 		}
 		if d == 0 {
-			return 0, fmt.Errorf("shape %s has no elements (empty tensors are not supported)", formatShape(shape))
+			n = 0
+		}
+	}
+	for _, d := range shape {
+		if n == 0 {
+			break
 		}
 		if n > math.MaxInt64/d {
 			return 0, fmt.Errorf("shape %s has more elements than fit in 64 bits: %w", formatShape(shape), ErrLimit)

@@ -10,6 +10,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/internal/atomicfile"
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/regularfile"
@@ -30,13 +31,54 @@ func ReadNPY(r io.Reader) (*tensor.Dense, error) { return DefaultLimits.ReadNPY(
 // with the path.
 func ReadNPYFile(path string) (*tensor.Dense, error) { return DefaultLimits.ReadNPYFile(path) }
 
-// ReadNPY reads one array in NumPy's .npy format (versions 1, 2 and 3) from
-// r. It accepts C-ordered arrays of any rank, including 0-d, with dtype
-// float32, float64, int64, int32, uint8, int8 or bool, little- or
-// big-endian; the tensor has the same dtype, in native byte order. It reads
-// exactly the header and the data, nothing after them. The data is
-// reserved from the memory budget before it is allocated.
+// ReadNPYArray reads one array in .npy format from r, using DefaultLimits.
+// See Limits.ReadNPYArray.
+func ReadNPYArray(r io.Reader) (*array.Array, error) { return DefaultLimits.ReadNPYArray(r) }
+
+// ReadNPYArrayFile reads the .npy file at path as an Array, using
+// DefaultLimits. Errors start with the path.
+func ReadNPYArrayFile(path string) (*array.Array, error) { return DefaultLimits.ReadNPYArrayFile(path) }
+
+// ReadNPY reads one array in .npy format from r as Limits.ReadNPYArray
+// does, into a *tensor.Dense: float16 becomes float32 (exactly), and an
+// array of zero elements, which a Dense cannot hold, is an error.
 func (l Limits) ReadNPY(r io.Reader) (*tensor.Dense, error) {
+	return toDense(l.ReadNPYArray(r))
+}
+
+// ReadNPYFile reads the .npy file at path as Limits.ReadNPY does.
+func (l Limits) ReadNPYFile(path string) (*tensor.Dense, error) {
+	a, err := l.ReadNPYArrayFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d, err := toDense(a, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}
+
+// toDense converts what an Array reader returned.
+func toDense(a *array.Array, err error) (*tensor.Dense, error) {
+	if err != nil {
+		return nil, err
+	}
+	if a.Len() == 0 {
+		return nil, fmt.Errorf("shape %s has no elements, which *tensor.Dense cannot hold (ReadNPYArray reads it)", array.FormatShape(a.Shape))
+	}
+	return a.Dense()
+}
+
+// ReadNPYArray reads one array in NumPy's .npy format (versions 1, 2 and
+// 3) from r. It accepts C-ordered arrays of any rank, including 0-d and
+// arrays of zero elements, with dtype float32, float64, float16, int64,
+// int32, int16, int8, uint64, uint32, uint16, uint8 or bool, little- or
+// big-endian; the Array has the same dtype (float16 held as float32, see
+// package array), in native byte order. It reads exactly the header and
+// the data, nothing after them. The data is reserved from the memory
+// budget before it is allocated.
+func (l Limits) ReadNPYArray(r io.Reader) (*array.Array, error) {
 	if isNil(r) {
 		return nil, errors.New("nil io.Reader")
 	}
@@ -47,13 +89,14 @@ func (l Limits) ReadNPY(r io.Reader) (*tensor.Dense, error) {
 	}
 	mem := l.scope()
 	defer mem.Release()
-	t, _, err := readNPY(r, avail, l.MaxRank, l.MaxBytes, mem)
-	return t, err
+	a, _, err := readNPY(r, avail, l.MaxRank, l.MaxBytes, mem)
+	return a, err
 }
 
-// ReadNPYFile reads the .npy file at path, which must be a regular file.
-// Errors start with the path, and bytes after the array are an error.
-func (l Limits) ReadNPYFile(path string) (*tensor.Dense, error) {
+// ReadNPYArrayFile reads the .npy file at path, which must be a regular
+// file, as Limits.ReadNPYArray does. Errors start with the path, and bytes
+// after the array are an error.
+func (l Limits) ReadNPYArrayFile(path string) (*array.Array, error) {
 	f, err := regularfile.Open(path)
 	if err != nil {
 		return nil, err
@@ -67,22 +110,22 @@ func (l Limits) ReadNPYFile(path string) (*tensor.Dense, error) {
 	mem := l.scope()
 	defer mem.Release()
 	br := bufio.NewReader(f)
-	t, _, err := readNPY(br, info.Size(), l.MaxRank, l.MaxBytes, mem)
+	a, _, err := readNPY(br, info.Size(), l.MaxRank, l.MaxBytes, mem)
 	if err == nil {
 		err = expectEOF(br)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return t, nil
+	return a, nil
 }
 
 // readNPY reads a .npy stream with at most room bytes of decoded data,
-// reserved from mem, and returns the tensor and its decoded size. avail is
+// reserved from mem, and returns the array and its decoded size. avail is
 // the number of bytes the stream holds, or -1 if unknown: when known, a
 // header that declares more data than the stream holds is refused before
-// the tensor is allocated.
-func readNPY(r io.Reader, avail int64, maxRank int, room int64, mem *budget.Scope) (*tensor.Dense, int64, error) {
+// the array is allocated.
+func readNPY(r io.Reader, avail int64, maxRank int, room int64, mem *budget.Scope) (*array.Array, int64, error) {
 	text, used, err := readNPYPreamble(r)
 	if err != nil {
 		return nil, 0, err
@@ -101,7 +144,7 @@ func readNPY(r io.Reader, avail int64, maxRank int, room int64, mem *budget.Scop
 	if h.fortranOrder {
 		return nil, 0, errors.New("fortran_order True is not supported (want a C-ordered array: save np.ascontiguousarray(a))")
 	}
-	n, err := checkShape(h.shape, e.goSize, maxRank, room)
+	n, err := checkArrayShape(h.shape, e.goSize, maxRank, room)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -109,14 +152,18 @@ func readNPY(r io.Reader, avail int64, maxRank int, room int64, mem *budget.Scop
 		return nil, 0, fmt.Errorf("data truncated: want %d bytes, got %d", want, max(avail-used, 0))
 	}
 	decoded := int64(n) * int64(e.goSize)
-	if err := mem.Reserve(decoded, fmt.Sprintf("%s %s", e.dtype, formatShape(h.shape))); err != nil {
+	if err := mem.Reserve(decoded, fmt.Sprintf("%s %s", e.dt, formatShape(h.shape))); err != nil {
 		return nil, 0, err
 	}
 	data, err := readElements(r, e, n, order)
 	if err != nil {
 		return nil, 0, err
 	}
-	return newDense(h.shape, data), decoded, nil
+	shape := make([]int, len(h.shape))
+	for i, d := range h.shape {
+		shape[i] = int(d)
+	}
+	return &array.Array{DType: e.dt, Shape: shape, Data: data}, decoded, nil
 }
 
 // readNPYPreamble reads the magic string, the version and the header text,
@@ -175,7 +222,7 @@ func npyElemType(descr string) (elemType, binary.ByteOrder, error) {
 	default:
 		return elemType{}, nil, unsupported
 	}
-	for _, e := range elemTypes {
+	for _, e := range npyTypes {
 		if descr[1:] == e.npy {
 			if (e.size == 1) != (descr[0] == '|') {
 				return elemType{}, nil, unsupported // "<f4" and "|u1" only
@@ -193,18 +240,28 @@ func WriteNPY(w io.Writer, t *tensor.Dense) error {
 	if isNil(w) {
 		return errors.New("nil io.Writer")
 	}
-	data, e, shape, err := contiguousData(t)
+	a, err := denseArray(t)
 	if err != nil {
 		return err
 	}
-	descr := "<" + e.npy
-	if e.size == 1 {
-		descr = "|" + e.npy
+	return WriteNPYArray(w, a)
+}
+
+// denseArray returns t as an Array (views copied out in logical order),
+// refusing element types .npy files do not hold.
+func denseArray(t *tensor.Dense) (a *array.Array, err error) {
+	if t == nil {
+		return nil, errors.New("tensor is nil")
 	}
-	if _, err := w.Write(npyPreamble(formatNPYHeader(descr, shape))); err != nil {
-		return err
+	defer func() { // a Dense built by hand can make gorgonia panic
+		if r := recover(); r != nil {
+			a, err = nil, fmt.Errorf("malformed tensor: %v", r)
+		}
+	}()
+	if _, err := elemTypeOf(t.Dtype()); err != nil {
+		return nil, err
 	}
-	return writeElements(w, data)
+	return array.FromDense(t)
 }
 
 // WriteNPYFile writes t to the .npy file at path atomically: the file is
@@ -213,6 +270,47 @@ func WriteNPYFile(path string, t *tensor.Dense) error {
 	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		bw := bufio.NewWriter(w)
 		if err := WriteNPY(bw, t); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+}
+
+// WriteNPYArray writes a to w in .npy format as WriteNPY does, zero
+// elements included. float16 is written as NumPy's float16 ('<f2');
+// bfloat16 and the float8 types, which NumPy lacks, as float32, and the 4-
+// and 2-bit integers as int8 or uint8: types that hold their values
+// exactly.
+func WriteNPYArray(w io.Writer, a *array.Array) error {
+	if isNil(w) {
+		return errors.New("nil io.Writer")
+	}
+	if err := a.Check(); err != nil {
+		return err
+	}
+	e, err := npyTypeOf(a.DType)
+	if err != nil {
+		return err
+	}
+	descr := "<" + e.npy
+	if e.size == 1 {
+		descr = "|" + e.npy
+	}
+	shape := make([]int64, len(a.Shape))
+	for i, d := range a.Shape {
+		shape[i] = int64(d)
+	}
+	if _, err := w.Write(npyPreamble(formatNPYHeader(descr, shape))); err != nil {
+		return err
+	}
+	return writeElementsAs(w, e, a.Data)
+}
+
+// WriteNPYArrayFile writes a to the .npy file at path atomically.
+func WriteNPYArrayFile(path string, a *array.Array) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		if err := WriteNPYArray(bw, a); err != nil {
 			return err
 		}
 		return bw.Flush()

@@ -12,6 +12,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/internal/atomicfile"
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/regularfile"
@@ -29,11 +30,32 @@ func ReadNPZFrom(r io.ReaderAt, size int64) (names []string, tensors []*tensor.D
 	return DefaultLimits.ReadNPZFrom(r, size)
 }
 
+// ReadNPZArrays reads the .npz archive at path as Arrays, using
+// DefaultLimits. See Limits.ReadNPZArrays.
+func ReadNPZArrays(path string) (names []string, arrays []*array.Array, err error) {
+	return DefaultLimits.ReadNPZArrays(path)
+}
+
 // ReadNPZ reads the .npz archive at path: every member must be a .npy file,
 // stored or deflated. It returns the keys (member names without ".npy") in
 // archive order and the tensors in the same order. The archive must be a
-// regular file. Errors start with the path and name the member.
+// regular file. Errors start with the path and name the member. Members of
+// zero elements, which *tensor.Dense cannot hold, are an error
+// (ReadNPZArrays reads them).
 func (l Limits) ReadNPZ(path string) (names []string, tensors []*tensor.Dense, err error) {
+	names, arrays, err := l.ReadNPZArrays(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tensors, err = denseMembers(names, arrays); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return names, tensors, nil
+}
+
+// ReadNPZArrays reads the .npz archive at path as Limits.ReadNPZ does,
+// into Arrays: zero elements and every .npy dtype included.
+func (l Limits) ReadNPZArrays(path string) (names []string, arrays []*array.Array, err error) {
 	f, err := regularfile.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -43,19 +65,45 @@ func (l Limits) ReadNPZ(path string) (names []string, tensors []*tensor.Dense, e
 	if err != nil {
 		return nil, nil, err
 	}
-	names, tensors, err = l.ReadNPZFrom(f, info.Size())
+	names, arrays, err = l.ReadNPZArraysFrom(f, info.Size())
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return names, arrays, nil
+}
+
+// ReadNPZFrom reads a .npz archive of size bytes from r; see Limits.ReadNPZ.
+func (l Limits) ReadNPZFrom(r io.ReaderAt, size int64) (names []string, tensors []*tensor.Dense, err error) {
+	names, arrays, err := l.ReadNPZArraysFrom(r, size)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tensors, err = denseMembers(names, arrays); err != nil {
+		return nil, nil, err
 	}
 	return names, tensors, nil
 }
 
-// ReadNPZFrom reads a .npz archive of size bytes from r; see Limits.ReadNPZ.
-// The total decoded size of all tensors is held to l.MaxBytes and reserved
-// from the memory budget, checked against each member's declared sizes
-// before reading it, and no member is read past the array its header
-// declares, so a zip bomb cannot inflate.
-func (l Limits) ReadNPZFrom(r io.ReaderAt, size int64) (names []string, tensors []*tensor.Dense, err error) {
+// denseMembers converts the arrays of an archive, naming the member that
+// *tensor.Dense cannot hold.
+func denseMembers(names []string, arrays []*array.Array) ([]*tensor.Dense, error) {
+	tensors := make([]*tensor.Dense, len(arrays))
+	for i, a := range arrays {
+		d, err := toDense(a, nil)
+		if err != nil {
+			return nil, fmt.Errorf("member %q: %w", names[i]+".npy", err)
+		}
+		tensors[i] = d
+	}
+	return tensors, nil
+}
+
+// ReadNPZArraysFrom reads a .npz archive of size bytes from r; see
+// Limits.ReadNPZArrays. The total decoded size of all arrays is held to
+// l.MaxBytes and reserved from the memory budget, checked against each
+// member's declared sizes before reading it, and no member is read past
+// the array its header declares, so a zip bomb cannot inflate.
+func (l Limits) ReadNPZArraysFrom(r io.ReaderAt, size int64) (names []string, arrays []*array.Array, err error) {
 	if isNil(r) {
 		return nil, nil, errors.New("nil io.ReaderAt")
 	}
@@ -80,23 +128,23 @@ func (l Limits) ReadNPZFrom(r io.ReaderAt, size int64) (names []string, tensors 
 			return nil, nil, fmt.Errorf("member %q appears twice", f.Name)
 		}
 		seen[name] = true
-		t, used, err := readNPZMember(f, l.MaxRank, room, mem)
+		a, used, err := readNPZMember(f, l.MaxRank, room, mem)
 		if err != nil {
 			return nil, nil, fmt.Errorf("member %q: %w", f.Name, err)
 		}
 		room -= used
 		names = append(names, name)
-		tensors = append(tensors, t)
+		arrays = append(arrays, a)
 	}
 	if len(names) == 0 {
 		return nil, nil, errors.New("archive holds no arrays")
 	}
-	return names, tensors, nil
+	return names, arrays, nil
 }
 
 // readNPZMember decodes one member with at most room bytes of data,
 // reserved from mem.
-func readNPZMember(f *zip.File, maxRank int, room int64, mem *budget.Scope) (*tensor.Dense, int64, error) {
+func readNPZMember(f *zip.File, maxRank int, room int64, mem *budget.Scope) (*array.Array, int64, error) {
 	switch {
 	case f.Flags&0x1 != 0:
 		return nil, 0, errors.New("encrypted members are not supported")
@@ -118,7 +166,7 @@ func readNPZMember(f *zip.File, maxRank int, room int64, mem *budget.Scope) (*te
 	// archive/zip fails the read if the member is not as long as declared,
 	// so the declared size also bounds what the header may claim.
 	avail := int64(min(f.UncompressedSize64, math.MaxInt64))
-	t, used, err := readNPY(br, avail, maxRank, room, mem)
+	a, used, err := readNPY(br, avail, maxRank, room, mem)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -127,7 +175,7 @@ func readNPZMember(f *zip.File, maxRank int, room int64, mem *budget.Scope) (*te
 	if err := expectEOF(br); err != nil {
 		return nil, 0, err
 	}
-	return t, used, nil
+	return a, used, nil
 }
 
 // npzTime is the modification time written for every member: the earliest
@@ -156,6 +204,38 @@ func WriteNPZTo(w io.Writer, names []string, tensors []*tensor.Dense) error {
 	if err := checkNames(names, tensors); err != nil {
 		return err
 	}
+	arrays := make([]*array.Array, len(tensors))
+	for i, t := range tensors {
+		a, err := denseArray(t)
+		if err != nil {
+			return fmt.Errorf("tensor %q: %w", names[i], err)
+		}
+		arrays[i] = a
+	}
+	return WriteNPZArraysTo(w, names, arrays)
+}
+
+// WriteNPZArrays writes arrays to the .npz archive at path under names, as
+// WriteNPZ writes tensors, with each array's dtype as WriteNPYArray writes
+// it; zero elements included.
+func WriteNPZArrays(path string, names []string, arrays []*array.Array) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		if err := WriteNPZArraysTo(bw, names, arrays); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+}
+
+// WriteNPZArraysTo writes the .npz archive WriteNPZArrays writes to w.
+func WriteNPZArraysTo(w io.Writer, names []string, arrays []*array.Array) error {
+	if isNil(w) {
+		return errors.New("nil io.Writer")
+	}
+	if err := checkNameList(names, len(arrays), func(i int) bool { return arrays[i] == nil }); err != nil {
+		return err
+	}
 	zw := zip.NewWriter(w)
 	for i, name := range names {
 		member, err := zw.CreateHeader(&zip.FileHeader{
@@ -166,7 +246,7 @@ func WriteNPZTo(w io.Writer, names []string, tensors []*tensor.Dense) error {
 		if err != nil {
 			return err
 		}
-		if err := WriteNPY(member, tensors[i]); err != nil {
+		if err := WriteNPYArray(member, arrays[i]); err != nil {
 			return fmt.Errorf("tensor %q: %w", name, err)
 		}
 	}
@@ -175,8 +255,14 @@ func WriteNPZTo(w io.Writer, names []string, tensors []*tensor.Dense) error {
 
 // checkNames validates the names and tensors given to a writer.
 func checkNames(names []string, tensors []*tensor.Dense) error {
-	if len(names) != len(tensors) {
-		return fmt.Errorf("%d names for %d tensors", len(names), len(tensors))
+	return checkNameList(names, len(tensors), func(i int) bool { return tensors[i] == nil })
+}
+
+// checkNameList validates the names of n tensors given to a writer; isNil
+// tells a missing tensor.
+func checkNameList(names []string, n int, isNil func(int) bool) error {
+	if len(names) != n {
+		return fmt.Errorf("%d names for %d tensors", len(names), n)
 	}
 	seen := map[string]bool{}
 	for i, name := range names {
@@ -187,7 +273,7 @@ func checkNames(names []string, tensors []*tensor.Dense) error {
 			return fmt.Errorf("name %q appears twice", name)
 		}
 		seen[name] = true
-		if tensors[i] == nil {
+		if isNil(i) {
 			return fmt.Errorf("tensor %q is nil", name)
 		}
 	}

@@ -104,7 +104,7 @@ func TestWriteNPZRejectsBadArguments(t *testing.T) {
 		{"empty name", []string{""}, []*tensor.Dense{x}, "tensor 0 has an empty name"},
 		{"duplicate", []string{"a", "a"}, []*tensor.Dense{x, x}, `name "a" appears twice`},
 		{"nil tensor", []string{"a"}, []*tensor.Dense{nil}, `tensor "a" is nil`},
-		{"unsupported dtype", []string{"a"}, []*tensor.Dense{tensor.New(tensor.WithShape(1), tensor.WithBacking([]uint16{1}))}, `tensor "a": dtype uint16 not supported`},
+		{"unsupported dtype", []string{"a"}, []*tensor.Dense{tensor.New(tensor.WithShape(1), tensor.WithBacking([]complex64{1}))}, `tensor "a": dtype complex64 not supported`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "x.npz")

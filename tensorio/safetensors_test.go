@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/array"
 )
 
 // stWritable is what testdata/safetensors/writable.safetensors holds, by
@@ -87,7 +89,7 @@ func TestFloat16Exhaustive(t *testing.T) {
 	// Every half value converts exactly: converting back by rounding the
 	// float32 to half must give the same bits (NaNs keep their payload).
 	for h := 0; h < 1<<16; h++ {
-		f := float16To32(uint16(h))
+		f := array.Float16FromBits(uint16(h))
 		bits := math.Float32bits(f)
 		sign := uint16(bits>>16) & 0x8000
 		switch {

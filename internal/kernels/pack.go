@@ -31,6 +31,7 @@ func packA(set *isa, dst, a []float32, lda int, trans bool, i0, mc, p0, kc, mr i
 				off := (p0+p)*lda + i0 + ip
 				src := a[off : off+rows]
 				d := panel[p*mr : p*mr+rows]
+				//lint:ignore S1001 a loop beats memmove for the few floats of a panel row
 				for r, v := range src {
 					d[r] = v
 				}

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -9,8 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"gorgonia.org/tensor"
-
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -42,6 +42,16 @@ var (
 	onnxTol  = tolerance{rtol: 1e-3, atol: 1e-7}
 )
 
+// narrowTol are the tolerances of float16 and bfloat16 results, those of
+// PyTorch's torch.testing.assert_close: ops compute in float32 and round
+// once, where ONNX's numpy reference rounds inside composite ops too, so
+// results may differ by an ulp (2^-11 relative for float16, 2^-8 for
+// bfloat16).
+var narrowTol = map[DType]tolerance{
+	Float16:  {rtol: 1e-3, atol: 1e-5},
+	BFloat16: {rtol: 1.6e-2, atol: 1e-5},
+}
+
 // onnxToleranceCases are compared at ONNX's own runner tolerance instead,
 // with the reason. ONNX 1.12 computed the expected windows with π ≈ 3.1415
 // (hannwindow.py, hammingwindow.py, blackmanwindow.py) while the expanded
@@ -67,14 +77,26 @@ var onnxToleranceCases = map[string]string{
 	"node/test_roialign_aligned_true":             "expected outputs written with four decimals",
 }
 
+// bfloat16AsUint16 is why ONNX 1.12's bfloat16 cast tests cannot pass:
+// numpy has no bfloat16, so their data files declare the bit patterns as
+// UINT16 tensors where the models declare BFLOAT16 (ONNX 1.23's files,
+// in ../shared/conformance, pass).
+const bfloat16AsUint16 = "the test data holds bfloat16 values as UINT16 tensors"
+
 // conformanceExclusions lists the node tests of supported ops that are
 // known not to pass, with the reason. The test checks that each of them
 // really fails, so that the list cannot go stale.
 var conformanceExclusions = map[string]string{
-	"node/test_training_dropout":              "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
-	"node/test_training_dropout_default":      "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
-	"node/test_training_dropout_default_mask": "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
-	"node/test_training_dropout_mask":         "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
+	"node/test_cast_BFLOAT16_to_FLOAT":              bfloat16AsUint16,
+	"node/test_cast_FLOAT_to_BFLOAT16":              bfloat16AsUint16,
+	"node/test_castlike_BFLOAT16_to_FLOAT":          bfloat16AsUint16,
+	"node/test_castlike_BFLOAT16_to_FLOAT_expanded": bfloat16AsUint16,
+	"node/test_castlike_FLOAT_to_BFLOAT16":          bfloat16AsUint16,
+	"node/test_castlike_FLOAT_to_BFLOAT16_expanded": bfloat16AsUint16,
+	"node/test_training_dropout":                    "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
+	"node/test_training_dropout_default":            "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
+	"node/test_training_dropout_default_mask":       "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
+	"node/test_training_dropout_mask":               "training-mode Dropout with ratio > 0 draws a random mask from numpy's RNG; only inference (and ratio 0) is supported",
 	"node/test_maxunpool_export_with_output_shape": "the expected output decodes the indices in the shape inferred without output_shape; " +
 		"ONNX Runtime and PyTorch's max_unpool2d, and the executor, address the output",
 }
@@ -258,55 +280,31 @@ func runNodeTest(m *onnxpb.ModelProto, dir string, tol32 tolerance) error {
 }
 
 // runDataSet feeds a data set's inputs to the graph's declared inputs in
-// order and returns the outputs in order.
+// order, through the public RunArrays (which carries empty tensors and
+// float16), and returns the outputs in order.
 func runDataSet(g *Graph, ds *onnxio.DataSet) ([]*value, error) {
 	if len(ds.Inputs) != len(g.inputs) {
 		return nil, fmt.Errorf("%d input files for %d graph inputs", len(ds.Inputs), len(g.inputs))
 	}
-	values := map[string]*value{}
-	dense := true
+	in := map[string]*array.Array{}
 	for k, tp := range ds.Inputs {
-		v, err := tensorValue(tp)
+		a, err := onnxio.TensorToArray(tp)
 		if err != nil {
 			return nil, fmt.Errorf("input_%d.pb: %w", k, err)
 		}
-		values[g.inputs[k].Name] = v
-		_, err = onnxio.TensorToDense(tp)
-		dense = dense && err == nil
+		in[g.inputs[k].Name] = a
 	}
-	for _, tp := range ds.Outputs {
-		dense = dense && numel(protoShape(tp)) > 0
-	}
-	if !dense {
-		return g.run(values)
-	}
-	in := map[string]*tensor.Dense{}
-	for name, v := range values {
-		d, err := toDense(v)
-		if err != nil {
-			return nil, err
-		}
-		in[name] = d
-	}
-	res, err := g.Run(in)
+	res, err := g.RunArrays(context.Background(), in)
 	if err != nil {
 		return nil, err
 	}
 	outs := make([]*value, len(g.outputs))
 	for i, info := range g.outputs {
-		if outs[i], err = fromDense(res[info.Name]); err != nil {
+		if outs[i], err = fromArray(res[info.Name]); err != nil {
 			return nil, err
 		}
 	}
 	return outs, nil
-}
-
-func protoShape(tp *onnxpb.TensorProto) []int {
-	shape := make([]int, len(tp.GetDims()))
-	for i, d := range tp.GetDims() {
-		shape[i] = int(d)
-	}
-	return shape
 }
 
 // compareValues checks dtype, shape and elements: float32 within tol32,
@@ -337,8 +335,11 @@ func compareValues(got, want *value, tol32 tolerance) error {
 		return nil
 	}
 	tol := strict64
-	if got.dtype == Float32 {
+	switch got.dtype {
+	case Float32:
 		tol = tol32
+	case Float16, BFloat16:
+		tol = narrowTol[got.dtype]
 	}
 	g, w := castTo[float64](got.data), castTo[float64](want.data)
 	for i := range g {

@@ -282,9 +282,9 @@ func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
 }
 
 // loadTensor converts an initializer or tensor attribute after reserving
-// its memory from b; callers name the tensor in errors. Tensors without
-// elements are built here (a *tensor.Dense cannot hold them); the others
-// go through onnxio.TensorToDense, which checks sizes and data.
+// its memory from b; callers name the tensor in errors.
+// onnxio.TensorToArray checks sizes and data, and converts every element
+// type the executor supports, zero-element tensors included.
 func loadTensor(tp *onnxpb.TensorProto, b *budget.Budget) (*value, error) {
 	dt := DType(tp.GetDataType())
 	if err := checkDType(dt); err != nil {
@@ -304,20 +304,9 @@ func loadTensor(tp *onnxpb.TensorProto, b *budget.Budget) (*value, error) {
 	if err := b.Reserve(budget.Bytes(elems, dt.size()), dt.String()+" "+shapeString(shape)); err != nil {
 		return nil, err
 	}
-	if elems == 0 {
-		return newValue(dt, shape), nil
-	}
-	d, err := onnxio.TensorToDense(tp)
+	a, err := onnxio.TensorToArray(tp)
 	if err != nil {
 		return nil, err
 	}
-	v, err := fromDense(d)
-	if err != nil {
-		return nil, err
-	}
-	if v.dtype != dt {
-		return nil, fmt.Errorf("decoded as %s, declared %s", v.dtype, dt)
-	}
-	v.shape = shape
-	return v, nil
+	return &value{dtype: DType(a.DType), shape: a.Shape, data: a.Data}, nil
 }

@@ -15,7 +15,16 @@ func f64(shape []int, data ...float64) *value { return valueOf(shape, data) }
 func i64(shape []int, data ...int64) *value   { return valueOf(shape, data) }
 func i32(shape []int, data ...int32) *value   { return valueOf(shape, data) }
 func bools(shape []int, data ...bool) *value  { return valueOf(shape, data) }
-func dims(d ...int) []int                     { return d }
+
+// f16 and bf16 make float16 and bfloat16 values; data must hold values of
+// the type.
+func f16(shape []int, data ...float32) *value {
+	return &value{dtype: Float16, shape: shape, data: data}
+}
+func bf16(shape []int, data ...float32) *value {
+	return &value{dtype: BFloat16, shape: shape, data: data}
+}
+func dims(d ...int) []int { return d }
 
 // Attributes for tests.
 func aInt(v int64) attribute         { return attribute{kind: attrInt, i: v} }
@@ -53,7 +62,12 @@ func runOp(c opCase) ([]*value, error) {
 	for i := range outs {
 		n.out = append(n.out, i)
 	}
-	return spec.run(testRun, n, c.in)
+	args, narrowType := narrowInputs(n, c.in)
+	got, err := spec.run(testRun, n, args)
+	if err == nil {
+		narrowOutputs(n, narrowType, c.in, got)
+	}
+	return got, err
 }
 
 // runOpCases runs a table of op cases as subtests.
@@ -92,7 +106,7 @@ func assertValue(t *testing.T, want, got *value) {
 	w, g := castTo[float64](want.data), castTo[float64](got.data)
 	for i := range w {
 		ok := math.IsNaN(w[i]) && math.IsNaN(g[i]) || w[i] == g[i] ||
-			math.Abs(w[i]-g[i]) <= 1e-6+1e-5*math.Abs(w[i])
+			math.Abs(w[i]-g[i]) <= 1e-6+1e-5*math.Abs(w[i]) && !isNarrowFloat(want.dtype) // rounded results are exact
 		assert.Truef(t, ok, "element %d: got %v, want %v", i, g[i], w[i])
 	}
 }

@@ -68,7 +68,7 @@ var ops = map[string]*opSpec{
 	// Shapes and data movement.
 	"Identity": unarySpec(1, identityOp),
 	"Cast": {since: 6, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: castOp,
-		attrs: map[string]attrKind{"to": attrInt, "saturate": attrInt}},
+		attrs: map[string]attrKind{"to": attrInt, "saturate": attrInt, "round_mode": attrString}},
 	"Transpose": {since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: transposeOp,
 		attrs: map[string]attrKind{"perm": attrInts}},
 	"Reshape": {since: 5, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: reshapeOp,

@@ -1,10 +1,15 @@
 package exec
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/attnrun/attnrun/array"
+)
 
 // castOp is the kernel of Cast. Conversions follow numpy's astype, which
 // the ONNX reference uses: floats to integers truncate toward zero, any
-// nonzero (and NaN) is true, true is 1.
+// nonzero (and NaN) is true, true is 1; to float16 and bfloat16 they
+// round to nearest, ties to even, from the source's own precision.
 func castOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	to := DType(n.attrInt("to", 0))
 	if err := checkDType(to); err != nil {
@@ -14,7 +19,8 @@ func castOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 }
 
 // cast converts v to type to in a new value allocated for node n; a value
-// already of that type is returned as is.
+// already of that type is returned as is. n's saturate attribute applies
+// to the float8 types, its round_mode to float8e8m0.
 func cast(rc *runCtx, n *node, v *value, to DType) (*value, error) {
 	if v.dtype == to {
 		return v, nil
@@ -23,8 +29,33 @@ func cast(rc *runCtx, n *node, v *value, to DType) (*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	convertData(out.data, v.data)
+	saturate := n.attrInt("saturate", 1) != 0
+	if to == Float8E8M0 {
+		mode, err := roundMode(n.attrString("round_mode", "up"))
+		if err != nil {
+			return nil, err
+		}
+		dst, src := out.data.([]float32), castTo[float64](v.data)
+		for i, x := range src {
+			dst[i] = array.RoundE8M0(x, saturate, mode)
+		}
+		return out, nil
+	}
+	castData(out, v.data, saturate)
 	return out, nil
+}
+
+// roundMode reads Cast's round_mode attribute.
+func roundMode(s string) (array.RoundMode, error) {
+	switch s {
+	case "up":
+		return array.RoundUp, nil
+	case "down":
+		return array.RoundDown, nil
+	case "nearest":
+		return array.RoundNearest, nil
+	}
+	return 0, fmt.Errorf("round_mode %q is not one of up, down, nearest", s)
 }
 
 // castValue converts v to type to outside any budget, for values of a few
@@ -35,8 +66,75 @@ func castValue(v *value, to DType) *value {
 		return v
 	}
 	out := newValue(to, v.shape)
-	convertData(out.data, v.data)
+	castData(out, v.data, true)
 	return out
+}
+
+// castData converts the elements of src into out's data. A narrow float
+// target is rounded from each element's own value, so that a float64 is
+// rounded once, not first to float32; saturate is Cast's attribute for
+// the float8 types.
+func castData(out *value, src any, saturate bool) {
+	if bits := array.DType(out.dtype).Bits(); array.DType(out.dtype).IsInteger() && bits < 8 {
+		// The 4- and 2-bit integers keep the low bits of the integer,
+		// as ONNX's reference packs them: 9 is -7 in int4 and 9 in
+		// uint4, -9 is 7 in both.
+		convertData(out.data, castTo[int64](src))
+		wrapInts(out.data, bits)
+		return
+	}
+	if !isNarrowFloat(out.dtype) {
+		convertData(out.data, src)
+		return
+	}
+	dst, dt := out.data.([]float32), array.DType(out.dtype)
+	switch s := src.(type) {
+	case []float32:
+		roundInto(dst, s, dt, saturate)
+	case []float64:
+		roundInto(dst, s, dt, saturate)
+	case []int64:
+		roundInto(dst, s, dt, saturate)
+	case []int32:
+		roundInto(dst, s, dt, saturate)
+	case []int16:
+		roundInto(dst, s, dt, saturate)
+	case []int8:
+		roundInto(dst, s, dt, saturate)
+	case []uint64:
+		roundInto(dst, s, dt, saturate)
+	case []uint32:
+		roundInto(dst, s, dt, saturate)
+	case []uint16:
+		roundInto(dst, s, dt, saturate)
+	case []uint8:
+		roundInto(dst, s, dt, saturate)
+	default: // bool: 0 and 1 are values of every type
+		convertTo(dst, src)
+	}
+}
+
+// wrapInts keeps the low bits of each element of data: of an []int8
+// sign-extended, of an []uint8 not.
+func wrapInts(data any, bits int) {
+	switch d := data.(type) {
+	case []int8:
+		for i, x := range d {
+			d[i] = x << (8 - bits) >> (8 - bits)
+		}
+	case []uint8:
+		for i, x := range d {
+			d[i] = x & (1<<bits - 1)
+		}
+	}
+}
+
+// roundInto rounds each element of s, through float64 (which holds every
+// float32 and every integer to 2^53 exactly), to type dt.
+func roundInto[S number](dst []float32, s []S, dt array.DType, saturate bool) {
+	for i, x := range s {
+		dst[i] = array.RoundFloat(dt, float64(x), saturate)
+	}
 }
 
 // castTo converts any data slice to a new slice of numeric type D, outside

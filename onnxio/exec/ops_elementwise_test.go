@@ -201,7 +201,23 @@ func TestCast(t *testing.T) {
 			in: []*value{i64(dims(2), 0, -5)}, want: []*value{bools(dims(2), false, true)}},
 		{name: "same type", op: "Cast", opset: 13, attrs: attrs{"to": aInt(int64(Float32))},
 			in: []*value{x}, want: []*value{x}},
-		{name: "to float16", op: "Cast", opset: 13, attrs: attrs{"to": aInt(10)},
-			in: []*value{x}, err: "dtype float16 is not supported"},
+		// np.array([1.9, -1.9, 0, nan], np.float32).astype(np.float16)
+		{name: "to float16", op: "Cast", opset: 13, attrs: attrs{"to": aInt(int64(Float16))},
+			in: []*value{x}, want: []*value{f16(dims(4), 1.900390625, -1.900390625, 0, nan32)}},
+		// torch.tensor([1.9, 70000, 1e-40]).bfloat16()
+		{name: "to bfloat16", op: "Cast", opset: 13, attrs: attrs{"to": aInt(int64(BFloat16))},
+			in: []*value{f32(dims(3), 1.9, 70000, 1e-40)}, want: []*value{bf16(dims(3), 1.8984375, 70144, 9.183549615799121e-41)}},
+		// np.float64(1 + 2**-11 + 2**-40).astype(np.float16) is 1 + 2**-10:
+		// rounding to float32 first would land on the tie and give 1.
+		{name: "float64 to float16 rounds once", op: "Cast", opset: 13, attrs: attrs{"to": aInt(int64(Float16))},
+			in: []*value{f64(dims(2), 1+0x1p-11+0x1p-40, 65520)}, want: []*value{f16(dims(2), 1+0x1p-10, inf32)}},
+		{name: "int64 to float16", op: "Cast", opset: 13, attrs: attrs{"to": aInt(int64(Float16))},
+			in: []*value{i64(dims(3), 2049, -65504, 1<<20)}, want: []*value{f16(dims(3), 2048, -65504, inf32)}},
+		{name: "float16 to float32 is exact", op: "Cast", opset: 13, attrs: attrs{"to": aInt(int64(Float32))},
+			in: []*value{f16(dims(2), 0x1p-24, -65504)}, want: []*value{f32(dims(2), 0x1p-24, -65504)}},
+		{name: "float16 to int32 truncates", op: "Cast", opset: 13, attrs: attrs{"to": aInt(int64(Int32))},
+			in: []*value{f16(dims(2), 2.5, -1.900390625)}, want: []*value{i32(dims(2), 2, -1)}},
+		{name: "bfloat16 to float16", op: "Cast", opset: 13, attrs: attrs{"to": aInt(int64(Float16))},
+			in: []*value{bf16(dims(2), 1.8984375, 70144)}, want: []*value{f16(dims(2), 1.8984375, inf32)}},
 	})
 }

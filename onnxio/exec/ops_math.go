@@ -265,17 +265,7 @@ func sumOp(mean bool) opFunc {
 }
 
 // castLikeOp is the kernel of CastLike: Cast to the element type of the
-// second input. saturate and round_mode only concern float8 and float4
-// targets, which the executor does not compute with.
+// second input, with Cast's saturate and round_mode.
 func castLikeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	x, like := in[0], in[1]
-	if x.dtype == like.dtype {
-		return one(x)
-	}
-	out, err := rc.alloc(n, like.dtype, x.shape)
-	if err != nil {
-		return nil, err
-	}
-	convertData(out.data, x.data)
-	return one(out)
+	return oneOrErr(cast(rc, n, in[0], in[1].dtype))
 }

@@ -3,11 +3,15 @@ package exec
 import (
 	"fmt"
 	"math"
+
+	"github.com/attnrun/attnrun/array"
 )
 
 // Linear quantization: QuantizeLinear, DequantizeLinear,
 // DynamicQuantizeLinear and MatMulInteger, for the 8- and 16-bit integer
-// types (float8, int4 and int2 are element types the executor refuses).
+// types; QuantizeLinear and DequantizeLinear also for int4, uint4, int2,
+// uint2 and the float8 and float4 types (they see their inputs' own
+// types: narrow.go's typeAwareOps).
 // axis arrived at opset 13, saturate at 19, block_size and output_dtype at
 // 21 (DequantizeLinear's output_dtype at 23), precision at 23; later
 // versions only added element types.
@@ -31,9 +35,28 @@ func quantRange(dt DType) (lo, hi float64, ok bool) {
 		return 0, math.MaxUint16, true
 	case Int16:
 		return math.MinInt16, math.MaxInt16, true
+	case Int4:
+		return -8, 7, true
+	case Uint4:
+		return 0, 15, true
+	case Int2:
+		return -2, 1, true
+	case Uint2:
+		return 0, 3, true
 	}
 	return 0, 0, false
 }
+
+// sameParamShape reports whether a zero point fits its scale: the same
+// shape, or one element each (ONNX's own tests pair a scalar scale with
+// a zero point of shape (1)).
+func sameParamShape(zp, scale *value) bool {
+	return equalShapes(zp.shape, scale.shape) || zp.size() == 1 && scale.size() == 1
+}
+
+// isQuantFloat reports whether dt is a float type tensors are quantized
+// to: the float8 types and float4e2m1.
+func isQuantFloat(dt DType) bool { return isNarrowFloat(dt) && !isRounded(dt) }
 
 // quantParams resolves which scale (and zero point) element applies to
 // each element of x: one for all (per tensor), one per index along axis
@@ -103,17 +126,17 @@ func quantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		out = zp.dtype
 	}
 	lo, hi, ok := quantRange(out)
-	if !ok {
-		return nil, fmt.Errorf("quantizing to %s is not supported (uint8, int8, uint16, int16)", out)
+	if !ok && !isQuantFloat(out) {
+		return nil, fmt.Errorf("quantizing to %s is not supported (uint8, int8, uint16, int16, uint4, int4, uint2, int2, float8 or float4 types)", out)
 	}
 	if !scale.dtype.IsFloat() {
-		return nil, errDType(scale, "float32 or float64")
+		return nil, errDType(scale, "float32, float64, float16 or bfloat16")
 	}
 	at, err := quantParams(n, x, scale)
 	if err != nil {
 		return nil, err
 	}
-	if zp != nil && !equalShapes(zp.shape, scale.shape) {
+	if zp != nil && !sameParamShape(zp, scale) {
 		return nil, fmt.Errorf("zero point of shape %s differs from the scale's %s", shapeString(zp.shape), shapeString(scale.shape))
 	}
 	xs, ss := castTo[float64](x.data), castTo[float64](scale.data)
@@ -121,11 +144,23 @@ func quantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if zp != nil {
 		zs = castTo[float64](zp.data)
 	}
+	res, err := rc.alloc(n, out, x.shape)
+	if err != nil {
+		return nil, err
+	}
+	saturate := n.attrInt("saturate", 1) != 0
 	y := make([]float64, len(xs))
 	for i, v := range xs {
 		q := v / ss[at[i]]
-		if scale.dtype == Float32 {
+		if scale.dtype != Float64 { // float32 arithmetic, as ONNX Runtime's
 			q = float64(float32(v) / float32(ss[at[i]]))
+		}
+		if isQuantFloat(out) { // no rounding to an integer: Cast's rules
+			if zs != nil {
+				q += zs[at[i]]
+			}
+			res.data.([]float32)[i] = array.RoundFloat(array.DType(out), q, saturate)
+			continue
 		}
 		q = math.RoundToEven(q)
 		if zs != nil {
@@ -136,11 +171,9 @@ func quantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			y[i] = 0
 		}
 	}
-	res, err := rc.alloc(n, out, x.shape)
-	if err != nil {
-		return nil, err
+	if !isQuantFloat(out) {
+		convertData(res.data, y)
 	}
-	convertData(res.data, y)
 	return one(res)
 }
 
@@ -149,20 +182,20 @@ func quantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // int32 inputs take no zero point.
 func dequantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, scale, zp := in[0], in[1], input(in, 2)
-	if _, _, ok := quantRange(x.dtype); !ok && x.dtype != Int32 {
-		return nil, errDType(x, "uint8, int8, uint16, int16 or int32")
+	if _, _, ok := quantRange(x.dtype); !ok && x.dtype != Int32 && !isQuantFloat(x.dtype) {
+		return nil, errDType(x, "uint8, int8, uint16, int16, int32, uint4, int4, uint2, int2, a float8 type or float4e2m1")
 	}
-	if !scale.dtype.IsFloat() {
-		return nil, errDType(scale, "float32 or float64")
+	if !scale.dtype.IsFloat() || isQuantFloat(scale.dtype) {
+		return nil, errDType(scale, "float32, float64, float16 or bfloat16")
 	}
 	out := scale.dtype
 	if dt := DType(n.attrInt("output_dtype", 0)); dt != 0 {
-		if !dt.IsFloat() {
-			return nil, fmt.Errorf("output_dtype %s is not supported (float32 or float64)", dt)
+		if !dt.IsFloat() || isQuantFloat(dt) {
+			return nil, fmt.Errorf("output_dtype %s is not supported (float32, float64, float16 or bfloat16)", dt)
 		}
 		out = dt
 	}
-	if zp != nil && (zp.dtype != x.dtype || !equalShapes(zp.shape, scale.shape)) {
+	if zp != nil && (zp.dtype != x.dtype || !sameParamShape(zp, scale)) {
 		return nil, fmt.Errorf("zero point %s must have x's type %s and the scale's shape %s", zp.describe(), x.dtype, shapeString(scale.shape))
 	}
 	at, err := quantParams(n, x, scale)
@@ -183,7 +216,7 @@ func dequantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		if zs != nil {
 			v -= zs[at[i]]
 		}
-		if out == Float32 {
+		if out != Float64 { // float32 arithmetic; runNode rounds float16 results
 			y[i] = float64(float32(v) * float32(ss[at[i]]))
 		} else {
 			y[i] = v * ss[at[i]]

@@ -8,6 +8,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/internal/budget"
 )
 
@@ -19,8 +20,14 @@ func (g *Graph) Run(inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, 
 // RunContext executes the graph on the named inputs and returns every
 // graph output by name. Each input must match its declaration: element
 // type, rank, fixed dimensions, and one size per symbolic dimension across
-// all inputs. Inputs are not modified and the outputs share no memory with
-// them or with the graph.
+// all inputs. A *tensor.Dense has no float16, bfloat16, float8 or 4-bit
+// types: a float32 Dense is accepted for an input of those float types and
+// rounded to it, an int8 or uint8 one for the integers, and such outputs
+// come back in those types (exactly). Inputs are not modified and the
+// outputs share no memory with them or with the graph.
+//
+// *tensor.Dense cannot hold zero elements, so an output with none is an
+// error here; RunArrays returns it (and takes empty inputs).
 //
 // The run checks ctx between nodes and inside long kernels (products,
 // attention) and returns ctx.Err() (wrapped) once ctx is done. The values
@@ -32,37 +39,97 @@ func (g *Graph) RunContext(ctx context.Context, inputs map[string]*tensor.Dense)
 	values := make(map[string]*value, len(inputs))
 	for name, t := range inputs {
 		v, err := fromDense(t)
+		if err == nil {
+			v, err = g.asDeclared(name, v)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("exec: input %q: %w", name, err)
 		}
 		values[name] = v
 	}
+	outs, err := g.runOwned(ctx, values)
+	if err != nil {
+		return nil, err
+	}
+	res := make(map[string]*tensor.Dense, len(outs))
+	for i, info := range g.outputs {
+		v := outs[i]
+		if v.size() == 0 {
+			return nil, fmt.Errorf("exec: output %q: %w", info.Name, errEmptyDense(v))
+		}
+		res[info.Name] = wrapDense(v.shape, v.data)
+	}
+	return res, nil
+}
+
+// RunArrays executes the graph as RunContext does, on inputs and outputs
+// of attnrun's own value type: tensors of zero elements (a KV cache of
+// past length 0, an empty Slice) and float16 or bfloat16 values (held as
+// float32, see package array) pass both ways. Each output keeps the
+// element type the graph computes for it, which is its declared type.
+// Inputs of a narrow float type holding values their type cannot
+// represent are rounded (in a copy), and as in RunContext an input of a
+// narrow type may be given in its storage type (float32 for float16). The
+// outputs share no memory with the inputs or with the graph.
+func (g *Graph) RunArrays(ctx context.Context, inputs map[string]*array.Array) (map[string]*array.Array, error) {
+	values := make(map[string]*value, len(inputs))
+	for name, a := range inputs {
+		v, err := fromArray(a)
+		if err == nil {
+			v, err = g.asDeclared(name, v)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("exec: input %q: %w", name, err)
+		}
+		values[name] = v
+	}
+	outs, err := g.runOwned(ctx, values)
+	if err != nil {
+		return nil, err
+	}
+	res := make(map[string]*array.Array, len(outs))
+	for i, info := range g.outputs {
+		res[info.Name] = outs[i].toArray()
+	}
+	return res, nil
+}
+
+// runOwned executes the graph with a budget of its own and returns the
+// outputs in declaration order, each with data the caller may keep and
+// write: a block the run made and nothing else holds is handed over,
+// anything else (an input, a constant, a block another output has) copied.
+func (g *Graph) runOwned(ctx context.Context, values map[string]*value) ([]*value, error) {
 	rc := newRunCtx(ctx, budget.New(g.maxMemory))
 	outs, err := g.execute(rc, values)
 	if err != nil {
 		return nil, err
 	}
-	res := make(map[string]*tensor.Dense, len(outs))
 	handed := map[*block]bool{} // blocks already given to the caller
-	for i, info := range g.outputs {
-		v := outs[i]
-		switch {
-		case v.size() == 0:
-			return nil, fmt.Errorf("exec: output %q: %w", info.Name, errEmptyDense(v))
-		case v.mem != nil && !handed[v.mem]:
-			// The run made this block and nothing else will read it: no copy.
+	for i, v := range outs {
+		if v.mem != nil && !handed[v.mem] {
 			handed[v.mem] = true
-			res[info.Name] = wrapDense(v.shape, v.data)
-		default:
-			// An input, a constant, or a block another output has: a copy.
-			bytes := budget.Bytes(int64(v.size()), v.dtype.size())
-			if _, err := rc.take(bytes, func() string { return v.describe() }); err != nil {
-				return nil, fmt.Errorf("exec: output %q: %w", info.Name, err)
-			}
-			res[info.Name] = wrapDense(v.shape, cloneData(v.data))
+			continue
 		}
+		bytes := budget.Bytes(int64(v.size()), v.dtype.size())
+		if _, err := rc.take(bytes, func() string { return v.describe() }); err != nil {
+			return nil, fmt.Errorf("exec: output %q: %w", g.outputs[i].Name, err)
+		}
+		outs[i] = &value{dtype: v.dtype, shape: v.shape, data: cloneData(v.data)}
 	}
-	return res, nil
+	return outs, nil
+}
+
+// asDeclared takes a value of a narrow type's storage type given for an
+// input declared of that type as a value of it: float32 for float16 or
+// bfloat16 (rounded to it), int8 for int4 (which must be in its range);
+// *tensor.Dense has no such types. Other values pass unchanged, to be
+// checked when bound.
+func (g *Graph) asDeclared(name string, v *value) (*value, error) {
+	i := slices.IndexFunc(g.inputs, func(t TensorInfo) bool { return t.Name == name })
+	if i < 0 || v.dtype == g.inputs[i].DType || v.dtype != wideOf(g.inputs[i].DType) {
+		return v, nil
+	}
+	return fromArray(v.withDType(g.inputs[i].DType).toArray())
 }
 
 // run executes the graph on values without a deadline; it is Run without
@@ -119,13 +186,15 @@ func runNode(rc *runCtx, n *node, env []*value) (err error) {
 			in[k] = env[s]
 		}
 	}
-	outs, err := n.spec.run(rc, n, in)
+	args, narrowType := narrowInputs(n, in)
+	outs, err := n.spec.run(rc, n, args)
 	if err != nil {
 		return fmt.Errorf("node %s (%s): %w", n.label(), n.op, err)
 	}
 	if len(outs) < len(n.out) {
 		return fmt.Errorf("node %s (%s): produced %d outputs, the node has %d", n.label(), n.op, len(outs), len(n.out))
 	}
+	narrowOutputs(n, narrowType, in, outs)
 	for k, s := range n.out {
 		if s >= 0 {
 			env[s] = outs[k]

@@ -69,6 +69,13 @@ def tensors():
     yield "bfloat16_raw", helper.make_tensor("bfloat16", TensorProto.BFLOAT16, SHAPE, bits.tobytes(), raw=True)
     yield "bfloat16_typed", typed_int32("bfloat16", TensorProto.BFLOAT16, bits.astype(np.int32).tolist())
     yield "scalar_float32", numpy_helper.from_array(np.array(7.5, dtype=np.float32), "scalar")
+    # Tensors of zero elements: a KV cache of past length 0, empty axes.
+    yield "empty_float32_raw", numpy_helper.from_array(np.zeros((2, 0, 3), dtype=np.float32), "past")
+    yield "empty_int64_typed", helper.make_tensor("axes", TensorProto.INT64, (0,), [], raw=False)
+    yield "empty_float16_raw", numpy_helper.from_array(np.zeros((0,), dtype=np.float16), "h")
+    # float16 specials: NaN, infinities, the smallest subnormal and normal.
+    specials = np.array([np.nan, np.inf, -np.inf, 2**-24, -(2**-14), 0.1], dtype=np.float16)
+    yield "float16_specials_raw", numpy_helper.from_array(specials, "specials")
 
 
 def external_model(out_dir):

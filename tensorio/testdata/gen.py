@@ -74,9 +74,24 @@ def write_npy():
     for version in [(2, 0), (3, 0)]:
         with open(path("npy", "f4_2x3_v%d.npy" % version[0]), "wb") as f:
             np.lib.format.write_array(f, pattern((2, 3), "<f4"), version=version)
+    # The other numeric types, zero elements and float16's specials, which
+    # Arrays hold (ReadNPYArray); ReadNPY widens float16 to float32 and
+    # refuses zero elements (bad_empty.npy).
+    arrays = {
+        "f2_2x3": pattern((2, 3), "<f2"),
+        "f2_big_endian": pattern((3,), ">f2"),
+        "f2_specials": np.array([np.nan, np.inf, -np.inf, 2**-24, 65504, -0.0], dtype="<f2"),
+        "i2_4": pattern((4,), "<i2"),
+        "u2_4": pattern((4,), "<u2"),
+        "u4_4": pattern((4,), "<u4"),
+        "u8_3": pattern((3,), "<u8"),
+        "i8_0": np.zeros((0,), dtype="<i8"),
+        "f2_2x0x3": np.zeros((2, 0, 3), dtype="<f2"),
+    }
+    for name, a in arrays.items():
+        np.save(path("npy", name + ".npy"), a)
     # Valid NumPy files this package refuses, each with a clear error.
     np.save(path("npy", "bad_complex.npy"), np.zeros(2, dtype="<c8"))
-    np.save(path("npy", "bad_float16.npy"), np.zeros(2, dtype="<f2"))
     np.save(path("npy", "bad_fortran.npy"), np.asfortranarray(pattern((2, 3), "<f4")))
     np.save(path("npy", "bad_structured.npy"), np.zeros(2, dtype=[("a", "<f4"), ("b", "<i4")]))
     np.save(path("npy", "bad_object.npy"), np.array([1, "x"], dtype=object), allow_pickle=True)

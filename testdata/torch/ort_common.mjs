@@ -25,8 +25,9 @@ export const NPY_TYPES = {
   "<i4": ["int32", Int32Array, 4],
   "|b1": ["bool", Uint8Array, 1],
   "|u1": ["uint8", Uint8Array, 1],
+  "<f2": ["float16", Uint16Array, 2], // the bit patterns, as onnxruntime-node takes them
 };
-export const ONNX_TYPES = { 1: NPY_TYPES["<f4"], 11: NPY_TYPES["<f8"], 7: NPY_TYPES["<i8"], 6: NPY_TYPES["<i4"], 9: NPY_TYPES["|b1"], 2: NPY_TYPES["|u1"] };
+export const ONNX_TYPES = { 1: NPY_TYPES["<f4"], 11: NPY_TYPES["<f8"], 7: NPY_TYPES["<i8"], 6: NPY_TYPES["<i4"], 9: NPY_TYPES["|b1"], 2: NPY_TYPES["|u1"], 10: NPY_TYPES["<f2"] };
 
 // ONNX_CODES is the ONNX data_type of each ort type.
 const ONNX_CODES = Object.fromEntries(Object.entries(ONNX_TYPES).map(([code, [type]]) => [type, Number(code)]));

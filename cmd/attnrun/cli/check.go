@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/onnxio"
 )
 
@@ -24,7 +24,9 @@ func newCheckCommand() *cobra.Command {
 		Short: "Compare outputs with reference data (PyTorch's)",
 		Long: `check runs a model on reference inputs and compares every output with the
 reference outputs, elementwise as numpy.allclose does:
-|got - want| <= atol + rtol*|want|.
+|got - want| <= atol + rtol*|want|. Integer and bool outputs must be equal,
+empty ones of equal shape; float16, bfloat16 and float8 outputs are compared
+at no less than their type's epsilon (2^-10 for float16) for both tolerances.
 
 For an ONNX file the reference data are ONNX test-data sets (test_data_set_N/
 input_K.pb, output_K.pb) in --data, by default the file's own directory; --data
@@ -71,20 +73,38 @@ type tally struct {
 	rtol, atol     float64
 }
 
-func (t *tally) add(where, output string, got, want *tensor.Dense) {
-	c, err := compare(got, want, t.rtol, t.atol)
+func (t *tally) add(where, output string, got, want *array.Array) {
+	c, err := compareArrays(got, want, t.rtol, t.atol)
 	switch {
 	case err != nil:
 		t.failed++
 		fmt.Fprintf(t.w, "%s  %s  FAIL  %v\n", where, output, err)
+	case !c.ok && c.exact:
+		t.failed++
+		fmt.Fprintf(t.w, "%s  %s  FAIL  %d of %d elements differ (%s: exact; first at flat index %d: %s, want %s)\n",
+			where, output, c.mismatches, want.Len(), want.DType, c.worst, element(got, c.worst), element(want, c.worst))
 	case !c.ok:
 		t.failed++
 		fmt.Fprintf(t.w, "%s  %s  FAIL  max_abs=%.3g max_rel=%.3g (rtol %g, atol %g; worst at flat index %d)\n",
-			where, output, c.maxAbs, c.maxRel, t.rtol, t.atol, c.worst)
+			where, output, c.maxAbs, c.maxRel, c.rtol, c.atol, c.worst)
 	default:
 		t.passed++
-		fmt.Fprintf(t.w, "%s  %s  ok    max_abs=%.3g max_rel=%.3g\n", where, output, c.maxAbs, c.maxRel)
+		fmt.Fprintf(t.w, "%s  %s  ok    max_abs=%.3g max_rel=%.3g%s\n", where, output, c.maxAbs, c.maxRel, t.note(want, c))
 	}
+}
+
+// note says how an ok output was compared when that is not the flags'
+// tolerance: exactly, by shape alone, or at a narrow type's own.
+func (t *tally) note(want *array.Array, c comparison) string {
+	switch {
+	case want.Len() == 0:
+		return fmt.Sprintf(" (empty %s %s)", want.DType, array.FormatShape(want.Shape))
+	case c.exact:
+		return fmt.Sprintf(" (%s, exact)", want.DType)
+	case c.rtol != t.rtol || c.atol != t.atol:
+		return fmt.Sprintf(" (%s: rtol %.3g, atol %.3g)", want.DType, c.rtol, c.atol)
+	}
+	return ""
 }
 
 // fail counts the outputs of a data set that could not be compared at all.
@@ -117,8 +137,16 @@ func checkPreset(w io.Writer, name string, f checkFlags) error {
 	if err != nil {
 		return err
 	}
+	g, err := array.FromDense(got)
+	if err != nil {
+		return err
+	}
+	e, err := array.FromDense(want)
+	if err != nil {
+		return err
+	}
 	t := &tally{w: w, rtol: f.rtol, atol: f.atol}
-	t.add(name, "expected.npy", got, want)
+	t.add(name, "expected.npy", g, e)
 	return t.result()
 }
 
@@ -162,33 +190,19 @@ func checkDataSets(stdout, stderr io.Writer, path string, f checkFlags) error {
 }
 
 // runDataSet reads one test-data set and runs the file on its inputs,
-// returning the outputs and the expected ones.
-func runDataSet(file *onnxFile, path, dir string) (got, want []*tensor.Dense, err error) {
-	ds, err := onnxio.ReadDataSet(dir)
+// returning the outputs and the expected ones. Both are Arrays: a data set
+// holds what *tensor.Dense cannot (tensors of zero elements, float16).
+func runDataSet(file *onnxFile, path, dir string) (got, want []*array.Array, err error) {
+	inputs, want, err := onnxio.ReadDataSetArrays(dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	names := file.outputNames()
-	if len(ds.Inputs) != file.numInputs() || len(ds.Outputs) != len(names) {
+	if len(inputs) != file.numInputs() || len(want) != len(names) {
 		return nil, nil, fmt.Errorf("%s: %d inputs and %d outputs, model %s has %d and %d",
-			dir, len(ds.Inputs), len(ds.Outputs), path, file.numInputs(), len(names))
+			dir, len(inputs), len(want), path, file.numInputs(), len(names))
 	}
-	var inputs []*tensor.Dense
-	for i, tp := range ds.Inputs {
-		x, err := onnxio.TensorToDense(tp)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: input_%d.pb: %w", dir, i, err)
-		}
-		inputs = append(inputs, x)
-	}
-	for i, tp := range ds.Outputs {
-		w, err := onnxio.TensorToDense(tp)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: output_%d.pb: %w", dir, i, err)
-		}
-		want = append(want, w)
-	}
-	if got, err = file.run(inputs); err != nil {
+	if got, err = file.runArrays(inputs); err != nil {
 		return nil, nil, fmt.Errorf("%s on %s: %w", path, dir, err)
 	}
 	if len(got) != len(want) {

@@ -1,17 +1,18 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/registry"
-	"github.com/attnrun/attnrun/tensorio"
 )
 
 // liftedFile is an ONNX file attnrun wrote (attnrun export, attnrun
@@ -112,8 +113,48 @@ func (f *onnxFile) run(inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 	return lift.RunOutputs(f.lifted.model, f.lifted.outputs, &registry.Run{}, args)
 }
 
+// runArrays computes every output from the inputs, given in order, as
+// Arrays: the graph executor carries tensors of zero elements and float16
+// values; attnrun's layers take and give *tensor.Dense.
+func (f *onnxFile) runArrays(inputs []*array.Array) ([]*array.Array, error) {
+	if f.graph != nil {
+		feeds := map[string]*array.Array{}
+		for i, info := range f.graph.Inputs() {
+			feeds[info.Name] = inputs[i]
+		}
+		outs, err := f.graph.RunArrays(context.Background(), feeds)
+		if err != nil {
+			return nil, err
+		}
+		res := make([]*array.Array, len(f.graph.Outputs()))
+		for i, o := range f.graph.Outputs() {
+			res[i] = outs[o.Name]
+		}
+		return res, nil
+	}
+	dense := make([]*tensor.Dense, len(inputs))
+	for i, a := range inputs {
+		d, err := a.Dense()
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		dense[i] = d
+	}
+	outs, err := f.run(dense)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]*array.Array, len(outs))
+	for i, d := range outs {
+		if res[i], err = array.FromDense(d); err != nil {
+			return nil, fmt.Errorf("output %d: %w", i, err)
+		}
+	}
+	return res, nil
+}
+
 // runONNX executes an ONNX file on --input tensors given in the order of
-// its inputs, and prints or writes the outputs.
+// its inputs, and prints the outputs or writes them (writeOutputs).
 func runONNX(stdout, stderr io.Writer, path string, executor bool, inputPaths, outputPaths []string) error {
 	f, err := openONNX(stderr, path, executor)
 	if err != nil {
@@ -122,33 +163,22 @@ func runONNX(stdout, stderr io.Writer, path string, executor bool, inputPaths, o
 	if len(inputPaths) != f.numInputs() {
 		return usageError{fmt.Errorf("%s takes %d input(s) (%s), got %d --input", path, f.numInputs(), f.inputNames(), len(inputPaths))}
 	}
-	var inputs []*tensor.Dense
+	names := f.outputNames()
+	dest, err := outputDestination(path, names, outputPaths)
+	if err != nil {
+		return err
+	}
+	var inputs []*array.Array
 	for _, p := range inputPaths {
-		t, err := readTensor(p)
+		a, err := readArray(p)
 		if err != nil {
 			return err
 		}
-		inputs = append(inputs, t)
+		inputs = append(inputs, a)
 	}
-	outs, err := f.run(inputs)
+	outs, err := f.runArrays(inputs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	names := f.outputNames()
-	if len(outputPaths) > 0 && len(outputPaths) != len(names) {
-		return usageError{fmt.Errorf("%s has %d output(s) (%v), got %d --output", path, len(names), names, len(outputPaths))}
-	}
-	for i, out := range outs {
-		if len(outputPaths) > 0 {
-			if err := tensorio.WriteNPYFile(outputPaths[i], out); err != nil {
-				return err
-			}
-			continue
-		}
-		if len(outs) > 1 {
-			fmt.Fprintf(stdout, "%s:\n", names[i])
-		}
-		fmt.Fprintln(stdout, formatDense(out))
-	}
-	return nil
+	return dest.write(stdout, names, outs)
 }

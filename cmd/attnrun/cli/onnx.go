@@ -7,6 +7,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/tensorio"
@@ -15,6 +16,23 @@ import (
 // isONNX tells an ONNX file from a config or preset by its extension.
 func isONNX(target string) bool {
 	return strings.EqualFold(filepath.Ext(target), ".onnx")
+}
+
+// readArray reads an input from .npy or a serialized TensorProto (.pb) as
+// an Array: zero elements and every numeric type included.
+func readArray(path string) (*array.Array, error) {
+	if strings.EqualFold(filepath.Ext(path), ".pb") {
+		tp, err := onnxio.ReadTensorFile(path)
+		if err != nil {
+			return nil, err
+		}
+		a, err := onnxio.TensorToArray(tp)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return a, nil
+	}
+	return tensorio.ReadNPYArrayFile(path)
 }
 
 // readTensor reads an input tensor from .npy or a serialized TensorProto (.pb).
@@ -43,65 +61,9 @@ func describeInfos(infos []exec.TensorInfo) string {
 
 // formatDense prints any numeric tensor the way PyTorch would.
 func formatDense(t *tensor.Dense) string {
-	data, err := asFloat64(t)
+	a, err := array.FromDense(t)
 	if err != nil {
 		return fmt.Sprintf("<%v tensor of shape %v>", t.Dtype(), t.Shape())
 	}
-	f32 := make([]float32, len(data))
-	for i, v := range data {
-		f32[i] = float32(v)
-	}
-	shape := []int(t.Shape())
-	if t.IsScalar() {
-		shape = nil
-	}
-	return formatTensor(f32, shape)
-}
-
-// asFloat64 widens a tensor's elements to float64 for printing and comparing.
-func asFloat64(t *tensor.Dense) ([]float64, error) {
-	var out []float64
-	add := func(n int, get func(i int) float64) {
-		out = make([]float64, n)
-		for i := range out {
-			out[i] = get(i)
-		}
-	}
-	switch d := t.Data().(type) {
-	case []float32:
-		add(len(d), func(i int) float64 { return float64(d[i]) })
-	case []float64:
-		add(len(d), func(i int) float64 { return d[i] })
-	case []int64:
-		add(len(d), func(i int) float64 { return float64(d[i]) })
-	case []int32:
-		add(len(d), func(i int) float64 { return float64(d[i]) })
-	case []int8:
-		add(len(d), func(i int) float64 { return float64(d[i]) })
-	case []uint8:
-		add(len(d), func(i int) float64 { return float64(d[i]) })
-	case []bool:
-		add(len(d), func(i int) float64 {
-			if d[i] {
-				return 1
-			}
-			return 0
-		})
-	case float32:
-		out = []float64{float64(d)}
-	case float64:
-		out = []float64{d}
-	case int64:
-		out = []float64{float64(d)}
-	case int32:
-		out = []float64{float64(d)}
-	case bool:
-		out = []float64{0}
-		if d {
-			out[0] = 1
-		}
-	default:
-		return nil, fmt.Errorf("dtype %v cannot be compared", t.Dtype())
-	}
-	return out, nil
+	return formatArray(a)
 }

@@ -16,10 +16,7 @@ const realWorldGraphs = "../../../../shared/realworld/ort-graphs"
 // realWorldExecutorGaps lists the graphs the executor cannot run yet, with
 // the reason. The test asserts that each still fails, so that a graph that
 // starts to pass must leave this list.
-var realWorldExecutorGaps = map[string]string{
-	"attn_mask1d_fp16": "float16 inputs",
-	"attn_nomask_fp16": "float16 inputs",
-}
+var realWorldExecutorGaps = map[string]string{}
 
 // realWorldWarnings are the leniencies some graphs need; `check` must say
 // so on stderr.

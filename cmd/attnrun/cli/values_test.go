@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/attnrun/attnrun/array"
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/tensorio"
+)
+
+// arrayCases are the executor's models of values *tensor.Dense cannot
+// carry, with ONNX Runtime's outputs (onnxio/exec/testdata/arrays/gen.py):
+// a decoder's first step with an empty KV cache and a float16 block.
+const arrayCases = "../../../onnxio/exec/testdata/arrays"
+
+// A graph of seven outputs, three of them empty and one int64, checks
+// against ONNX Runtime's outputs: empty ones by shape, integers exactly.
+func TestCheckEmptyAndIntegerOutputs(t *testing.T) {
+	model := filepath.Join(arrayCases, "empty_cache", "model.onnx")
+	status, out, stderr := attnrun("check", model)
+	require.Equal(t, 0, status, out+stderr)
+	assert.Contains(t, out, `output 1 "none"  ok    max_abs=0 max_rel=0 (empty float32 (1, 2, 0, 4))`)
+	assert.Contains(t, out, `output 5 "past_shape"  ok    max_abs=0 max_rel=0 (int64, exact)`)
+	assert.Contains(t, out, "7 passed, 0 failed")
+
+	// A wrong integer fails, however small the tolerance would make it.
+	dir := copyDataSet(t, filepath.Join(arrayCases, "empty_cache", "test_data_set_0"))
+	writeOutput(t, dir, 5, "past_shape", &array.Array{DType: array.Int64, Shape: []int{4}, Data: []int64{1, 2, 5, 4}})
+	status, out, _ = attnrun("check", model, "--data", dir, "--rtol", "1", "--atol", "10")
+	assert.Equal(t, 1, status)
+	assert.Contains(t, out, `output 5 "past_shape"  FAIL  1 of 4 elements differ (int64: exact; first at flat index 2: 0, want 5)`)
+
+	// So does an empty output of another shape.
+	writeOutput(t, dir, 1, "none", &array.Array{DType: array.Float32, Shape: []int{1, 0, 2, 4}, Data: []float32{}})
+	_, out, _ = attnrun("check", model, "--data", dir)
+	assert.Contains(t, out, `output 1 "none"  FAIL  shape (1, 2, 0, 4), want (1, 0, 2, 4)`)
+}
+
+// float16 outputs are compared at float16's epsilon at least; the flags
+// widen it.
+func TestCheckFloat16Outputs(t *testing.T) {
+	model := filepath.Join(arrayCases, "fp16_block", "model.onnx")
+	status, out, _ := attnrun("check", model)
+	assert.Equal(t, 1, status, "ONNX Runtime computes parts of the block in float32: 3e-3 apart")
+	assert.Contains(t, out, `output 3 "w16"  ok    max_abs=0 max_rel=0 (float16: rtol 0.000977, atol 0.000977)`)
+	assert.Contains(t, out, `output 0 "y"  FAIL  max_abs=0.00293 max_rel=0.0092 (rtol 0.0009765625, atol 0.0009765625; worst at flat index 65)`)
+
+	status, out, stderr := attnrun("check", model, "--rtol", "4e-3", "--atol", "4e-3")
+	require.Equal(t, 0, status, out+stderr)
+	assert.Contains(t, out, `output 0 "y"  ok    max_abs=0.00293 max_rel=0.0092`+"\n")
+	assert.Contains(t, out, "4 passed, 0 failed")
+}
+
+// run prints every output of a graph, under its name, as PyTorch prints it.
+func TestRunONNXPrintsEveryOutput(t *testing.T) {
+	set := filepath.Join(arrayCases, "empty_cache", "test_data_set_0")
+	status, out, stderr := attnrun("run", filepath.Join(arrayCases, "empty_cache", "model.onnx"),
+		"--input", filepath.Join(set, "input_0.pb"), "--input", filepath.Join(set, "input_1.pb"))
+	require.Equal(t, 0, status, stderr)
+	for _, want := range []string{
+		"present_key:\ntensor([[[[",
+		"none:\ntensor([], size=(1, 2, 0, 4))\n",
+		"x_empty:\ntensor([], size=(1, 3, 0))\n",
+		"total:\ntensor([[[4.0042]]])\n",
+		"past_shape:\ntensor([1, 2, 0, 4])\n",
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.Equal(t, 7, strings.Count(out, "tensor("))
+}
+
+// --output takes one file per output (.npy, or .pb keeping the ONNX
+// type), or one directory or .npz for all of them.
+func TestRunONNXWritesEveryOutput(t *testing.T) {
+	model := filepath.Join(arrayCases, "fp16_block", "model.onnx")
+	set := filepath.Join(arrayCases, "fp16_block", "test_data_set_0")
+	inputs := []string{"--input", filepath.Join(set, "input_0.pb"), "--input", filepath.Join(set, "input_1.pb"), "--input", filepath.Join(set, "input_2.pb")}
+	_, want, err := onnxio.ReadDataSetArrays(set)
+	require.NoError(t, err)
+	tmp := t.TempDir()
+
+	// A directory: <output name>.npy each, float16 as NumPy's float16.
+	dir := filepath.Join(tmp, "outs")
+	status, _, stderr := attnrun(append([]string{"run", model, "-o", dir}, inputs...)...)
+	require.Equal(t, 0, status, stderr)
+	for i, name := range []string{"y", "p", "y32", "w16"} {
+		got, err := tensorio.ReadNPYArrayFile(filepath.Join(dir, name+".npy"))
+		require.NoError(t, err, name)
+		assert.Equal(t, want[i].DType, got.DType, name)
+		assertArraysClose(t, want[i], got, 4*array.Float16.Epsilon())
+	}
+
+	// An archive: one member per output.
+	npz := filepath.Join(tmp, "outs.npz")
+	status, _, stderr = attnrun(append([]string{"run", model, "-o", npz}, inputs...)...)
+	require.Equal(t, 0, status, stderr)
+	names, arrays, err := tensorio.ReadNPZArrays(npz)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"y", "p", "y32", "w16"}, names)
+	assert.Equal(t, array.Float16, arrays[3].DType)
+
+	// One path per output; .pb keeps the name and type.
+	paths := []string{filepath.Join(tmp, "y.npy"), filepath.Join(tmp, "p.pb"), filepath.Join(tmp, "y32.npy"), filepath.Join(tmp, "w16.pb")}
+	args := append([]string{"run", model}, inputs...)
+	for _, p := range paths {
+		args = append(args, "-o", p)
+	}
+	status, _, stderr = attnrun(args...)
+	require.Equal(t, 0, status, stderr)
+	tp, err := onnxio.ReadTensorFile(paths[3])
+	require.NoError(t, err)
+	assert.Equal(t, "w16", tp.GetName())
+	assert.Equal(t, int32(array.Float16), tp.GetDataType())
+
+	checkFailures(t, []failure{
+		{"one .npy for four outputs", append([]string{"run", model, "-o", filepath.Join(tmp, "x.npy")}, inputs...), 2,
+			"has 4 outputs (y, p, y32, w16): give 4 --output files, or one directory or .npz for all of them"},
+		{"two paths for four outputs", append([]string{"run", model, "-o", "a.npy", "-o", "b.npy"}, inputs...), 2, "has 4 outputs"},
+	})
+}
+
+func TestOutputKeys(t *testing.T) {
+	keys, err := outputKeys([]string{"present.0.key", "onnx::Add_3", "/model/out"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"present.0.key", "onnx_Add_3", "_model_out"}, keys)
+	_, err = outputKeys([]string{"a:b", "a/b"})
+	assert.EqualError(t, err, `outputs "a:b" and "a/b" would both be written as a_b`)
+	_, err = outputKeys([]string{".."})
+	assert.ErrorContains(t, err, `output ".." cannot name a file`)
+}
+
+// The strings are what PyTorch 1.13 prints for the same tensors.
+func TestFormatArrayAsPyTorch(t *testing.T) {
+	for _, c := range []struct {
+		a    *array.Array
+		want string
+	}{
+		{array.FromSlice([]int{0}, []float32{}), "tensor([])"},
+		{array.FromSlice([]int{2, 0}, []float32{}), "tensor([], size=(2, 0))"},
+		{array.FromSlice([]int{0}, []int64{}), "tensor([], dtype=torch.int64)"},
+		{array.FromSlice([]int{0, 3}, []int32{}), "tensor([], size=(0, 3), dtype=torch.int32)"},
+		{&array.Array{DType: array.Float16, Shape: []int{0, 3}, Data: []float32{}}, "tensor([], size=(0, 3), dtype=torch.float16)"},
+		{array.FromSlice([]int{2}, []int64{1, 2}), "tensor([1, 2])"},
+		{array.FromSlice([]int{3}, []int32{1, -20, 300}), "tensor([  1, -20, 300], dtype=torch.int32)"},
+		{array.FromSlice([]int{2, 2}, []int8{1, 2, 3, 4}), "tensor([[1, 2],\n        [3, 4]], dtype=torch.int8)"},
+		{array.FromSlice([]int{3}, []bool{true, false, true}), "tensor([ True, False,  True])"},
+		{array.FromSlice([]int{}, []bool{true}), "tensor(True)"},
+		{array.FromSlice([]int{}, []int64{5}), "tensor(5)"},
+		{array.FromSlice([]int{}, []int16{5}), "tensor(5, dtype=torch.int16)"},
+		{array.FromSlice([]int{}, []float32{2.5}), "tensor(2.5000)"},
+		{&array.Array{DType: array.Float16, Shape: []int{2}, Data: []float32{1.5, 2.25}}, "tensor([1.5000, 2.2500], dtype=torch.float16)"},
+		{array.FromSlice([]int{2}, []float64{1, 2}), "tensor([1., 2.], dtype=torch.float64)"},
+		{&array.Array{DType: array.BFloat16, Shape: []int{1}, Data: []float32{1.5}}, "tensor([1.5000], dtype=torch.bfloat16)"},
+		{array.FromSlice([]int{2, 1}, []bool{true, false}), "tensor([[ True],\n        [False]])"},
+		{array.FromSlice([]int{2}, []uint8{255, 0}), "tensor([255,   0], dtype=torch.uint8)"},
+		{&array.Array{DType: array.Float16, Shape: []int{}, Data: []float32{float32(math.NaN())}}, "tensor(nan, dtype=torch.float16)"},
+		{array.FromSlice([]int{2, 1, 2}, []int64{1, 2, 3, 4}), "tensor([[[1, 2]],\n\n        [[3, 4]]])"},
+		{&array.Array{DType: array.Float8E4M3FN, Shape: []int{1}, Data: []float32{448}}, "tensor([448.], dtype=torch.float8_e4m3fn)"},
+		{&array.Array{DType: array.Int4, Shape: []int{2}, Data: []int8{-8, 7}}, "tensor([-8,  7], dtype=int4)"},
+	} {
+		assert.Equal(t, c.want, formatArray(c.a), c.a.String())
+	}
+}
+
+func TestCompareArrays(t *testing.T) {
+	big := int64(1) << 53
+	c, err := compareArrays(array.FromSlice([]int{2}, []int64{big + 1, 3}), array.FromSlice([]int{2}, []int64{big, 3}), 1, 1)
+	require.NoError(t, err)
+	assert.False(t, c.ok, "2^53+1 is not 2^53, though float64 cannot tell them apart")
+	assert.Equal(t, 1, c.mismatches)
+
+	c, err = compareArrays(array.FromSlice([]int{2}, []uint64{math.MaxUint64, 0}), array.FromSlice([]int{2}, []uint64{math.MaxUint64, 0}), 0, 0)
+	require.NoError(t, err)
+	assert.True(t, c.ok)
+
+	c, err = compareArrays(array.FromSlice([]int{3}, []bool{true, false, true}), array.FromSlice([]int{3}, []bool{true, true, true}), 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, comparison{maxAbs: 1, worst: 1, ok: false, exact: true, mismatches: 1}, c)
+
+	h := func(x ...float32) *array.Array {
+		return &array.Array{DType: array.Float16, Shape: []int{len(x)}, Data: x}
+	}
+	c, err = compareArrays(h(1+0x1p-10, 2), h(1, 2), 1e-5, 1e-6)
+	require.NoError(t, err)
+	assert.True(t, c.ok, "one float16 ulp at 1 is within float16's epsilon")
+	c, err = compareArrays(h(1+3*0x1p-10), h(1), 1e-5, 1e-6)
+	require.NoError(t, err)
+	assert.False(t, c.ok, "three ulps are not: atol + rtol·1 is two")
+
+	c, err = compareArrays(array.FromSlice([]int{0, 3}, []float32{}), array.FromSlice([]int{0, 3}, []float32{}), 0, 0)
+	require.NoError(t, err)
+	assert.True(t, c.ok)
+	_, err = compareArrays(array.FromSlice([]int{1}, []int32{1}), array.FromSlice([]int{1}, []int64{1}), 0, 0)
+	assert.EqualError(t, err, "dtype int32, want int64")
+}
+
+// copyDataSet copies a test-data set into a temporary directory.
+func copyDataSet(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	require.NoError(t, err)
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644))
+	}
+	return dst
+}
+
+// writeOutput replaces output_k.pb of a data set.
+func writeOutput(t *testing.T, dir string, k int, name string, a *array.Array) {
+	t.Helper()
+	tp, err := onnxio.ArrayToTensor(name, a)
+	require.NoError(t, err)
+	require.NoError(t, onnxio.WriteTensorFile(filepath.Join(dir, "output_"+string(rune('0'+k))+".pb"), tp))
+}
+
+// assertArraysClose compares two float Arrays elementwise at rtol = atol = tol.
+func assertArraysClose(t *testing.T, want, got *array.Array, tol float64) {
+	t.Helper()
+	c, err := compareArrays(got, want, tol, tol)
+	require.NoError(t, err)
+	assert.True(t, c.ok, "max_abs %g at %d", c.maxAbs, c.worst)
+}
