@@ -141,8 +141,8 @@ type sdpaPrepared struct {
 }
 
 var (
-	_ registry.Layer   = (*SDPA)(nil)
-	_ registry.Stepper = (*SDPA)(nil)
+	_ registry.Provisioner = (*SDPA)(nil)
+	_ registry.Stepper     = (*SDPA)(nil)
 )
 
 // sdpaRopeFields are attention.sdpa's rotary field names.
@@ -150,18 +150,20 @@ var sdpaRopeFields = rotaryFields{style: "rope", base: "rope_base", dim: "rope_r
 
 // Validate checks every field (see the type's documentation for the rules)
 // and allocates zeroed parameters.
-func (s *SDPA) Validate() error {
-	s.c = nil
-	c, err := s.prepare()
-	if err != nil {
-		return err
-	}
-	s.c = c
-	return nil
+func (s *SDPA) Validate() error { return s.Provision(nil) }
+
+// PlanParams lists the four projections' parameters without allocating
+// them.
+func (s *SDPA) PlanParams() ([]registry.ParamShape, error) { return planParams(s.prepare) }
+
+// Provision checks every field and allocates zeroed parameters from mem.
+func (s *SDPA) Provision(mem registry.Memory) (err error) {
+	s.c, err = provision(mem, s.prepare)
+	return err
 }
 
 // prepare validates the fields in order and builds the prepared layer.
-func (s *SDPA) prepare() (*sdpaPrepared, error) {
+func (s *SDPA) prepare(a paramAlloc) (*sdpaPrepared, error) {
 	err := firstError(
 		positive("d", s.D),
 		positive("num_heads", s.NumHeads),
@@ -200,7 +202,7 @@ func (s *SDPA) prepare() (*sdpaPrepared, error) {
 	if err := s.prepareScores(c); err != nil {
 		return nil, err
 	}
-	if err := s.prepareWeights(c); err != nil {
+	if err := s.prepareWeights(a, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -277,7 +279,7 @@ func (s *SDPA) prepareScores(c *sdpaPrepared) error {
 }
 
 // prepareWeights checks out_name and allocates the four projections.
-func (s *SDPA) prepareWeights(c *sdpaPrepared) error {
+func (s *SDPA) prepareWeights(a paramAlloc, c *sdpaPrepared) error {
 	switch s.OutName {
 	case "out_proj", "o_proj":
 		c.outName = s.OutName
@@ -286,16 +288,16 @@ func (s *SDPA) prepareWeights(c *sdpaPrepared) error {
 	}
 	kvWidth := c.kvHeads * c.headDim
 	var err error
-	if c.q, err = newLinearWeights("q_proj", c.d, c.hdim, s.QKVBias); err != nil {
+	if c.q, err = newLinearWeights(a, "q_proj", c.d, c.hdim, s.QKVBias); err != nil {
 		return err
 	}
-	if c.k, err = newLinearWeights("k_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
+	if c.k, err = newLinearWeights(a, "k_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
 		return err
 	}
-	if c.v, err = newLinearWeights("v_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
+	if c.v, err = newLinearWeights(a, "v_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
 		return err
 	}
-	c.out, err = newLinearWeights(c.outName, c.hdim, c.d, s.OutBias)
+	c.out, err = newLinearWeights(a, c.outName, c.hdim, c.d, s.OutBias)
 	return err
 }
 
