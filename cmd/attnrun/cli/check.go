@@ -43,12 +43,15 @@ of sets, the time taken and how many failed.`,
   attnrun check model.onnx --data many_sets/     # progress bar on a terminal
   attnrun check seed-mha-wrapper`,
 		Args: oneArg("an ONNX file or a preset name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	}
+	lim := addLimitFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return lim.run(func() error {
 			if isONNX(args[0]) {
-				return checkDataSets(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], f)
+				return checkDataSets(cmd.OutOrStdout(), cmd.ErrOrStderr(), lim, args[0], f)
 			}
-			return checkPreset(cmd.OutOrStdout(), args[0], f)
-		},
+			return checkPreset(cmd.OutOrStdout(), lim, args[0], f)
+		})
 	}
 	cmd.Flags().StringVar(&f.data, "data", "", "directory of test_data_set_N folders, or one set (default: the model's directory)")
 	cmd.Flags().Float64Var(&f.rtol, "rtol", 1e-5, "relative tolerance")
@@ -101,8 +104,8 @@ func (t *tally) result() error {
 	return nil
 }
 
-func checkPreset(w io.Writer, name string, f checkFlags) error {
-	src, err := openSource(name, "", 0)
+func checkPreset(w io.Writer, lim *limits, name string, f checkFlags) error {
+	src, err := openSource(lim, name, "", 0)
 	if err != nil {
 		return err
 	}
@@ -124,8 +127,8 @@ func checkPreset(w io.Writer, name string, f checkFlags) error {
 
 // checkDataSets compares an ONNX file's outputs with its test-data sets,
 // with progress on stderr: a bar on a terminal, and a summary line.
-func checkDataSets(stdout, stderr io.Writer, path string, f checkFlags) error {
-	file, err := openONNX(path, f.executor)
+func checkDataSets(stdout, stderr io.Writer, lim *limits, path string, f checkFlags) error {
+	file, err := openONNX(lim, path, f.executor)
 	if err != nil {
 		return err
 	}
@@ -164,7 +167,8 @@ func checkDataSets(stdout, stderr io.Writer, path string, f checkFlags) error {
 // runDataSet reads one test-data set and runs the file on its inputs,
 // returning the outputs and the expected ones.
 func runDataSet(file *onnxFile, path, dir string) (got, want []*tensor.Dense, err error) {
-	ds, err := onnxio.ReadDataSet(dir)
+	lim := file.lim.codec()
+	ds, err := lim.ReadDataSet(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -175,14 +179,14 @@ func runDataSet(file *onnxFile, path, dir string) (got, want []*tensor.Dense, er
 	}
 	var inputs []*tensor.Dense
 	for i, tp := range ds.Inputs {
-		x, err := onnxio.TensorToDense(tp)
+		x, err := lim.TensorToDense(tp)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: input_%d.pb: %w", dir, i, err)
 		}
 		inputs = append(inputs, x)
 	}
 	for i, tp := range ds.Outputs {
-		w, err := onnxio.TensorToDense(tp)
+		w, err := lim.TensorToDense(tp)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: output_%d.pb: %w", dir, i, err)
 		}

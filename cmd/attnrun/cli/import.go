@@ -56,7 +56,10 @@ runs inside the attnrun model, so the whole model still runs.`,
   attnrun check mha.onnx --data testdata/onnx/multihead_opset17_dynamic
   attnrun import block.onnx -o block.onnx --partial`,
 		Args: oneArg("an ONNX file"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	}
+	lim := addLimitFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		{
 			if f.output == "" {
 				return usageError{errors.New("import needs -o OUT.onnx")}
 			}
@@ -66,8 +69,8 @@ runs inside the attnrun model, so the whole model still runs.`,
 			if f.opset < onnxio.MinExportOpset || f.opset > onnxio.MaxExportOpset {
 				return usageError{fmt.Errorf("--opset %d: attnrun writes opsets %d to %d", f.opset, onnxio.MinExportOpset, onnxio.MaxExportOpset)}
 			}
-			return importModel(cmd.OutOrStdout(), args[0], f)
-		},
+		}
+		return lim.run(func() error { return importModel(cmd.OutOrStdout(), lim, args[0], f) })
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "", "write the lifted model to this .onnx file")
@@ -78,12 +81,12 @@ runs inside the attnrun model, so the whole model still runs.`,
 	return cmd
 }
 
-func importModel(w io.Writer, path string, f importFlags) error {
-	src, err := onnxio.ReadModel(path)
+func importModel(w io.Writer, lim *limits, path string, f importFlags) error {
+	src, err := lim.readModel(path)
 	if err != nil {
 		return err
 	}
-	res, err := lift.Options{Name: f.name, Partial: f.partial}.Lift(src)
+	res, err := lim.liftOptions(lift.Options{Name: f.name, Partial: f.partial}).Lift(src)
 	var unlifted *lift.UnliftedError
 	if errors.As(err, &unlifted) {
 		printUnlifted(w, unlifted.Nodes)

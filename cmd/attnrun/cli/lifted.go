@@ -7,7 +7,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
-	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/registry"
@@ -27,26 +26,28 @@ type liftedFile struct {
 type onnxFile struct {
 	graph  *exec.Graph
 	lifted *liftedFile
+	lim    *limits
 }
 
-// openONNX reads an ONNX file once and prepares it for run and check.
-func openONNX(path string, executor bool) (*onnxFile, error) {
-	m, err := onnxio.ReadModel(path)
+// openONNX reads an ONNX file once and prepares it for run and check,
+// within the command's limits.
+func openONNX(lim *limits, path string, executor bool) (*onnxFile, error) {
+	m, err := lim.readModel(path)
 	if err != nil {
 		return nil, err
 	}
 	if !executor && lift.IsAttnrun(m) {
-		model, outputs, err := lift.Load(m)
+		model, outputs, err := lim.loadAttnrun(m)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (run it on the graph with --executor)", path, err)
 		}
-		return &onnxFile{lifted: &liftedFile{model: model, outputs: outputs}}, nil
+		return &onnxFile{lifted: &liftedFile{model: model, outputs: outputs}, lim: lim}, nil
 	}
-	g, err := exec.New(m)
+	g, err := lim.newGraph(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &onnxFile{graph: g}, nil
+	return &onnxFile{graph: g, lim: lim}, nil
 }
 
 // inputNames lists what the file takes, for messages.
@@ -87,7 +88,7 @@ func (f *onnxFile) run(inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 		for i, info := range f.graph.Inputs() {
 			feeds[info.Name] = inputs[i]
 		}
-		outs, err := f.graph.Run(feeds)
+		outs, err := f.lim.runGraph(f.graph, feeds)
 		if err != nil {
 			return nil, err
 		}
@@ -104,13 +105,13 @@ func (f *onnxFile) run(inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
 	}
-	return lift.RunOutputs(f.lifted.model, f.lifted.outputs, &registry.Run{}, args)
+	return lift.RunOutputs(f.lifted.model, f.lifted.outputs, &registry.Run{Context: f.lim.ctx}, args)
 }
 
 // runONNX executes an ONNX file on --input tensors given in the order of
 // its inputs, and prints or writes the outputs.
-func runONNX(stdout io.Writer, path string, executor bool, inputPaths, outputPaths []string) error {
-	f, err := openONNX(path, executor)
+func runONNX(stdout io.Writer, lim *limits, path string, executor bool, inputPaths, outputPaths []string) error {
+	f, err := openONNX(lim, path, executor)
 	if err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func runONNX(stdout io.Writer, path string, executor bool, inputPaths, outputPat
 	}
 	var inputs []*tensor.Dense
 	for _, p := range inputPaths {
-		t, err := readTensor(p)
+		t, err := lim.readTensor(p)
 		if err != nil {
 			return err
 		}
