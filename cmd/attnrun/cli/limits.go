@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
