@@ -7,8 +7,8 @@ require (
 	github.com/spf13/cobra v1.9.1
 	github.com/stretchr/testify v1.10.0
 	go.yaml.in/yaml/v3 v3.0.4
-	golang.org/x/image v0.24.0
-	gonum.org/v1/gonum v0.8.2
+	golang.org/x/image v0.25.0
+	gonum.org/v1/gonum v0.17.0
 	google.golang.org/protobuf v1.36.6
 	gorgonia.org/tensor v0.9.24
 )
@@ -30,7 +30,7 @@ require (
 	github.com/xtgo/set v1.0.0 // indirect
 	// gorgonia.org/tensor panics at start-up on Go 1.26 without this version.
 	go4.org/unsafe/assume-no-moving-gc v0.0.0-20231121144256-b99613f794b6 // indirect
-	golang.org/x/text v0.22.0 // indirect
+	golang.org/x/text v0.23.0 // indirect
 	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	gorgonia.org/cu v0.9.3 // indirect

@@ -111,14 +111,17 @@ func (hs heads) one(h int) heads {
 // invSqrt is the 1/√d score scale of scaled dot-product attention.
 func invSqrt(d int) float32 { return float32(1 / math.Sqrt(float64(d))) }
 
-// attentionOptions builds the kernel options of one forward pass. Dropout
-// applies in train mode only.
+// attentionOptions builds the kernel options of one forward pass of a seed
+// layer, whose reference modules write attention out as
+// softmax(scores.masked_fill(mask, −inf))·V: the kernel's causal frontier
+// replaces scores as masked_fill does, and a query with nothing but −Inf
+// scores is NaN, as softmax gives. Dropout applies in train mode only.
 func attentionOptions(run *registry.Run, scale float32, causal bool, dropout float64) (kernels.AttentionOptions, error) {
 	p, rng, err := activeDropout(run, "dropout", dropout)
 	if err != nil {
 		return kernels.AttentionOptions{}, err
 	}
-	return kernels.AttentionOptions{Scale: scale, Causal: causal, Dropout: p, RNG: rng}, nil
+	return kernels.AttentionOptions{Scale: scale, Causal: causal, EmptyRowsNaN: true, Dropout: p, RNG: rng}, nil
 }
 
 // activeDropout returns the dropout probability in effect for this run and

@@ -49,6 +49,11 @@ type attention struct {
 // is how one rule serves a full pass (qPos = Tk−Tq for bottom-right causal
 // alignment, 0 for top-left) and an incremental step (qPos = the tokens
 // already seen, kPos = the first key still cached).
+//
+// NaN and ±Inf: a key the causal frontier, the window or a bool mask hides
+// has its score replaced by −Inf, whatever it was (masked_fill, as the
+// seed modules and attention.sdpa's reference do), unless addsHidden; a
+// float mask and ALiBi are added. See kernels.Attend for the rest.
 type scoreRule struct {
 	scale   float32
 	softcap float32
@@ -66,14 +71,21 @@ type scoreRule struct {
 	// nanRows makes a query that sees no key output NaN (as
 	// nn.MultiheadAttention does) instead of zeros.
 	nanRows bool
-	dropout float32
-	rng     *rand.Rand
+	// addsHidden adds −Inf to the scores of hidden keys instead of
+	// replacing them, as nn.MultiheadAttention, which turns its bool masks
+	// into −Inf and adds them: a NaN or +Inf score that a mask hides still
+	// makes its query's row NaN.
+	addsHidden bool
+	dropout    float32
+	rng        *rand.Rand
 }
 
 // plainCausal reports whether the rule is what kernels.Attend does by
-// itself: at most a causal mask aligned bottom-right, nothing else.
+// itself: at most a causal mask aligned bottom-right, nothing else. (The
+// kernel's frontier replaces scores; with addsHidden the rule has no
+// causal frontier of its own, only masks.)
 func (r *scoreRule) plainCausal(tq, tk int) bool {
-	return r.softcap == 0 && r.window == 0 && r.slopes == nil && len(r.masks) == 0 && !r.nanRows &&
+	return r.softcap == 0 && r.window == 0 && r.slopes == nil && len(r.masks) == 0 &&
 		(!r.causal || r.qPos == r.kPos+tk-tq)
 }
 
@@ -113,19 +125,22 @@ func (a *attention) runFused(weights []float32) {
 		}
 	}
 	kernels.AttendBatch(heads, kernels.AttentionOptions{
-		Scale: a.rule.scale, Causal: a.rule.causal,
+		Scale: a.rule.scale, Causal: a.rule.causal, EmptyRowsNaN: a.rule.nanRows,
 		Dropout: a.rule.dropout, RNG: a.rule.rng, Weights: weights,
 	})
 }
 
 // runGeneral attends head by head with an additive bias that holds the
 // causal mask, the window, ALiBi and the masks, rebuilt only when it
-// differs from the previous head's.
+// differs from the previous head's. The kernel adds the bias; where that
+// could differ from hiding by replacement (a hidden score that is NaN or
+// +Inf), the sequence takes the exact path.
 func (a *attention) runGeneral(weights []float32) {
 	bySeq, byHead := a.rule.biasVaries()
 	builtB, builtH := -1, -1
 	wCols := a.rule.kPos + a.tk
 	for b := range a.seqs {
+		exact := a.rule.softcap != 0 || !a.biasHides(b)
 		for h := range a.qHeads {
 			head := a.head(b, h)
 			bb, bh := b, h
@@ -144,16 +159,14 @@ func (a *attention) runGeneral(weights []float32) {
 				a.scratch = growFloats(a.scratch, a.tq*a.tk)
 				w = a.scratch
 			}
-			if a.rule.softcap != 0 {
-				a.attendCapped(&head, w)
+			if exact {
+				a.attendExact(&head, bb, bh, w)
 			} else {
 				head.Mask, head.LdMask = a.bias, a.tk
 				kernels.Attend(head, kernels.AttentionOptions{
-					Scale: a.rule.scale, Dropout: a.rule.dropout, RNG: a.rule.rng, Weights: w,
+					Scale: a.rule.scale, EmptyRowsNaN: a.rule.nanRows,
+					Dropout: a.rule.dropout, RNG: a.rule.rng, Weights: w,
 				})
-			}
-			if a.rule.nanRows {
-				hideRows(&head, a.bias, w)
 			}
 			for i := 0; w != nil && i < a.tq; i++ {
 				at := ((b*a.qHeads+h)*a.tq+i)*wCols + a.rule.kPos
@@ -161,6 +174,49 @@ func (a *attention) runGeneral(weights []float32) {
 			}
 		}
 	}
+}
+
+// biasHides reports whether adding the bias hides keys as the rule wants
+// in sequence b: the rule adds its masks anyway, or nothing hides a key by
+// replacement, or every score is finite (then s + (−Inf) is −Inf).
+func (a *attention) biasHides(b int) bool {
+	r := &a.rule
+	if r.addsHidden || !r.mayHide(a.tq, a.tk) {
+		return true
+	}
+	q := a.q[b*a.tq*a.ldq:]
+	q = q[:min(len(q), a.tq*a.ldq)]
+	k := a.keys[b][:min(len(a.keys[b]), a.tk*a.ldk)]
+	return kernels.FiniteScores(q, k, a.dk, r.scale)
+}
+
+// mayHide reports whether the causal frontier, the window or a bool mask
+// may hide a key from one of tq queries over tk keys.
+func (r *scoreRule) mayHide(tq, tk int) bool {
+	if (r.causal && r.kPos+tk-1 > r.qPos) || (r.window > 0 && r.qPos+tq-1-r.kPos >= r.window) {
+		return true
+	}
+	for _, m := range r.masks {
+		if m.kind != maskAdd {
+			return true
+		}
+	}
+	return false
+}
+
+// hides reports whether the causal frontier, the window or a bool mask
+// hides key j from query i of sequence b, head h.
+func (r *scoreRule) hides(b, h, i, j int) bool {
+	qp, kp := r.qPos+i, r.kPos+j
+	if (r.causal && kp > qp) || (r.window > 0 && qp-kp >= r.window) {
+		return true
+	}
+	for m := range r.masks {
+		if r.masks[m].kind != maskAdd && math.IsInf(float64(r.masks[m].at(b, h, i, kp)), -1) {
+			return true
+		}
+	}
+	return false
 }
 
 // biasVaries reports whether the additive bias differs between sequences
@@ -200,58 +256,58 @@ func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
 	return buf
 }
 
-// attendCapped is attention with logit soft-capping, which the fused kernel
-// does not do: it forms the head's Tq×Tk scores with a GEMM, caps them,
-// adds the bias, takes the softmax row by row (a row that sees no key
-// becomes zeros), applies dropout and multiplies by V. Dropout draws one
-// number per weight, row by row, as kernels.Attend does. w, if non-nil,
-// receives the weights.
-func (a *attention) attendCapped(h *kernels.Head, w []float32) {
+// attendExact computes one head (sequence b, head h) step by step, for
+// what the fused kernel does not do: logit soft-capping, and hiding keys by
+// replacement when a hidden score may be NaN or +Inf. It forms the head's
+// Tq×Tk scores with a GEMM, caps them, replaces the hidden ones by −Inf
+// (or adds −Inf, with addsHidden) and adds the rest of the bias, takes the
+// softmax row by row (a query that sees no key, its bias all −Inf, gets
+// weights of 0 unless nanRows keeps the softmax's NaN), applies dropout
+// and multiplies by V. Dropout draws one number per weight, row by row, as
+// kernels.Attend does. w, if non-nil, receives the weights.
+func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 	r := &a.rule
 	s := w
 	if s == nil {
-		a.scratch = growFloats(a.scratch, h.Tq*h.Tk)
+		a.scratch = growFloats(a.scratch, hd.Tq*hd.Tk)
 		s = a.scratch
 	}
-	kernels.Gemm(false, true, h.Tq, h.Tk, h.D, r.scale, h.Q, h.LdQ, h.K, h.LdK, 0, s, h.Tk)
-	c := float64(r.softcap)
-	for i, v := range s {
-		s[i] = float32(c*math.Tanh(float64(v)/c)) + a.bias[i]
+	kernels.Gemm(false, true, hd.Tq, hd.Tk, hd.D, r.scale, hd.Q, hd.LdQ, hd.K, hd.LdK, 0, s, hd.Tk)
+	if r.softcap != 0 {
+		c := float64(r.softcap)
+		for i, v := range s {
+			s[i] = float32(c * math.Tanh(float64(v)/c))
+		}
 	}
-	kernels.SoftmaxRows(s, h.Tq, h.Tk)
+	for i := range hd.Tq {
+		for j := range hd.Tk {
+			x, bias := &s[i*hd.Tk+j], a.bias[i*hd.Tk+j]
+			if !r.addsHidden && math.IsInf(float64(bias), -1) && r.hides(b, h, i, j) {
+				*x = negInf
+			} else {
+				*x += bias
+			}
+		}
+	}
+	kernels.SoftmaxRows(s, hd.Tq, hd.Tk)
+	if !r.nanRows {
+		for i := range hd.Tq {
+			if allNegInf(a.bias[i*hd.Tk : (i+1)*hd.Tk]) {
+				clear(s[i*hd.Tk : (i+1)*hd.Tk])
+			}
+		}
+	}
 	if r.dropout > 0 {
 		keep := 1 / (1 - r.dropout)
 		for i := range s {
 			if r.rng.Float32() < r.dropout {
-				s[i] = 0
+				s[i] *= 0 // a NaN weight stays NaN, as PyTorch's dropout multiplies
 			} else {
 				s[i] *= keep
 			}
 		}
 	}
-	kernels.Gemm(false, false, h.Tq, h.Dv, h.Tk, 1, s, h.Tk, h.V, h.LdV, 0, h.Out, h.LdOut)
-}
-
-// hideRows sets to NaN the output (and weights, if any) of every query whose
-// bias row hides every key, as softmax over nothing but −Inf gives in
-// PyTorch.
-func hideRows(h *kernels.Head, bias, w []float32) {
-	nan := float32(math.NaN())
-	for i := range h.Tq {
-		if !allNegInf(bias[i*h.Tk : (i+1)*h.Tk]) {
-			continue
-		}
-		out := h.Out[i*h.LdOut : i*h.LdOut+h.Dv]
-		for j := range out {
-			out[j] = nan
-		}
-		if w != nil {
-			row := w[i*h.Tk : (i+1)*h.Tk]
-			for j := range row {
-				row[j] = nan
-			}
-		}
-	}
+	kernels.Gemm(false, false, hd.Tq, hd.Dv, hd.Tk, 1, s, hd.Tk, hd.V, hd.LdV, 0, hd.Out, hd.LdOut)
 }
 
 // allNegInf reports whether every value of row is −Inf.

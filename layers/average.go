@@ -1,6 +1,8 @@
 package layers
 
 import (
+	"math"
+
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
 )
@@ -54,7 +56,13 @@ func (a *Average) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.De
 // the input; sums then holds the sum of them all. w, unless nil, receives
 // the (B, 1, T, past+T) weights of the means: 1/n on each of the n tokens
 // averaged.
+//
+// The reference multiplies the weights by every token, the later ones with
+// a weight of 0, and 0·NaN and 0·Inf are NaN: a NaN or ±Inf at a later
+// token of the input makes the means before it NaN in its feature, as
+// there.
 func runningMeans(in seqs, past int, sums, out, w []float32) {
+	defer laterNonFinite(in, out)
 	total := past + in.T
 	for b := range in.B {
 		sum := sums[b*in.D : (b+1)*in.D]
@@ -70,6 +78,25 @@ func runningMeans(in seqs, past int, sums, out, w []float32) {
 				for j := range weightRow {
 					weightRow[j] = 1 / n
 				}
+			}
+		}
+	}
+}
+
+// laterNonFinite sets out's row t to NaN in each feature where a token
+// after t of the same sequence of in holds NaN or ±Inf.
+func laterNonFinite(in seqs, out []float32) {
+	nan := float32(math.NaN())
+	for b := range in.B {
+		for j := range in.D {
+			later := false
+			for t := in.T - 1; t >= 0; t-- {
+				at := (b*in.T+t)*in.D + j
+				if later {
+					out[at] = nan
+				}
+				x := in.data[at]
+				later = later || x-x != 0
 			}
 		}
 	}

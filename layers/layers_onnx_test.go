@@ -19,6 +19,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -57,9 +58,9 @@ func TestEveryBuiltinLayerExports(t *testing.T) {
 // sequence alone as (T, d) (fed as (1, T, d)), and on a shorter batch.
 func TestExportConfigsMatchForward(t *testing.T) {
 	for _, c := range loadExportConfigs(t) {
-		for opset := onnxio.MinExportOpset; opset <= onnxio.MaxExportOpset; opset++ {
+		for opset := export.MinOpset; opset <= export.MaxOpset; opset++ {
 			t.Run(fmt.Sprintf("%s/opset%d", c.name, opset), func(t *testing.T) {
-				pb, err := onnxio.Export(c.model, onnxio.ExportOptions{Opset: opset})
+				pb, err := export.Model(c.model, export.Options{Opset: opset})
 				require.NoError(t, err)
 				data, err := onnxio.EncodeModel(pb)
 				require.NoError(t, err)
@@ -102,7 +103,7 @@ func TestExportedOps(t *testing.T) {
 		}},
 	} {
 		cfg := loadExportConfig(t, filepath.Join(exportConfigs, c.config))
-		pb, err := onnxio.Export(cfg.model, onnxio.ExportOptions{})
+		pb, err := export.Model(cfg.model, export.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, c.ops, opTypes(pb), c.config)
 	}
@@ -110,7 +111,7 @@ func TestExportedOps(t *testing.T) {
 	// and its causal mask is bounded by context_length (a Gather on the
 	// position table).
 	cfg := loadExportConfig(t, filepath.Join(exportConfigs, "multihead.yaml"))
-	pb, err := onnxio.Export(cfg.model, onnxio.ExportOptions{})
+	pb, err := export.Model(cfg.model, export.Options{})
 	require.NoError(t, err)
 	ops := opTypes(pb)
 	assert.Equal(t, 4, countOps(ops, "Reshape"), "%v", ops)
@@ -142,7 +143,7 @@ layers:
   - {name: attn, type: attention.simple, inputs: [x, a]}
 `), "t.yaml")
 	require.NoError(t, err)
-	_, err = onnxio.Export(m, onnxio.ExportOptions{})
+	_, err = export.Model(m, export.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `layer "attn" (attention.simple): takes 1 input, got 2`)
 }

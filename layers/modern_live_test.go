@@ -15,6 +15,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 	"github.com/attnrun/attnrun/tensorio"
@@ -98,7 +99,7 @@ func TestLiveModernExportsAgainstPyTorch(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/opset%d", name, opset), func(t *testing.T) {
 				c := cases[name]
 				m := c.model(t)
-				pb, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
+				pb, err := export.Model(m, export.Options{Opset: opset})
 				require.NoError(t, err)
 				g, err := exec.New(pb)
 				require.NoError(t, err)
@@ -113,7 +114,7 @@ func TestLiveModernExportsAgainstPyTorch(t *testing.T) {
 				}
 				outs, err := g.Run(feeds)
 				require.NoError(t, err)
-				y := outs[onnxio.OutputName]
+				y := outs[export.OutputName]
 				require.Equal(t, volume(c.Output.Shape), volume(y.Shape()), "output shape %v, PyTorch's %v", y.Shape(), c.Output.Shape)
 				assertCloseNaN(t, c.Output.Data, floats(y), torchAbs, torchRel, "output")
 				if dir := os.Getenv(liveExportsEnv); dir != "" {
@@ -155,13 +156,13 @@ func TestLiveBlocksAgainstPyTorch(t *testing.T) {
 		})
 		for _, opset := range liveOpsets {
 			t.Run(fmt.Sprintf("%s/opset%d", name, opset), func(t *testing.T) {
-				pb, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
+				pb, err := export.Model(m, export.Options{Opset: opset})
 				require.NoError(t, err)
 				g, err := exec.New(pb)
 				require.NoError(t, err)
 				outs, err := g.Run(feeds)
 				require.NoError(t, err)
-				y := outs[onnxio.OutputName]
+				y := outs[export.OutputName]
 				require.Equal(t, want.Shape(), y.Shape())
 				assertCloseNaN(t, floats(want), floats(y), torchAbs, torchRel, "output")
 				if dir := os.Getenv(liveExportsEnv); dir != "" {

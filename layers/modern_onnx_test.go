@@ -19,6 +19,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -60,7 +61,7 @@ func TestModernLayersExport(t *testing.T) {
 // inputs of different sizes (batch, length, memory length).
 func TestModernExportsMatchForward(t *testing.T) {
 	for _, c := range loadModernConfigs(t) {
-		for opset := onnxio.MinExportOpset; opset <= onnxio.MaxExportOpset; opset++ {
+		for opset := export.MinOpset; opset <= export.MaxOpset; opset++ {
 			t.Run(fmt.Sprintf("%s/opset%d", c.name, opset), func(t *testing.T) {
 				g := exportAndLoad(t, c.model, opset)
 				for variant := range 2 {
@@ -104,7 +105,7 @@ func TestExportDeclaresMaskInputs(t *testing.T) {
 			continue
 		}
 		delete(want, c.name)
-		pb, err := onnxio.Export(c.model, onnxio.ExportOptions{})
+		pb, err := export.Model(c.model, export.Options{})
 		require.NoError(t, err)
 		var got []string
 		for _, vi := range pb.GetGraph().GetInput() {
@@ -219,11 +220,11 @@ layers:
   - {name: proj, type: nn.linear, d_in: 4, d_out: 4, inputs: [mask]}
 `), "both.yaml")
 	require.NoError(t, err)
-	_, err = onnxio.Export(m, onnxio.ExportOptions{})
+	_, err = export.Model(m, export.Options{})
 	assert.ErrorContains(t, err, `input "mask" is a mask (batch, heads, queries, keys) for layer "attn" but a token stream (batch, seq, d) for layer "proj"`)
 
 	c := loadModernConfig(t, filepath.Join(multiInputConfigs, "sdpa_keep_mask.yaml"))
-	_, err = onnxio.Export(c.model, onnxio.ExportOptions{Widths: map[string]int{"mask": 3}})
+	_, err = export.Model(c.model, export.Options{Widths: map[string]int{"mask": 3}})
 	assert.ErrorContains(t, err, `a width is given for "mask", which is an attention mask`)
 }
 
@@ -356,7 +357,7 @@ func randomizeParams(m *models.Model, seed uint64) {
 // exportModel exports at an opset.
 func exportModel(t *testing.T, m *models.Model, opset int) *onnxpb.ModelProto {
 	t.Helper()
-	pb, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
+	pb, err := export.Model(m, export.Options{Opset: opset})
 	require.NoError(t, err)
 	return pb
 }

@@ -9,7 +9,7 @@ import (
 var _ registry.Exporter = (*RoPE)(nil)
 
 // attentionOpset is the first opset with the Attention and RotaryEmbedding
-// ops (onnxio.AttentionOpset): from it on, the layers that map onto them
+// ops (export.AttentionOpset): from it on, the layers that map onto them
 // export as those ops.
 const attentionOpset = 23
 

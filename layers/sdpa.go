@@ -40,7 +40,10 @@ func init() {
 //
 // and the output is dropout(softmax(s)) · V. Query head h uses KV head
 // ⌊h / (num_heads/num_kv_heads)⌋ (grouped-query attention; num_kv_heads 1
-// is multi-query attention).
+// is multi-query attention). A key that causal, window or a bool mask
+// hides has its score replaced by −Inf, whatever it was (a NaN key there
+// does not reach the query); a float mask is added (README, "NaN and
+// infinities").
 //
 // Causal alignment: with Tq queries and Tk keys, "bottom_right" (default,
 // PyTorch's causal_lower_right, Hugging Face's and FlashAttention's) lets
@@ -56,8 +59,9 @@ func init() {
 // additive adds it to the scores. The mask broadcasts to (B, H, Tq, Tk)
 // from the right: (Tq, Tk), (B, 1, 1, Tk) as a key-padding mask, etc.
 //
-// A query that sees no key gets a zero output (masked_rows: zeros,
-// FlashAttention's and the ONNX op's choice); masked_rows: nan gives NaN,
+// A query that sees no key gets weights of 0, so a zero output unless a
+// value is NaN or infinite (masked_rows: zeros, FlashAttention's and the
+// ONNX op's choice); masked_rows: nan gives NaN,
 // as nn.MultiheadAttention and a plain softmax do.
 //
 // rope applies rotary embeddings to queries and keys after the projection
@@ -107,7 +111,7 @@ type SDPA struct {
 	// (attend) or "mask" (masked out). Required with mask: bool.
 	MaskPolarity string `yaml:"mask_polarity"`
 	// MaskedRows is the output of a query that sees no key: "zeros"
-	// (default) or "nan".
+	// (default: weights of 0) or "nan".
 	MaskedRows string `yaml:"masked_rows"`
 	// RoPE is the rotary embedding style: "" (none), "half" (GPT-NeoX,
 	// Llama) or "interleaved" (GPT-J).

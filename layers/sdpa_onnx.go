@@ -13,7 +13,7 @@ var _ registry.Exporter = (*SDPA)(nil)
 // ONNXInputDims reports the mask input, last when mask is configured, as
 // a 4-D mask (batch, heads, queries, keys), each dimension its size or 1
 // (a (Tq, Tk) mask is fed as (1, 1, Tq, Tk), a key-padding mask as
-// (B, 1, 1, Tk)). onnxio.Export declares the model input with that rank.
+// (B, 1, 1, Tk)). export.Model declares the model input with that rank.
 func (s *SDPA) ONNXInputDims(n int) map[int][]string {
 	if s.c == nil || s.c.mask == 0 || n < 2 {
 		return nil
@@ -298,7 +298,7 @@ func repeatHeadsONNX(g registry.GraphBuilder, y string, kvHeads, heads, d int) s
 
 // attendHeadsONNX is softmax(mask(softcap(scale·q kᵀ))) v on heads
 // (B, H, T, d). Queries that see no key get zero weights (a Where on the
-// row maxima) unless nanRows keeps the softmax's NaN.
+// row maxima of the mask) unless nanRows keeps the softmax's NaN.
 func attendHeadsONNX(g registry.GraphBuilder, q, k, v string, scale, softcap float32, m onnxScoreMask, nanRows bool) string {
 	scores := g.Node("MatMul", operands(q, g.Node("Transpose", operands(k), registry.IntsAttr("perm", 0, 1, 3, 2))))
 	if scale != 1 {
@@ -317,8 +317,25 @@ func attendHeadsONNX(g registry.GraphBuilder, q, k, v string, scale, softcap flo
 	}
 	weights := g.Node("Softmax", operands(scores), registry.IntAttr("axis", -1))
 	if m.empty && !nanRows {
-		sees := g.Node("Greater", operands(reduceLastONNX(g, "ReduceMax", scores), negInf))
+		// Whether a query sees a key depends on the masks alone, as in
+		// Forward: scores that are NaN must keep their row NaN.
+		top := reduceLastONNX(g, "ReduceMax", m.keyBias(g))
+		sees := g.Node("Not", operands(g.Node("Equal", operands(top, negInf))))
 		weights = g.Node("Where", operands(sees, weights, g.ScalarFloat(0)))
 	}
 	return g.Node("MatMul", operands(weights, v))
+}
+
+// keyBias is what the mask does to each score whatever the score: −Inf
+// where hidden, the bias elsewhere (0 without one). A query whose row of
+// it is all −Inf sees no key.
+func (m *onnxScoreMask) keyBias(g registry.GraphBuilder) string {
+	negInf := g.ScalarFloat(float32(math.Inf(-1)))
+	switch {
+	case m.hidden == "":
+		return m.bias
+	case m.bias == "":
+		return g.Node("Where", operands(m.hidden, negInf, g.ScalarFloat(0)))
+	}
+	return g.Node("Where", operands(m.hidden, negInf, m.bias))
 }

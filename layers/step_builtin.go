@@ -59,7 +59,7 @@ func causalStep(run *registry.Run, x seqs, p qkv, cache *kvCache, heads int, sca
 		seqs: x.B, tq: x.T, tk: past + x.T, qHeads: heads, kvHeads: heads, dk: hd, dv: hd,
 		q: q, ldq: p.out, keys: cache.keys, values: cache.values, ldk: p.out, ldv: p.out,
 		out: out, ldOut: ldOut,
-		rule: scoreRule{scale: scale, causal: true, qPos: past, dropout: prob, rng: rng},
+		rule: scoreRule{scale: scale, causal: true, qPos: past, nanRows: true, dropout: prob, rng: rng},
 	}
 	w := weightData(weights)
 	a.run(w)

@@ -382,7 +382,7 @@ func (c *mhaPrepared) forward(run *registry.Run, inputs []*tensor.Dense, st *att
 		}
 	}
 	sk := s + c.extraKeys()
-	rule := scoreRule{scale: invSqrt(e / c.heads), nanRows: c.nanRows, dropout: p, rng: rng}
+	rule := scoreRule{scale: invSqrt(e / c.heads), nanRows: c.nanRows, addsHidden: true, dropout: p, rng: rng}
 	if rule.masks, err = c.masks(in, b, l, s); err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ var _ registry.Exporter = (*TorchMHA)(nil)
 // follow them, key_padding_mask as (batch, keys) and attn_mask as
 // (queries, keys), their common shapes (a per-head attn_mask,
 // (B·num_heads, L, S), cannot be declared by the same export).
-// onnxio.Export declares the model inputs that way.
+// export.Model declares the model inputs that way.
 func (m *TorchMHA) ONNXInputDims(n int) map[int][]string {
 	if m.c == nil {
 		return nil

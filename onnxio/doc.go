@@ -42,7 +42,9 @@
 //     computes Softmax(axis=-1) on 3-D input wrongly.
 //
 // It remains a compatibility target: what attnrun exports must decode in it,
-// which onnxgo_compat_test.go checks. Our proto package is named
+// which onnxio/export's onnxgo_test.go checks on every export path (presets,
+// every layer's exporter, the Attention op, attnrun import's files);
+// onnxgo_compat_test.go pins down its defects. Our proto package is named
 // attnrun.onnxsubset, not onnx, so that both can link into one binary
 // (two registrations of one protobuf name panic at start-up).
 package onnxio

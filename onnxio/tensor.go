@@ -224,6 +224,13 @@ func encodeRaw[T any](vs []T, size int, put func([]byte, T)) []byte {
 	return out
 }
 
+// EncodeRaw lays values out as a TensorProto's raw_data, little-endian:
+// size bytes each, written by put. The exporter builds Constant values
+// with it.
+func EncodeRaw[T any](values []T, size int, put func([]byte, T)) []byte {
+	return encodeRaw(values, size, put)
+}
+
 func boolByte(b bool) byte {
 	if b {
 		return 1

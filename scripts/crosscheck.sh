@@ -75,4 +75,13 @@ else
   result FAIL "modern layers vs PyTorch, executor, ORT" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
 fi
 
+# 8. Every committed PyTorch fixture, imported: ONNX Runtime reads the
+# source's interface from the lifted file and, on the source's test data,
+# gets PyTorch's outputs.
+if out=$(bash scripts/lifted_ort.sh 2>&1); then
+  result ok "lifted fixtures in ONNX Runtime" "$(tail -1 <<<"$out")"
+else
+  result FAIL "lifted fixtures in ONNX Runtime" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
+fi
+
 crosscheck_summary

@@ -14,6 +14,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
@@ -21,7 +22,7 @@ import (
 
 // exportOpsets are the opsets the export is checked at: the oldest, the
 // default and the newest attnrun writes.
-var exportOpsets = []int{onnxio.MinExportOpset, onnxio.DefaultExportOpset, onnxio.MaxExportOpset}
+var exportOpsets = []int{export.MinOpset, export.DefaultOpset, export.MaxOpset}
 
 // exportedOps are the ONNX ops the export writes, all in the default domain
 // (Constant nodes hold the builder's constants).
@@ -39,7 +40,7 @@ func TestExportRunsLikeForward(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/opset%d", name, opset), func(t *testing.T) {
 				m := load(t, name)
 				require.NoError(t, m.LoadWeights(testdata(name+"_weights.npz")))
-				g := runnable(t, export(t, m, opset))
+				g := runnable(t, exportModel(t, m, opset))
 
 				x := batched(readNPY(t, name+"_input.npy"))
 				assertClose(t, batched(readNPY(t, name+"_expected.npy")), runGraph(t, g, x), "graph output on PyTorch's input")
@@ -59,7 +60,7 @@ func TestExportRunsLikeForward(t *testing.T) {
 func TestExportGraph(t *testing.T) {
 	m := load(t, "cosine")
 	require.NoError(t, m.LoadWeights(testdata("cosine_weights.npz")))
-	out := export(t, m, onnxio.DefaultExportOpset)
+	out := exportModel(t, m, export.DefaultOpset)
 	for _, n := range out.GetGraph().GetNode() {
 		assert.Contains(t, exportedOps, n.GetOpType(), "node %s", n.GetName())
 		assert.Empty(t, n.GetDomain(), "node %s", n.GetName())
@@ -74,12 +75,12 @@ func TestExportGraph(t *testing.T) {
 		assert.Equal(t, dict[tp.GetName()].Data(), d.Data(), tp.GetName())
 	}
 	assert.Equal(t, names, inits)
-	config, ok := onnxio.Metadata(out, onnxio.MetadataConfig)
+	config, ok := onnxio.Metadata(out, export.MetadataConfig)
 	require.True(t, ok)
 	assert.Contains(t, config, "type: attention.cosine")
 }
 
-// TestExportErrors checks what ExportONNX refuses, through onnxio.Export.
+// TestExportErrors checks what ExportONNX refuses, through export.Model.
 func TestExportErrors(t *testing.T) {
 	_, err := (&cosine.Cosine{}).ExportONNX(nil, []string{"x"})
 	require.ErrorContains(t, err, "before a successful Validate")
@@ -91,7 +92,7 @@ layers:
   - {name: attn, type: attention.cosine, inputs: [x, y], d_in: 4, d_out: 3}
 `), "two.yaml")
 	require.NoError(t, err)
-	_, err = onnxio.Export(m, onnxio.ExportOptions{})
+	_, err = export.Model(m, export.Options{})
 	require.ErrorContains(t, err, `layer "attn" (attention.cosine): takes 1 input, got 2`)
 }
 
@@ -103,7 +104,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := load(t, name)
 			require.NoError(t, m.LoadWeights(testdata(name+"_weights.npz")))
-			res, err := lift.Lift(export(t, m, onnxio.DefaultExportOpset))
+			res, err := lift.Lift(exportModel(t, m, export.DefaultOpset))
 			require.NoError(t, err)
 			require.True(t, res.Attnrun, "loaded from the metadata")
 			assert.Equal(t, string(m.Config().YAML), res.Config)
@@ -125,7 +126,7 @@ func TestLiftOwnExportByStructure(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := load(t, name)
 			require.NoError(t, m.LoadWeights(testdata(name+"_weights.npz")))
-			exported := export(t, m, onnxio.DefaultExportOpset)
+			exported := exportModel(t, m, export.DefaultOpset)
 			exported.MetadataProps = nil
 			res, err := lift.Lift(exported)
 			require.NoError(t, err)
@@ -232,9 +233,9 @@ func TestPatternRegistered(t *testing.T) {
 
 // export exports m at an opset, encodes it and decodes the bytes, so that
 // the test sees what a file holds.
-func export(t *testing.T, m *models.Model, opset int) *onnxpb.ModelProto {
+func exportModel(t *testing.T, m *models.Model, opset int) *onnxpb.ModelProto {
 	t.Helper()
-	out, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
+	out, err := export.Model(m, export.Options{Opset: opset})
 	require.NoError(t, err)
 	data, err := onnxio.EncodeModel(out)
 	require.NoError(t, err)
@@ -256,8 +257,8 @@ func runGraph(t *testing.T, g *exec.Graph, x *tensor.Dense) *tensor.Dense {
 	t.Helper()
 	out, err := g.Run(map[string]*tensor.Dense{"x": x})
 	require.NoError(t, err)
-	require.Contains(t, out, onnxio.OutputName)
-	return out[onnxio.OutputName]
+	require.Contains(t, out, export.OutputName)
+	return out[export.OutputName]
 }
 
 // liftTorch lifts testdata/<name>_torch.onnx.

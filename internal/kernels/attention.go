@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 )
 
@@ -35,7 +36,13 @@ type AttentionOptions struct {
 	Scale float32
 	// Causal lets query i see keys j ≤ i + (Tk − Tq): the diagonal is
 	// aligned bottom-right, which for Tq == Tk is the usual lower triangle.
+	// The scores of later keys are never looked at (see Attend).
 	Causal bool
+	// EmptyRowsNaN makes a query that sees no key output NaN (and NaN
+	// weights), as a plain softmax over nothing but −Inf does in PyTorch and
+	// ONNX. Without it such a query's weights are 0 (FlashAttention's,
+	// PyTorch 2.5's SDPA and the ONNX Attention operator's choice).
+	EmptyRowsNaN bool
 	// Dropout is the probability of zeroing a weight after the softmax; the
 	// kept weights are scaled by 1/(1−Dropout). It needs RNG.
 	Dropout float32
@@ -56,8 +63,21 @@ type AttentionOptions struct {
 // it walks blocks of queries against tiles of keys, keeping a running
 // maximum and sum per query (an "online" softmax, as in FlashAttention), so
 // its memory is O(Tk·(D+Dv)). Causal tiles above the diagonal are skipped.
-// A query that can see no key (every score −Inf) gets an output of zeros.
 // Without dropout, the query blocks run in parallel on all processors.
+//
+// NaN and ±Inf come out as in PyTorch's softmax(s)·V written out:
+//   - The mask is added (IEEE arithmetic: NaN or +Inf plus −Inf is NaN);
+//     the causal frontier instead hides a key's score whatever it is, as
+//     masked_fill(−inf) does. Where the two must agree for non-finite
+//     scores, see FiniteScores.
+//   - A query whose visible scores include a NaN or a +Inf, or are all
+//     −Inf, gets NaN weights and output, as softmax gives.
+//   - A query that sees no key (every key behind the causal frontier or
+//     masked by −Inf) gets weights of 0, or NaN with EmptyRowsNaN.
+//   - The weights multiply every row of V, hidden keys' included: a weight
+//     of 0 times a NaN or ±Inf value is NaN, so such a value reaches every
+//     query's output in its column, as the product weights·V does. Skipped
+//     causal tiles are accounted for without being multiplied.
 //
 // Attend panics if a slice is too short for the sizes and strides given.
 func Attend(h Head, opt AttentionOptions) {
@@ -150,6 +170,61 @@ func (h *Head) maskRow(i int) []float32 {
 		return nil
 	}
 	return h.Mask[i*h.LdMask : i*h.LdMask+h.Tk]
+}
+
+// FiniteScores reports whether every score scale·q·k that rows of q and k
+// (d wide) can form is certainly finite: q and k hold finite numbers only,
+// small enough that no dot product of d terms can overflow float32, in
+// any order of summation and before or after the scaling.
+//
+// Attend hides the keys behind the causal frontier by never looking at
+// their scores, as PyTorch's masked_fill(−inf) does. An additive mask
+// (nn.MultiheadAttention's, F.scaled_dot_product_attention's math path,
+// ONNX's Add and Attention) adds −Inf instead, which turns a NaN or +Inf
+// score into NaN and so makes the whole row NaN. The two agree when the
+// scores are finite: a caller that adds its masks calls FiniteScores and,
+// when it is false, passes the frontier as a mask of −Inf instead of
+// setting Causal. The scan costs O((Tq+Tk)·d), little next to attention.
+func FiniteScores(q, k []float32, d int, scale float32) bool {
+	mq, okq := maxAbs(q)
+	mk, okk := maxAbs(k)
+	if !okq || !okk {
+		return false
+	}
+	bound := float64(d) * float64(mq) * float64(mk) * max(1, math.Abs(float64(scale)))
+	return bound < math.MaxFloat32/2 // a factor of 2 for the rounding of the sums
+}
+
+// maxAbs returns the largest magnitude in x, and false if x holds a NaN or
+// an infinity.
+func maxAbs(x []float32) (float32, bool) {
+	var m float32
+	for _, v := range x {
+		if !isFinite(v) {
+			return 0, false
+		}
+		m = max(m, v, -v)
+	}
+	return m, true
+}
+
+// seesNoKey reports whether query i sees no key: the causal frontier hides
+// them all, or the mask is −Inf on every key the frontier leaves.
+func (h *Head) seesNoKey(i int, causal bool) bool {
+	n := visibleKeys(i, h.Tq, h.Tk, causal)
+	if n == 0 {
+		return true
+	}
+	mask := h.maskRow(i)
+	if mask == nil {
+		return false
+	}
+	for _, m := range mask[:n] {
+		if !math.IsInf(float64(m), -1) {
+			return false
+		}
+	}
+	return true
 }
 
 // visibleKeys returns how many keys query i may see: all Tk, or with a

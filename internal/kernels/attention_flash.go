@@ -30,7 +30,9 @@ type attnScratch struct {
 	s      []float32 // scores of one tile, then its weights: bq×bk, row stride bk
 	acc    []float32 // output accumulator, bq×dvPad
 	m, l   []float32 // running maximum and sum per query
+	empty  []bool    // per query of the block: it sees no key
 	drop   []uint64  // dropout bits of the block: 1 = dropped
+	bad    []int     // the head's lastBad (see flash)
 }
 
 // flash is one head set up for the fused kernel.
@@ -50,6 +52,12 @@ type flash struct {
 	vRow   int       // row stride of vb
 	vPack  bool      // vb is packed
 	keep   float32   // 1/(1−Dropout)
+	// lastBad[c] is the last key whose value in column c is NaN or ±Inf,
+	// among the keys past the first block's causal frontier (−1 if none);
+	// nil when no key is ever skipped or every such value is finite. A
+	// block that skips key lastBad[c] outputs NaN in column c: its zero
+	// weight times that value.
+	lastBad []int
 }
 
 // setup fills f for head h and packs its K into ws as the B operand of
@@ -71,6 +79,11 @@ func (f *flash) setup(h *Head, opt *AttentionOptions, ws *workspace) {
 	sc.kp = grow(sc.kp, roundUp(h.Tk, kern.nr)*h.D)
 	packB(set, sc.kp, h.K, h.LdK, true, 0, h.D, 0, h.Tk, kern.nr)
 	f.kp = sc.kp
+	if opt.Causal {
+		// The first block loads the fewest keys; later ones load more.
+		first := visibleKeys(min(f.bq, h.Tq)-1, h.Tq, h.Tk, true)
+		f.lastBad = lastNonFinite(&sc.bad, h.V, h.LdV, first, h.Tk, h.Dv)
+	}
 	if h.Dv%kern.nr == 0 {
 		f.vb, f.vRow = h.V, h.LdV
 		return
@@ -151,9 +164,14 @@ func (f *flash) block(ws *workspace, b int) {
 	clear(sc.acc)
 	sc.m = grow(sc.m, f.bq)[:rows]
 	sc.l = grow(sc.l, f.bq)[:rows]
+	if cap(sc.empty) < f.bq {
+		sc.empty = make([]bool, f.bq)
+	}
+	sc.empty = sc.empty[:rows]
 	for r := range rows {
 		sc.m[r] = float32(math.Inf(-1))
 		sc.l[r] = 0
+		sc.empty[r] = h.seesNoKey(i0+r, opt.Causal)
 	}
 	if opt.Dropout > 0 {
 		f.drawDropout(sc, rows)
@@ -188,26 +206,69 @@ func (f *flash) block(ws *workspace, b int) {
 
 	for r := range rows {
 		out := h.Out[(i0+r)*h.LdOut : (i0+r)*h.LdOut+h.Dv]
-		if sc.l[r] == 0 || opt.Dropout >= 1 {
-			clear(out) // no visible key, or every weight dropped
-			continue
+		acc := sc.acc[r*f.dvPad : r*f.dvPad+h.Dv]
+		switch {
+		case sc.empty[r] && opt.EmptyRowsNaN && h.Tk > 0:
+			fillNaN(out) // (with no keys at all, weights·V is an empty sum: 0)
+		case sc.empty[r] || opt.Dropout >= 1:
+			// Every weight is 0: acc holds their products with V, which
+			// are 0 or, where a value is not finite, NaN.
+			copy(out, acc)
+		case math.IsInf(float64(sc.m[r]), -1):
+			fillNaN(out) // every visible score is −Inf: softmax is NaN
+		default:
+			norm := f.keep / sc.l[r]
+			for c, v := range acc {
+				out[c] = v * norm
+			}
 		}
-		norm := f.keep / sc.l[r]
-		for c, v := range sc.acc[r*f.dvPad : r*f.dvPad+h.Dv] {
-			out[c] = v * norm
+		for c, last := range f.lastBad {
+			if last >= kEnd {
+				out[c] = float32(math.NaN())
+			}
 		}
 	}
 }
 
+// lastNonFinite returns, for each of the dv columns of the rows from..to−1
+// of v (row stride ldv), the last row holding NaN or ±Inf there, or −1.
+// It returns nil if there is none at all; buf is reused for the result.
+func lastNonFinite(buf *[]int, v []float32, ldv, from, to, dv int) []int {
+	var last []int
+	for j := from; j < to; j++ {
+		for c, x := range v[j*ldv : j*ldv+dv] {
+			if isFinite(x) {
+				continue
+			}
+			if last == nil {
+				if cap(*buf) < dv {
+					*buf = make([]int, dv)
+				}
+				last = (*buf)[:dv]
+				for k := range last {
+					last[k] = -1
+				}
+			}
+			last[c] = j
+		}
+	}
+	return last
+}
+
 // softmaxStep folds row r (query i) of the score tile starting at key j0
 // into the running softmax and leaves the row's unnormalized weights
-// exp(s − m) in the tile, zero where masked or dropped.
+// exp(s − m) in the tile, zero where hidden or dropped.
+//
+// NaN needs no case of its own: a NaN score makes the maximum NaN (maxOf
+// and max keep it), then every weight, the sum and the rescaled
+// accumulator NaN, and they stay NaN for the later tiles. A +Inf score
+// makes the maximum +Inf and its own weight e^(Inf−Inf), NaN.
 func (f *flash) softmaxStep(sc *attnScratch, r, i, j0, cols, colsPad int) {
 	h, set := &f.h, f.set
 	srow := sc.s[r*f.bk : r*f.bk+colsPad]
 	n := min(cols, visibleKeys(i, h.Tq, h.Tk, f.opt.Causal)-j0)
-	if n <= 0 {
-		clear(srow)
+	if n <= 0 || sc.empty[r] {
+		clear(srow) // weights of 0, whatever the scores
 		return
 	}
 	x := srow[:n]
@@ -218,12 +279,14 @@ func (f *flash) softmaxStep(sc *attnScratch, r, i, j0, cols, colsPad int) {
 	mOld := sc.m[r]
 	mNew := max(mOld, set.maxOf(x))
 	if math.IsInf(float64(mNew), -1) {
-		clear(x) // nothing visible yet
+		clear(x) // every score so far is −Inf: weights of 0 for now
 		return
 	}
 	sum := set.expShift(x, mNew)
-	if mNew != mOld {
-		corr := exp32(mOld - mNew) // 0 on the first visible tile
+	if mNew != mOld { // also when either is NaN
+		// 0 on the first tile with a score above −Inf; what acc holds
+		// then is 0 or NaN (zero weights times V) and stays so.
+		corr := exp32(mOld - mNew)
 		sc.l[r] *= corr
 		set.scale(sc.acc[r*f.dvPad:(r+1)*f.dvPad], corr)
 		sc.m[r] = mNew
@@ -235,7 +298,7 @@ func (f *flash) softmaxStep(sc *attnScratch, r, i, j0, cols, colsPad int) {
 		for j := range x {
 			k := j0 + j
 			if bits[k/64]&(1<<(k%64)) != 0 {
-				x[j] = 0
+				x[j] *= 0 // a NaN weight stays NaN, as PyTorch's dropout multiplies
 			}
 		}
 	}

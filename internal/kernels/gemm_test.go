@@ -47,14 +47,22 @@ func requireClose(t *testing.T, want, got []float32, mag []float64, k int, what 
 	requireWithin(t, want, got, tol, what)
 }
 
-// requireWithin checks that got[i] is within tol[i] of want[i].
+// requireWithin checks that got[i] is within tol[i] of want[i]; where
+// want[i] is NaN or ±Inf, got[i] must be the same (any NaN matches NaN).
 func requireWithin(t *testing.T, want, got []float32, tol []float64, what string) {
 	t.Helper()
 	require.Equal(t, len(want), len(got), what)
 	for i := range want {
-		d := math.Abs(float64(got[i]) - float64(want[i]))
+		w, g := float64(want[i]), float64(got[i])
+		if !isFinite(want[i]) || !isFinite(got[i]) {
+			if !(w == g || math.IsNaN(w) && math.IsNaN(g)) {
+				require.Failf(t, "mismatch", "%s: element %d: got %g, want %g", what, i, got[i], want[i])
+			}
+			continue
+		}
+		d := math.Abs(g - w)
 		tol := tol[i]
-		if !(d <= tol) { // NaN fails too
+		if !(d <= tol) {
 			require.Failf(t, "mismatch", "%s: element %d: got %g, want %g (diff %.3g, tol %.3g)", what, i, got[i], want[i], d, tol)
 		}
 	}

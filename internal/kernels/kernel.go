@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"os"
 	"sync/atomic"
 )
@@ -36,9 +37,10 @@ type isa struct {
 	name string
 	gemm *microKernel
 	// expShift sets x[i] = exp(x[i] − shift) and returns the sum of the
-	// new values.
+	// new values; a NaN difference gives NaN (and a NaN sum).
 	expShift func(x []float32, shift float32) float32
-	// maxOf returns the largest element of x (−Inf for an empty x).
+	// maxOf returns the largest element of x: NaN if x holds a NaN, −Inf
+	// for an empty x.
 	maxOf func(x []float32) float32
 	// scale multiplies x by alpha in place.
 	scale func(x []float32, alpha float32)
@@ -89,3 +91,27 @@ func currentISA() *isa { return active.Load() }
 // ISA names the instruction set the kernels use on this machine ("avx2",
 // "go", ...), for benchmark reports and logs.
 func ISA() string { return currentISA().name }
+
+// ISAs names the instruction sets usable on this machine, best first; the
+// last is always "go", the portable kernels.
+func ISAs() []string {
+	var names []string
+	for _, set := range availableISAs() {
+		names = append(names, set.name)
+	}
+	return names
+}
+
+// UseISA switches the kernels to the named instruction set (one of ISAs)
+// and returns a function that switches back. It is meant for tests that
+// check every code path in one process, and must not be called while
+// kernels run.
+func UseISA(name string) (restore func(), err error) {
+	for _, set := range availableISAs() {
+		if set.name == name {
+			saved := active.Swap(set)
+			return func() { active.Store(saved) }, nil
+		}
+	}
+	return nil, fmt.Errorf("kernels: instruction set %q is not available here (have %v)", name, ISAs())
+}

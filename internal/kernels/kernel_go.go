@@ -63,13 +63,12 @@ func storeRow2(c []float32, alpha, beta, v0, v1 float32) {
 	c[1] = alpha*v1 + beta*c[1]
 }
 
-// maxOfGo returns the largest element of x, or −Inf if x is empty.
+// maxOfGo returns the largest element of x, NaN if x holds a NaN, or −Inf
+// if x is empty.
 func maxOfGo(x []float32) float32 {
 	m := float32(math.Inf(-1))
 	for _, v := range x {
-		if v > m {
-			m = v
-		}
+		m = max(m, v) // NaN if either is NaN
 	}
 	return m
 }

@@ -46,16 +46,13 @@ func gemmRef(transA, transB bool, m, n, k int, alpha float32, a []float32, lda i
 	return mag
 }
 
-// softmaxRef is the softmax of one row in float64; an all −Inf row gives
-// zeros.
+// softmaxRef is the softmax of one row in float64, with torch.softmax's
+// non-finite results: max, x − max and exp propagate NaN, so a row with a
+// NaN, a +Inf or nothing but −Inf is all NaN.
 func softmaxRef(row []float64) {
 	maxv := math.Inf(-1)
 	for _, v := range row {
-		maxv = math.Max(maxv, v)
-	}
-	if math.IsInf(maxv, -1) {
-		clear(row)
-		return
+		maxv = max(maxv, v) // NaN if either is NaN
 	}
 	var sum float64
 	for i, v := range row {
@@ -67,12 +64,15 @@ func softmaxRef(row []float64) {
 	}
 }
 
-// attendRef computes one head of attention by the definition: all Tq×Tk
-// scores, mask, softmax, dropout (drawing opt.RNG for every weight in
-// row-major order, masked ones included, as Attend does), then the product
-// with V. Alongside it returns, per output element, the tolerance a
+// attendRef computes one head of attention by the definition Attend
+// documents: all Tq×Tk scores (−Inf behind the causal frontier, whatever
+// the product), plus the mask, softmax (weights of 0, or NaN with
+// EmptyRowsNaN, for a query that sees no key), dropout (drawing opt.RNG for
+// every weight in row-major order, masked ones included, as Attend does),
+// then the product with every row of V, in float64 where 0·NaN and 0·Inf
+// are NaN. Alongside it returns, per output element, the tolerance a
 // float32 implementation must meet, and the same per weight (see
-// attentionTolerance).
+// attentionTolerance); only finite results use them.
 func attendRef(h Head, opt AttentionOptions) (outTol, weightTol []float64) {
 	outTol = make([]float64, h.Tq*h.Dv)
 	weightTol = make([]float64, h.Tq*h.Tk)
@@ -81,6 +81,7 @@ func attendRef(h Head, opt AttentionOptions) (outTol, weightTol []float64) {
 	keep := 1 / (1 - float64(opt.Dropout))
 	for i := range h.Tq {
 		scoreMag := 0.0
+		empty := true
 		for j := range h.Tk {
 			if opt.Causal && j > i+offset {
 				scores[j] = math.Inf(-1)
@@ -92,17 +93,33 @@ func attendRef(h Head, opt AttentionOptions) (outTol, weightTol []float64) {
 				s += qk
 				abs += math.Abs(qk)
 			}
-			scoreMag = math.Max(scoreMag, abs*math.Abs(float64(opt.Scale)))
-			scores[j] = s * float64(opt.Scale)
-			if h.Mask != nil {
-				scores[j] += float64(h.Mask[i*h.LdMask+j])
+			if !math.IsInf(abs, 0) && !math.IsNaN(abs) {
+				scoreMag = math.Max(scoreMag, abs*math.Abs(float64(opt.Scale)))
 			}
+			// Rounded to float32 as the kernels' scores are, which decides
+			// whether a huge score overflows.
+			scores[j] = float64(float32(s * float64(opt.Scale)))
+			m := 0.0
+			if h.Mask != nil {
+				m = float64(h.Mask[i*h.LdMask+j])
+			}
+			empty = empty && math.IsInf(m, -1)
+			scores[j] += m
 		}
-		softmaxRef(scores)
+		switch {
+		case empty && opt.EmptyRowsNaN:
+			for j := range scores {
+				scores[j] = math.NaN()
+			}
+		case empty:
+			clear(scores)
+		default:
+			softmaxRef(scores)
+		}
 		if opt.Dropout > 0 {
 			for j := range scores {
 				if opt.RNG.Float32() < opt.Dropout {
-					scores[j] = 0
+					scores[j] *= 0
 				} else {
 					scores[j] *= keep
 				}
@@ -121,6 +138,9 @@ func attendRef(h Head, opt AttentionOptions) (outTol, weightTol []float64) {
 				v := float64(h.V[j*h.LdV+c])
 				sum += w * v
 				abs += math.Abs(w * v)
+			}
+			if h.Tk == 0 {
+				sum = 0
 			}
 			h.Out[i*h.LdOut+c] = float32(sum)
 			outTol[i*h.Dv+c] = rel*abs + 1e-5*math.Abs(sum)

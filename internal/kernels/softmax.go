@@ -2,8 +2,10 @@ package kernels
 
 import "math"
 
-// SoftmaxRows replaces each of the rows of x (n wide, dense) by its softmax.
-// A row that is entirely -Inf becomes all zeros rather than NaN.
+// SoftmaxRows replaces each of the rows of x (n wide, dense) by its
+// softmax, with the non-finite results of torch.softmax and ONNX's Softmax:
+// a row that holds a NaN or a +Inf, or nothing but −Inf, becomes all NaN
+// (e^(x−max) is NaN there); −Inf elsewhere gives a weight of 0.
 // Large inputs are split by rows over all processors.
 func SoftmaxRows(x []float32, rows, n int) {
 	set := currentISA()
@@ -52,14 +54,24 @@ func (j *softmaxJob) runPart(part int) {
 	}
 }
 
-// softmaxRow replaces row by its softmax, or by zeros if it is all −Inf
-// (or empty).
+// softmaxRow replaces row by its softmax (see SoftmaxRows).
 func softmaxRow(set *isa, row []float32) {
 	m := set.maxOf(row)
-	if math.IsInf(float64(m), -1) {
-		clear(row)
+	if !isFinite(m) { // NaN, +Inf, or a row of −Inf: every e^(x−max) sums to NaN
+		fillNaN(row)
 		return
 	}
 	sum := set.expShift(row, m)
 	set.scale(row, 1/sum)
+}
+
+// isFinite reports whether x is neither NaN nor ±Inf.
+func isFinite(x float32) bool { return x-x == 0 }
+
+// fillNaN sets every element of x to NaN.
+func fillNaN(x []float32) {
+	nan := float32(math.NaN())
+	for i := range x {
+		x[i] = nan
+	}
 }

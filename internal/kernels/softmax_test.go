@@ -114,10 +114,14 @@ func TestSoftmaxRows(t *testing.T) {
 				x[i] = 20*rng.Float32() - 10
 			}
 			x[0] = float32(math.Inf(-1))
-			if rows > 1 { // a row with nothing visible becomes zeros
+			if rows > 1 { // a row of nothing but −Inf becomes NaN, as in PyTorch
 				for j := range n {
 					x[n+j] = float32(math.Inf(-1))
 				}
+			}
+			if rows > 3 { // so does a row with a NaN, or a +Inf
+				x[2*n+n/2] = float32(math.NaN())
+				x[3*n+n-1] = float32(math.Inf(1))
 			}
 			want := make([]float32, len(x))
 			tol := make([]float64, len(x))

@@ -67,12 +67,14 @@ GLOBL expTable<>(SB), RODATA|NOPTR, $224
 // in P (N and M are scratch). Registers hold: Y8 shift, Y9 expMin, Y10
 // expMax, Y11 log2e, Y12 ln2Hi, Y13 ln2Lo, Y14 1.0. Same steps as exp32
 // in exp.go: n = round(x·log2e), r = x − n·ln2, 2ⁿ·(1 + r + r²·p(r)),
-// and 0 where x < expMin.
+// and 0 where x < expMin. A NaN stays NaN: VMAXPS and VMINPS return their
+// second source (Intel order; the first operand here) when either is NaN,
+// so x goes there, and the comparison with expMin is false for NaN.
 #define EXP8(X, N, P, M) \
 	VSUBPS       Y8, X, X;                    \
 	VCMPPS       $1, Y9, X, M;                \
-	VMAXPS       Y9, X, X;                    \
-	VMINPS       Y10, X, X;                   \
+	VMAXPS       X, Y9, X;                    \
+	VMINPS       X, Y10, X;                   \
 	VMULPS       Y11, X, N;                   \
 	VROUNDPS     $0, N, N;                    \
 	VFNMADD231PS Y12, N, X;                   \
@@ -196,28 +198,40 @@ done:
 	RET
 
 // func maxOfAVX2(x *float32, n int) float32
+// VMAXPS drops a NaN in one of its operands, so NaN lanes are collected
+// apart (an unordered self-comparison) and make the result NaN.
 TEXT ·maxOfAVX2(SB), NOSPLIT, $0-20
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	BCAST($0xff800000, Y6) // −Inf
 	VMOVAPS Y6, Y0
 	VMOVAPS Y6, Y1
+	VXORPS  Y5, Y5, Y5     // NaN lanes seen
 	MOVQ    CX, R8
 	SHRQ    $4, R8
 	JZ      half
 
 loop:
-	VMAXPS (SI), Y0, Y0
-	VMAXPS 32(SI), Y1, Y1
-	ADDQ   $64, SI
-	DECQ   R8
-	JNZ    loop
+	VMOVUPS (SI), Y2
+	VMOVUPS 32(SI), Y3
+	VMAXPS  Y2, Y0, Y0
+	VMAXPS  Y3, Y1, Y1
+	VCMPPS  $3, Y2, Y2, Y2
+	VCMPPS  $3, Y3, Y3, Y3
+	VORPS   Y2, Y5, Y5
+	VORPS   Y3, Y5, Y5
+	ADDQ    $64, SI
+	DECQ    R8
+	JNZ     loop
 
 half:
-	TESTQ  $8, CX
-	JZ     tail
-	VMAXPS (SI), Y0, Y0
-	ADDQ   $32, SI
+	TESTQ   $8, CX
+	JZ      tail
+	VMOVUPS (SI), Y2
+	VMAXPS  Y2, Y0, Y0
+	VCMPPS  $3, Y2, Y2, Y2
+	VORPS   Y2, Y5, Y5
+	ADDQ    $32, SI
 
 tail:
 	// Masked-off lanes load as 0: replace them by −Inf before the max.
@@ -226,6 +240,8 @@ tail:
 	VMASKMOVPS (SI), Y7, Y2
 	VBLENDVPS  Y7, Y2, Y6, Y2
 	VMAXPS     Y2, Y1, Y1
+	VCMPPS     $3, Y2, Y2, Y2
+	VORPS      Y2, Y5, Y5
 
 reduce:
 	VMAXPS       Y1, Y0, Y0
@@ -236,6 +252,13 @@ reduce:
 	VMOVSHDUP    X0, X1
 	VMAXSS       X1, X0, X0
 	VMOVSS       X0, ret+16(FP)
+	VMOVMSKPS    Y5, AX
+	TESTL        AX, AX
+	JZ           done
+	MOVL         $0x7fc00000, AX // NaN
+	MOVL         AX, ret+16(FP)
+
+done:
 	VZEROUPPER
 	RET
 

@@ -9,7 +9,8 @@ import "unsafe"
 //go:noescape
 func expShiftAVX512(x *float32, n int, shift float32) (sum float32)
 
-// maxOfAVX512 returns the largest of n floats (−Inf if n is 0).
+// maxOfAVX512 returns the largest of n floats: NaN if one is
+// NaN, −Inf if n is 0.
 //
 //go:noescape
 func maxOfAVX512(x *float32, n int) float32

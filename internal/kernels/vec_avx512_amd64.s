@@ -12,12 +12,15 @@
 // in P (N is scratch, K1 holds the lanes that are not below expMin). Same
 // steps as exp32 in exp.go, except that VSCALEFPS multiplies by 2ⁿ.
 // Registers: Z8 shift, Z9 expMin, Z10 expMax, Z11 log2e, Z12 ln2Hi,
-// Z13 ln2Lo, Z14 1.0, Z16–Z21 the polynomial P0–P5.
+// Z13 ln2Lo, Z14 1.0, Z16–Z21 the polynomial P0–P5. A NaN stays NaN: the
+// comparison is "not less than" (true for NaN), and VMAXPS and VMINPS
+// return their second source (Intel order; the first operand here) when
+// either is NaN.
 #define EXP16(X, N, P) \
 	VSUBPS       Z8, X, X;    \
-	VCMPPS       $13, Z9, X, K1; \
-	VMAXPS       Z9, X, X;    \
-	VMINPS       Z10, X, X;   \
+	VCMPPS       $5, Z9, X, K1; \
+	VMAXPS       X, Z9, X;    \
+	VMINPS       X, Z10, X;   \
 	VMULPS       Z11, X, N;   \
 	VRNDSCALEPS  $8, N, N;    \
 	VFNMADD231PS Z12, N, X;   \
@@ -100,28 +103,40 @@ done:
 	RET
 
 // func maxOfAVX512(x *float32, n int) float32
+// VMAXPS drops a NaN in one of its operands, so NaN lanes are collected in
+// K3 apart (an unordered self-comparison) and make the result NaN.
 TEXT ·maxOfAVX512(SB), NOSPLIT, $0-20
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	BCAST($0xff800000, Z0) // −Inf
 	VMOVAPS Z0, Z1
 	VMOVAPS Z0, Z2
+	KXORW   K3, K3, K3     // NaN lanes seen
 	MOVQ    CX, DX
 	SHRQ    $5, DX
 	JZ      half
 
 loop:
-	VMAXPS (SI), Z0, Z0
-	VMAXPS 64(SI), Z1, Z1
-	ADDQ   $128, SI
-	DECQ   DX
-	JNZ    loop
+	VMOVUPS (SI), Z3
+	VMOVUPS 64(SI), Z4
+	VMAXPS  Z3, Z0, Z0
+	VMAXPS  Z4, Z1, Z1
+	VCMPPS  $3, Z3, Z3, K4
+	VCMPPS  $3, Z4, Z4, K5
+	KORW    K4, K3, K3
+	KORW    K5, K3, K3
+	ADDQ    $128, SI
+	DECQ    DX
+	JNZ     loop
 
 half:
-	TESTQ  $16, CX
-	JZ     tail
-	VMAXPS (SI), Z0, Z0
-	ADDQ   $64, SI
+	TESTQ   $16, CX
+	JZ      tail
+	VMOVUPS (SI), Z3
+	VMAXPS  Z3, Z0, Z0
+	VCMPPS  $3, Z3, Z3, K4
+	KORW    K4, K3, K3
+	ADDQ    $64, SI
 
 tail:
 	// Masked-off lanes keep −Inf (merge masking) and are not read.
@@ -129,6 +144,8 @@ tail:
 	JZ      reduce
 	VMOVUPS (SI), K2, Z2
 	VMAXPS  Z2, Z1, Z1
+	VCMPPS  $3, Z2, Z2, K4
+	KORW    K4, K3, K3
 
 reduce:
 	VMAXPS        Z1, Z0, Z0
@@ -141,6 +158,12 @@ reduce:
 	VMOVSHDUP     X0, X1
 	VMAXSS        X1, X0, X0
 	VMOVSS        X0, ret+16(FP)
+	KORTESTW      K3, K3
+	JZ            done
+	MOVL          $0x7fc00000, AX // NaN
+	MOVL          AX, ret+16(FP)
+
+done:
 	VZEROUPPER
 	RET
 

@@ -76,6 +76,9 @@ var conformanceExclusions = map[string]string{
 func exclusionRule(m *onnxpb.ModelProto) string {
 	var missing []string
 	opset := int(onnxio.OpsetVersion(m, ""))
+	if opset > maxOpset {
+		return fmt.Sprintf("opset %d is newer than the executor's %d", opset, maxOpset)
+	}
 	for _, n := range m.GetGraph().GetNode() {
 		spec, ok := ops[n.GetOpType()]
 		if !ok && !slices.Contains(missing, n.GetOpType()) {
@@ -83,6 +86,9 @@ func exclusionRule(m *onnxpb.ModelProto) string {
 		}
 		if ok && opset < spec.since {
 			return fmt.Sprintf("%s at opset %d: older semantics than implemented (from opset %d)", n.GetOpType(), opset, spec.since)
+		}
+		if v, revised := unimplementedRevisions[n.GetOpType()]; ok && revised && opset >= v {
+			return fmt.Sprintf("%s at opset %d: version %d is not implemented", n.GetOpType(), opset, v)
 		}
 	}
 	if len(missing) > 0 {

@@ -2,7 +2,7 @@
 // writes for attention modules, their masks and their blocks, on attnrun's
 // float32 kernels.
 //
-// New prepares a decoded model once: it resolves the default-domain opset,
+// New prepares a decoded model once: it resolves the operator sets,
 // checks every node's op, arity and attributes against what the executor
 // implements at that opset, converts initializers and Constant nodes,
 // orders the nodes topologically (naming the node and input when something
@@ -30,6 +30,15 @@
 // prepared. MatMul and Gemm on float32 run on kernels.Gemm, Softmax along
 // the last axis on kernels.SoftmaxRows; elementwise functions of float32
 // are computed in float64 and rounded once.
+//
+// # Domains and subgraphs
+//
+// Besides the default domain, nodes of ai.onnx.preview (FlexAttention) run
+// when the model imports that domain. GRAPH attributes are prepared like
+// the model's graph, as subgraphs the op runs (FlexAttention's score_mod and
+// prob_mod); a subgraph may read values of the graphs around it, which
+// become inputs of the node that holds it. Default-domain opsets run up to
+// 28, which adds LinearAttention (27) and SwiGLU (28).
 //
 // # Attention fusion
 //

@@ -30,6 +30,12 @@ import (
 // without broadcasting — is checked by the fused node on every run; when a
 // check fails it runs the original nodes instead, so the result is always
 // the unfused graph's, up to float32 rounding.
+//
+// That includes NaN and ±Inf. The kernel's causal frontier replaces the
+// hidden scores, as Where does; Add adds −Inf, which leaves a NaN or +Inf
+// score NaN, so an Add mask is fused only while every score is finite
+// (kernels.FiniteScores). A query with nothing to see is NaN, as Softmax
+// gives, and the weights multiply every row of V, as MatMul does.
 
 // fusedAttentionOp is the op name of fused nodes, as errors show it.
 const fusedAttentionOp = "FusedAttention"
@@ -438,11 +444,14 @@ func (fa *fusedAttention) attend(in []*value) (*value, bool) {
 	if kt.shape[r-2] != d || v.shape[r-2] != tk || tq == 0 || d == 0 || tk == 0 || dv == 0 || numel(batch) == 0 {
 		return nil, false
 	}
-	opt, ok := fa.options(in, r, tq, tk)
+	opt, added, ok := fa.options(in, r, tq, tk)
 	if !ok || !fa.softmaxOnLastAxis(r) {
 		return nil, false
 	}
 	q, k, v := q.rows(), kt.swapLast().rows(), v.rows()
+	if added && tq > 1 && !kernels.FiniteScores(q.data, k.data, d, opt.Scale) {
+		return nil, false // Add(S, mask) must see the hidden scores
+	}
 
 	oShape := slices.Concat(batch, []int{tq, dv})
 	shape, oStrides := oShape, stridesOf(oShape)
@@ -506,20 +515,21 @@ func intPerm(p []int64) []int {
 
 // options derives the kernel's scale and causal flag from the steps, or
 // reports false if a scale is not a positive finite scalar or a mask is
-// neither exactly causal nor hides nothing. r is the scores' rank.
-func (fa *fusedAttention) options(in []*value, r, tq, tk int) (kernels.AttentionOptions, bool) {
-	opt := kernels.AttentionOptions{Scale: 1}
+// neither exactly causal nor hides nothing. r is the scores' rank. added
+// says the causal mask is an Add, not a Where.
+func (fa *fusedAttention) options(in []*value, r, tq, tk int) (opt kernels.AttentionOptions, added, ok bool) {
+	opt = kernels.AttentionOptions{Scale: 1, EmptyRowsNaN: true}
 	for _, st := range fa.steps {
 		x := in[st.arg]
 		if x.rank() > r {
-			return opt, false // it would broadcast the scores up
+			return opt, false, false // it would broadcast the scores up
 		}
 		var m maskPattern
 		switch st.kind {
 		case stepScale:
 			c, ok := scalar32(x)
 			if !ok || !(c > 0) || math.IsInf(float64(c), 0) {
-				return opt, false
+				return opt, false, false
 			}
 			if st.onDiv {
 				c = 1 / c
@@ -529,7 +539,7 @@ func (fa *fusedAttention) options(in []*value, r, tq, tk int) (kernels.Attention
 		case stepWhere:
 			fill := in[st.fill]
 			if c, ok := scalar32(fill); !ok || fill.rank() > r || !math.IsInf(float64(c), -1) {
-				return opt, false
+				return opt, false, false
 			}
 			m = boolMask(x, st.keep, tq, tk)
 		case stepAdd:
@@ -538,12 +548,12 @@ func (fa *fusedAttention) options(in []*value, r, tq, tk int) (kernels.Attention
 		switch m {
 		case maskNone:
 		case maskCausal:
-			opt.Causal = true
+			opt.Causal, added = true, st.kind == stepAdd
 		default:
-			return opt, false
+			return opt, false, false
 		}
 	}
-	return opt, opt.Scale > 0 && !math.IsInf(float64(opt.Scale), 0)
+	return opt, added, opt.Scale > 0 && !math.IsInf(float64(opt.Scale), 0)
 }
 
 // softmaxOnLastAxis reports whether the chain's Softmax normalizes the

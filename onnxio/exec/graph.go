@@ -24,6 +24,8 @@ type Graph struct {
 	outSlots []int
 	// attention holds the plans of the fused attention nodes.
 	attention []*fusedAttention
+	// warnings lists what New accepted only because ONNX Runtime does.
+	warnings []string
 }
 
 // TensorInfo describes a graph input or output as the model declares it.
@@ -58,11 +60,19 @@ func (g *Graph) Outputs() []TensorInfo { return slices.Clone(g.outputs) }
 // Opset is the default-domain opset version the graph runs with.
 func (g *Graph) Opset() int { return g.opset }
 
+// Warnings lists what the file does that the ONNX standard does not allow
+// but ONNX Runtime accepts, and that New accepted in the same way: an op
+// used below the opset that standardized it, an unknown attribute (ignored),
+// a value name produced twice (the later producer wins), nodes out of
+// topological order. Callers should show them; the CLI prints them on stderr.
+func (g *Graph) Warnings() []string { return slices.Clone(g.warnings) }
+
 // New prepares a model for execution. Every problem that does not depend
 // on the input values is reported here rather than during Run: an op the
 // executor does not implement at the model's opset, an operator domain
-// other than the default one, an unknown attribute, an input nothing
-// produces, a cycle, an unsupported element type.
+// it does not implement or the model does not import, an input nothing
+// produces (in the graph or a subgraph), a cycle, an unsupported element
+// type.
 func New(m *onnxpb.ModelProto) (*Graph, error) {
 	return newGraph(m, true)
 }
@@ -77,7 +87,8 @@ func newGraph(m *onnxpb.ModelProto, fuse bool) (*Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	b := &builder{g: &Graph{opset: opset, defaults: map[string]int{}}, slots: map[string]int{}, fuse: fuse}
+	b := &builder{g: &Graph{opset: opset, defaults: map[string]int{}}, slots: map[string]int{}, fuse: fuse, prepared: map[int]*node{},
+		imports: opsetImports(m)}
 	if err := b.build(m.GetGraph()); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
@@ -104,6 +115,14 @@ type builder struct {
 	producer []int          // by slot: node index, -1 for sources
 	known    []bool         // by slot: initializer or graph input
 	fuse     bool           // rewrite attention chains and bias adds into fused nodes
+	prepared map[int]*node  // by node index: the nodes prepared so far
+	imports  map[string]int // the model's opset versions by domain ("" for the default)
+	scope    *scope         // for a subgraph body: its enclosing graph (subgraph.go); nil for the model's graph
+}
+
+// warn records a leniency of New; see Graph.Warnings.
+func (b *builder) warn(format string, args ...any) {
+	b.g.warnings = append(b.g.warnings, fmt.Sprintf(format, args...))
 }
 
 // slot returns the slot of a value name, allocating one on first sight.
@@ -194,7 +213,7 @@ func (b *builder) graphOutputs(vis []*onnxpb.ValueInfoProto) error {
 		if err != nil {
 			return fmt.Errorf("output %q: %w", name, err)
 		}
-		s, ok := b.slots[name]
+		s, ok := b.lookup(name)
 		if !ok || (!b.known[s] && b.producer[s] < 0) {
 			return fmt.Errorf("output %q is not produced by any node, nor an input or initializer", name)
 		}

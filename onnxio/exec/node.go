@@ -11,8 +11,8 @@ import (
 type node struct {
 	index  int    // position in the model's node list
 	name   string // the model's node name, possibly empty
-	op     string
-	opset  int // the model's default-domain opset version
+	op     string // the op type, prefixed by its domain outside the default one ("ai.onnx.preview.FlexAttention")
+	opset  int    // the model's opset version of the node's domain
 	spec   *opSpec
 	attrs  map[string]attribute
 	in     []int    // value slots; -1 for an omitted optional input
@@ -40,6 +40,7 @@ const (
 	attrInt     attrKind = 2
 	attrString  attrKind = 3
 	attrTensor  attrKind = 4
+	attrGraph   attrKind = 5
 	attrFloats  attrKind = 6
 	attrInts    attrKind = 7
 	attrStrings attrKind = 8
@@ -56,6 +57,8 @@ func (k attrKind) String() string {
 		return "STRING"
 	case attrTensor:
 		return "TENSOR"
+	case attrGraph:
+		return "GRAPH"
 	case attrFloats:
 		return "FLOATS"
 	case attrInts:
@@ -75,6 +78,7 @@ type attribute struct {
 	floats []float32
 	ints   []int64
 	t      *value
+	g      *subgraph // a GRAPH attribute, prepared to run (subgraph.go)
 }
 
 // has reports whether the node carries the attribute.
@@ -100,6 +104,19 @@ func (n *node) attrFloat(name string, def float32) float32 {
 	return def
 }
 
+// attrString returns a STRING attribute, or def when it is absent.
+func (n *node) attrString(name, def string) string {
+	if a, ok := n.attrs[name]; ok {
+		return a.s
+	}
+	return def
+}
+
+// attrGraph returns a GRAPH attribute, or nil when it is absent.
+func (n *node) attrGraph(name string) *subgraph {
+	return n.attrs[name].g
+}
+
 // attrInts returns an INTS attribute and whether it is present.
 func (n *node) attrInts(name string) ([]int64, bool) {
 	a, ok := n.attrs[name]
@@ -123,13 +140,22 @@ type opSpec struct {
 	// minOut and maxOut bound the number of outputs (maxOut -1: variadic).
 	minOut, maxOut int
 	// attrs lists the attributes the op accepts, with their kinds; any
-	// other attribute is an error, since ignoring it could change results.
+	// other attribute is ignored with a warning, as ONNX Runtime ignores it.
 	attrs map[string]attrKind
 	// movedToInput lists attributes that later opsets replaced by inputs,
 	// with the version that did: a node of that opset or later carrying
 	// one is an error, since the kernel would silently ignore it.
 	movedToInput map[string]int
-	run          opFunc
+	// runtimeSince, when set, is the first opset at which ONNX Runtime runs
+	// the op in the default domain although ONNX standardized it only at
+	// since (LayerNormalization: 1, not 17). Real files rely on it, so such
+	// nodes run with a warning.
+	runtimeSince int
+	// check, when set, validates a node's attributes when the graph is
+	// prepared, so that a node the kernel would refuse at every run is
+	// refused by New.
+	check func(n *node) error
+	run   opFunc
 }
 
 // one wraps a single output.

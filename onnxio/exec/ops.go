@@ -58,7 +58,7 @@ var ops = map[string]*opSpec{
 		attrs: map[string]attrKind{"axis": attrInt}},
 	"Attention":       attentionSpec, // ops_attention.go
 	"RotaryEmbedding": rotarySpec,    // ops_rotary.go
-	"LayerNormalization": {since: 17, minIn: 2, maxIn: 3, minOut: 1, maxOut: 3, run: layerNormOp,
+	"LayerNormalization": {since: 17, runtimeSince: 1, minIn: 2, maxIn: 3, minOut: 1, maxOut: 3, run: layerNormOp,
 		attrs: map[string]attrKind{"axis": attrInt, "epsilon": attrFloat, "stash_type": attrInt}},
 	"ReduceSum":  reduceSpec(opReduceSum, 13),
 	"ReduceMean": reduceSpec(opReduceMean, 18),
@@ -111,11 +111,31 @@ var ops = map[string]*opSpec{
 		attrs: map[string]attrKind{"ratio": attrFloat, "seed": attrInt}, movedToInput: map[string]int{"ratio": 12}},
 }
 
-// maxOpset is the newest default-domain opset whose semantics the table
-// above is checked against (ONNX 1.19; opset 24 changed only Attention and
-// element types among them). Later opsets are refused rather
-// than run on guesses.
-const maxOpset = 24
+// maxOpset is the newest default-domain opset the executor runs. Up to 24
+// (ONNX 1.19) the table above is checked against every version; opset 24
+// changed only Attention and element types among its ops. Opset 25 added
+// element types (int2, uint2) to Cast, Reshape, Transpose and other ops and
+// the sliding windows of Attention, 26 added BitCast and CumProd, 27 added
+// LinearAttention and CausalConvWithState and a stash_type to Range that
+// matters only for float16 and bfloat16, and 28 (still in development in
+// ONNX 1.23) added SwiGLU and revised Cast, Celu, Einsum, Mod, OneHot and
+// the Optional ops (ONNX's operator docs). Ops whose semantics
+// changed in a version the executor does not implement are listed in
+// unimplementedRevisions; later opsets are refused rather than run on
+// guesses.
+const maxOpset = 28
+
+// unimplementedRevisions lists ops whose semantics changed at a version up
+// to maxOpset that their kernel does not implement, with that version: a
+// node of that opset or later is refused when the graph is prepared.
+var unimplementedRevisions = map[string]int{
+	"Attention": 25, // sliding windows (left_window_size, right_window_size)
+	"Cast":      28, // revised in opset 28 (ONNX's operator docs); not reviewed yet
+	"Celu":      28, // revised in opset 28; not reviewed yet
+	"Einsum":    28, // revised in opset 28; not reviewed yet
+	"Mod":       28, // opset 28 defines float Mod without fmod and its zeros and infinities
+	"OneHot":    28, // revised in opset 28; not reviewed yet
+}
 
 // unarySpec describes a one-input, one-output op without attributes.
 func unarySpec(since int, run opFunc) *opSpec {

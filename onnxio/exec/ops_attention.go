@@ -33,6 +33,16 @@ import (
 //   - attn_mask broadcasts (numpy rules) to (batch, q_heads, q_len, total);
 //     a last dimension shorter than total is padded with −Inf (false).
 //
+// NaN and ±Inf follow ONNX Runtime 1.30, which agrees with the
+// specification's formulas here: the bias is added, so a NaN or +Inf score
+// that the mask or the causal frontier hides still makes its query's row NaN
+// (NaN + −Inf is NaN); Y is the weights times every row of V, so a NaN or
+// ±Inf value meets the zero weights of queries that do not see it and makes
+// their outputs NaN in its column, fully masked queries included. With
+// nonpad_kv_seqlen, ONNX Runtime never looks at the padding's keys, nor
+// past the causal frontier (their scores are replaced, not added to), but
+// still multiplies the padding's values; the executor does the same.
+//
 // GQA and MQA: query head h reads K and V head ⌊h / (q_heads/kv_heads)⌋,
 // each KV head repeated for consecutive query heads (ONNX's reference tiled
 // them until onnx/onnx#7274; ONNX Runtime repeats).
@@ -355,9 +365,19 @@ func (p *attnPlan) causalOffset(b int) int {
 }
 
 // kernelCausal reports whether the fused kernel's causal frontier, aligned
-// bottom-right on the keys it is given, is the specification's.
+// bottom-right on the keys it is given, is the specification's. Without
+// nonpad_kv_seqlen the frontier is added to the scores, which the kernel's
+// skipping equals only when every score is finite (kernels.FiniteScores);
+// a single query hides no key.
 func (p *attnPlan) kernelCausal() bool {
-	return p.causal && (p.nonpad != nil || p.causalOffset(0) == p.total-p.qLen)
+	if !p.causal {
+		return false
+	}
+	if p.nonpad != nil {
+		return true
+	}
+	return p.causalOffset(0) == p.total-p.qLen &&
+		(p.qLen == 1 || kernels.FiniteScores(p.q.data, p.k.data, p.d, p.scale))
 }
 
 // attendFused runs the plain case (no scores asked for, no softcap, softmax
@@ -391,6 +411,38 @@ func (p *attnPlan) attendFused() {
 		}
 	}
 	kernels.AttendBatch(hs, kernels.AttentionOptions{Scale: p.scale, Causal: kernelCausal})
+	if p.nonpad != nil {
+		p.padValuesMeetZeroWeights()
+	}
+}
+
+// padValuesMeetZeroWeights does for the padding what the kernel, given
+// only nonpad_kv_seqlen[b] keys, did not: its values are multiplied by
+// weights of 0, so a NaN or ±Inf value there makes its column of Y NaN for
+// every query of every head that reads it.
+func (p *attnPlan) padValuesMeetZeroWeights() {
+	nan := float32(math.NaN())
+	for b := range p.batch {
+		for g := range p.kvHeads {
+			v := p.v.at(b, g)
+			for j := p.nonpad[b]; j < p.total; j++ {
+				for c, x := range v[j*p.v.row : j*p.v.row+p.dv] {
+					if x-x == 0 { // finite
+						continue
+					}
+					for h := range p.qHeads {
+						if p.kvHead(h) != g {
+							continue
+						}
+						y := p.y.at(b, h)
+						for i := range p.qLen {
+							y[i*p.y.row+c] = nan
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 // attendStepwise computes each head step by step, as the specification
@@ -429,8 +481,9 @@ func (p *attnPlan) attendStepwise(qk *value) {
 			for i, x := range bias {
 				scores[i] += x
 			}
+			p.hidePadding(scores, b)
 			snapshot(2, b, h)
-			p.softmax(scores)
+			p.softmax(scores, bias)
 			snapshot(3, b, h)
 			if p.dv > 0 {
 				kernels.Gemm(false, false, p.qLen, p.dv, p.total, 1, scores, p.total, p.v.at(b, kv), p.v.row, 0, p.y.at(b, h), p.y.row)
@@ -439,12 +492,38 @@ func (p *attnPlan) attendStepwise(qk *value) {
 	}
 }
 
+// hidePadding replaces by −Inf the scores that ONNX Runtime never computes
+// with nonpad_kv_seqlen: the padding's and, with is_causal, those past the
+// frontier. (The bias added −Inf to them, which leaves a NaN or +Inf score
+// NaN.)
+func (p *attnPlan) hidePadding(scores []float32, b int) {
+	if p.nonpad == nil {
+		return
+	}
+	for i := range p.qLen {
+		from := p.nonpad[b]
+		if p.causal {
+			from = min(from, max(0, i+p.causalOffset(b)+1))
+		}
+		fillNegInf(scores[i*p.total+from : (i+1)*p.total])
+	}
+}
+
 // softmax normalizes each row of the scores in place: with
 // kernels.SoftmaxRows in float32; in float64 for softmax_precision float64,
 // and for float16 and bfloat16, whose scores are rounded to the narrow type
-// first and the weights after. A row that can see no key (all −Inf)
-// becomes zeros, as the specification's errata says, so that Y is 0 there.
-func (p *attnPlan) softmax(scores []float32) {
+// first and the weights after. A row that can see no key (its bias all
+// −Inf) becomes zeros, as the specification's errata says, whatever its
+// scores; any other row is a plain softmax, NaN if it holds a NaN or a
+// +Inf or nothing but −Inf.
+func (p *attnPlan) softmax(scores, bias []float32) {
+	defer func() {
+		for i := range p.qLen {
+			if allNegInf(bias[i*p.total : (i+1)*p.total]) {
+				clear(scores[i*p.total : (i+1)*p.total])
+			}
+		}
+	}()
 	round := func(x float32) float32 { return x }
 	switch p.precision {
 	case Float32:
@@ -460,11 +539,7 @@ func (p *attnPlan) softmax(scores []float32) {
 		top := math.Inf(-1)
 		for j, x := range row {
 			row[j] = round(x)
-			top = max(top, float64(row[j]))
-		}
-		if math.IsInf(top, -1) {
-			clear(row)
-			continue
+			top = max(top, float64(row[j])) // NaN if either is NaN
 		}
 		var sum float64
 		for _, x := range row {

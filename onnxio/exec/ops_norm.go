@@ -35,28 +35,14 @@ func softmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 func softmax(x *value, outer, d, inner int) *value {
 	out := &value{dtype: x.dtype, shape: x.shape, data: cloneData(x.data)}
 	if x.dtype == Float32 && inner == 1 {
-		softmaxRows32(out.data.([]float32), outer, d)
+		// NaN and ±Inf come out as ONNX's: a row with a NaN or a +Inf, or
+		// nothing but -Inf, becomes NaN.
+		kernels.SoftmaxRows(out.data.([]float32), outer, d)
 		return out
 	}
 	y := castTo[float64](out.data)
 	softmaxStrided(y, outer, d, inner)
 	return castValue(valueOf(x.shape, y), x.dtype)
-}
-
-// softmaxRows32 normalizes dense float32 rows with kernels.SoftmaxRows.
-// The kernel turns a row of all -Inf into zeros; ONNX (and PyTorch) give
-// NaN there (-Inf minus a -Inf maximum), and so does this.
-func softmaxRows32(data []float32, rows, d int) {
-	for r := range rows {
-		row := data[r*d : (r+1)*d]
-		if allNegInf(row) {
-			for i := range row {
-				row[i] = float32(math.NaN())
-			}
-			continue
-		}
-		kernels.SoftmaxRows(row, 1, d)
-	}
 }
 
 // allNegInf reports whether a non-empty row holds only -Inf.

@@ -14,6 +14,7 @@ func (b *builder) sort(nodes []*node) ([]*node, error) {
 	waiting := make([]int, len(nodes)) // by position: inputs not yet available
 	readers := make(map[int][]int)     // slot: positions of nodes reading it
 	var ready []int
+	outOfOrder := false
 	for p, n := range nodes {
 		for k, s := range n.in {
 			switch {
@@ -21,6 +22,11 @@ func (b *builder) sort(nodes []*node) ([]*node, error) {
 			case b.producer[s] < 0:
 				return nil, fmt.Errorf("node %s (%s): input %q is not produced by any node, nor a graph input or initializer", n.label(), n.op, n.inName[k])
 			default:
+				if b.producer[s] > n.index && !outOfOrder {
+					outOfOrder = true
+					b.warn("nodes are not in topological order (node %s (%s) reads %q before node %s (%s) writes it); they run in dependency order, as in ONNX Runtime",
+						n.label(), n.op, n.inName[k], b.prepared[b.producer[s]].label(), b.prepared[b.producer[s]].op)
+				}
 				waiting[p]++
 				readers[s] = append(readers[s], p)
 			}

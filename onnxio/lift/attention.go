@@ -405,7 +405,8 @@ func mustShape(p *probe, v string) []int {
 // in_proj), which only attention.multihead's split can express.
 func (l *attentionLayer) shared() bool {
 	q, k, v := l.srcQ.lin, l.srcK.lin, l.srcV.lin
-	return q != nil && (q.out == k.out || q.out == v.out || k.out == v.out)
+	same := func(a, b *linear) bool { return a != nil && b != nil && a.out == b.out }
+	return q != nil && (same(q, k) || same(q, v) || same(k, v))
 }
 
 // headsAt checks the head split of queries, keys and values at one probe.

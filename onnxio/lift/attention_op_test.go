@@ -20,6 +20,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -61,7 +62,7 @@ func TestLiftAttentionOpRoundTrip(t *testing.T) {
 		for _, opset := range []int{23, 24} {
 			t.Run(fmt.Sprintf("%s/opset%d", c.config, opset), func(t *testing.T) {
 				m, inputs := roundTripModel(t, c.config)
-				first, err := onnxio.Export(m, onnxio.ExportOptions{Opset: opset})
+				first, err := export.Model(m, export.Options{Opset: opset})
 				require.NoError(t, err)
 				stripped := proto.Clone(first).(*onnxpb.ModelProto)
 				stripped.MetadataProps = nil
@@ -73,7 +74,7 @@ func TestLiftAttentionOpRoundTrip(t *testing.T) {
 				assert.False(t, res.Attnrun)
 				assert.Equal(t, c.layers, layerTypes(res.Config), res.Config)
 
-				second, err := onnxio.Export(res.Model, onnxio.ExportOptions{Opset: opset})
+				second, err := export.Model(res.Model, export.Options{Opset: opset})
 				require.NoError(t, err, res.Config)
 				assert.Equal(t, initializers(t, first), initializers(t, second), res.Config)
 				for seed := range uint64(2) {
@@ -90,7 +91,7 @@ func TestLiftAttentionOpRoundTrip(t *testing.T) {
 // from the caches.
 func TestLiftAttentionOpNotes(t *testing.T) {
 	m, _ := roundTripModel(t, "sdpa_rope")
-	pb, err := onnxio.Export(m, onnxio.ExportOptions{Opset: 23})
+	pb, err := export.Model(m, export.Options{Opset: 23})
 	require.NoError(t, err)
 	pb.MetadataProps = nil
 	res, err := lift.Lift(pb)
@@ -108,7 +109,7 @@ layers:
 `), "rope-base.yaml")
 	require.NoError(t, err)
 	require.NoError(t, m.Init(3))
-	pb, err = onnxio.Export(m, onnxio.ExportOptions{Opset: 23})
+	pb, err = export.Model(m, export.Options{Opset: 23})
 	require.NoError(t, err)
 	pb.MetadataProps = nil
 	res, err = lift.Lift(pb)
@@ -122,7 +123,7 @@ layers:
 func TestLiftAttentionOpRefusals(t *testing.T) {
 	// A KV cache kept in the graph: the present_key output is returned.
 	m, _ := roundTripModel(t, "sdpa")
-	pb, err := onnxio.Export(m, onnxio.ExportOptions{Opset: 23})
+	pb, err := export.Model(m, export.Options{Opset: 23})
 	require.NoError(t, err)
 	pb.MetadataProps = nil
 	for _, n := range pb.GetGraph().GetNode() {
@@ -146,7 +147,7 @@ layers:
 `), "kpm.yaml")
 	require.NoError(t, err)
 	require.NoError(t, m.Init(3))
-	pb, err = onnxio.Export(m, onnxio.ExportOptions{Opset: 23})
+	pb, err = export.Model(m, export.Options{Opset: 23})
 	require.NoError(t, err)
 	pb.MetadataProps = nil
 	_, err = lift.Lift(pb)
@@ -248,7 +249,7 @@ func runExport(t *testing.T, m *onnxpb.ModelProto, feeds map[string]*tensor.Dens
 	require.NoError(t, err)
 	outs, err := g.Run(feeds)
 	require.NoError(t, err)
-	return outs[onnxio.OutputName]
+	return outs[export.OutputName]
 }
 
 // assertSameOutput compares two runs at 1e-5 relative, 1e-6 absolute.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -18,13 +19,13 @@ import (
 // the model returns more than its output: the attention weights a PyTorch
 // graph returned beside it (nn.MultiheadAttention's need_weights). Without
 // it, the model's output is the graph's only output. The model config and
-// its version are under onnxio.MetadataConfig and onnxio.MetadataVersion.
+// its version are under export.MetadataConfig and export.MetadataVersion.
 const MetadataOutputs = "attnrun.outputs"
 
 // IsAttnrun reports whether a model was written by attnrun: it carries the
-// model config in its metadata (onnxio.MetadataConfig).
+// model config in its metadata (export.MetadataConfig).
 func IsAttnrun(m *onnxpb.ModelProto) bool {
-	_, ok := onnxio.Metadata(m, onnxio.MetadataConfig)
+	_, ok := onnxio.Metadata(m, export.MetadataConfig)
 	return ok
 }
 
@@ -41,16 +42,16 @@ func Load(m *onnxpb.ModelProto) (*models.Model, []Output, error) {
 // allocated. Each parameter is then read from its initializer, checked
 // against the shape the config gives it, and copied, one at a time.
 func LoadWith(m *onnxpb.ModelProto, opts models.Options) (*models.Model, []Output, error) {
-	version, ok := onnxio.Metadata(m, onnxio.MetadataVersion)
+	version, ok := onnxio.Metadata(m, export.MetadataVersion)
 	if !ok {
-		return nil, nil, fmt.Errorf("the file has %s but no %s: not a file attnrun wrote", onnxio.MetadataConfig, onnxio.MetadataVersion)
+		return nil, nil, fmt.Errorf("the file has %s but no %s: not a file attnrun wrote", export.MetadataConfig, export.MetadataVersion)
 	}
-	if version != onnxio.MetadataFormat {
-		return nil, nil, fmt.Errorf("attnrun format version %q is not supported (this attnrun reads version %q); use a newer attnrun", version, onnxio.MetadataFormat)
+	if version != export.MetadataFormat {
+		return nil, nil, fmt.Errorf("attnrun format version %q is not supported (this attnrun reads version %q); use a newer attnrun", version, export.MetadataFormat)
 	}
-	text, _ := onnxio.Metadata(m, onnxio.MetadataConfig)
+	text, _ := onnxio.Metadata(m, export.MetadataConfig)
 	opts.ShapesOnly = false
-	model, err := opts.Parse([]byte(text), "metadata "+onnxio.MetadataConfig)
+	model, err := opts.Parse([]byte(text), "metadata "+export.MetadataConfig)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -208,8 +209,8 @@ func Annotate(src *onnxpb.ModelProto, res *Result) (*onnxpb.ModelProto, error) {
 		}
 		g.Initializer = append(g.Initializer, tp)
 	}
-	onnxio.SetMetadata(m, onnxio.MetadataConfig, res.Config)
-	onnxio.SetMetadata(m, onnxio.MetadataVersion, onnxio.MetadataFormat)
+	onnxio.SetMetadata(m, export.MetadataConfig, res.Config)
+	onnxio.SetMetadata(m, export.MetadataVersion, export.MetadataFormat)
 	if err := SetOutputs(m, res.Outputs); err != nil {
 		return nil, err
 	}

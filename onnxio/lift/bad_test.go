@@ -1,6 +1,7 @@
 package lift_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -165,7 +167,7 @@ func TestLiftRefusesWhatIsNotAGraph(t *testing.T) {
 func TestAttnrunFilesLoadLosslessly(t *testing.T) {
 	res, err := lift.Lift(readFixture(t, "multihead_wrapper_opset15_dynamic"))
 	require.NoError(t, err)
-	exported, err := onnxio.Export(res.Model, onnxio.ExportOptions{})
+	exported, err := export.Model(res.Model, export.Options{})
 	require.NoError(t, err)
 
 	again, err := lift.Lift(exported)
@@ -182,16 +184,16 @@ func TestAttnrunFilesLoadLosslessly(t *testing.T) {
 func TestAttnrunFileVersions(t *testing.T) {
 	res, err := lift.Lift(readFixture(t, "causal_attention_opset17_static"))
 	require.NoError(t, err)
-	exported, err := onnxio.Export(res.Model, onnxio.ExportOptions{})
+	exported, err := export.Model(res.Model, export.Options{})
 	require.NoError(t, err)
 
-	onnxio.SetMetadata(exported, onnxio.MetadataVersion, "2")
+	onnxio.SetMetadata(exported, export.MetadataVersion, "2")
 	_, err = lift.Lift(exported)
 	assert.ErrorContains(t, err, `attnrun format version "2" is not supported (this attnrun reads version "1")`)
 
 	var kept []*onnxpb.StringStringEntryProto
 	for _, e := range exported.MetadataProps {
-		if e.GetKey() != onnxio.MetadataVersion {
+		if e.GetKey() != export.MetadataVersion {
 			kept = append(kept, e)
 		}
 	}
@@ -215,4 +217,57 @@ func TestAnnotateKeepsTheGraph(t *testing.T) {
 	assert.Equal(t, res.Outputs, again.Outputs)
 	checkDataSets(t, filepath.Join(fixtures, name), again)
 	assert.True(t, strings.Contains(again.Config, "attention.multihead"))
+}
+
+// A graph input with a fixed dimension below 1, at any axis of any input
+// (static and dynamic exports, a bool mask among them), is refused with an
+// error naming the input, its shape and the axis; it used to crash the
+// probe (an empty tensor) and came out as "internal error".
+func TestLiftRefusesEmptyInputDims(t *testing.T) {
+	for _, name := range []string{"causal_attention_opset17_static", "multihead_opset14_dynamic", "torch_mha_cross_opset17_dynamic"} {
+		inputs := len(readFixture(t, name).GetGraph().GetInput())
+		for in := 0; in < inputs; in++ {
+			for axis := 0; axis < len(onnxio.Dims(readFixture(t, name).GetGraph().GetInput()[in])); axis++ {
+				for _, size := range []int64{0, -1} {
+					m := readFixture(t, name)
+					vi := m.GetGraph().GetInput()[in]
+					vi.GetType().GetTensorType().GetShape().Dim[axis].Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: size}
+					_, err := lift.Lift(m)
+					require.Error(t, err, "%s input %d axis %d size %d", name, in, axis, size)
+					assert.NotContains(t, err.Error(), "internal error")
+					assert.Contains(t, err.Error(), fmt.Sprintf("lift: input %q declares shape %s: dimension %d has size %d, want at least 1",
+						vi.GetName(), onnxio.FormatDims(onnxio.Dims(vi)), axis, size))
+				}
+			}
+		}
+	}
+}
+
+// Graphs that used to crash the lifter (recovered as "internal error") get
+// an error that says what is wrong with them.
+func TestLiftHostileGraphs(t *testing.T) {
+	for _, c := range []struct {
+		name, fixture string
+		edit          func(m *onnxpb.ModelProto)
+		want          string
+	}{
+		{"declared shape overflows int64", "torch_mha_causal_self_opset17_dynamic", func(m *onnxpb.ModelProto) {
+			dims := m.GetGraph().GetInput()[0].GetType().GetTensorType().GetShape().GetDim()
+			for _, d := range dims[:2] {
+				d.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: 1 << 40}
+			}
+		}, `input "x" of shape (1099511627776, 1099511627776, 8) is too large to probe`},
+		{"keys not projected, queries projected", "positional_self_attention_opset14_static", func(m *onnxpb.ModelProto) {
+			node(t, m, "Transpose", 0).Input[0] = "/pos/Add_output_0"
+		}, "cannot be lifted into attnrun layers"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := readFixture(t, c.fixture)
+			c.edit(m)
+			_, err := lift.Lift(m)
+			require.Error(t, err)
+			assert.NotContains(t, err.Error(), "internal error")
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
 }

@@ -66,11 +66,13 @@
 // # attnrun files
 //
 // A file attnrun wrote carries its model config in metadata_props
-// (onnxio.MetadataConfig, format onnxio.MetadataVersion) and its
+// (export.MetadataConfig, format export.MetadataVersion) and its
 // parameters as initializers under their model names; Lift and Load
 // rebuild that model exactly instead of recognizing anything, and refuse a
-// format version they do not know. Annotate writes a lifted model into its
-// source graph when a layer has no ONNX exporter.
+// format version they do not know. Export writes a lifted model as such a
+// file that replaces its source: the same declared inputs and outputs, the
+// model exported as standard ops behind them, or (Annotate) the source graph
+// with the parameters added when the export cannot compute every output.
 //
 // The layer types a lift produces must be registered: import package
 // layers (the command line does).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
@@ -131,7 +132,7 @@ layers:
 	if err := m.Init(1); err != nil {
 		f.Fatal(err)
 	}
-	file, err := onnxio.Export(m, onnxio.ExportOptions{})
+	file, err := export.Model(m, export.Options{})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func FuzzLoad(f *testing.F) {
 // file carries (metadata attnrun.config), with the file's initializers.
 func FuzzAttnrunConfig(f *testing.F) {
 	file := attnrunFile(f)
-	config, _ := onnxio.Metadata(file, onnxio.MetadataConfig)
+	config, _ := onnxio.Metadata(file, export.MetadataConfig)
 	f.Add(config)
 	f.Add(strings.Replace(config, "d_hidden: 16", "d_hidden: 17", 1))
 	f.Add(strings.Replace(config, "num_heads: 2", "num_heads: 100000000", 1))
@@ -176,7 +177,7 @@ func FuzzAttnrunConfig(f *testing.F) {
 	f.Add("&a [*a, *a]")
 	f.Fuzz(func(t *testing.T, config string) {
 		m := proto.Clone(file).(*onnxpb.ModelProto)
-		onnxio.SetMetadata(m, onnxio.MetadataConfig, config)
+		onnxio.SetMetadata(m, export.MetadataConfig, config)
 		// What inspect does: describe from the config alone.
 		described, err := models.Options{MaxMemory: fuzzBudget, ShapesOnly: true}.Parse([]byte(config), "metadata")
 		mustNotPanic(t, "describe", err)

@@ -68,6 +68,9 @@ func newGraph(m *onnxpb.ModelProto) (*graph, error) {
 	for _, vi := range gp.GetInput() {
 		available[vi.GetName()] = true
 		if _, ok := g.inits[vi.GetName()]; !ok {
+			if err := checkInputDims(vi); err != nil {
+				return nil, err
+			}
 			g.inputs = append(g.inputs, vi)
 			g.data[vi.GetName()] = true
 		}
@@ -111,6 +114,20 @@ func newGraph(m *onnxpb.ModelProto) (*graph, error) {
 		g.outputs = append(g.outputs, vi.GetName())
 	}
 	return g, nil
+}
+
+// checkInputDims refuses a graph input with a fixed dimension below 1: the
+// lifter reads a graph by running it on inputs of the declared shapes (see
+// probe), and an empty input computes nothing to read (nor can an attnrun
+// layer take one).
+func checkInputDims(vi *onnxpb.ValueInfoProto) error {
+	for i, d := range onnxio.Dims(vi) {
+		if d.Known && d.Value < 1 {
+			return fmt.Errorf("input %q declares shape %s: dimension %d has size %d, want at least 1 (the lifter runs the graph on inputs of the declared shape)",
+				vi.GetName(), onnxio.FormatDims(onnxio.Dims(vi)), i, d.Value)
+		}
+	}
+	return nil
 }
 
 // static reports whether a value is known once the input shapes are: an

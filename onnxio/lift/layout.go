@@ -3,6 +3,8 @@ package lift
 import (
 	"fmt"
 	"slices"
+
+	"github.com/attnrun/attnrun/internal/budget"
 )
 
 // analysis is the state shared by the recognizers: the graph and its
@@ -237,11 +239,8 @@ func fmtShape(s []int) string {
 	return out + ")"
 }
 
-// product multiplies dimensions.
+// product multiplies dimensions; it is -1 when a dimension is negative or
+// the product overflows (shapes come from files).
 func product(s []int) int {
-	n := 1
-	for _, d := range s {
-		n *= d
-	}
-	return n
+	return int(budget.Elements(s))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
@@ -75,7 +76,7 @@ func TestPartialKeepsUnliftedNodesAsSubgraphs(t *testing.T) {
 			// compute what the edited graph computes on the test inputs.
 			g, err := exec.New(m)
 			require.NoError(t, err)
-			exported, err := onnxio.Export(res.Model, onnxio.ExportOptions{})
+			exported, err := export.Model(res.Model, export.Options{})
 			require.NoError(t, err)
 			eg, err := exec.New(exported)
 			require.NoError(t, err)
@@ -93,7 +94,7 @@ func TestPartialKeepsUnliftedNodesAsSubgraphs(t *testing.T) {
 				assertClose(t, want["y"], got[0], "lifted "+set)
 				fromExport, err := eg.Run(map[string]*tensor.Dense{"x": x})
 				require.NoError(t, err)
-				assertClose(t, want["y"], fromExport[onnxio.OutputName], "exported "+set)
+				assertClose(t, want["y"], fromExport[export.OutputName], "exported "+set)
 			}
 		})
 	}

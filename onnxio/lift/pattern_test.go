@@ -16,6 +16,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
@@ -61,7 +62,7 @@ func TestPatternAnchoredAtAnotherOp(t *testing.T) {
 	m := exportWithoutMetadata(t, "name: lin\nlayers:\n  - {name: lin, type: nn.linear, d_in: 3, d_out: 2}\n")
 	g := m.GetGraph()
 	g.Node = append(g.Node, &onnxpb.NodeProto{OpType: proto.String("Relu"), Name: proto.String("/act/Relu"),
-		Input: []string{onnxio.OutputName}, Output: []string{"z"}})
+		Input: []string{export.OutputName}, Output: []string{"z"}})
 	g.Output[0].Name = proto.String("z")
 
 	res, err := lift.Lift(m)
@@ -181,7 +182,7 @@ func exportWithoutMetadata(t *testing.T, config string) *onnxpb.ModelProto {
 	model, err := models.Parse([]byte(config), "test.yaml")
 	require.NoError(t, err)
 	require.NoError(t, model.Init(7))
-	m, err := onnxio.Export(model, onnxio.ExportOptions{})
+	m, err := export.Model(model, export.Options{})
 	require.NoError(t, err)
 	m.MetadataProps = nil
 	return m
@@ -405,7 +406,7 @@ func runGraphOutput(t *testing.T, m *onnxpb.ModelProto, x *tensor.Dense) *tensor
 	require.NoError(t, err)
 	out, err := g.Run(map[string]*tensor.Dense{"x": x})
 	require.NoError(t, err)
-	return out[onnxio.OutputName]
+	return out[export.OutputName]
 }
 
 // assertAllClose compares at attnrun's float32 tolerance against PyTorch.

@@ -60,7 +60,9 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 }
 
 // RunOutputs runs a lifted model and returns the graph's outputs in order:
-// the model's output, and attention weights where Outputs says so.
+// the model's output, and attention weights where Outputs says so. On one
+// unbatched sequence (the model answers (T, d)), the weights have no batch
+// axis either, as PyTorch gives them: (H, Tq, Tk), or (Tq, Tk) averaged.
 func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 	weights := map[string]*tensor.Dense{}
 	r := *run
@@ -90,6 +92,9 @@ func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*
 			if o.Weights == "mean" {
 				w = meanOverHeads(w)
 			}
+			if y.Dims() == 2 && w.Shape()[0] == 1 {
+				w = dropBatchAxis(w)
+			}
 			out[i] = w
 		default:
 			return nil, fmt.Errorf("output %q: unknown kind %q", o.Name, o.Weights)
@@ -115,6 +120,12 @@ func meanOverHeads(w *tensor.Dense) *tensor.Dense {
 		}
 	}
 	return tensor.New(tensor.WithShape(B, s[2], s[3]), tensor.WithBacking(dst))
+}
+
+// dropBatchAxis views weights of a batch of one without the batch axis.
+func dropBatchAxis(w *tensor.Dense) *tensor.Dense {
+	s := w.Shape()
+	return tensor.New(tensor.WithShape(s[1:]...), tensor.WithBacking(w.Data()))
 }
 
 // compare checks one output within the self-check tolerances. Weights may

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -299,8 +300,8 @@ func subgraphBomb(dir string) error {
 func attnrunFile(config string) *onnxpb.ModelProto {
 	m := model([]*onnxpb.NodeProto{node("Identity", []string{"x"}, "y")},
 		[]*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("x", onnxio.Float, []onnxio.Dim{onnxio.FixedDim(1), onnxio.FixedDim(16384)})}, "y")
-	onnxio.SetMetadata(m, onnxio.MetadataConfig, config)
-	onnxio.SetMetadata(m, onnxio.MetadataVersion, onnxio.MetadataFormat)
+	onnxio.SetMetadata(m, export.MetadataConfig, config)
+	onnxio.SetMetadata(m, export.MetadataVersion, export.MetadataFormat)
 	return m
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
@@ -246,14 +247,14 @@ func openBenchTarget(lim *limits, target string, shape []int, f benchFlags) (*be
 	for _, name := range in {
 		widths[name] = shape[2]
 	}
-	export := func() (*onnxpb.ModelProto, error) {
-		return onnxio.Export(src.model, onnxio.ExportOptions{Widths: widths})
+	exportGraph := func() (*onnxpb.ModelProto, error) {
+		return export.Model(src.model, export.Options{Widths: widths})
 	}
-	m, err := export()
+	m, err := exportGraph()
 	if err != nil {
 		return nil, err
 	}
-	return graphTarget(lim, m, fmt.Sprintf("%q exported to ONNX", src.model.Name()), export)
+	return graphTarget(lim, m, fmt.Sprintf("%q exported to ONNX", src.model.Name()), exportGraph)
 }
 
 // layersTarget runs a model on attnrun's layers, in eval mode.

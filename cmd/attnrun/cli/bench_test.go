@@ -19,6 +19,7 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -117,7 +118,7 @@ func TestBenchONNX(t *testing.T) {
 	m, err := models.Parse([]byte(benchMHA), "mha.yaml")
 	require.NoError(t, err)
 	require.NoError(t, m.Init(1))
-	pb, err := onnxio.Export(m, onnxio.ExportOptions{})
+	pb, err := export.Model(m, export.Options{})
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "mha.onnx")
 	require.NoError(t, onnxio.WriteModel(path, pb))

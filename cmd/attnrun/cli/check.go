@@ -128,7 +128,7 @@ func checkPreset(w io.Writer, lim *limits, name string, f checkFlags) error {
 // checkDataSets compares an ONNX file's outputs with its test-data sets,
 // with progress on stderr: a bar on a terminal, and a summary line.
 func checkDataSets(stdout, stderr io.Writer, lim *limits, path string, f checkFlags) error {
-	file, err := openONNX(lim, path, f.executor)
+	file, err := openONNX(stderr, lim, path, f.executor)
 	if err != nil {
 		return err
 	}

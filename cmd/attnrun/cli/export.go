@@ -11,6 +11,7 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/tensorio"
 )
 
@@ -45,7 +46,7 @@ initialization, --seed) and writes it:
 
 Both may be given at once. Every layer of the model must support ONNX export
 (all built-in layers do); the error names the one that does not. Files are
-written atomically.`, onnxio.MinExportOpset, onnxio.MaxExportOpset, onnxio.DefaultExportOpset),
+written atomically.`, export.MinOpset, export.MaxOpset, export.DefaultOpset),
 		Example: `  attnrun export seed-mha-wrapper -o mha.onnx
   attnrun export model.yaml --weights w.safetensors -o model.onnx --opset 13
   attnrun export model.yaml --seed 123 --state-dict w.npz
@@ -61,7 +62,7 @@ written atomically.`, onnxio.MinExportOpset, onnxio.MaxExportOpset, onnxio.Defau
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "", "write the ONNX model to this .onnx file")
-	fl.IntVar(&f.opset, "opset", onnxio.DefaultExportOpset, fmt.Sprintf("ONNX opset to target, %d to %d", onnxio.MinExportOpset, onnxio.MaxExportOpset))
+	fl.IntVar(&f.opset, "opset", export.DefaultOpset, fmt.Sprintf("ONNX opset to target, %d to %d", export.MinOpset, export.MaxOpset))
 	fl.StringVar(&f.stateDict, "state-dict", "", "write the weights to this .npz or .safetensors file")
 	fl.StringVar(&f.weights, "weights", "", "state dict (.npz or .safetensors) with the model's parameters")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed for weight initialization (configs without --weights)")
@@ -80,8 +81,8 @@ func (f exportFlags) check(cmd *cobra.Command) error {
 		if f.output == "" {
 			return usageError{fmt.Errorf("--opset applies to the ONNX file: give -o OUT.onnx")}
 		}
-		if f.opset < onnxio.MinExportOpset || f.opset > onnxio.MaxExportOpset {
-			return usageError{fmt.Errorf("--opset %d: attnrun exports opsets %d to %d", f.opset, onnxio.MinExportOpset, onnxio.MaxExportOpset)}
+		if f.opset < export.MinOpset || f.opset > export.MaxOpset {
+			return usageError{fmt.Errorf("--opset %d: attnrun exports opsets %d to %d", f.opset, export.MinOpset, export.MaxOpset)}
 		}
 	}
 	if f.stateDict != "" {
@@ -111,7 +112,7 @@ func exportModel(stdout io.Writer, lim *limits, target string, f exportFlags) er
 // exportONNX writes the model as ONNX. A preset's input width comes from
 // its example input; a config's from its parameters (Export finds it).
 func exportONNX(stdout io.Writer, src *source, path string, opset int) error {
-	opts := onnxio.ExportOptions{Opset: opset}
+	opts := export.Options{Opset: opset}
 	if src.preset != nil {
 		x, err := src.preset.Input()
 		if err != nil {
@@ -119,7 +120,7 @@ func exportONNX(stdout io.Writer, src *source, path string, opset int) error {
 		}
 		opts.Widths = map[string]int{src.model.Config().Inputs[0]: x.Shape()[x.Dims()-1]}
 	}
-	m, err := onnxio.Export(src.model, opts)
+	m, err := export.Model(src.model, opts)
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
-	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
 type importFlags struct {
@@ -45,9 +45,13 @@ inputs before anything is written: a lift that does not reproduce the graph is
 an error. import prints the model config and the mapping table (graph tensor ->
 parameter, with any transpose or split applied) and writes OUT.onnx: the model
 exported as a graph of standard ops with the config in its metadata, so that
-attnrun run and attnrun check run it on attnrun's layers. When some layer has
-no ONNX exporter, OUT.onnx keeps the source graph's nodes and adds the
-parameters as initializers instead.
+attnrun run and attnrun check run it on attnrun's layers. OUT.onnx replaces
+IN.onnx: it declares the same inputs and outputs (names, element types, ranks,
+fixed and symbolic dimensions), so that an unbatched (T, d) export stays
+(T, d) and a bool mask stays bool, in ONNX Runtime as in attnrun. When some
+layer has no ONNX exporter, or the graph also returns attention weights,
+OUT.onnx keeps the source graph's nodes and adds the parameters as
+initializers instead.
 
 What cannot be lifted is named (node, op, reason) and import exits 1; with
 --partial those parts become onnx.subgraph layers, ONNX subgraphs the executor
@@ -66,8 +70,8 @@ runs inside the attnrun model, so the whole model still runs.`,
 			if !isONNX(f.output) {
 				return usageError{fmt.Errorf("-o %s: the ONNX file name must end in .onnx", f.output)}
 			}
-			if f.opset < onnxio.MinExportOpset || f.opset > onnxio.MaxExportOpset {
-				return usageError{fmt.Errorf("--opset %d: attnrun writes opsets %d to %d", f.opset, onnxio.MinExportOpset, onnxio.MaxExportOpset)}
+			if f.opset < export.MinOpset || f.opset > export.MaxOpset {
+				return usageError{fmt.Errorf("--opset %d: attnrun writes opsets %d to %d", f.opset, export.MinOpset, export.MaxOpset)}
 			}
 		}
 		return lim.run(func() error { return importModel(cmd.OutOrStdout(), lim, args[0], f) })
@@ -77,7 +81,7 @@ runs inside the attnrun model, so the whole model still runs.`,
 	fl.StringVar(&f.configOut, "config-out", "", "also write the lifted model config (YAML) to this file")
 	fl.BoolVar(&f.partial, "partial", false, "keep what cannot be lifted as onnx.subgraph layers run by the executor")
 	fl.StringVar(&f.name, "name", "", "name of the lifted model (default \"lifted\")")
-	fl.IntVar(&f.opset, "opset", onnxio.DefaultExportOpset, "ONNX opset of the written graph")
+	fl.IntVar(&f.opset, "opset", export.DefaultOpset, "ONNX opset of the written graph")
 	return cmd
 }
 
@@ -97,9 +101,9 @@ func importModel(w io.Writer, lim *limits, path string, f importFlags) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	printLift(w, res)
-	out, note, err := liftedONNX(src, res, f.opset)
+	out, note, err := lift.Export(src, res, export.Options{Opset: f.opset})
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err := onnxio.WriteModel(f.output, out); err != nil {
 		return err
@@ -115,32 +119,6 @@ func importModel(w io.Writer, lim *limits, path string, f importFlags) error {
 		fmt.Fprintf(w, "wrote %s\n", f.configOut)
 	}
 	return nil
-}
-
-// liftedONNX writes a lifted model as an attnrun ONNX file: exported as a
-// graph of standard ops when every layer can be, else the source graph
-// with the parameters added (see lift.Annotate).
-func liftedONNX(src *onnxpb.ModelProto, res *lift.Result, opset int) (*onnxpb.ModelProto, string, error) {
-	if res.Attnrun {
-		return src, "the file was written by attnrun: its model is written back unchanged", nil
-	}
-	m, err := onnxio.Export(res.Model, onnxio.ExportOptions{Opset: opset})
-	if err == nil {
-		outputs := append([]lift.Output(nil), res.Outputs...)
-		outputs[0].Name = m.GetGraph().GetOutput()[0].GetName()
-		if err := lift.SetOutputs(m, outputs); err != nil {
-			return nil, "", err
-		}
-		if len(outputs) > 1 {
-			return m, "the exported graph returns the model's output only; attnrun run and check also return the attention weights (metadata " + lift.MetadataOutputs + ")", nil
-		}
-		return m, "", nil
-	}
-	annotated, aerr := lift.Annotate(src, res)
-	if aerr != nil {
-		return nil, "", fmt.Errorf("cannot write the lifted model: %v; %v", err, aerr)
-	}
-	return annotated, fmt.Sprintf("the model cannot be exported as attnrun's own graph (%v); the file keeps the source graph's nodes, with the parameters added as initializers", err), nil
 }
 
 // printLift shows what was lifted: the config, the mapping table, the

@@ -12,16 +12,28 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
-// TestImportPyTorchFixtures imports every PyTorch export and checks the
-// written file, run on attnrun's layers, against PyTorch's outputs at
-// 1e-5 relative / 1e-6 absolute.
+// liftFixtures is the lifter's own fixtures (onnxio/lift/testdata):
+// unbatched (T, d) exports among them.
+const liftFixtures = "../../../onnxio/lift/testdata"
+
+// TestImportPyTorchFixtures imports every PyTorch export and checks that
+// the written file declares the source's inputs and outputs exactly, and,
+// run on attnrun's layers on the source's test data, gives PyTorch's
+// outputs at 1e-5 relative / 1e-6 absolute.
 func TestImportPyTorchFixtures(t *testing.T) {
 	dirs, err := filepath.Glob(onnxFixtures + "/*_opset*")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(dirs), 90)
+	more, err := filepath.Glob(liftFixtures + "/*/model.onnx")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(more), 19)
+	for _, m := range more {
+		dirs = append(dirs, filepath.Dir(m))
+	}
 	tmp := t.TempDir()
 	for _, dir := range dirs {
 		name := filepath.Base(dir)
@@ -37,6 +49,7 @@ func TestImportPyTorchFixtures(t *testing.T) {
 			assert.Contains(t, stdout, string(config))
 			_, err = models.Parse(config, yaml)
 			require.NoError(t, err)
+			assertSameInterface(t, filepath.Join(dir, "model.onnx"), out)
 
 			status, stdout, stderr = attnrun("check", out, "--data", dir)
 			require.Equal(t, 0, status, stdout+stderr)
@@ -60,14 +73,66 @@ func TestImportPrintsTheMappingTable(t *testing.T) {
 	} {
 		assert.Contains(t, collapseSpaces(stdout), want)
 	}
-	// run prints both outputs, on the layers and on the exported graph.
-	status, stdout, stderr = attnrun("run", out, "--input", dir+"/test_data_set_0/input_0.pb")
-	require.Equal(t, 0, status, stderr)
-	assert.True(t, strings.HasPrefix(stdout, "y:\ntensor([[["), stdout)
-	assert.Contains(t, stdout, "weights:\ntensor(")
-	status, stdout, stderr = attnrun("run", out, "--executor", "--input", dir+"/test_data_set_0/input_0.pb")
-	require.Equal(t, 0, status, stderr)
-	assert.True(t, strings.HasPrefix(stdout, "tensor([[["), stdout)
+	// The file keeps both outputs of the source: an export computes the
+	// model's output only, so it keeps the source's nodes.
+	assert.Contains(t, stdout, "note: the model cannot be exported as attnrun's own graph (the graph also returns the attention weights")
+	// run prints both outputs, on the layers and on the file's graph.
+	for _, executor := range []string{"", "--executor"} {
+		args := []string{"run", out, "--input", dir + "/test_data_set_0/input_0.pb"}
+		if executor != "" {
+			args = append(args, executor)
+		}
+		status, stdout, stderr = attnrun(args...)
+		require.Equal(t, 0, status, stderr)
+		assert.True(t, strings.HasPrefix(stdout, "y:\ntensor([[["), stdout)
+		assert.Contains(t, stdout, "weights:\ntensor(")
+	}
+}
+
+// assertSameInterface checks that the file at got declares the inputs
+// (those no initializer backs) and outputs of the file at want, in order,
+// down to every field of their value infos: names, element types, fixed
+// and symbolic dimensions.
+func assertSameInterface(t *testing.T, want, got string) {
+	t.Helper()
+	a, err := onnxio.ReadModel(want)
+	require.NoError(t, err)
+	b, err := onnxio.ReadModel(got)
+	require.NoError(t, err)
+	wantIn, wantOut := declaredInterface(a)
+	gotIn, gotOut := declaredInterface(b)
+	assert.Equal(t, infoSummary(wantIn), infoSummary(gotIn), "inputs")
+	assert.Equal(t, infoSummary(wantOut), infoSummary(gotOut), "outputs")
+	for i := range min(len(wantIn), len(gotIn)) {
+		assert.True(t, proto.Equal(wantIn[i], gotIn[i]), "input %d: %v, want %v", i, gotIn[i], wantIn[i])
+	}
+	for i := range min(len(wantOut), len(gotOut)) {
+		assert.True(t, proto.Equal(wantOut[i], gotOut[i]), "output %d: %v, want %v", i, gotOut[i], wantOut[i])
+	}
+}
+
+// infoSummary prints value infos as "x FLOAT[batch seq 8]".
+func infoSummary(infos []*onnxpb.ValueInfoProto) []string {
+	out := make([]string, len(infos))
+	for i, vi := range infos {
+		out[i] = vi.GetName() + " " + onnxio.ElemType(vi).String() + onnxio.FormatDims(onnxio.Dims(vi))
+	}
+	return out
+}
+
+// declaredInterface returns a graph's inputs no initializer backs, and
+// its outputs.
+func declaredInterface(m *onnxpb.ModelProto) (inputs, outputs []*onnxpb.ValueInfoProto) {
+	inits := map[string]bool{}
+	for _, t := range m.GetGraph().GetInitializer() {
+		inits[t.GetName()] = true
+	}
+	for _, vi := range m.GetGraph().GetInput() {
+		if !inits[vi.GetName()] {
+			inputs = append(inputs, vi)
+		}
+	}
+	return inputs, m.GetGraph().GetOutput()
 }
 
 // withRelu writes a fixture with a Relu after its output, a node no
@@ -134,7 +199,7 @@ func TestLiftedFileWithUnknownVersion(t *testing.T) {
 	require.Equal(t, 0, status, stderr)
 	m, err := onnxio.ReadModel(out)
 	require.NoError(t, err)
-	onnxio.SetMetadata(m, onnxio.MetadataVersion, "7")
+	onnxio.SetMetadata(m, export.MetadataVersion, "7")
 	require.NoError(t, onnxio.WriteModel(out, m))
 
 	status, _, stderr = attnrun("run", out, "--input", dir+"/test_data_set_0/input_0.pb")

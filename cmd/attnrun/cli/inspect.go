@@ -16,6 +16,7 @@ import (
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -296,10 +297,10 @@ func describeLift(out io.Writer, lim *limits, m *onnxpb.ModelProto, shapes []ten
 			origin = "the graph's fixed input shape"
 		}
 	}
-	if config, ok := onnxio.Metadata(m, onnxio.MetadataConfig); ok {
+	if config, ok := onnxio.Metadata(m, export.MetadataConfig); ok {
 		opts := lim.models()
 		opts.ShapesOnly = true
-		model, err := opts.Parse([]byte(config), "metadata "+onnxio.MetadataConfig)
+		model, err := opts.Parse([]byte(config), "metadata "+export.MetadataConfig)
 		if err != nil {
 			fmt.Fprintf(out, "  written by attnrun, but its config cannot be read: %v\n", err)
 			return nil

@@ -30,8 +30,9 @@ type onnxFile struct {
 }
 
 // openONNX reads an ONNX file once and prepares it for run and check,
-// within the command's limits.
-func openONNX(lim *limits, path string, executor bool) (*onnxFile, error) {
+// within the command's limits. What the executor accepts only because ONNX
+// Runtime does (Graph.Warnings) is printed to warn.
+func openONNX(warn io.Writer, lim *limits, path string, executor bool) (*onnxFile, error) {
 	m, err := lim.readModel(path)
 	if err != nil {
 		return nil, err
@@ -46,6 +47,9 @@ func openONNX(lim *limits, path string, executor bool) (*onnxFile, error) {
 	g, err := lim.newGraph(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, w := range g.Warnings() {
+		fmt.Fprintf(warn, "attnrun: warning: %s: %s\n", path, w)
 	}
 	return &onnxFile{graph: g, lim: lim}, nil
 }
@@ -110,8 +114,8 @@ func (f *onnxFile) run(inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 
 // runONNX executes an ONNX file on --input tensors given in the order of
 // its inputs, and prints or writes the outputs.
-func runONNX(stdout io.Writer, lim *limits, path string, executor bool, inputPaths, outputPaths []string) error {
-	f, err := openONNX(lim, path, executor)
+func runONNX(stdout, stderr io.Writer, lim *limits, path string, executor bool, inputPaths, outputPaths []string) error {
+	f, err := openONNX(stderr, lim, path, executor)
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,7 @@ func runModel(cmd *cobra.Command, target string, f runFlags, lim *limits) error 
 		if isBatch {
 			return runONNXBatch(cmd, target, batch, f, lim)
 		}
-		return runONNX(cmd.OutOrStdout(), lim, target, f.executor, f.inputs, f.outputs)
+		return runONNX(cmd.OutOrStdout(), cmd.ErrOrStderr(), lim, target, f.executor, f.inputs, f.outputs)
 	}
 	if len(f.outputs) > 1 {
 		return usageError{fmt.Errorf("a model has one output, got %d --output", len(f.outputs))}
@@ -197,7 +197,7 @@ func runModelBatch(cmd *cobra.Command, src *source, batch string, f runFlags, ru
 // runONNXBatch runs a single-input ONNX file once per tensor of a
 // directory or archive.
 func runONNXBatch(cmd *cobra.Command, path, batch string, f runFlags, lim *limits) error {
-	file, err := openONNX(lim, path, f.executor)
+	file, err := openONNX(cmd.ErrOrStderr(), lim, path, f.executor)
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,9 @@
 #              the input as PyTorch took it: PyTorch's output (the fixture
 #              itself is sound).
 #   import     attnrun-cosine import lifts <case>_torch.onnx into
-#              attention.cosine and writes it back as an attnrun graph; ONNX
-#              Runtime runs that: PyTorch's output.
+#              attention.cosine and writes it back as an attnrun graph with
+#              the interface of <case>_torch.onnx; ONNX Runtime runs that on
+#              the input as PyTorch took it: PyTorch's output.
 #
 # Every comparison is at 1e-5 relative, 1e-6 absolute; onnx.checker
 # (full_check) must accept every file attnrun wrote. Prints one line per
@@ -90,8 +91,8 @@ for case in cosine noncausal; do
     continue
   fi
   out=$work/out.$case.lifted status=ok
-  ort "$lifted" "$work/$case.input.npy" "$out" || status=ort
-  echo "import/$case|$status|$out.log|$lifted|$work/$case.expected.npy|$out/y.npy" >>"$checks"
+  ort "$lifted" "$work/$case.raw.npy" "$out" || status=ort
+  echo "import/$case|$status|$out.log|$lifted|$work/$case.raw.expected.npy|$out/y.npy" >>"$checks"
 done
 
 "$PY" - "$checks" <<'EOF'

@@ -1,0 +1,136 @@
+package export
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+)
+
+// InputDims is the optional interface of an exporting layer some of whose
+// inputs are not token streams (batch, seq, d): attention masks
+// (attention.sdpa's mask, attention.torch_mha's key_padding_mask and
+// attn_mask), or token streams in another order (a sequence-first
+// nn.MultiheadAttention's (seq, batch, d)). Model declares a model input
+// that such a layer reads with the dimensions the layer gives, and probes
+// widths with inputs of that rank.
+//
+// The method uses only built-in types, so that a layer implements it
+// without importing this package.
+type InputDims interface {
+	// ONNXInputDims returns, for the layer given n inputs, a name for each
+	// dimension of the inputs that are not (batch, seq, d) token streams,
+	// by input position. The names "batch", "seq" and "d" make a token
+	// stream with its axes in that order; any other names make a mask,
+	// float32, every dimension symbolic and prefixed with the input's name:
+	// a (Tq, Tk) mask {"queries", "keys"} is declared
+	// (mask_queries, mask_keys). Inputs not in the map are (batch, seq, d).
+	ONNXInputDims(n int) map[int][]string
+}
+
+// layerDims returns the declared dimensions of a layer's inputs.
+func layerDims(spec *models.LayerSpec) map[int][]string {
+	if m, ok := spec.Layer.(InputDims); ok {
+		return m.ONNXInputDims(len(spec.Inputs))
+	}
+	return nil
+}
+
+// tokenDims is the layout of a token stream: its axes in order.
+var tokenDims = []string{"batch", "seq", "d"}
+
+// isTokenLayout reports whether declared dimensions are a token stream's
+// (a permutation of batch, seq and d) rather than a mask's.
+func isTokenLayout(dims []string) bool {
+	return len(dims) == 3 && slices.Contains(dims, "batch") && slices.Contains(dims, "seq") && slices.Contains(dims, "d")
+}
+
+// layerMasks returns the positions of a layer's mask inputs with their
+// dimension names.
+func layerMasks(spec *models.LayerSpec) map[int][]string {
+	masks := map[int][]string{}
+	for i, dims := range layerDims(spec) {
+		if !isTokenLayout(dims) {
+			masks[i] = dims
+		}
+	}
+	return masks
+}
+
+// inputLayouts finds how each model input is read: the dimension names of
+// the inputs some layer reads as a mask or as a token stream in another
+// order (inputs read as (batch, seq, d) are not listed). An input read in
+// two ways (a mask and a token stream, masks of two ranks, two orders) is
+// an error.
+func inputLayouts(cfg *models.Config) (map[string][]string, error) {
+	layouts := map[string][]string{}
+	readers := map[string]string{} // input -> the first layer reading it
+	for i := range cfg.Layers {
+		spec := &cfg.Layers[i]
+		declared := layerDims(spec)
+		for k, in := range spec.Inputs {
+			if !slices.Contains(cfg.Inputs, in) {
+				continue
+			}
+			dims, ok := declared[k]
+			if !ok {
+				dims = tokenDims
+			}
+			first, seen := readers[in]
+			if !seen {
+				readers[in] = spec.Name
+				layouts[in] = dims
+				continue
+			}
+			if !slices.Equal(layouts[in], dims) {
+				return nil, fmt.Errorf("input %q is %s for layer %q but %s for layer %q",
+					in, describeDims(layouts[in]), first, describeDims(dims), spec.Name)
+			}
+		}
+	}
+	for in, dims := range layouts {
+		if slices.Equal(dims, tokenDims) {
+			delete(layouts, in)
+		}
+	}
+	return layouts, nil
+}
+
+// describeDims names a layout for errors: "a token stream (batch, seq, d)"
+// or "a mask (queries, keys)".
+func describeDims(dims []string) string {
+	kind := "a mask"
+	if isTokenLayout(dims) {
+		kind = "a token stream"
+	}
+	return kind + " (" + strings.Join(dims, ", ") + ")"
+}
+
+// isMask reports whether declared dimensions are a mask's.
+func isMask(dims []string) bool { return dims != nil && !isTokenLayout(dims) }
+
+// maskProbe is the mask a width probe feeds: zeros of the given rank, every
+// dimension 1 (it broadcasts to any scores).
+func maskProbe(rank int) *tensor.Dense {
+	shape := make([]int, rank)
+	for i := range shape {
+		shape[i] = 1
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(make([]float32, 1)))
+}
+
+// maskInfo declares a mask input: float32 (models pass float32 tensors
+// only; a bool mask is given as 0 and 1), every dimension symbolic and
+// named after the input.
+func maskInfo(name string, dims []string) *onnxpb.ValueInfoProto {
+	shape := make([]onnxio.Dim, len(dims))
+	for i, d := range dims {
+		shape[i] = onnxio.SymbolicDim(name + "_" + d)
+	}
+	return onnxio.TensorValueInfo(name, onnxio.Float, shape)
+}
