@@ -1,9 +1,7 @@
 package onnxio
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/attnrun/attnrun/internal/atomicfile"
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -34,9 +34,16 @@ func ReadTensorFile(path string) (*onnxpb.TensorProto, error) {
 }
 
 // ReadTensorFile reads a serialized TensorProto and validates its shape and
-// data against the limits. Errors start with the path.
+// data against the limits; the file must be a regular file and is reserved
+// from the memory budget. Errors start with the path.
 func (l Limits) ReadTensorFile(path string) (*onnxpb.TensorProto, error) {
-	data, err := l.readFile(path)
+	mem := l.scope()
+	defer mem.Release()
+	return l.readTensorFile(path, mem)
+}
+
+func (l Limits) readTensorFile(path string, mem *budget.Scope) (*onnxpb.TensorProto, error) {
+	data, err := l.readFile(path, mem)
 	if err != nil {
 		return nil, err
 	}
@@ -71,16 +78,22 @@ func DecodeTensor(data []byte, lim Limits) (*onnxpb.TensorProto, error) {
 
 // EncodeTensor serializes a TensorProto deterministically.
 func EncodeTensor(t *onnxpb.TensorProto) ([]byte, error) {
+	if t == nil {
+		return nil, fmt.Errorf("encode tensor: nil TensorProto")
+	}
 	return encode(t, fmt.Sprintf("tensor %q", t.GetName()))
 }
 
 // WriteTensorFile writes a serialized TensorProto to path atomically.
 func WriteTensorFile(path string, t *onnxpb.TensorProto) error {
+	if t == nil {
+		return fmt.Errorf("%s: nil TensorProto", path)
+	}
 	data, err := EncodeTensor(t)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return writeFileAtomic(path, data)
+	return atomicfile.WriteFile(path, data, 0o644)
 }
 
 // dataFileName matches the files of a test-data set.
@@ -93,52 +106,78 @@ func ReadDataSet(dir string) (*DataSet, error) {
 
 // ReadDataSet reads the test-data set in dir: every input_K.pb and
 // output_K.pb, which must be numbered from 0 without gaps. Other files are
-// ignored.
+// ignored. The set's files together are reserved from the memory budget;
+// each must be a regular file.
 func (l Limits) ReadDataSet(dir string) (*DataSet, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	count := map[string]int{}
+	// Indices come from file names, so they size nothing: a set of n
+	// input files must be input_0.pb ... input_{n-1}.pb.
+	files := map[string][]string{}
 	for _, e := range entries {
-		m := dataFileName.FindStringSubmatch(e.Name())
-		if m == nil || e.IsDir() {
-			continue
+		if m := dataFileName.FindStringSubmatch(e.Name()); m != nil && !e.IsDir() {
+			files[m[1]] = append(files[m[1]], e.Name())
 		}
-		k, err := strconv.Atoi(m[2])
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: index out of range", dir, e.Name())
-		}
-		count[m[1]] = max(count[m[1]], k+1)
 	}
-	if count["input"] == 0 && count["output"] == 0 {
+	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no input_K.pb or output_K.pb files: not a test-data set", dir)
 	}
+	mem := l.scope()
+	defer mem.Release()
 	ds := &DataSet{Dir: dir}
-	if ds.Inputs, err = l.readTensorFiles(dir, "input", count["input"]); err != nil {
+	if ds.Inputs, err = l.readTensorFiles(dir, "input", files["input"], mem); err != nil {
 		return nil, err
 	}
-	if ds.Outputs, err = l.readTensorFiles(dir, "output", count["output"]); err != nil {
+	if ds.Outputs, err = l.readTensorFiles(dir, "output", files["output"], mem); err != nil {
 		return nil, err
 	}
 	return ds, nil
 }
 
-// readTensorFiles reads prefix_0.pb ... prefix_{n-1}.pb.
-func (l Limits) readTensorFiles(dir, prefix string, n int) ([]*onnxpb.TensorProto, error) {
-	out := make([]*onnxpb.TensorProto, n)
+// readTensorFiles reads the files named prefix_K.pb found in dir, which
+// must be prefix_0.pb ... prefix_{n-1}.pb for n names.
+func (l Limits) readTensorFiles(dir, prefix string, names []string, mem *budget.Scope) ([]*onnxpb.TensorProto, error) {
+	present := map[string]bool{}
+	for _, name := range names {
+		present[name] = true
+	}
+	out := make([]*onnxpb.TensorProto, len(names))
 	for k := range out {
-		path := filepath.Join(dir, fmt.Sprintf("%s_%d.pb", prefix, k))
-		t, err := l.ReadTensorFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s is missing (the set has %s_%d.pb)", path, prefix, n-1)
+		name := fmt.Sprintf("%s_%d.pb", prefix, k)
+		path := filepath.Join(dir, name)
+		if !present[name] {
+			return nil, fmt.Errorf("%s is missing: test-data files are numbered from 0 without gaps; with %s present, %s is out of range",
+				path, plural(len(names), prefix+" file"), outOfRange(names, len(names)))
 		}
+		t, err := l.readTensorFile(path, mem)
 		if err != nil {
 			return nil, err
 		}
 		out[k] = t
 	}
 	return out, nil
+}
+
+// plural writes "1 input file", "2 input files".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// outOfRange returns the name in names whose index is n or more; when
+// indices 0..n-1 are not all present among n distinct names, one is.
+func outOfRange(names []string, n int) string {
+	for _, name := range names {
+		m := dataFileName.FindStringSubmatch(name)
+		if k, err := strconv.Atoi(m[2]); err != nil || k >= n {
+			return name
+		}
+	}
+	return "?"
 }
 
 // WriteDataSet writes ds.Inputs and ds.Outputs as input_K.pb and

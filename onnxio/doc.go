@@ -12,11 +12,20 @@
 //   - Every tensor is checked against its shape: raw_data must hold exactly
 //     dims × element size bytes, a typed field (float_data, int64_data, ...)
 //     exactly as many values as elements.
+//   - What a call reads into memory (the file, external data, a test-data
+//     set, a converted tensor) is reserved from a memory budget first
+//     (Limits.MaxMemory, 4 GiB by default, or a shared Limits.Budget).
+//   - Only regular files are opened: a FIFO, device or directory is refused
+//     without blocking.
 //   - External data (tensors whose bytes live in a file next to the model)
 //     is loaded into raw_data, following "location", "offset" and "length";
-//     a location may not leave the model's directory.
+//     a location may not leave the model's directory, and every entry is
+//     checked against its file before any is read (4 GiB per model by
+//     default). Limits.ExternalSizesOnly checks the entries without reading
+//     them, to describe a model without loading its weights.
 //   - Encoding is deterministic: a model attnrun writes, read back and
-//     written again, is the same bytes. Files are written atomically.
+//     written again, is the same bytes. Files are written atomically
+//     (internal/atomicfile: fsync, rename, umask honoured).
 //   - Errors name the file, the tensor or node, and what was expected; a
 //     zip, .npy or pickle file handed over as a model is named as such.
 //

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 
+	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/internal/regularfile"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -16,25 +19,45 @@ import (
 // ONNX external data convention: external_data entries "location",
 // "offset", "length", "checksum") and moves it into raw_data.
 //
+// It works in two passes. locate checks every entry against its file
+// (location inside the model's directory, a regular file, offset and length
+// within it, length matching the tensor's shape) without reading data; load
+// then checks the total against MaxExternalBytes and the memory budget
+// before it reads anything, so a model cannot load 4 GiB and then be
+// refused. With ExternalSizesOnly only the first pass runs.
+//
 // Locations are opened through an os.Root on the model's directory, so a
 // location can neither climb out of it with ".." or an absolute path nor
 // escape through a symbolic link.
 type externalLoader struct {
 	dir   string
-	lim   Limits
-	root  *os.Root // opened on first use
-	total int64    // bytes loaded so far, against lim.MaxExternalBytes
+	root  *os.Root            // opened on first use
+	files map[string]*os.File // open data files by location
+	refs  []externalRef       // located entries, in model order
+}
+
+// externalRef is one tensor's external data, checked against its file.
+type externalRef struct {
+	t      *onnxpb.TensorProto
+	where  string // locates the tensor in errors: `initializer "w" (FLOAT [3 3])`
+	path   string // the data file, for errors
+	file   *os.File
+	offset int64
+	length int64
 }
 
 func (x *externalLoader) close() {
+	for _, f := range x.files {
+		f.Close()
+	}
 	if x.root != nil {
 		x.root.Close()
 	}
 }
 
-// load reads the external data of t, which must come to want bytes, into
-// t.RawData and marks t as holding its data inline.
-func (x *externalLoader) load(t *onnxpb.TensorProto, want int64) error {
+// locate checks the external data entries of t, which must come to want
+// bytes, against the file they name, and records them for load.
+func (x *externalLoader) locate(t *onnxpb.TensorProto, where string, want int64) error {
 	var location, offsetText, lengthText string
 	for _, e := range t.ExternalData {
 		switch e.GetKey() {
@@ -52,7 +75,8 @@ func (x *externalLoader) load(t *onnxpb.TensorProto, want int64) error {
 	if DataType(t.GetDataType()) == onnxpb.TensorProto_STRING {
 		return errors.New("STRING tensors cannot use external data")
 	}
-	if !filepath.IsLocal(filepath.FromSlash(location)) {
+	name := filepath.FromSlash(location)
+	if !filepath.IsLocal(name) {
 		return fmt.Errorf("external data location %q leaves the model's directory", location)
 	}
 	if x.dir == "" {
@@ -67,20 +91,11 @@ func (x *externalLoader) load(t *onnxpb.TensorProto, want int64) error {
 		return err
 	}
 
-	path := filepath.Join(x.dir, filepath.FromSlash(location))
-	if x.root == nil {
-		if x.root, err = os.OpenRoot(x.dir); err != nil {
-			return fmt.Errorf("external data file %s: %w", path, err)
-		}
-	}
-	f, err := x.root.Open(filepath.FromSlash(location))
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("external data file %s is missing", path)
-	}
+	path := filepath.Join(x.dir, name)
+	f, err := x.open(name, path)
 	if err != nil {
-		return fmt.Errorf("external data file %s: %w", path, err)
+		return err
 	}
-	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("external data file %s: %w", path, err)
@@ -98,19 +113,62 @@ func (x *externalLoader) load(t *onnxpb.TensorProto, want int64) error {
 	if length > size-offset {
 		return fmt.Errorf("external data file %s: %d bytes at offset %d run past its end (%d bytes)", path, length, offset, size)
 	}
-	if x.lim.MaxExternalBytes > 0 && x.total+length > x.lim.MaxExternalBytes {
-		return fmt.Errorf("external data file %s: loading %d more bytes exceeds the limit of %d bytes per model: %w",
-			path, length, x.lim.MaxExternalBytes, ErrLimit)
-	}
+	x.refs = append(x.refs, externalRef{t: t, where: where, path: path, file: f, offset: offset, length: length})
+	return nil
+}
 
-	data := make([]byte, length)
-	if _, err := io.ReadFull(io.NewSectionReader(f, offset, length), data); err != nil {
-		return fmt.Errorf("external data file %s: %w", path, err)
+// open returns the data file at location name (path for messages), opening
+// it once however many tensors it holds. Only regular files are opened, and
+// without blocking: a FIFO named as external data is refused at once.
+func (x *externalLoader) open(name, path string) (*os.File, error) {
+	if f, ok := x.files[name]; ok {
+		return f, nil
 	}
-	x.total += length
-	t.RawData = data
-	t.ExternalData = nil
-	t.DataLocation = nil
+	if x.root == nil {
+		root, err := os.OpenRoot(x.dir)
+		if err != nil {
+			return nil, fmt.Errorf("external data file %s: %w", path, err)
+		}
+		x.root, x.files = root, map[string]*os.File{}
+	}
+	f, err := regularfile.OpenInRoot(x.root, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("external data file %s is missing", path)
+	case errors.Is(err, regularfile.ErrNotRegular):
+		return nil, fmt.Errorf("external data: %w", err)
+	case err != nil:
+		return nil, fmt.Errorf("external data file %s: %w", path, err)
+	}
+	x.files[name] = f
+	return f, nil
+}
+
+// load reads every located entry into its tensor's raw_data. Before it
+// reads anything, it checks the running total against lim.MaxExternalBytes
+// and reserves each entry from mem, so that the error names the tensor
+// that crosses the line.
+func (x *externalLoader) load(lim Limits, mem *budget.Scope) error {
+	var total int64
+	for _, r := range x.refs {
+		total = min(total, math.MaxInt64-r.length) + r.length // saturating
+		if lim.MaxExternalBytes > 0 && total > lim.MaxExternalBytes {
+			return fmt.Errorf("%s: external data file %s: loading %d more bytes brings the model's external data to %d, over the limit of %d bytes per model: %w",
+				r.where, r.path, r.length, total, lim.MaxExternalBytes, ErrLimit)
+		}
+		if err := mem.Reserve(r.length, fmt.Sprintf("%s: external data file %s", r.where, r.path)); err != nil {
+			return err
+		}
+	}
+	for _, r := range x.refs {
+		data := make([]byte, r.length)
+		if _, err := io.ReadFull(io.NewSectionReader(r.file, r.offset, r.length), data); err != nil {
+			return fmt.Errorf("%s: external data file %s: %w", r.where, r.path, err)
+		}
+		r.t.RawData = data
+		r.t.ExternalData = nil
+		r.t.DataLocation = nil
+	}
 	return nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/attnrun/attnrun/internal/budget"
 )
 
 // ErrLimit is wrapped by every error that refuses input for exceeding a
@@ -13,8 +15,9 @@ var ErrLimit = errors.New("limit exceeded")
 // Limits bounds what the codec accepts from a file before it allocates
 // memory for it. Files come from strangers: a 40-byte file can declare a
 // tensor of 2^60 elements, so sizes are checked against these numbers first.
-// A zero field means "no limit" for that field; DefaultLimits suits models up
-// to protobuf's own 2 GiB message size.
+// A zero Max*Bytes or MaxDims field means "no limit" for that field (a zero
+// MaxMemory means the default budget); DefaultLimits suits models up to
+// protobuf's own 2 GiB message size.
 type Limits struct {
 	// MaxFileBytes caps the size of an .onnx or .pb file read into memory.
 	MaxFileBytes int64
@@ -27,16 +30,47 @@ type Limits struct {
 	MaxExternalBytes int64
 	// MaxDims caps a tensor's rank.
 	MaxDims int
+
+	// MaxMemory is the memory budget of one call, in bytes: what it reads
+	// into memory (the file, external data, the tensors of a test-data
+	// set, a TensorToDense result) is reserved from it before it is
+	// allocated, and the reservations add up within the call. Unlike the
+	// fields above, zero means budget.DefaultLimit (4 GiB), never "no
+	// limit". Exceeding it is an error matching budget.ErrExceeded.
+	MaxMemory int64
+	// Budget, when set, is the budget a call reserves from instead of a
+	// fresh one of MaxMemory bytes, so that one budget can bound a whole
+	// command. A call holds its reservations while it runs and releases
+	// them when it returns.
+	Budget *budget.Budget
+	// ExternalSizesOnly makes ReadModel and DecodeModel check external
+	// data without reading it: each entry's location (inside the model's
+	// directory, a regular file), offset and length (within the file,
+	// matching the tensor's shape). Tensors keep their external_data
+	// entries, and neither MaxExternalBytes nor the budget applies, since
+	// nothing is loaded. For describing a model (shapes, parameter counts)
+	// without loading its weights.
+	ExternalSizesOnly bool
 }
 
 // DefaultLimits is what ReadModel and the other package-level functions use:
 // 2 GiB per file (protobuf cannot encode larger messages), 2 GiB per tensor,
-// 16 GiB of external data per model, rank at most 32.
+// 4 GiB of external data per model, rank at most 32, and a memory budget of
+// budget.DefaultLimit (4 GiB) per call.
 var DefaultLimits = Limits{
 	MaxFileBytes:     2 << 30,
 	MaxTensorBytes:   2 << 30,
-	MaxExternalBytes: 16 << 30,
+	MaxExternalBytes: 4 << 30,
 	MaxDims:          32,
+}
+
+// scope returns the reservations of one call: from l.Budget when set, else
+// from a fresh budget of MaxMemory bytes.
+func (l Limits) scope() *budget.Scope {
+	if l.Budget != nil {
+		return budget.NewScope(l.Budget)
+	}
+	return budget.NewScope(budget.New(l.MaxMemory))
 }
 
 // CheckDims validates a shape read from a file and returns its element

@@ -1,10 +1,13 @@
 package onnxio
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
 
+	"github.com/attnrun/attnrun/internal/atomicfile"
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -15,14 +18,17 @@ func ReadModel(path string) (*onnxpb.ModelProto, error) {
 }
 
 // ReadModel reads, decodes and validates the ONNX model at path, loading
-// external tensor data from files next to it (see DecodeModel). Errors start
-// with the path.
+// external tensor data from files next to it (see DecodeModel). The file's
+// contents and the external data are reserved from the memory budget
+// (MaxMemory or Budget). Errors start with the path.
 func (l Limits) ReadModel(path string) (*onnxpb.ModelProto, error) {
-	data, err := l.readFile(path)
+	mem := l.scope()
+	defer mem.Release()
+	data, err := l.readFile(path, mem)
 	if err != nil {
 		return nil, err
 	}
-	m, err := DecodeModel(data, filepath.Dir(path), l)
+	m, err := l.decodeModel(data, filepath.Dir(path), mem)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -37,11 +43,20 @@ func (l Limits) ReadModel(path string) (*onnxpb.ModelProto, error) {
 //
 // Tensors stored as external data are read from files relative to dir and
 // moved into raw_data, so the returned model is self-contained; dir may be
-// "" when the model has none. Fields the schema subset does not declare are
-// kept as unknown fields and written back by EncodeModel.
+// "" when the model has none. Every entry is checked against its file before
+// any is read, and the total against MaxExternalBytes and the memory budget.
+// With lim.ExternalSizesOnly the entries are checked but not read. Fields
+// the schema subset does not declare are kept as unknown fields and written
+// back by EncodeModel.
 func DecodeModel(data []byte, dir string, lim Limits) (*onnxpb.ModelProto, error) {
-	if lim.MaxFileBytes > 0 && int64(len(data)) > lim.MaxFileBytes {
-		return nil, fmt.Errorf("model is %d bytes, over the limit of %d: %w", len(data), lim.MaxFileBytes, ErrLimit)
+	mem := lim.scope()
+	defer mem.Release()
+	return lim.decodeModel(data, dir, mem)
+}
+
+func (l Limits) decodeModel(data []byte, dir string, mem *budget.Scope) (*onnxpb.ModelProto, error) {
+	if l.MaxFileBytes > 0 && int64(len(data)) > l.MaxFileBytes {
+		return nil, fmt.Errorf("model is %d bytes, over the limit of %d: %w", len(data), l.MaxFileBytes, ErrLimit)
 	}
 	m := &onnxpb.ModelProto{}
 	if err := proto.Unmarshal(data, m); err != nil {
@@ -51,23 +66,30 @@ func DecodeModel(data []byte, dir string, lim Limits) (*onnxpb.ModelProto, error
 		return nil, notONNX(data, "ModelProto", "no ir_version or no graph")
 	}
 
-	ext := &externalLoader{dir: dir, lim: lim}
+	ext := &externalLoader{dir: dir}
 	defer ext.close()
 	err := walkModelTensors(m, func(where string, t *onnxpb.TensorProto) error {
-		if err := lim.loadAndCheck(t, ext); err != nil {
-			return fmt.Errorf("%s (%s): %w", where, tensorLabel(t), err)
+		where = fmt.Sprintf("%s (%s)", where, tensorLabel(t))
+		if err := l.checkAndLocate(t, where, ext); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	if l.ExternalSizesOnly {
+		return m, nil
+	}
+	if err := ext.load(l, mem); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
-// loadAndCheck validates a tensor, first loading its external data if it
-// has any.
-func (l Limits) loadAndCheck(t *onnxpb.TensorProto, ext *externalLoader) error {
+// checkAndLocate validates a tensor and, if its data is external, checks
+// the entries against the data file for ext to load later.
+func (l Limits) checkAndLocate(t *onnxpb.TensorProto, where string, ext *externalLoader) error {
 	elems, err := l.checkTensor(t)
 	if err != nil || !isExternal(t) {
 		return err
@@ -80,11 +102,7 @@ func (l Limits) loadAndCheck(t *onnxpb.TensorProto, ext *externalLoader) error {
 	if err != nil {
 		return err
 	}
-	if err := ext.load(t, want); err != nil {
-		return err
-	}
-	_, err = l.checkTensor(t)
-	return err
+	return ext.locate(t, where, want)
 }
 
 // notONNX builds the error for data that does not decode as the expected
@@ -120,6 +138,9 @@ func looksLikeTensor(data []byte) bool {
 // gives the same bytes, so a file attnrun writes, read back and written
 // again, is byte-identical.
 func EncodeModel(m *onnxpb.ModelProto) ([]byte, error) {
+	if m == nil {
+		return nil, errors.New("encode model: nil ModelProto")
+	}
 	return encode(m, "model")
 }
 
@@ -144,7 +165,7 @@ func WriteModel(path string, m *onnxpb.ModelProto) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return writeFileAtomic(path, data)
+	return atomicfile.WriteFile(path, data, 0o644)
 }
 
 // Metadata returns the value of a metadata_props entry of a model.
@@ -158,10 +179,13 @@ func Metadata(m *onnxpb.ModelProto, key string) (string, bool) {
 }
 
 // SetMetadata sets a metadata_props entry of a model, replacing the value
-// of an existing entry with that key.
+// of an existing entry with that key. A nil model is left alone.
 func SetMetadata(m *onnxpb.ModelProto, key, value string) {
+	if m == nil {
+		return
+	}
 	for _, e := range m.MetadataProps {
-		if e.GetKey() == key {
+		if e != nil && e.GetKey() == key {
 			e.Value = proto.String(value)
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"google.golang.org/protobuf/proto"
 	"gorgonia.org/tensor"
@@ -32,20 +33,23 @@ func TensorToDense(tp *onnxpb.TensorProto) (*tensor.Dense, error) {
 // A rank-0 tensor becomes a gorgonia scalar (Shape() is (), Data() returns
 // the bare value, not a slice). Tensors with zero elements are refused:
 // *tensor.Dense cannot hold them. The shape is checked against the limits
-// before anything is allocated, and the data against the shape. The Dense
+// before anything is allocated, and the data against the shape; the Dense's
+// data is reserved from the memory budget (MaxMemory or Budget). The Dense
 // owns its data: it shares no memory with tp.
 func (l Limits) TensorToDense(tp *onnxpb.TensorProto) (*tensor.Dense, error) {
-	d, err := l.tensorToDense(tp)
+	if tp == nil {
+		return nil, errors.New("nil TensorProto")
+	}
+	mem := l.scope()
+	defer mem.Release()
+	d, err := l.tensorToDense(tp, mem)
 	if err != nil {
 		return nil, fmt.Errorf("tensor %q (%s): %w", tp.GetName(), tensorLabel(tp), err)
 	}
 	return d, nil
 }
 
-func (l Limits) tensorToDense(tp *onnxpb.TensorProto) (*tensor.Dense, error) {
-	if tp == nil {
-		return nil, errors.New("nil TensorProto")
-	}
+func (l Limits) tensorToDense(tp *onnxpb.TensorProto, mem *budget.Scope) (*tensor.Dense, error) {
 	dt := DataType(tp.GetDataType())
 	if isExternal(tp) {
 		return nil, errors.New("data is still in an external file; read the model with ReadModel to load it")
@@ -59,6 +63,13 @@ func (l Limits) tensorToDense(tp *onnxpb.TensorProto) (*tensor.Dense, error) {
 	}
 	if elems == 0 {
 		return nil, errors.New("the tensor has no elements, which *tensor.Dense cannot represent")
+	}
+	size, ok := denseElemBytes[dt]
+	if !ok {
+		return nil, fmt.Errorf("data type %s is not supported for conversion", dt)
+	}
+	if err := mem.Reserve(budget.Bytes(elems, size), "converting it"); err != nil {
+		return nil, err
 	}
 	n := int(elems)
 	raw := tp.RawData
@@ -107,6 +118,14 @@ func (l Limits) tensorToDense(tp *onnxpb.TensorProto) (*tensor.Dense, error) {
 		shape[i] = int(d)
 	}
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing)), nil
+}
+
+// denseElemBytes is the size of one element of each convertible data type
+// once converted (FLOAT16 and BFLOAT16 widen to float32).
+var denseElemBytes = map[DataType]int{
+	Float: 4, Float64: 8, Float16: 4, BFloat16: 4,
+	Int64: 8, Int32: 4, Int16: 2, Int8: 1,
+	Uint64: 8, Uint32: 4, Uint16: 2, Uint8: 1, Bool: 1,
 }
 
 // decode returns the n elements of a tensor: from raw (size bytes each,
@@ -165,11 +184,19 @@ func firstOf(backing any) any { return reflect.ValueOf(backing).Index(0).Interfa
 // DenseToTensor converts a *tensor.Dense into a TensorProto named name,
 // storing the data in raw_data (little-endian, as ONNX Runtime and PyTorch
 // write it). Supported dtypes: float32, float64, the signed and unsigned
-// integers of 8 to 64 bits, and bool. Views are materialized first; scalars become rank-0 tensors.
-func DenseToTensor(name string, d *tensor.Dense) (*onnxpb.TensorProto, error) {
+// integers of 8 to 64 bits, and bool. Views are materialized first; scalars
+// become rank-0 tensors.
+func DenseToTensor(name string, d *tensor.Dense) (tp *onnxpb.TensorProto, err error) {
 	if d == nil {
 		return nil, fmt.Errorf("tensor %q: nil *tensor.Dense", name)
 	}
+	// A Dense built by hand (a zero value, data shorter than its shape)
+	// can make gorgonia panic while it is read; that is an error here.
+	defer func() {
+		if r := recover(); r != nil {
+			tp, err = nil, fmt.Errorf("tensor %q: malformed *tensor.Dense: %v", name, r)
+		}
+	}()
 	if d.RequiresIterator() {
 		m, ok := d.Materialize().(*tensor.Dense)
 		if !ok {
@@ -177,7 +204,7 @@ func DenseToTensor(name string, d *tensor.Dense) (*onnxpb.TensorProto, error) {
 		}
 		d = m
 	}
-	tp := &onnxpb.TensorProto{Name: proto.String(name), Dims: make([]int64, 0, d.Dims())}
+	tp = &onnxpb.TensorProto{Name: proto.String(name), Dims: make([]int64, 0, d.Dims())}
 	for _, s := range d.Shape() {
 		tp.Dims = append(tp.Dims, int64(s))
 	}
@@ -209,6 +236,9 @@ func DenseToTensor(name string, d *tensor.Dense) (*onnxpb.TensorProto, error) {
 		dt, raw = Bool, encodeRaw(v, 1, func(b []byte, x bool) { b[0] = boolByte(x) })
 	default:
 		return nil, fmt.Errorf("tensor %q: dtype %v is not supported (want a float, integer or bool type)", name, d.Dtype())
+	}
+	if want := budget.Elements(d.Shape()); int64(len(raw)) != budget.Bytes(want, ElemBytes(dt)) {
+		return nil, fmt.Errorf("tensor %q: shape %v holds %d elements, the data %d", name, d.Shape(), want, len(raw)/ElemBytes(dt))
 	}
 	tp.DataType = proto.Int32(int32(dt))
 	tp.RawData = raw

@@ -49,7 +49,7 @@ func Dims(vi *onnxpb.ValueInfoProto) []Dim {
 	}
 	dims := make([]Dim, len(shape.Dim))
 	for i, d := range shape.Dim {
-		switch v := d.Value.(type) {
+		switch v := d.GetValue().(type) {
 		case *onnxpb.TensorShapeProto_Dimension_DimValue:
 			dims[i] = Dim{Value: v.DimValue, Known: true}
 		case *onnxpb.TensorShapeProto_Dimension_DimParam:

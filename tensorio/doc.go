@@ -4,10 +4,12 @@
 // are float32, float64, int64, int32, uint8, int8 and bool (safetensors'
 // F16 and BF16 are read as float32).
 //
-// Files are treated as coming from strangers. Headers are parsed strictly,
-// every size a file declares is checked against Limits before memory is
-// allocated, truncated data is an error, and no input makes a reader panic
-// (see the fuzz tests). Errors say what was found and what was expected,
+// Files are treated as coming from strangers. Only regular files are opened
+// (a FIFO or device is refused without blocking), headers are parsed
+// strictly, every size a file declares is checked against Limits and
+// reserved from a memory budget (Limits.MaxMemory or Limits.Budget) before
+// memory is allocated, truncated data is an error, and no input makes a
+// reader panic (see the fuzz tests). Errors say what was found and what was expected,
 // for example
 //
 //	x.npy: dtype "<c8" not supported (want float32, float64, int64, int32, uint8, int8 or bool)

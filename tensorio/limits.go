@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/attnrun/attnrun/internal/budget"
 )
 
 // ErrLimit is wrapped by every error that rejects a file for exceeding a
@@ -23,6 +25,26 @@ type Limits struct {
 	MaxBytes int64
 	// MaxRank is the largest number of dimensions of a tensor.
 	MaxRank int
+
+	// MaxMemory is the memory budget of one call, in bytes: every tensor
+	// it decodes is reserved from it before it is allocated, and the
+	// reservations add up within the call. Zero means budget.DefaultLimit
+	// (4 GiB). Exceeding it is an error matching budget.ErrExceeded.
+	MaxMemory int64
+	// Budget, when set, is the budget a call reserves from instead of a
+	// fresh one of MaxMemory bytes, so that one budget can bound a whole
+	// command. A call holds its reservations while it runs and releases
+	// them when it returns.
+	Budget *budget.Budget
+}
+
+// scope returns the reservations of one call: from l.Budget when set, else
+// from a fresh budget of MaxMemory bytes.
+func (l Limits) scope() *budget.Scope {
+	if l.Budget != nil {
+		return budget.NewScope(l.Budget)
+	}
+	return budget.NewScope(budget.New(l.MaxMemory))
 }
 
 // DefaultLimits are the bounds the package-level read functions use: 4 GiB
@@ -42,8 +64,8 @@ func (l Limits) withDefaults() Limits {
 
 // checkShape validates a shape read from a file and returns its number of
 // elements. elemSize is the size of one element once decoded into Go.
-// budget is how many bytes the caller may still allocate.
-func checkShape(shape []int64, elemSize int, maxRank int, budget int64) (int, error) {
+// room is how many bytes of MaxBytes the caller may still allocate.
+func checkShape(shape []int64, elemSize int, maxRank int, room int64) (int, error) {
 	if len(shape) > maxRank {
 		return 0, fmt.Errorf("shape %s has rank %d, more than the limit %d: %w",
 			formatShape(shape), len(shape), maxRank, ErrLimit)
@@ -61,8 +83,8 @@ func checkShape(shape []int64, elemSize int, maxRank int, budget int64) (int, er
 		}
 		n *= d
 	}
-	if n > budget/int64(elemSize) {
-		return 0, fmt.Errorf("shape %s needs more than the limit of %d bytes: %w", formatShape(shape), budget, ErrLimit)
+	if n > room/int64(elemSize) {
+		return 0, fmt.Errorf("shape %s needs more than the limit of %d bytes: %w", formatShape(shape), room, ErrLimit)
 	}
 	if n > math.MaxInt {
 		return 0, fmt.Errorf("shape %s has more elements than this platform can index: %w", formatShape(shape), ErrLimit)

@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/internal/atomicfile"
+	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/internal/regularfile"
 )
 
 // npyMagic starts every .npy file.
@@ -33,21 +34,27 @@ func ReadNPYFile(path string) (*tensor.Dense, error) { return DefaultLimits.Read
 // r. It accepts C-ordered arrays of any rank, including 0-d, with dtype
 // float32, float64, int64, int32, uint8, int8 or bool, little- or
 // big-endian; the tensor has the same dtype, in native byte order. It reads
-// exactly the header and the data, nothing after them.
+// exactly the header and the data, nothing after them. The data is
+// reserved from the memory budget before it is allocated.
 func (l Limits) ReadNPY(r io.Reader) (*tensor.Dense, error) {
+	if isNil(r) {
+		return nil, errors.New("nil io.Reader")
+	}
 	l = l.withDefaults()
 	avail := int64(-1)
 	if sized, ok := r.(interface{ Len() int }); ok { // bytes.Reader, strings.Reader, ...
 		avail = int64(sized.Len())
 	}
-	t, _, err := readNPY(r, avail, l.MaxRank, l.MaxBytes)
+	mem := l.scope()
+	defer mem.Release()
+	t, _, err := readNPY(r, avail, l.MaxRank, l.MaxBytes, mem)
 	return t, err
 }
 
-// ReadNPYFile reads the .npy file at path. Errors start with the path, and
-// bytes after the array are an error.
+// ReadNPYFile reads the .npy file at path, which must be a regular file.
+// Errors start with the path, and bytes after the array are an error.
 func (l Limits) ReadNPYFile(path string) (*tensor.Dense, error) {
-	f, err := os.Open(path)
+	f, err := regularfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -56,13 +63,11 @@ func (l Limits) ReadNPYFile(path string) (*tensor.Dense, error) {
 	if err != nil {
 		return nil, err
 	}
-	avail := info.Size()
-	if !info.Mode().IsRegular() { // a pipe or device has no size up front
-		avail = -1
-	}
 	l = l.withDefaults()
+	mem := l.scope()
+	defer mem.Release()
 	br := bufio.NewReader(f)
-	t, _, err := readNPY(br, avail, l.MaxRank, l.MaxBytes)
+	t, _, err := readNPY(br, info.Size(), l.MaxRank, l.MaxBytes, mem)
 	if err == nil {
 		err = expectEOF(br)
 	}
@@ -72,11 +77,12 @@ func (l Limits) ReadNPYFile(path string) (*tensor.Dense, error) {
 	return t, nil
 }
 
-// readNPY reads a .npy stream with at most budget bytes of decoded data and
-// returns the tensor and its decoded size. avail is the number of bytes the
-// stream holds, or -1 if unknown: when known, a header that declares more
-// data than the stream holds is refused before the tensor is allocated.
-func readNPY(r io.Reader, avail int64, maxRank int, budget int64) (*tensor.Dense, int64, error) {
+// readNPY reads a .npy stream with at most room bytes of decoded data,
+// reserved from mem, and returns the tensor and its decoded size. avail is
+// the number of bytes the stream holds, or -1 if unknown: when known, a
+// header that declares more data than the stream holds is refused before
+// the tensor is allocated.
+func readNPY(r io.Reader, avail int64, maxRank int, room int64, mem *budget.Scope) (*tensor.Dense, int64, error) {
 	text, used, err := readNPYPreamble(r)
 	if err != nil {
 		return nil, 0, err
@@ -95,18 +101,22 @@ func readNPY(r io.Reader, avail int64, maxRank int, budget int64) (*tensor.Dense
 	if h.fortranOrder {
 		return nil, 0, errors.New("fortran_order True is not supported (want a C-ordered array: save np.ascontiguousarray(a))")
 	}
-	n, err := checkShape(h.shape, e.goSize, maxRank, budget)
+	n, err := checkShape(h.shape, e.goSize, maxRank, room)
 	if err != nil {
 		return nil, 0, err
 	}
 	if want := int64(n) * int64(e.size); avail >= 0 && want > avail-used {
 		return nil, 0, fmt.Errorf("data truncated: want %d bytes, got %d", want, max(avail-used, 0))
 	}
+	decoded := int64(n) * int64(e.goSize)
+	if err := mem.Reserve(decoded, fmt.Sprintf("%s %s", e.dtype, formatShape(h.shape))); err != nil {
+		return nil, 0, err
+	}
 	data, err := readElements(r, e, n, order)
 	if err != nil {
 		return nil, 0, err
 	}
-	return newDense(h.shape, data), int64(n) * int64(e.goSize), nil
+	return newDense(h.shape, data), decoded, nil
 }
 
 // readNPYPreamble reads the magic string, the version and the header text,
@@ -180,6 +190,9 @@ func npyElemType(descr string) (elemType, binary.ByteOrder, error) {
 // needs it), little-endian and C-ordered, byte-identical to what NumPy 1.24's
 // np.save writes for the same array.
 func WriteNPY(w io.Writer, t *tensor.Dense) error {
+	if isNil(w) {
+		return errors.New("nil io.Writer")
+	}
 	data, e, shape, err := contiguousData(t)
 	if err != nil {
 		return err

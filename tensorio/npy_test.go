@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/internal/regularfile"
 )
 
 // npyGoldens are the .npy files NumPy wrote (testdata/gen.py) and the
@@ -292,7 +294,10 @@ func TestShortFileCannotForceAllocation(t *testing.T) {
 	}
 }
 
-func TestReadNPYFileFromPipe(t *testing.T) {
+// TestReadNPYFileRefusesPipes: only regular files are opened by path (a
+// FIFO would block the open until a writer comes); a stream is read with
+// ReadNPY.
+func TestReadNPYFileRefusesPipes(t *testing.T) {
 	data := npyBytes(t, pattern(tensor.Float32, 2, 3))
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
@@ -301,10 +306,15 @@ func TestReadNPYFileFromPipe(t *testing.T) {
 		w.Close()
 	}()
 	defer r.Close()
-	got, err := ReadNPYFile(fmt.Sprintf("/dev/fd/%d", r.Fd()))
+	path := fmt.Sprintf("/dev/fd/%d", r.Fd())
+	_, err = ReadNPYFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		t.Skip("no /dev/fd on this system")
 	}
+	assert.ErrorIs(t, err, regularfile.ErrNotRegular)
+	assert.EqualError(t, err, path+": is a named pipe (FIFO), not a regular file")
+
+	got, err := ReadNPY(r)
 	require.NoError(t, err)
 	assertSameTensor(t, pattern(tensor.Float32, 2, 3), got)
 }

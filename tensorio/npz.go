@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"time"
 
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/internal/atomicfile"
+	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/internal/regularfile"
 )
 
 // ReadNPZ reads the .npz archive at path (as np.savez or np.savez_compressed
@@ -30,10 +31,10 @@ func ReadNPZFrom(r io.ReaderAt, size int64) (names []string, tensors []*tensor.D
 
 // ReadNPZ reads the .npz archive at path: every member must be a .npy file,
 // stored or deflated. It returns the keys (member names without ".npy") in
-// archive order and the tensors in the same order. Errors start with the
-// path and name the member.
+// archive order and the tensors in the same order. The archive must be a
+// regular file. Errors start with the path and name the member.
 func (l Limits) ReadNPZ(path string) (names []string, tensors []*tensor.Dense, err error) {
-	f, err := os.Open(path)
+	f, err := regularfile.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -50,16 +51,25 @@ func (l Limits) ReadNPZ(path string) (names []string, tensors []*tensor.Dense, e
 }
 
 // ReadNPZFrom reads a .npz archive of size bytes from r; see Limits.ReadNPZ.
-// The total decoded size of all tensors is held to l.MaxBytes, checked
-// against each member's declared sizes before reading it, and no member is
-// read past the array its header declares, so a zip bomb cannot inflate.
+// The total decoded size of all tensors is held to l.MaxBytes and reserved
+// from the memory budget, checked against each member's declared sizes
+// before reading it, and no member is read past the array its header
+// declares, so a zip bomb cannot inflate.
 func (l Limits) ReadNPZFrom(r io.ReaderAt, size int64) (names []string, tensors []*tensor.Dense, err error) {
+	if isNil(r) {
+		return nil, nil, errors.New("nil io.ReaderAt")
+	}
+	if size < 0 {
+		return nil, nil, fmt.Errorf("negative archive size %d", size)
+	}
 	l = l.withDefaults()
 	zr, err := zip.NewReader(r, size)
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
 		return nil, nil, fmt.Errorf("not a valid .npz (zip) archive: %w", err)
 	}
-	budget := l.MaxBytes
+	mem := l.scope()
+	defer mem.Release()
+	room := l.MaxBytes
 	seen := map[string]bool{}
 	for _, f := range zr.File {
 		name, ok := strings.CutSuffix(f.Name, ".npy")
@@ -70,11 +80,11 @@ func (l Limits) ReadNPZFrom(r io.ReaderAt, size int64) (names []string, tensors 
 			return nil, nil, fmt.Errorf("member %q appears twice", f.Name)
 		}
 		seen[name] = true
-		t, used, err := readNPZMember(f, l.MaxRank, budget)
+		t, used, err := readNPZMember(f, l.MaxRank, room, mem)
 		if err != nil {
 			return nil, nil, fmt.Errorf("member %q: %w", f.Name, err)
 		}
-		budget -= used
+		room -= used
 		names = append(names, name)
 		tensors = append(tensors, t)
 	}
@@ -84,8 +94,9 @@ func (l Limits) ReadNPZFrom(r io.ReaderAt, size int64) (names []string, tensors 
 	return names, tensors, nil
 }
 
-// readNPZMember decodes one member with at most budget bytes of data.
-func readNPZMember(f *zip.File, maxRank int, budget int64) (*tensor.Dense, int64, error) {
+// readNPZMember decodes one member with at most room bytes of data,
+// reserved from mem.
+func readNPZMember(f *zip.File, maxRank int, room int64, mem *budget.Scope) (*tensor.Dense, int64, error) {
 	switch {
 	case f.Flags&0x1 != 0:
 		return nil, 0, errors.New("encrypted members are not supported")
@@ -94,9 +105,9 @@ func readNPZMember(f *zip.File, maxRank int, budget int64) (*tensor.Dense, int64
 	}
 	// The declared size bounds the work up front. The element data is
 	// never larger in the file than decoded, so a member declaring more
-	// than the budget plus a maximal header cannot be accepted.
-	if f.UncompressedSize64 > uint64(budget)+maxNPYHeader+16 {
-		return nil, 0, fmt.Errorf("declares %d bytes, more than the limit of %d: %w", f.UncompressedSize64, budget, ErrLimit)
+	// than the limit plus a maximal header cannot be accepted.
+	if f.UncompressedSize64 > uint64(room)+maxNPYHeader+16 {
+		return nil, 0, fmt.Errorf("declares %d bytes, more than the limit of %d: %w", f.UncompressedSize64, room, ErrLimit)
 	}
 	rc, err := f.Open()
 	if err != nil {
@@ -107,7 +118,7 @@ func readNPZMember(f *zip.File, maxRank int, budget int64) (*tensor.Dense, int64
 	// archive/zip fails the read if the member is not as long as declared,
 	// so the declared size also bounds what the header may claim.
 	avail := int64(min(f.UncompressedSize64, math.MaxInt64))
-	t, used, err := readNPY(br, avail, maxRank, budget)
+	t, used, err := readNPY(br, avail, maxRank, room, mem)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -139,6 +150,9 @@ func WriteNPZ(path string, names []string, tensors []*tensor.Dense) error {
 
 // WriteNPZTo writes the .npz archive WriteNPZ writes to w.
 func WriteNPZTo(w io.Writer, names []string, tensors []*tensor.Dense) error {
+	if isNil(w) {
+		return errors.New("nil io.Writer")
+	}
 	if err := checkNames(names, tensors); err != nil {
 		return err
 	}

@@ -9,13 +9,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/internal/atomicfile"
+	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/internal/regularfile"
 )
 
 // maxSafetensorsHeader is the largest JSON header accepted, the bound the
@@ -43,9 +44,10 @@ func ReadSafetensorsFrom(r io.ReaderAt, size int64) (names []string, tensors []*
 // BOOL keep their type; F16 and BF16 are converted exactly to float32. The
 // header is checked strictly: unknown fields, duplicate names, and data
 // offsets that overlap, leave gaps, or fall outside the data are errors.
-// Errors start with the path.
+// The tensors are reserved from the memory budget before any is read. The
+// file must be a regular file. Errors start with the path.
 func (l Limits) ReadSafetensors(path string) (names []string, tensors []*tensor.Dense, metadata map[string]string, err error) {
-	f, err := os.Open(path)
+	f, err := regularfile.Open(path)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -64,12 +66,20 @@ func (l Limits) ReadSafetensors(path string) (names []string, tensors []*tensor.
 // ReadSafetensorsFrom reads a .safetensors file of size bytes from r; see
 // Limits.ReadSafetensors.
 func (l Limits) ReadSafetensorsFrom(r io.ReaderAt, size int64) (names []string, tensors []*tensor.Dense, metadata map[string]string, err error) {
+	if isNil(r) {
+		return nil, nil, nil, errors.New("nil io.ReaderAt")
+	}
+	if size < 0 {
+		return nil, nil, nil, fmt.Errorf("negative file size %d", size)
+	}
 	l = l.withDefaults()
 	header, dataStart, err := readSafetensorsHeader(r, size, l)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	entries, metadata, err := parseSafetensorsHeader(header, l, size-dataStart)
+	mem := l.scope()
+	defer mem.Release()
+	entries, metadata, err := parseSafetensorsHeader(header, l, size-dataStart, mem)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -129,8 +139,9 @@ type stEntryJSON struct {
 }
 
 // parseSafetensorsHeader decodes and validates the header JSON against a
-// data section of dataLen bytes and returns the tensors sorted by offset.
-func parseSafetensorsHeader(header []byte, l Limits, dataLen int64) ([]stEntry, map[string]string, error) {
+// data section of dataLen bytes, reserves each tensor from mem, and returns
+// the tensors sorted by offset.
+func parseSafetensorsHeader(header []byte, l Limits, dataLen int64, mem *budget.Scope) ([]stEntry, map[string]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(header))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
@@ -141,7 +152,7 @@ func parseSafetensorsHeader(header []byte, l Limits, dataLen int64) ([]stEntry, 
 		entries  []stEntry
 		metadata map[string]string
 		seen     = map[string]bool{}
-		budget   = l.MaxBytes
+		room     = l.MaxBytes
 	)
 	for dec.More() {
 		tok, err := dec.Token()
@@ -166,11 +177,15 @@ func parseSafetensorsHeader(header []byte, l Limits, dataLen int64) ([]stEntry, 
 		if err := dec.Decode(&raw); err != nil {
 			return nil, nil, fmt.Errorf("malformed header: tensor %q: %w", name, err)
 		}
-		e, err := checkSafetensorsEntry(name, raw, l.MaxRank, budget)
+		e, err := checkSafetensorsEntry(name, raw, l.MaxRank, room)
 		if err != nil {
 			return nil, nil, fmt.Errorf("tensor %q: %w", name, err)
 		}
-		budget -= int64(e.count) * int64(e.elem.goSize)
+		decoded := int64(e.count) * int64(e.elem.goSize)
+		if err := mem.Reserve(decoded, fmt.Sprintf("tensor %q: %s %s", name, e.elem.st, formatShape(e.shape))); err != nil {
+			return nil, nil, err
+		}
+		room -= decoded
 		entries = append(entries, e)
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
@@ -186,7 +201,7 @@ func parseSafetensorsHeader(header []byte, l Limits, dataLen int64) ([]stEntry, 
 }
 
 // checkSafetensorsEntry validates one tensor's dtype, shape and offsets.
-func checkSafetensorsEntry(name string, raw stEntryJSON, maxRank int, budget int64) (stEntry, error) {
+func checkSafetensorsEntry(name string, raw stEntryJSON, maxRank int, room int64) (stEntry, error) {
 	if name == "" {
 		return stEntry{}, errors.New("empty tensor name")
 	}
@@ -200,7 +215,7 @@ func checkSafetensorsEntry(name string, raw stEntryJSON, maxRank int, budget int
 	if len(raw.DataOffsets) != 2 {
 		return stEntry{}, fmt.Errorf("data_offsets has %d numbers, want 2", len(raw.DataOffsets))
 	}
-	count, err := checkShape(*raw.Shape, elem.goSize, maxRank, budget)
+	count, err := checkShape(*raw.Shape, elem.goSize, maxRank, room)
 	if err != nil {
 		return stEntry{}, err
 	}
@@ -280,6 +295,9 @@ func WriteSafetensors(path string, names []string, tensors []*tensor.Dense, meta
 // sorted) first, then the tensors in data order, and is padded with spaces
 // to a multiple of 8 bytes.
 func WriteSafetensorsTo(w io.Writer, names []string, tensors []*tensor.Dense, metadata map[string]string) error {
+	if isNil(w) {
+		return errors.New("nil io.Writer")
+	}
 	if err := checkNames(names, tensors); err != nil {
 		return err
 	}

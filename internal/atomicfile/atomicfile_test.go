@@ -3,8 +3,10 @@ package atomicfile
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -128,4 +130,54 @@ func TestWriteRelativePath(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(dir, "rel.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "ok", string(got))
+}
+
+func TestErrorsNameTheDestinationNotTheTemporaryFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "m.onnx")
+	err := Write(path, 0o644, writeString("x"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	assert.Equal(t, "write "+path+": open: no such file or directory", err.Error())
+	assert.NotContains(t, err.Error(), ".tmp-")
+}
+
+func TestWriteRefusesBadArguments(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		path string
+		fill func(io.Writer) error
+		want string
+	}{
+		{"nil fill", filepath.Join(dir, "x"), nil, "nil fill function"},
+		{"empty path", "", writeString("x"), "not a file name"},
+		{"directory path", dir + string(filepath.Separator), writeString("x"), "not a file name"},
+		{"dot dot", dir + string(filepath.Separator) + "..", writeString("x"), "not a file name"},
+		{"existing directory", dir, writeString("x"), "is a directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := Write(c.path, 0o644, c.fill)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+	assert.Empty(t, dirEntries(t, dir))
+}
+
+func TestWriteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.txt")
+	require.NoError(t, WriteFile(path, []byte("data"), 0o644))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "data", string(got))
+	require.NoError(t, WriteFile(path, nil, 0o644))
+	got, err = os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+}
+
+func TestLongNameGetsATemporaryFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, strings.Repeat("n", 250))
+	require.NoError(t, WriteFile(path, []byte("x"), 0o644))
+	assert.Equal(t, []string{filepath.Base(path)}, dirEntries(t, dir))
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -131,6 +132,43 @@ func newBatchSink(stdout io.Writer, input, dest string, outputs []string) (*batc
 	return s, nil
 }
 
+// checkNames refuses, before anything runs, item names that would not be
+// one plain file name inside the output directory (or one member name in
+// the output archive): names come from files (.npz keys), and a key such
+// as "../../x" must not write outside --output. Printed outputs need no
+// check.
+func (s *batchSink) checkNames(items []batchItem) error {
+	if s.dir == "" && s.archive == "" {
+		return nil
+	}
+	for _, it := range items {
+		if err := fileNameError(it.stem); err != nil {
+			return fmt.Errorf("input %q cannot name an output file: %w", it.name, err)
+		}
+	}
+	return nil
+}
+
+// fileNameError says why name is not a single local file name: empty, "."
+// or "..", absolute, with a path separator or a NUL byte, or reserved by
+// the platform. A name that passes, joined to a directory, stays in it
+// (a symbolic link already at that name is replaced, not followed).
+func fileNameError(name string) error {
+	switch {
+	case name == "":
+		return errors.New("the name is empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("%q is not a file name", name)
+	case strings.ContainsAny(name, `/\`):
+		return errors.New("the name contains a path separator")
+	case strings.ContainsRune(name, 0):
+		return errors.New("the name contains a NUL byte")
+	case !filepath.IsLocal(name):
+		return errors.New("the name is not a local file name")
+	}
+	return nil
+}
+
 // unsafeKey matches what may not appear in a file name made from an output
 // name ("onnx::MatMul_3", "attn/out").
 var unsafeKey = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
@@ -186,6 +224,9 @@ func (e errBatch) Error() string {
 // hands the outputs to sink. A failing item is reported on stderr and
 // counted; the error at the end says how many failed.
 func runBatch(stderr io.Writer, items []batchItem, sink *batchSink, run func(*tensor.Dense) ([]*tensor.Dense, error)) error {
+	if err := sink.checkNames(items); err != nil {
+		return err
+	}
 	p := startProgress(stderr, len(items), "input")
 	for _, it := range items {
 		err := runItem(it, sink, p, run)

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/attnrun/attnrun/internal/atomicfile"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
@@ -113,7 +112,7 @@ func importModel(w io.Writer, lim *limits, path string, f importFlags) error {
 	}
 	fmt.Fprintf(w, "\nwrote %s\n", f.output)
 	if f.configOut != "" {
-		if err := writeFileAtomic(f.configOut, []byte(res.Config)); err != nil {
+		if err := atomicfile.WriteFile(f.configOut, []byte(res.Config), 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "wrote %s\n", f.configOut)
@@ -203,31 +202,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// writeFileAtomic writes data next to path and renames it into place, so
-// that no half-written file is ever left at path.
-func writeFileAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // embeddedGraph matches the base64 graph of an onnx.subgraph layer.

@@ -17,12 +17,8 @@ const realWorldGraphs = "../../../../shared/realworld/ort-graphs"
 // the reason. The test asserts that each still fails, so that a graph that
 // starts to pass must leave this list.
 var realWorldExecutorGaps = map[string]string{
-	"attn_mask1d_fp16":         "float16 inputs",
-	"attn_nomask_fp16":         "float16 inputs",
-	"attn_mask1d_fp32":         "op CumSum",
-	"attn_past_state_u8s8":     "ops MatMulInteger, DynamicQuantizeLinear",
-	"gen_tf2onnx_attention_3d": "op Einsum",
-	"tfbert_squad_keras2onnx":  "op ReduceProd",
+	"attn_mask1d_fp16": "float16 inputs",
+	"attn_nomask_fp16": "float16 inputs",
 }
 
 // realWorldWarnings are the leniencies some graphs need; `check` must say

@@ -18,11 +18,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/attnrun/attnrun/internal/atomicfile"
 	_ "github.com/attnrun/attnrun/layers" // the built-in layers
 )
 
 // Main runs the command line with os.Args and exits with its status.
 func Main() {
+	atomicfile.CleanUpOnSignals() // Ctrl-C mid-write leaves no temporary file
 	os.Exit(Run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
