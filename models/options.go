@@ -2,11 +2,10 @@ package models
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/internal/regularfile"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -47,7 +46,7 @@ func (o Options) Parse(data []byte, source string) (*Model, error) {
 }
 
 // Load reads a YAML model config from a file and builds the model. The
-// config is read whole: it must be a regular file.
+// file must be a regular file of at most 64 MiB.
 func (o Options) Load(path string) (*Model, error) {
 	data, err := readConfigFile(path)
 	if err != nil {
@@ -60,47 +59,10 @@ func (o Options) Load(path string) (*Model, error) {
 // and even one carrying an ONNX subgraph is far below it.
 const maxConfigBytes = 64 << 20
 
-// readConfigFile reads a config file, refusing what is not a regular file
-// and files above maxConfigBytes.
+// readConfigFile reads a config file: a regular file (a FIFO would block,
+// a device never end) of at most maxConfigBytes.
 func readConfigFile(path string) ([]byte, error) {
-	// Stat before opening: opening a FIFO for reading blocks until a
-	// writer comes. The opened file is checked again, in case it changed.
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := regularConfig(path, info); err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if info, err = f.Stat(); err != nil {
-		return nil, err
-	}
-	if err := regularConfig(path, info); err != nil {
-		return nil, err
-	}
-	data := make([]byte, info.Size())
-	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return data, nil
-}
-
-// regularConfig refuses what cannot be a config file: anything but a
-// regular file (a FIFO would block, a device never end), or a file above
-// maxConfigBytes.
-func regularConfig(path string, info os.FileInfo) error {
-	if !info.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file (%s); a model config must be one", path, info.Mode().Type())
-	}
-	if info.Size() > maxConfigBytes {
-		return fmt.Errorf("%s: %s is over the limit of %s for a model config", path, budget.Format(info.Size()), budget.Format(maxConfigBytes))
-	}
-	return nil
+	return regularfile.ReadFile(path, maxConfigBytes)
 }
 
 // prepareLayer checks a decoded layer and allocates its parameters from

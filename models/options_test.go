@@ -233,7 +233,7 @@ func TestLoadRegularFilesOnly(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		assert.EqualError(t, err, fifo+": not a regular file (p---------); a model config must be one")
+		assert.EqualError(t, err, fifo+": is a named pipe (FIFO), not a regular file")
 	case <-time.After(5 * time.Second):
 		t.Fatal("Load blocked on a FIFO")
 	}

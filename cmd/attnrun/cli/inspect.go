@@ -123,16 +123,35 @@ func inspectModel(out io.Writer, lim *limits, target string, shapes []tensor.Sha
 }
 
 // inspectONNX describes an ONNX file and the attnrun layers it lifts to.
-//
-// TODO(files): read the file without its external data once the codec can
-// (describeModel needs the sizes only); lifting still needs the contents.
+// The description needs the sizes of the external data only; lifting, for
+// a file attnrun did not write, reads it.
 func inspectONNX(out io.Writer, lim *limits, path string, shapes []tensor.Shape) error {
-	m, err := lim.readModel(path)
+	sizes := lim.codec()
+	sizes.ExternalSizesOnly = true
+	sizes.MaxTensorBytes = 0 // nothing external is loaded: any size can be described
+	m, err := sizes.ReadModel(path)
 	if err != nil {
 		return err
 	}
 	describeModel(out, path, m)
+	if hasExternalData(m) && !lift.IsAttnrun(m) {
+		if m, err = lim.readModel(path); err != nil {
+			fmt.Fprintf(out, "\nattnrun layers\n  cannot be lifted: %v\n", lim.explain(err))
+			return nil
+		}
+	}
 	return describeLift(out, lim, m, shapes)
+}
+
+// hasExternalData reports whether an initializer keeps its data in
+// another file.
+func hasExternalData(m *onnxpb.ModelProto) bool {
+	for _, t := range m.GetGraph().GetInitializer() {
+		if t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
+			return true
+		}
+	}
+	return false
 }
 
 // layerTable prints one line per layer: its type, inputs and
@@ -316,7 +335,7 @@ func describeLift(out io.Writer, lim *limits, m *onnxpb.ModelProto, shapes []ten
 		printUnlifted(out, unlifted.Nodes)
 		return nil
 	case err != nil:
-		fmt.Fprintf(out, "  cannot be lifted: %v\n", err)
+		fmt.Fprintf(out, "  cannot be lifted: %v\n", lim.explain(err))
 		return nil
 	}
 	fmt.Fprintf(out, "  lifts to model %q (checked against the graph: max abs diff %.3g)\n", res.Model.Name(), res.Check.MaxAbs)

@@ -140,7 +140,7 @@ func (l *limits) explain(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, budget.ErrExceeded), errors.Is(err, onnxio.ErrLimit):
+	case errors.Is(err, budget.ErrExceeded):
 		return fmt.Errorf("%w (--max-memory %s sets the budget)", err, budget.Format(int64(l.maxMemory)))
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: over the time limit of %v (--timeout sets it)", err, l.timeout)
@@ -153,13 +153,11 @@ func (l *limits) models() models.Options {
 	return models.Options{MaxMemory: int64(l.maxMemory)}
 }
 
-// codec is what the ONNX codec accepts: its default limits, lowered to the
+// codec is what the ONNX codec accepts: its default limits, within the
 // budget.
 func (l *limits) codec() onnxio.Limits {
 	lim := onnxio.DefaultLimits
-	lim.MaxFileBytes = min(lim.MaxFileBytes, int64(l.maxMemory))
-	lim.MaxTensorBytes = min(lim.MaxTensorBytes, int64(l.maxMemory))
-	lim.MaxExternalBytes = min(lim.MaxExternalBytes, int64(l.maxMemory))
+	lim.MaxMemory = int64(l.maxMemory)
 	return lim
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -12,8 +13,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 	"github.com/attnrun/attnrun/tensorio"
 )
@@ -138,4 +142,39 @@ func TestConfigFIFO(t *testing.T) {
 	assert.Equal(t, 1, status)
 	assert.Contains(t, stderr, "not a regular file")
 	_ = os.Remove(fifo)
+}
+
+// TestInspectReadsSizes: inspect used to load a model's external data
+// whole (16 GiB from a sparse file) to print its sizes; it reads the sizes
+// only.
+func TestInspectReadsSizes(t *testing.T) {
+	dir := t.TempDir()
+	const n = 4 << 30 // float32 values: 16 GiB
+	w := &onnxpb.TensorProto{Name: proto.String("w"), DataType: proto.Int32(int32(onnxio.Float)), Dims: []int64{n},
+		DataLocation: onnxpb.TensorProto_EXTERNAL.Enum(),
+		ExternalData: []*onnxpb.StringStringEntryProto{
+			{Key: proto.String("location"), Value: proto.String("weights.bin")},
+			{Key: proto.String("length"), Value: proto.String(fmt.Sprint(4 * n))},
+		}}
+	m := &onnxpb.ModelProto{IrVersion: proto.Int64(8), OpsetImport: []*onnxpb.OperatorSetIdProto{{Version: proto.Int64(17)}},
+		Graph: &onnxpb.GraphProto{Name: proto.String("g"), Initializer: []*onnxpb.TensorProto{w},
+			Node:   []*onnxpb.NodeProto{{OpType: proto.String("Identity"), Input: []string{"w"}, Output: []string{"y"}}},
+			Output: []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("y", onnxio.Float, nil)}}}
+	data, err := proto.Marshal(m)
+	require.NoError(t, err)
+	path := filepath.Join(dir, "model.onnx")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	f, err := os.Create(filepath.Join(dir, "weights.bin"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(4*n))
+	require.NoError(t, f.Close())
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	status, stdout, stderr := attnrun("inspect", path)
+	runtime.ReadMemStats(&after)
+	assert.Equal(t, 0, status, stderr)
+	assert.Contains(t, stdout, "  w      FLOAT  [4294967296]  16384.0 MiB\n")
+	assert.Contains(t, stdout, `cannot be lifted: `+path+`: initializer "w" (FLOAT [4294967296]): 4294967296 elements need 17179869184 bytes, over the limit of 2147483648 bytes per tensor`)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20))
 }
