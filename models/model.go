@@ -66,6 +66,9 @@ func New(cfg *Config) (*Model, error) {
 		slot[spec.Name] = len(cfg.Inputs) + i
 		m.steps = append(m.steps, st)
 		m.numArgs += len(st.inputs)
+		if spec.Params == nil { // a Config built by hand, not by ParseConfig
+			spec.Params = paramShapes(spec.Layer.Params())
+		}
 		for _, p := range spec.Params {
 			name := spec.Name + "." + p.Name
 			if other, dup := seen[name]; dup {

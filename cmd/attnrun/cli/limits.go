@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,7 +16,6 @@ import (
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
-	"github.com/attnrun/attnrun/tensorio"
 )
 
 // Files come from strangers: every command that reads a model takes
@@ -49,24 +46,6 @@ func addLimitFlags(cmd *cobra.Command) *limits {
 	fl.Var(&l.maxMemory, "max-memory", "memory budget for what files and configs size (parameters, tensors, executor values), e.g. 512MiB or 8GiB")
 	fl.DurationVar(&l.timeout, "timeout", 0, "stop with an error after this long, e.g. 30s or 5m; 0 means no limit")
 	return l
-}
-
-// readTensor reads an input tensor (.npy, or a .pb TensorProto) within the
-// codec limits.
-func (l *limits) readTensor(path string) (*tensor.Dense, error) {
-	if strings.EqualFold(filepath.Ext(path), ".pb") {
-		lim := l.codec()
-		tp, err := lim.ReadTensorFile(path)
-		if err != nil {
-			return nil, err
-		}
-		t, err := lim.TensorToDense(tp)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return t, nil
-	}
-	return tensorio.ReadNPYFile(path)
 }
 
 // memorySize is a flag holding a size such as 1GiB (budget.Parse).
@@ -164,6 +143,12 @@ func (l *limits) codec() onnxio.Limits {
 // readModel reads an ONNX file within the codec limits.
 func (l *limits) readModel(path string) (*onnxpb.ModelProto, error) {
 	return l.codec().ReadModel(path)
+}
+
+// readTensor reads an input tensor (.npy, or a .pb TensorProto) within the
+// codec limits.
+func (l *limits) readTensor(path string) (*tensor.Dense, error) {
+	return readTensorWithin(l.codec(), path)
 }
 
 // loadAttnrun builds the model an attnrun-written file holds.

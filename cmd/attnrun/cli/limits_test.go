@@ -92,9 +92,11 @@ func TestMaxMemory(t *testing.T) {
 // at the deadline; the error names it and the flag.
 func TestTimeout(t *testing.T) {
 	dir := t.TempDir()
-	deep := manyLinears(t, dir, 400, 256)
+	// 1000 small layers: minutes of work, each layer a few milliseconds,
+	// so that the deadline is seen between layers even on a loaded machine.
+	deep := manyLinears(t, dir, 1000, 64)
 	x := filepath.Join(dir, "x.npy")
-	require.NoError(t, tensorio.WriteNPYFile(x, tensor.New(tensor.WithShape(4096, 256), tensor.WithBacking(make([]float32, 4096*256)))))
+	require.NoError(t, tensorio.WriteNPYFile(x, tensor.New(tensor.WithShape(8192, 64), tensor.WithBacking(make([]float32, 8192*64)))))
 	start := time.Now()
 	status, _, stderr := attnrun("run", deep, "--input", x, "--timeout", "300ms")
 	assert.Equal(t, 1, status)

@@ -17,14 +17,20 @@ func isONNX(target string) bool {
 	return strings.EqualFold(filepath.Ext(target), ".onnx")
 }
 
-// readTensor reads an input tensor from .npy or a serialized TensorProto (.pb).
+// readTensor reads an input tensor from .npy or a serialized TensorProto
+// (.pb) within the codec's default limits.
 func readTensor(path string) (*tensor.Dense, error) {
+	return readTensorWithin(onnxio.DefaultLimits, path)
+}
+
+// readTensorWithin reads an input tensor within the codec limits lim.
+func readTensorWithin(lim onnxio.Limits, path string) (*tensor.Dense, error) {
 	if strings.EqualFold(filepath.Ext(path), ".pb") {
-		tp, err := onnxio.ReadTensorFile(path)
+		tp, err := lim.ReadTensorFile(path)
 		if err != nil {
 			return nil, err
 		}
-		t, err := onnxio.TensorToDense(tp)
+		t, err := lim.TensorToDense(tp)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
