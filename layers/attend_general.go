@@ -42,8 +42,9 @@ type attention struct {
 //
 //	s = scale·q·k                        scaled dot product
 //	s = softcap·tanh(s / softcap)        if softcap > 0
+//	s = mod(s, b, h, i, j)               each score modification
 //	s = s + bias                         causal, window, ALiBi and masks
-//	w = dropout(softmax(s))
+//	w = dropout(softmax(s))              with the head's sink, if any
 //
 // Positions are absolute: query i sits at qPos+i and key j at kPos+j, which
 // is how one rule serves a full pass (qPos = Tk−Tq for bottom-right causal
@@ -52,8 +53,9 @@ type attention struct {
 //
 // NaN and ±Inf: a key the causal frontier, the window or a bool mask hides
 // has its score replaced by −Inf, whatever it was (masked_fill, as the
-// seed modules and attention.sdpa's reference do), unless addsHidden; a
-// float mask and ALiBi are added. See kernels.Attend for the rest.
+// seed modules and attention.sdpa's reference do), unless addsHidden; so
+// has a key a score modification hides (see ScoreMod); a float mask and
+// ALiBi are added. See kernels.Attend for the rest.
 type scoreRule struct {
 	scale   float32
 	softcap float32
@@ -78,6 +80,12 @@ type scoreRule struct {
 	addsHidden bool
 	dropout    float32
 	rng        *rand.Rand
+	// sinks, if set, holds each query head's sink logit (kernels.Head.Sink).
+	sinks []float32
+	// mods are the score modifications; they see query i as index
+	// qIndex+i of its sequence and key j as kPos+j.
+	mods   []ScoreMod
+	qIndex int
 }
 
 // plainCausal reports whether the rule is what kernels.Attend does by
@@ -85,7 +93,7 @@ type scoreRule struct {
 // kernel's frontier replaces scores; with addsHidden the rule has no
 // causal frontier of its own, only masks.)
 func (r *scoreRule) plainCausal(tq, tk int) bool {
-	return r.softcap == 0 && r.window == 0 && r.slopes == nil && len(r.masks) == 0 &&
+	return r.softcap == 0 && r.window == 0 && r.slopes == nil && len(r.masks) == 0 && len(r.mods) == 0 &&
 		(!r.causal || r.qPos == r.kPos+tk-tq)
 }
 
@@ -101,17 +109,22 @@ func (a *attention) run(weights []float32) {
 	a.runGeneral(weights)
 }
 
-// head is the kernels.Head view of query head h of sequence b.
+// head is the kernels.Head view of query head h of sequence b, with the
+// head's sink.
 func (a *attention) head(b, h int) kernels.Head {
 	g := h / (a.qHeads / a.kvHeads)
 	row := b * a.tq
-	return kernels.Head{
+	hd := kernels.Head{
 		Q: a.q[row*a.ldq+h*a.dk:], LdQ: a.ldq,
 		K: a.keys[b][g*a.dk:], LdK: a.ldk,
 		V: a.values[b][g*a.dv:], LdV: a.ldv,
 		Out: a.out[row*a.ldOut+h*a.dv:], LdOut: a.ldOut,
 		Tq: a.tq, Tk: a.tk, D: a.dk, Dv: a.dv,
 	}
+	if a.rule.sinks != nil {
+		hd.Sink = &a.rule.sinks[h]
+	}
+	return hd
 }
 
 // runFused hands every head to the fused kernel at once, which spreads them
@@ -131,16 +144,17 @@ func (a *attention) runFused(weights []float32) {
 }
 
 // runGeneral attends head by head with an additive bias that holds the
-// causal mask, the window, ALiBi and the masks, rebuilt only when it
-// differs from the previous head's. The kernel adds the bias; where that
-// could differ from hiding by replacement (a hidden score that is NaN or
-// +Inf), the sequence takes the exact path.
+// causal mask, the window, ALiBi, the masks and the keys score
+// modifications hide, rebuilt only when it differs from the previous
+// head's. The kernel adds the bias; where that could differ from hiding by
+// replacement (a hidden score that is NaN or +Inf), and for soft-capping
+// and score modifications, the sequence takes the exact path.
 func (a *attention) runGeneral(weights []float32) {
 	bySeq, byHead := a.rule.biasVaries()
 	builtB, builtH := -1, -1
 	wCols := a.rule.kPos + a.tk
 	for b := range a.seqs {
-		exact := a.rule.softcap != 0 || !a.biasHides(b)
+		exact := a.rule.softcap != 0 || len(a.rule.mods) > 0 || !a.biasHides(b)
 		for h := range a.qHeads {
 			head := a.head(b, h)
 			bb, bh := b, h
@@ -160,7 +174,7 @@ func (a *attention) runGeneral(weights []float32) {
 				w = a.scratch
 			}
 			if exact {
-				a.attendExact(&head, bb, bh, w)
+				a.attendExact(&head, b, h, w)
 			} else {
 				head.Mask, head.LdMask = a.bias, a.tk
 				kernels.Attend(head, kernels.AttentionOptions{
@@ -216,12 +230,15 @@ func (r *scoreRule) hides(b, h, i, j int) bool {
 			return true
 		}
 	}
-	return false
+	return len(r.mods) > 0 && scoreModsHide(r.mods, b, h, r.qIndex+i, kp)
 }
 
 // biasVaries reports whether the additive bias differs between sequences
 // and between heads; when it does not, one bias serves them all.
 func (r *scoreRule) biasVaries() (bySeq, byHead bool) {
+	if len(r.mods) > 0 {
+		return true, true // what a modification hides may depend on both
+	}
 	byHead = r.slopes != nil
 	for i := range r.masks {
 		s, h := r.masks[i].varies()
@@ -231,9 +248,13 @@ func (r *scoreRule) biasVaries() (bySeq, byHead bool) {
 }
 
 // fillBias writes the tq×tk additive bias of sequence b, head h into buf:
-// −Inf where the causal mask or the window hides a key, otherwise the
-// ALiBi term plus the masks.
+// −Inf where the causal mask, the window or a score modification hides a
+// key, otherwise the ALiBi term plus the masks.
 func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
+	var modded []float32
+	if len(r.mods) > 0 {
+		modded = make([]float32, tk)
+	}
 	for i := range tq {
 		qp := r.qPos + i
 		row := buf[i*tk : (i+1)*tk]
@@ -252,19 +273,32 @@ func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
 			}
 			row[j] = v
 		}
+		if modded != nil { // what the modifications make of a score of 0
+			clear(modded)
+			for _, m := range r.mods {
+				m.Modify(modded, b, h, r.qIndex+i, r.kPos)
+			}
+			for j, v := range modded {
+				if math.IsInf(float64(v), -1) {
+					row[j] = negInf
+				}
+			}
+		}
 	}
 	return buf
 }
 
 // attendExact computes one head (sequence b, head h) step by step, for
-// what the fused kernel does not do: logit soft-capping, and hiding keys by
-// replacement when a hidden score may be NaN or +Inf. It forms the head's
-// Tq×Tk scores with a GEMM, caps them, replaces the hidden ones by −Inf
-// (or adds −Inf, with addsHidden) and adds the rest of the bias, takes the
-// softmax row by row (a query that sees no key, its bias all −Inf, gets
-// weights of 0 unless nanRows keeps the softmax's NaN), applies dropout
-// and multiplies by V. Dropout draws one number per weight, row by row, as
-// kernels.Attend does. w, if non-nil, receives the weights.
+// what the fused kernel does not do: logit soft-capping, score
+// modifications, and hiding keys by replacement when a hidden score may be
+// NaN or +Inf. It forms the head's Tq×Tk scores with a GEMM, caps and
+// modifies them, replaces the hidden ones by −Inf (or adds −Inf, with
+// addsHidden) and adds the rest of the bias (a.bias, built for this head),
+// takes the softmax row by row, with the head's sink if any (a query that
+// sees no key, its bias all −Inf, gets weights of 0 unless nanRows keeps
+// the softmax's NaN), applies dropout and multiplies by V. Dropout draws
+// one number per weight, row by row, as kernels.Attend does. w, if
+// non-nil, receives the weights.
 func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 	r := &a.rule
 	s := w
@@ -279,6 +313,12 @@ func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 			s[i] = float32(c * math.Tanh(float64(v)/c))
 		}
 	}
+	for i := 0; len(r.mods) > 0 && i < hd.Tq; i++ {
+		row := s[i*hd.Tk : (i+1)*hd.Tk]
+		for _, m := range r.mods {
+			m.Modify(row, b, h, r.qIndex+i, r.kPos)
+		}
+	}
 	for i := range hd.Tq {
 		for j := range hd.Tk {
 			x, bias := &s[i*hd.Tk+j], a.bias[i*hd.Tk+j]
@@ -289,8 +329,12 @@ func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 			}
 		}
 	}
-	kernels.SoftmaxRows(s, hd.Tq, hd.Tk)
-	if !r.nanRows {
+	if hd.Sink != nil {
+		kernels.SoftmaxRowsSink(s, hd.Tq, hd.Tk, *hd.Sink)
+	} else {
+		kernels.SoftmaxRows(s, hd.Tq, hd.Tk)
+	}
+	if !r.nanRows && !sinkPoisons(hd.Sink) {
 		for i := range hd.Tq {
 			if allNegInf(a.bias[i*hd.Tk : (i+1)*hd.Tk]) {
 				clear(s[i*hd.Tk : (i+1)*hd.Tk])
@@ -308,6 +352,12 @@ func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 		}
 	}
 	kernels.Gemm(false, false, hd.Tq, hd.Dv, hd.Tk, 1, s, hd.Tk, hd.V, hd.LdV, 0, hd.Out, hd.LdOut)
+}
+
+// sinkPoisons reports whether a sink makes every weight NaN: it is NaN or
+// +Inf (see kernels.Head.Sink).
+func sinkPoisons(sink *float32) bool {
+	return sink != nil && (math.IsNaN(float64(*sink)) || math.IsInf(float64(*sink), 1))
 }
 
 // allNegInf reports whether every value of row is −Inf.

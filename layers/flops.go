@@ -108,7 +108,8 @@ func (a *Average) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }
 // FLOPs counts q_proj on x, k_proj and v_proj on the keys' source (x, or
 // the memory of cross-attention), the attention products of num_heads
 // query heads (grouped-query attention shares keys, not products), and
-// out_proj. RoPE, ALiBi, softcap and masks are elementwise: not counted.
+// out_proj. RoPE, ALiBi, softcap, qk_norm, sinks, score modifications and
+// masks are elementwise: not counted.
 func (s *SDPA) FLOPs(inputs []tensor.Shape) (int64, error) {
 	if err := positive("num_heads", s.NumHeads); err != nil {
 		return 0, err

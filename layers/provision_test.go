@@ -27,6 +27,12 @@ var shapeCases = []struct {
 	{"attention.sdpa", "{d: 8, num_heads: 2, num_kv_heads: 1, causal: true, rope: half}", [][]tensor.Shape{{{5, 8}}, {{2, 6, 8}}}, [][]tensor.Shape{{{5, 6}}}},
 	{"attention.sdpa", "{d: 8, num_heads: 2, d_memory: 4, out_name: o_proj, out_bias: false}", [][]tensor.Shape{{{2, 5, 8}, {2, 3, 4}}}, [][]tensor.Shape{{{2, 5, 8}, {3, 3, 4}}, {{2, 5, 8}, {2, 3, 8}}}},
 	{"attention.sdpa", "{d: 8, num_heads: 2, mask: additive}", [][]tensor.Shape{{{2, 5, 8}, {5, 5}}}, [][]tensor.Shape{{{2, 5, 8}}}},
+	{"attention.sdpa", "{d: 8, num_heads: 2, causal: true, qk_norm: rms, sinks: true}", [][]tensor.Shape{{{5, 8}}}, nil},
+	{"attention.sdpa", "{d: 8, num_heads: 2, score_mod: [{type: softcap, cap: 30}, {type: relative_bias, max_distance: 4}]}", [][]tensor.Shape{{{2, 5, 8}}}, [][]tensor.Shape{{{5, 4}}}},
+	{"attention.linear", "{d: 8, num_heads: 2, update_rule: gated_delta}", [][]tensor.Shape{{{5, 8}}, {{2, 3, 8}}}, [][]tensor.Shape{{{5, 6}}}},
+	{"attention.linear", "{d: 8, num_heads: 2, update_rule: linear, qk_l2norm: false}", [][]tensor.Shape{{{5, 8}}}, nil},
+	{"attention.mla", "{d: 32, num_heads: 4, q_lora_rank: 16, kv_lora_rank: 8, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 8}", [][]tensor.Shape{{{5, 32}}, {{2, 3, 32}}}, [][]tensor.Shape{{{5, 8}}}},
+	{"attention.mla", "{d: 32, num_heads: 4, kv_lora_rank: 8, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 8, attention_bias: true}", [][]tensor.Shape{{{5, 32}}}, nil},
 	{"attention.torch_mha", "{embed_dim: 8, num_heads: 2}", [][]tensor.Shape{{{5, 2, 8}}, {{5, 8}}, {{5, 2, 8}, {3, 2, 8}}}, [][]tensor.Shape{{{5, 2, 8}, {3, 3, 8}}}},
 	{"attention.torch_mha", "{embed_dim: 8, num_heads: 2, kdim: 4, vdim: 6, batch_first: true, add_bias_kv: true}", [][]tensor.Shape{{{2, 5, 8}, {2, 3, 4}, {2, 3, 6}}}, [][]tensor.Shape{{{2, 5, 8}, {2, 3, 4}, {2, 4, 6}}, {{2, 5, 8}, {2, 3, 6}, {2, 3, 6}}}},
 	{"attention.torch_mha", "{embed_dim: 8, num_heads: 4, bias: false, add_zero_attn: true}", [][]tensor.Shape{{{5, 8}}}, nil},
@@ -94,6 +100,9 @@ func TestProvisionOverBudget(t *testing.T) {
 		{"nn.mlp", "{d: 1024, d_hidden: 4096, gated: true}", "storage for 6 parameters (the largest: gate_proj.weight of shape (4096, 1024)) needs 48"},
 		{"norm.layer", "{d: 1000000}", "storage for 2 parameters (the largest: weight of shape (1000000))"},
 		{"attention.self", "{d_in: 4096, d_out: 4096, weights: matrix}", "storage for 3 parameters (the largest: W_query of shape (4096, 4096)) needs 192"},
+		{"attention.sdpa", "{d: 8, num_heads: 65536, head_dim: 1, score_mod: {type: relative_bias, max_distance: 100000}}", "the largest: score_mod.bias of shape (65536, 199999)"},
+		{"attention.linear", "{d: 4096, num_heads: 32}", "over the memory budget of 1 MiB"},
+		{"attention.mla", "{d: 4096, num_heads: 64, kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128}", "over the memory budget of 1 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 func init() {
 	registry.Register(registry.Info{
 		ID:      "attention.sdpa",
-		Summary: "scaled dot-product attention with q/k/v/out projections: masks, causal alignment, GQA, RoPE, ALiBi, window, softcap",
+		Summary: "scaled dot-product attention with q/k/v/out projections: masks, causal alignment, GQA, RoPE, ALiBi, window, softcap, QK norm, sinks, score_mod",
 		New: func() registry.Layer {
-			return &SDPA{OutBias: true, OutName: "out_proj", CausalAlign: "bottom_right", MaskedRows: "zeros", RoPEBase: 10000}
+			return &SDPA{OutBias: true, OutName: "out_proj", CausalAlign: "bottom_right", MaskedRows: "zeros", RoPEBase: 10000, QKNormEps: 1e-6}
 		},
 	})
 }
@@ -25,7 +25,8 @@ func init() {
 // F.scaled_dot_product_attention between Hugging Face-style projections:
 // with rope it is Llama/Mistral's attention (LlamaAttention, with
 // num_kv_heads for grouped-query attention and window for Mistral's sliding
-// window), with softcap Gemma 2's, with alibi BLOOM/MPT's.
+// window), with softcap Gemma 2's, with alibi BLOOM/MPT's, with qk_norm
+// Qwen3's (Qwen3Attention), with sinks gpt-oss's (GptOssAttention).
 //
 // Inputs: [x] is self-attention, [x, memory] cross-attention (queries from
 // x, keys and values from memory, which may be wider: d_memory); with a
@@ -36,9 +37,13 @@ func init() {
 //
 //	s = scale · q_i·k_j                         scale defaults to 1/√head_dim
 //	s = softcap · tanh(s / softcap)             if softcap > 0 (before any mask)
+//	s = score_mod(s, b, h, i, j)                each of score_mod, in order
 //	s = s + alibi + mask                        −Inf where causal or window hides j
 //
-// and the output is dropout(softmax(s)) · V. Query head h uses KV head
+// and the output is dropout(softmax(s)) · V, where with sinks the softmax
+// has one more score per row, the head's learned sink logit, whose weight
+// is then dropped (so a row's weights sum to less than one). Query head h
+// uses KV head
 // ⌊h / (num_heads/num_kv_heads)⌋ (grouped-query attention; num_kv_heads 1
 // is multi-query attention). A key that causal, window or a bool mask
 // hides has its score replaced by −Inf, whatever it was (a NaN key there
@@ -66,7 +71,19 @@ func init() {
 //
 // rope applies rotary embeddings to queries and keys after the projection
 // (see RoPE; positions 0..T−1, self-attention only). alibi adds ALiBi's
-// per-head bias m_h·(j − i) (see ALiBi; self-attention only).
+// per-head bias m_h·(j − i) (see ALiBi; self-attention only). qk_norm: rms
+// normalizes each head of the queries and keys (RMSNorm over head_dim,
+// with the weights q_norm.weight and k_norm.weight) after the projection,
+// before RoPE.
+//
+// score_mod lists score modifications (see ScoreMod and
+// RegisterScoreMod): {type: softcap, cap: 30}, {type: alibi},
+// {type: relative_bias, max_distance: 64}, {type: document_mask,
+// lengths: [...]}, or any type registered from outside, alone or in a
+// list. They see the index of each query and key within its sequence
+// (q_idx and kv_idx of PyTorch's flex_attention), whatever the causal
+// alignment. A key a score_mod hides (−Inf whatever the score) is hidden as
+// causal hides it.
 //
 // As a Stepper, a causal self-attention layer keeps a KV cache (keys after
 // RoPE); with window it keeps only the last window−1 keys. A cross-attention
@@ -123,6 +140,21 @@ type SDPA struct {
 	RoPERotaryDim int `yaml:"rope_rotary_dim"`
 	// ALiBi adds the ALiBi bias of num_heads slopes to the scores.
 	ALiBi bool `yaml:"alibi"`
+	// QKNorm normalizes each head of the queries and keys after the
+	// projections, before RoPE: "" (none) or "rms" (RMSNorm over head_dim
+	// with learned weights, Qwen3's q_norm and k_norm).
+	QKNorm string `yaml:"qk_norm"`
+	// QKNormEps is the RMSNorm's epsilon (default 1e-6, Qwen3's
+	// rms_norm_eps).
+	QKNormEps float64 `yaml:"qk_norm_eps"`
+	// Sinks gives each query head a learned sink logit (the parameter
+	// sinks, gpt-oss's attention sinks): one more score in every softmax,
+	// whose weight is dropped. A query that sees no key gives it all its
+	// weight, so masked_rows must be zeros.
+	Sinks bool `yaml:"sinks"`
+	// ScoreMod lists the score modifications, applied in order after
+	// softcap and before the masks.
+	ScoreMod ScoreMods `yaml:"score_mod,omitempty"`
 
 	c *sdpaPrepared
 }
@@ -142,6 +174,11 @@ type sdpaPrepared struct {
 	rot              *rotary
 	slopes           []float32
 	d, dMemory, hdim int // d, d_memory and heads·head_dim
+	// qNorm and kNorm are the weights of qk_norm (nil without it).
+	qNorm, kNorm *tensor.Dense
+	qkEps        float64
+	sinks        *tensor.Dense // (heads), nil without sinks
+	mods         ScoreMods
 }
 
 var (
@@ -279,10 +316,32 @@ func (s *SDPA) prepareScores(c *sdpaPrepared) error {
 	if s.ALiBi {
 		c.slopes = alibiSlopes(c.heads)
 	}
+	return s.prepareExtras(c)
+}
+
+// prepareExtras validates qk_norm and sinks; prepareWeights allocates
+// their parameters.
+func (s *SDPA) prepareExtras(c *sdpaPrepared) error {
+	switch s.QKNorm {
+	case "":
+	case "rms":
+		if !(s.QKNormEps >= 0) || math.IsInf(s.QKNormEps, 0) {
+			return fmt.Errorf("qk_norm_eps must be a finite number ≥ 0, got %g", s.QKNormEps)
+		}
+		c.qkEps = s.QKNormEps
+	default:
+		return fmt.Errorf("qk_norm %q is not \"\" (none) or \"rms\"", s.QKNorm)
+	}
+	if s.Sinks && c.nanRows {
+		return errors.New("masked_rows: nan does not apply with sinks: a query that sees no key gives the sink all its weight (weights of 0)")
+	}
 	return nil
 }
 
-// prepareWeights checks out_name and allocates the four projections.
+// prepareWeights checks out_name and allocates the parameters in the order
+// Params lists them: sinks, the four projections, the qk_norm weights,
+// then the score modifications' (prepared here, since preparing them
+// allocates: planning lists those that plan theirs, ScoreModPlanner).
 func (s *SDPA) prepareWeights(a paramAlloc, c *sdpaPrepared) error {
 	switch s.OutName {
 	case "out_proj", "o_proj":
@@ -292,6 +351,11 @@ func (s *SDPA) prepareWeights(a paramAlloc, c *sdpaPrepared) error {
 	}
 	kvWidth := c.kvHeads * c.headDim
 	var err error
+	if s.Sinks {
+		if c.sinks, err = a.zeros("sinks", c.heads); err != nil {
+			return err
+		}
+	}
 	if c.q, err = newLinearWeights(a, "q_proj", c.d, c.hdim, s.QKVBias); err != nil {
 		return err
 	}
@@ -301,21 +365,49 @@ func (s *SDPA) prepareWeights(a paramAlloc, c *sdpaPrepared) error {
 	if c.v, err = newLinearWeights(a, "v_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
 		return err
 	}
-	c.out, err = newLinearWeights(a, c.outName, c.hdim, c.d, s.OutBias)
-	return err
+	if c.out, err = newLinearWeights(a, c.outName, c.hdim, c.d, s.OutBias); err != nil {
+		return err
+	}
+	if s.QKNorm != "" {
+		if c.qNorm, err = a.zeros("q_norm.weight", c.headDim); err != nil {
+			return err
+		}
+		if c.kNorm, err = a.zeros("k_norm.weight", c.headDim); err != nil {
+			return err
+		}
+	}
+	shape := ScoreModShape{Heads: c.heads, HeadDim: c.headDim}
+	if a.planning() {
+		return s.ScoreMod.plan(a, shape)
+	}
+	c.mods = s.ScoreMod
+	return c.mods.prepare(shape)
 }
 
-// Params lists q_proj, k_proj, v_proj and out_proj (or o_proj), each
-// nn.Linear's weight then bias, as Hugging Face's attention modules
-// register them.
+// Params lists, in state_dict order, sinks (N(0, 0.02²), as gpt-oss
+// initializes them) with sinks; q_proj, k_proj, v_proj and out_proj (or
+// o_proj), each nn.Linear's weight then bias, as Hugging Face's attention
+// modules register them; q_norm.weight and k_norm.weight (ones) with
+// qk_norm, as Qwen3Attention; then the score modifications' parameters.
 func (s *SDPA) Params() []registry.Param {
-	if s.c == nil {
+	c := s.c
+	if c == nil {
 		return nil
 	}
-	ps := s.c.q.params("q_proj")
-	ps = append(ps, s.c.k.params("k_proj")...)
-	ps = append(ps, s.c.v.params("v_proj")...)
-	return append(ps, s.c.out.params(s.c.outName)...)
+	var ps []registry.Param
+	if c.sinks != nil { // a module's own parameters come before its submodules'
+		ps = append(ps, registry.Param{Name: "sinks", Value: c.sinks, Init: registry.NormalInit(0, 0.02)})
+	}
+	ps = append(ps, c.q.params("q_proj")...)
+	ps = append(ps, c.k.params("k_proj")...)
+	ps = append(ps, c.v.params("v_proj")...)
+	ps = append(ps, c.out.params(c.outName)...)
+	if c.qNorm != nil {
+		ps = append(ps,
+			registry.Param{Name: "q_norm.weight", Value: c.qNorm, Init: registry.ConstantInit(1)},
+			registry.Param{Name: "k_norm.weight", Value: c.kNorm, Init: registry.ConstantInit(1)})
+	}
+	return append(ps, c.mods.params()...)
 }
 
 // Forward computes the attention of x over itself or over memory.
@@ -419,12 +511,18 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 	kvWidth := c.kvHeads * c.headDim
 	q := make([]float32, x.rows()*c.hdim)
 	c.q.apply(q, x.data, x.rows())
+	if c.qNorm != nil {
+		rmsNormHeads(q, x.rows(), c.heads, c.headDim, floats(c.qNorm), c.qkEps)
+	}
 	if c.rot != nil {
 		c.rot.apply(q, c.hdim, x.B, x.T, c.heads, past)
 	}
 
 	rule := scoreRule{scale: c.scale, softcap: c.softcap, causal: c.causal, window: c.window,
-		slopes: c.slopes, nanRows: c.nanRows, dropout: p, rng: rng}
+		slopes: c.slopes, nanRows: c.nanRows, dropout: p, rng: rng, mods: c.mods.mods(), qIndex: past}
+	if c.sinks != nil {
+		rule.sinks = floats(c.sinks)
+	}
 	src := c.keySource(in, st, past)
 	rule.qPos, rule.kPos = src.qPos, src.kPos
 	tk := src.tk
@@ -520,13 +618,17 @@ func (c *sdpaPrepared) keySource(in sdpaInputs, st *attentionState, past int) ke
 }
 
 // projectKV projects the keys and values of x's tokens, which sit at
-// positions past, past+1, ..., and rotates the keys if RoPE is on.
+// positions past, past+1, ..., normalizes the keys if qk_norm is on and
+// rotates them if RoPE is.
 func (c *sdpaPrepared) projectKV(x seqs, past int) (k, v []float32) {
 	kvWidth := c.kvHeads * c.headDim
 	k = make([]float32, x.rows()*kvWidth)
 	v = make([]float32, x.rows()*kvWidth)
 	c.k.apply(k, x.data, x.rows())
 	c.v.apply(v, x.data, x.rows())
+	if c.kNorm != nil {
+		rmsNormHeads(k, x.rows(), c.kvHeads, c.headDim, floats(c.kNorm), c.qkEps)
+	}
 	if c.rot != nil {
 		c.rot.apply(k, kvWidth, x.B, x.T, c.kvHeads, past)
 	}

@@ -21,7 +21,11 @@ func (s *SDPA) ONNXInputDims(n int) map[int][]string {
 	return map[int][]string{n - 1: {"batch", "heads", "queries", "keys"}}
 }
 
-// ExportONNX writes the layer in one of two forms.
+// ExportONNX writes the layer in one of three forms.
+//
+// When the export allows ONNX's ai.onnx.preview domain
+// (export.Options.Preview), the attention is its FlexAttention op
+// (see exportFlexAttention), whatever the opset.
 //
 // From opset 23 on, it is ONNX's Attention op on the projections (3-D,
 // with q_num_heads and kv_num_heads, so grouped-query attention is the
@@ -48,6 +52,9 @@ func (s *SDPA) ExportONNX(g registry.GraphBuilder, inputs []string) (string, err
 	in, err := c.onnxInputs(inputs)
 	if err != nil {
 		return "", err
+	}
+	if d, ok := g.(registry.DomainBuilder); ok && d.DomainVersion(previewDomain) >= 1 {
+		return c.exportFlexAttention(g, d, in), nil
 	}
 	if g.Opset() >= attentionOpset && c.fitsAttentionOp(in) {
 		return c.exportAttentionOp(g, in), nil
@@ -96,9 +103,11 @@ func (c *sdpaPrepared) mayHideRows(in sdpaONNXInputs) bool {
 	return c.mask != 0 || (in.cross && c.causal && !c.topLeft)
 }
 
-// fitsAttentionOp reports whether the Attention op computes the layer.
+// fitsAttentionOp reports whether the Attention op computes the layer: it
+// has no sinks and no score_mod, and gives zeros to queries that see no
+// key.
 func (c *sdpaPrepared) fitsAttentionOp(in sdpaONNXInputs) bool {
-	return c.scale > 0 && !(c.nanRows && c.mayHideRows(in))
+	return c.scale > 0 && !(c.nanRows && c.mayHideRows(in)) && c.sinks == nil && c.mods.Len() == 0
 }
 
 // exportAttentionOp writes the projections, RotaryEmbedding, one
@@ -107,6 +116,10 @@ func (c *sdpaPrepared) exportAttentionOp(g registry.GraphBuilder, in sdpaONNXInp
 	q := linearONNX(g, c.q, "q_proj", in.x)
 	k := linearONNX(g, c.k, "k_proj", in.src)
 	v := linearONNX(g, c.v, "v_proj", in.src)
+	if c.qNorm != nil { // per head: (B, T, H·d) → (B, T, H, d) and back
+		q = mergeLastONNX(g, c.qkNormONNX(g, "q_norm", splitLastONNX(g, q, c.heads, c.headDim)), c.hdim)
+		k = mergeLastONNX(g, c.qkNormONNX(g, "k_norm", splitLastONNX(g, k, c.kvHeads, c.headDim)), c.kvHeads*c.headDim)
+	}
 	if c.rot != nil {
 		cos, sin, pos := c.rot.rotaryInputsONNX(g, in.x)
 		q = c.rot.rotaryEmbeddingONNX(g, q, cos, sin, pos, c.heads)
@@ -152,20 +165,52 @@ func (op attentionOp) node(g registry.GraphBuilder, q, k, v, mask string) string
 
 // exportDecomposed writes the attention out of standard ops.
 func (c *sdpaPrepared) exportDecomposed(g registry.GraphBuilder, in sdpaONNXInputs) string {
-	q := splitHeadsONNX(g, linearONNX(g, c.q, "q_proj", in.x), c.heads, c.headDim)
-	k := splitHeadsONNX(g, linearONNX(g, c.k, "k_proj", in.src), c.kvHeads, c.headDim)
-	v := splitHeadsONNX(g, linearONNX(g, c.v, "v_proj", in.src), c.kvHeads, c.headDim)
-	if c.rot != nil {
-		cos, sin := c.rot.tablesONNX(g, in.x, 1)
-		q, k = c.rot.rotateONNX(g, q, cos, sin), c.rot.rotateONNX(g, k, cos, sin)
-	}
+	q, k, v := c.headsONNX(g, in)
 	if c.kvHeads < c.heads {
 		k = repeatHeadsONNX(g, k, c.kvHeads, c.heads, c.headDim)
 		v = repeatHeadsONNX(g, v, c.kvHeads, c.heads, c.headDim)
 	}
-	m := c.scoreMask(g, in, true)
-	context := attendHeadsONNX(g, q, k, v, c.scale, c.softcap, m, c.nanRows)
+	rule := onnxScoreRule{scale: c.scale, softcap: c.softcap, mods: c.mods, mask: c.scoreMask(g, in, true), nanRows: c.nanRows}
+	if c.sinks != nil {
+		rule.sinks = g.Param("sinks")
+	}
+	context := rule.attend(g, q, k, v)
 	return linearONNX(g, c.out, c.outName, mergeHeadsONNX(g, context, c.hdim))
+}
+
+// headsONNX writes the projections split into heads, q (B, heads, Tq, d),
+// k and v (B, kv_heads, Tk, d), with qk_norm and RoPE.
+func (c *sdpaPrepared) headsONNX(g registry.GraphBuilder, in sdpaONNXInputs) (q, k, v string) {
+	q = splitHeadsONNX(g, linearONNX(g, c.q, "q_proj", in.x), c.heads, c.headDim)
+	k = splitHeadsONNX(g, linearONNX(g, c.k, "k_proj", in.src), c.kvHeads, c.headDim)
+	v = splitHeadsONNX(g, linearONNX(g, c.v, "v_proj", in.src), c.kvHeads, c.headDim)
+	if c.qNorm != nil {
+		q, k = c.qkNormONNX(g, "q_norm", q), c.qkNormONNX(g, "k_norm", k)
+	}
+	if c.rot != nil {
+		cos, sin := c.rot.tablesONNX(g, in.x, 1)
+		q, k = c.rot.rotateONNX(g, q, cos, sin), c.rot.rotateONNX(g, k, cos, sin)
+	}
+	return q, k, v
+}
+
+// qkNormONNX is qk_norm on heads (…, head_dim): weight · x / √(mean(x²) +
+// eps) over the last axis, written as norm.rms writes it (Pow, ReduceMean,
+// Add, Sqrt, Div, Mul), with the weight named name+".weight".
+func (c *sdpaPrepared) qkNormONNX(g registry.GraphBuilder, name, x string) string {
+	meanSquare := reduceLastONNX(g, "ReduceMean", g.Node("Pow", operands(x, g.ScalarFloat(2))))
+	rms := g.Node("Sqrt", operands(g.Node("Add", operands(meanSquare, g.ScalarFloat(float32(c.qkEps))))))
+	return g.Node("Mul", operands(g.Node("Div", operands(x, rms)), g.Param(name+".weight")))
+}
+
+// splitLastONNX reshapes (B, T, heads·headDim) into (B, T, heads, headDim).
+func splitLastONNX(g registry.GraphBuilder, y string, heads, headDim int) string {
+	return g.Node("Reshape", operands(y, g.ConstInt64([]int64{0, 0, int64(heads), int64(headDim)})))
+}
+
+// mergeLastONNX reshapes (B, T, heads, headDim) back into (B, T, width).
+func mergeLastONNX(g registry.GraphBuilder, y string, width int) string {
+	return g.Node("Reshape", operands(y, g.ConstInt64([]int64{0, 0, int64(width)})))
 }
 
 // scoreMask builds what the layer adds to the scores besides scale and
@@ -300,30 +345,94 @@ func repeatHeadsONNX(g registry.GraphBuilder, y string, kvHeads, heads, d int) s
 // (B, H, T, d). Queries that see no key get zero weights (a Where on the
 // row maxima of the mask) unless nanRows keeps the softmax's NaN.
 func attendHeadsONNX(g registry.GraphBuilder, q, k, v string, scale, softcap float32, m onnxScoreMask, nanRows bool) string {
+	return onnxScoreRule{scale: scale, softcap: softcap, mask: m, nanRows: nanRows}.attend(g, q, k, v)
+}
+
+// onnxScoreRule is what an exported attention does between the product of
+// queries and keys and the product with the values (scoreRule's
+// counterpart).
+type onnxScoreRule struct {
+	scale, softcap float32
+	mods           ScoreMods
+	mask           onnxScoreMask
+	// sinks is the (H) value of the sink logits, "" for none.
+	sinks   string
+	nanRows bool
+}
+
+// attend is softmax(mask(mods(softcap(scale·q kᵀ)))) v on heads
+// (B, H, T, d), the softmax with a column of sinks if the rule has them.
+func (r onnxScoreRule) attend(g registry.GraphBuilder, q, k, v string) string {
 	scores := g.Node("MatMul", operands(q, g.Node("Transpose", operands(k), registry.IntsAttr("perm", 0, 1, 3, 2))))
-	if scale != 1 {
-		scores = g.Node("Mul", operands(scores, g.ScalarFloat(scale)))
+	if r.scale != 1 {
+		scores = g.Node("Mul", operands(scores, g.ScalarFloat(r.scale)))
 	}
-	if softcap > 0 {
-		capped := g.Node("Tanh", operands(g.Node("Div", operands(scores, g.ScalarFloat(softcap)))))
-		scores = g.Node("Mul", operands(capped, g.ScalarFloat(softcap)))
+	scores = r.modify(g, scores)
+	var weights string
+	if r.sinks == "" {
+		weights = g.Node("Softmax", operands(scores), registry.IntAttr("axis", -1))
+	} else {
+		weights = softmaxWithSinksONNX(g, scores, r.sinks)
 	}
-	if m.bias != "" {
-		scores = g.Node("Add", operands(scores, m.bias))
-	}
-	negInf := g.ScalarFloat(float32(math.Inf(-1)))
-	if m.hidden != "" {
-		scores = g.Node("Where", operands(m.hidden, negInf, scores))
-	}
-	weights := g.Node("Softmax", operands(scores), registry.IntAttr("axis", -1))
-	if m.empty && !nanRows {
-		// Whether a query sees a key depends on the masks alone, as in
-		// Forward: scores that are NaN must keep their row NaN.
-		top := reduceLastONNX(g, "ReduceMax", m.keyBias(g))
-		sees := g.Node("Not", operands(g.Node("Equal", operands(top, negInf))))
-		weights = g.Node("Where", operands(sees, weights, g.ScalarFloat(0)))
+	if r.zeroesRows() {
+		weights = g.Node("Where", operands(r.seesKeys(g, g.Node("Shape", operands(scores))), weights, g.ScalarFloat(0)))
 	}
 	return g.Node("MatMul", operands(weights, v))
+}
+
+// modify soft-caps and modifies the scaled scores and applies the mask.
+func (r onnxScoreRule) modify(g registry.GraphBuilder, scores string) string {
+	if r.softcap > 0 {
+		capped := g.Node("Tanh", operands(g.Node("Div", operands(scores, g.ScalarFloat(r.softcap)))))
+		scores = g.Node("Mul", operands(capped, g.ScalarFloat(r.softcap)))
+	}
+	scores = scoreModsONNX(g, r.mods, scores)
+	if r.mask.bias != "" {
+		scores = g.Node("Add", operands(scores, r.mask.bias))
+	}
+	if r.mask.hidden != "" {
+		scores = g.Node("Where", operands(r.mask.hidden, g.ScalarFloat(negInf), scores))
+	}
+	return scores
+}
+
+// zeroesRows reports whether the weights of queries that see no key must
+// be set to 0: some query may see none, and nanRows does not keep the
+// softmax's NaN.
+func (r onnxScoreRule) zeroesRows() bool {
+	return (r.mask.empty || r.mods.Len() > 0) && !r.nanRows
+}
+
+// seesKeys is a bool value, true for the queries that see a key, of shape
+// (…, Tq, 1) for scores of the given shape (B, H, Tq, Tk). It depends on
+// the masks and on what the score modifications make of a score of 0,
+// never on the scores, as in Forward: scores that are NaN keep their row
+// NaN.
+func (r onnxScoreRule) seesKeys(g registry.GraphBuilder, shape string) string {
+	var keys string
+	if r.mask.bias != "" || r.mask.hidden != "" {
+		keys = r.mask.keyBias(g)
+	}
+	if r.mods.Len() > 0 {
+		zeros := g.Node("Expand", operands(g.ScalarFloat(0), shape))
+		modded := scoreModsONNX(g, r.mods, zeros)
+		if keys == "" {
+			keys = modded
+		} else {
+			keys = g.Node("Add", operands(keys, modded))
+		}
+	}
+	top := reduceLastONNX(g, "ReduceMax", keys)
+	return g.Node("Not", operands(g.Node("Equal", operands(top, g.ScalarFloat(negInf)))))
+}
+
+// softmaxWithSinksONNX is the softmax over the last axis of scores
+// (B, H, Tq, Tk) with one more column, each head's sink logit from sinks
+// (H), dropped after the softmax: gpt-oss's eager attention.
+func softmaxWithSinksONNX(g registry.GraphBuilder, scores, sinks string) string {
+	all := g.Node("Concat", operands(scores, sinkColumnONNX(g, scores, sinks)), registry.IntAttr("axis", -1))
+	weights := g.Node("Softmax", operands(all), registry.IntAttr("axis", -1))
+	return g.Node("Slice", operands(weights, g.ConstInt64([]int64{0}), g.ConstInt64([]int64{-1}), g.ConstInt64([]int64{-1})))
 }
 
 // keyBias is what the mask does to each score whatever the score: −Inf

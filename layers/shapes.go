@@ -38,6 +38,8 @@ var (
 	_ registry.OutputShaper = (*Dropout)(nil)
 	_ registry.OutputShaper = (*Concat)(nil)
 	_ registry.OutputShaper = (*Add)(nil)
+	_ registry.OutputShaper = (*LinearAttention)(nil)
+	_ registry.OutputShaper = (*MLA)(nil)
 )
 
 // OutputShape is the input's shape: the attention keeps the width.
@@ -74,6 +76,16 @@ func (m *MultiHead) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
 // OutputShape is the input's shape.
 func (a *Average) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
 	return sameShape(inputs, "", 0)
+}
+
+// OutputShape is the input's shape.
+func (l *LinearAttention) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "d", l.D)
+}
+
+// OutputShape is the input's shape.
+func (m *MLA) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "d", m.D)
 }
 
 // OutputShape is x's shape: the output has x's width d.

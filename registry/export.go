@@ -58,8 +58,8 @@ type GraphBuilder interface {
 }
 
 // Attr is one attribute of an ONNX node. Value is an int64 (INT), []int64
-// (INTS), float32 (FLOAT), []float32 (FLOATS) or string (STRING); the
-// helpers below build each kind.
+// (INTS), float32 (FLOAT), []float32 (FLOATS), string (STRING) or Graph
+// (GRAPH); the helpers below build each kind.
 type Attr struct {
 	Name  string
 	Value any
@@ -79,3 +79,35 @@ func FloatsAttr(name string, v ...float32) Attr { return Attr{Name: name, Value:
 
 // StringAttr is a STRING attribute.
 func StringAttr(name, v string) Attr { return Attr{Name: name, Value: v} }
+
+// Graph is the value of a GRAPH attribute (AttributeProto.g), such as
+// FlexAttention's score_mod: a body with inputs of its own, which Build
+// writes with a GraphBuilder of its own, as ExportONNX writes a layer. The
+// body may read by name any value of the graph around it (ONNX's outer
+// scope): the layer's parameters (Param), and the values its nodes
+// computed before the node that holds the attribute.
+type Graph struct {
+	// Inputs are the ranks of the body's inputs, float32 values the builder
+	// names.
+	Inputs []int
+	// Build adds the body's nodes, given its inputs' names, and returns the
+	// name of its output, a float32 value.
+	Build func(body GraphBuilder, inputs []string) (output string)
+}
+
+// GraphAttr is a GRAPH attribute.
+func GraphAttr(name string, g Graph) Attr { return Attr{Name: name, Value: g} }
+
+// DomainBuilder is the optional interface of a GraphBuilder that may write
+// ops of other operator set domains than ONNX's default one, such as the
+// FlexAttention of ai.onnx.preview (export.Options.Preview allows
+// that domain). A layer asserts it, asks for the domain's version, and
+// writes default-domain ops when the export does not allow the domain.
+type DomainBuilder interface {
+	// DomainVersion is the version of the domain the export may use, 0
+	// when it may not.
+	DomainVersion(domain string) int
+	// DomainNode adds a node of op from domain, with one output, and
+	// returns the output's name; the model then imports the domain.
+	DomainNode(domain, op string, inputs []string, attrs ...Attr) string
+}

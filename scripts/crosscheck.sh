@@ -84,4 +84,13 @@ else
   result FAIL "lifted fixtures in ONNX Runtime" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
 fi
 
+# 9. attention.linear and attention.mla against Hugging Face's Qwen3-Next and
+# DeepSeek-V3 modules drawn with this seed: the layers, `attnrun run` whole
+# and incremental, their exports in ONNX Runtime 1.31 (Python).
+if out=$(SEED=$SEED bash scripts/frontier_crosscheck.sh 2>&1); then
+  result ok "linear attention and MLA vs Hugging Face, ORT" "$(tail -1 <<<"$out")"
+else
+  result FAIL "linear attention and MLA vs Hugging Face, ORT" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
+fi
+
 crosscheck_summary

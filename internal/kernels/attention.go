@@ -28,6 +28,13 @@ type Head struct {
 	// query, as a key-padding mask does.
 	Mask   []float32
 	LdMask int
+	// Sink, if non-nil, is the head's sink logit (gpt-oss's attention
+	// sinks): one more score in every query's softmax, for a key that has
+	// no value. The weights of the real keys then sum to less than one, and
+	// a query that sees no key gives the sink all its weight (weights of
+	// 0, whatever EmptyRowsNaN says). A NaN or +Inf sink makes every query
+	// NaN, as it makes softmax; a −Inf sink is no sink.
+	Sink *float32
 }
 
 // AttentionOptions selects scaling, masking and dropout for Attend.
@@ -73,7 +80,10 @@ type AttentionOptions struct {
 //   - A query whose visible scores include a NaN or a +Inf, or are all
 //     −Inf, gets NaN weights and output, as softmax gives.
 //   - A query that sees no key (every key behind the causal frontier or
-//     masked by −Inf) gets weights of 0, or NaN with EmptyRowsNaN.
+//     masked by −Inf) gets weights of 0, or NaN with EmptyRowsNaN (and no
+//     finite Head.Sink to take the weight).
+//   - A sink takes part in every query's softmax as one more score (see
+//     Head.Sink).
 //   - The weights multiply every row of V, hidden keys' included: a weight
 //     of 0 times a NaN or ±Inf value is NaN, so such a value reaches every
 //     query's output in its column, as the product weights·V does. Skipped
@@ -225,6 +235,16 @@ func (h *Head) seesNoKey(i int, causal bool) bool {
 		}
 	}
 	return true
+}
+
+// sinkFinite reports whether the head has a sink that takes part in the
+// softmax as an ordinary score would: finite.
+func (h *Head) sinkFinite() bool { return h.Sink != nil && isFinite(*h.Sink) }
+
+// sinkPoisons reports whether the head's sink makes every query NaN: it is
+// NaN or +Inf, as a score that makes softmax NaN.
+func (h *Head) sinkPoisons() bool {
+	return h.Sink != nil && (math.IsNaN(float64(*h.Sink)) || math.IsInf(float64(*h.Sink), 1))
 }
 
 // visibleKeys returns how many keys query i may see: all Tk, or with a

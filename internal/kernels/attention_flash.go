@@ -168,9 +168,15 @@ func (f *flash) block(ws *workspace, b int) {
 		sc.empty = make([]bool, f.bq)
 	}
 	sc.empty = sc.empty[:rows]
+	// A finite sink is a first score every query has seen: the running
+	// maximum starts at it, the sum at its weight e^(sink−sink) = 1.
+	m0, l0 := float32(math.Inf(-1)), float32(0)
+	if h.sinkFinite() {
+		m0, l0 = *h.Sink, 1
+	}
 	for r := range rows {
-		sc.m[r] = float32(math.Inf(-1))
-		sc.l[r] = 0
+		sc.m[r] = m0
+		sc.l[r] = l0
 		sc.empty[r] = h.seesNoKey(i0+r, opt.Causal)
 	}
 	if opt.Dropout > 0 {
@@ -208,11 +214,14 @@ func (f *flash) block(ws *workspace, b int) {
 		out := h.Out[(i0+r)*h.LdOut : (i0+r)*h.LdOut+h.Dv]
 		acc := sc.acc[r*f.dvPad : r*f.dvPad+h.Dv]
 		switch {
-		case sc.empty[r] && opt.EmptyRowsNaN && h.Tk > 0:
+		case h.sinkPoisons():
+			fillNaN(out)
+		case sc.empty[r] && opt.EmptyRowsNaN && !h.sinkFinite() && h.Tk > 0:
 			fillNaN(out) // (with no keys at all, weights·V is an empty sum: 0)
 		case sc.empty[r] || opt.Dropout >= 1:
-			// Every weight is 0: acc holds their products with V, which
-			// are 0 or, where a value is not finite, NaN.
+			// Every weight is 0 (or the sink has them all): acc holds their
+			// products with V, which are 0 or, where a value is not
+			// finite, NaN.
 			copy(out, acc)
 		case math.IsInf(float64(sc.m[r]), -1):
 			fillNaN(out) // every visible score is −Inf: softmax is NaN

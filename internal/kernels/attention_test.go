@@ -16,12 +16,13 @@ type attnCase struct {
 	mask          string // "", "full" (Tq×Tk) or "row" (one row, LdMask 0)
 	weights       bool
 	dropout       float32
-	pad           int // extra row stride of every operand
+	pad           int  // extra row stride of every operand
+	sink          bool // a random sink logit
 }
 
 func (c attnCase) String() string {
-	return fmt.Sprintf("Tq=%d/Tk=%d/D=%d/Dv=%d/causal=%v/mask=%q/weights=%v/dropout=%g/pad=%d",
-		c.tq, c.tk, c.d, c.dv, c.causal, c.mask, c.weights, c.dropout, c.pad)
+	return fmt.Sprintf("Tq=%d/Tk=%d/D=%d/Dv=%d/causal=%v/mask=%q/weights=%v/dropout=%g/pad=%d/sink=%v",
+		c.tq, c.tk, c.d, c.dv, c.causal, c.mask, c.weights, c.dropout, c.pad, c.sink)
 }
 
 // attnCases covers odd sizes (1, 7, 33, 513 and non-multiples of the
@@ -49,6 +50,9 @@ func attnCases() []attnCase {
 				attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], mask: "row", weights: i%4 == 3},
 				attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], dropout: 0.3, causal: true},
 				attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], dropout: 0.3, weights: true, mask: "row"},
+				attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], sink: true, causal: true},
+				attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], sink: true, mask: "full", weights: i%4 == 1},
+				attnCase{tq: s[0], tk: s[1], d: s[2], dv: s[3], sink: true, causal: true, weights: true, dropout: 0.3},
 			)
 		}
 	}
@@ -86,6 +90,10 @@ func testHead(rng *rand.Rand, c attnCase) Head {
 		}
 	case "row":
 		h.Mask = randMask(rng, c.tk)
+	}
+	if c.sink {
+		sink := 4*rng.Float32() - 2 // about as large as the scores, so that it matters
+		h.Sink = &sink
 	}
 	return h
 }
@@ -245,4 +253,50 @@ func TestAttendPanicsOnBadInput(t *testing.T) {
 		func() { Attend(h, AttentionOptions{Dropout: 0.5}) })
 	require.PanicsWithValue(t, "kernels: Attend: Weights holds 3 floats, need 4",
 		func() { Attend(h, AttentionOptions{Weights: make([]float32, 3)}) })
+}
+
+// TestAttendSinkExamples pins attention sinks on an example worked out by
+// hand: Q = K = [1, 1, 1], V = [1, 2, 4], scale 1, so every visible score
+// is 1; a sink of 1 is one more score of 1 with no value.
+func TestAttendSinkExamples(t *testing.T) {
+	forEachISA(t, func(t *testing.T) {
+		for _, weights := range []bool{false, true} {
+			run := func(sink float32, opt AttentionOptions, mask []float32) []float32 {
+				h := Head{Tq: 3, Tk: 3, D: 1, Dv: 1, LdQ: 1, LdK: 1, LdV: 1, LdOut: 1,
+					Q: []float32{1, 1, 1}, K: []float32{1, 1, 1}, V: []float32{1, 2, 4}, Out: make([]float32, 3), Sink: &sink}
+				if mask != nil {
+					h.Mask, h.LdMask = mask, 3
+				}
+				if weights {
+					opt.Weights = make([]float32, 9)
+				}
+				Attend(h, opt)
+				return h.Out
+			}
+			// Causal: query i sees i+1 keys of weight 1/(i+2) each.
+			out := run(1, AttentionOptions{Scale: 1, Causal: true}, nil)
+			requireWithin(t, []float32{1.0 / 2, 3.0 / 3, 7.0 / 4}, out, []float64{1e-7, 1e-7, 1e-7}, fmt.Sprint("causal, weights=", weights))
+			// A query that sees no key gives the sink all its weight: 0,
+			// even with EmptyRowsNaN.
+			neg := negInf32
+			mask := []float32{neg, neg, neg, 0, 0, 0, 0, 0, 0}
+			out = run(1, AttentionOptions{Scale: 1, EmptyRowsNaN: true}, mask)
+			requireWithin(t, []float32{0, 7.0 / 4, 7.0 / 4}, out, []float64{0, 1e-7, 1e-7}, fmt.Sprint("empty row, weights=", weights))
+			// A −Inf sink is no sink.
+			out = run(negInf32, AttentionOptions{Scale: 1, EmptyRowsNaN: true}, mask)
+			require.True(t, math.IsNaN(float64(out[0])), "weights=%v: %g", weights, out[0])
+			requireWithin(t, []float32{7.0 / 3, 7.0 / 3}, out[1:], []float64{1e-6, 1e-6}, fmt.Sprint("−Inf sink, weights=", weights))
+			// A NaN sink makes every query NaN.
+			out = run(nan32, AttentionOptions{Scale: 1, Causal: true}, nil)
+			for i, v := range out {
+				require.True(t, math.IsNaN(float64(v)), "weights=%v: NaN sink, query %d: %g", weights, i, v)
+			}
+		}
+	})
+	row := []float32{1, negInf32, 1}
+	SoftmaxRowsSink(row, 1, 3, 1)
+	requireWithin(t, []float32{1.0 / 3, 0, 1.0 / 3}, row, []float64{1e-7, 0, 1e-7}, "SoftmaxRowsSink")
+	row = []float32{negInf32, negInf32}
+	SoftmaxRowsSink(row, 1, 2, 0)
+	require.Equal(t, []float32{0, 0}, row)
 }

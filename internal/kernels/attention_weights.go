@@ -21,7 +21,7 @@ func attendWithWeights(h *Head, opt *AttentionOptions, w []float32, threads int)
 		n := visibleKeys(i, tq, tk, opt.Causal)
 		empty := h.seesNoKey(i, opt.Causal)
 		switch {
-		case empty && opt.EmptyRowsNaN:
+		case h.sinkPoisons() || (empty && opt.EmptyRowsNaN && !h.sinkFinite()):
 			fillNaN(row)
 		case empty:
 			clear(row)
@@ -29,7 +29,11 @@ func attendWithWeights(h *Head, opt *AttentionOptions, w []float32, threads int)
 			if m := h.maskRow(i); m != nil {
 				set.add(row[:n], m)
 			}
-			softmaxRow(set, row[:n])
+			if h.Sink != nil {
+				softmaxRowSink(set, row[:n], *h.Sink)
+			} else {
+				softmaxRow(set, row[:n])
+			}
 			if math.IsNaN(float64(row[0])) {
 				fillNaN(row) // hidden keys' weights too, as softmax gives e^(−Inf−NaN)
 			} else {

@@ -1,5 +1,7 @@
 package kernels
 
+import "context"
+
 // gemmCall is one product C = alpha·op(A)·op(B) + beta·C, as Gemm takes it.
 type gemmCall struct {
 	transA, transB bool
@@ -30,6 +32,10 @@ type gemmJob struct {
 	set     *isa
 	kern    *microKernel
 	threads int
+	// ctx stops the product early: every part checks it first, so a
+	// cancelled product ends within a part's work (an A block times a
+	// range of B panels, a few milliseconds at most).
+	ctx context.Context
 
 	packedB []float32 // the current kc×nc block of B, packed
 
@@ -63,8 +69,21 @@ func runGemm(g *gemmCall, threads int) {
 	runGemmGo(g, threads)
 }
 
+// runGemmContext is runGemm that stops early when ctx is done (the Go
+// kernels do; a backend runs to the end).
+func runGemmContext(ctx context.Context, g *gemmCall, threads int) {
+	if gemmBackend != nil {
+		gemmBackend(*g)
+		return
+	}
+	runGemmGoContext(ctx, g, threads)
+}
+
 // runGemmGo computes g with the active Go kernel on up to threads goroutines.
-func runGemmGo(g *gemmCall, threads int) {
+func runGemmGo(g *gemmCall, threads int) { runGemmGoContext(context.Background(), g, threads) }
+
+// runGemmGoContext is runGemmGo that stops early when ctx is done.
+func runGemmGoContext(ctx context.Context, g *gemmCall, threads int) {
 	if g.m == 0 || g.n == 0 {
 		return
 	}
@@ -82,9 +101,9 @@ func runGemmGo(g *gemmCall, threads int) {
 		j = new(gemmJob)
 	}
 	j.set = currentISA()
-	j.g, j.kern, j.threads = *g, j.set.gemm, threads
+	j.g, j.kern, j.threads, j.ctx = *g, j.set.gemm, threads, ctx
 	j.run()
-	j.g = gemmCall{} // drop references to the caller's slices
+	j.g, j.ctx = gemmCall{}, nil // drop references to the caller's slices and context
 	select {
 	case freeGemmJobs <- j:
 	default:
@@ -103,7 +122,7 @@ func (j *gemmJob) run() {
 		j.mBlocks = roundUp(j.mBlocks, j.threads)
 	}
 	j.mBlocks = min(j.mBlocks, j.mPanels)
-	for j.jc = 0; j.jc < g.n; j.jc += ncBlk {
+	for j.jc = 0; j.jc < g.n && j.ctx.Err() == nil; j.jc += ncBlk {
 		j.nc = min(ncBlk, g.n-j.jc)
 		j.nPanels = ceilDiv(j.nc, kern.nr)
 		j.nSplit, j.packParts = 1, 1
@@ -115,7 +134,7 @@ func (j *gemmJob) run() {
 			}
 			j.packParts = min(j.nPanels, 2*j.threads)
 		}
-		for j.pc = 0; j.pc < g.k; j.pc += j.kcBlk {
+		for j.pc = 0; j.pc < g.k && j.ctx.Err() == nil; j.pc += j.kcBlk {
 			j.kc = min(j.kcBlk, g.k-j.pc)
 			j.beta = g.beta
 			if j.pc > 0 {
@@ -130,8 +149,12 @@ func (j *gemmJob) run() {
 	}
 }
 
-// runPart runs one part of the current phase.
+// runPart runs one part of the current phase, unless the product's
+// context is done.
 func (j *gemmJob) runPart(part int) {
+	if j.ctx.Err() != nil {
+		return
+	}
 	if j.packing {
 		j.packBPart(part)
 	} else {

@@ -68,7 +68,7 @@ func TestExpShiftNaN(t *testing.T) {
 // nonFiniteCase is an Attend case with one non-finite number injected.
 type nonFiniteCase struct {
 	attnCase
-	operand  string // "Q", "K", "V" or "mask"
+	operand  string // "Q", "K", "V", "mask" or "sink"
 	row, col int
 	value    float32
 	nanRows  bool
@@ -124,6 +124,26 @@ func nonFiniteCases() []nonFiniteCase {
 			}
 		}
 	}
+	// The sink: NaN and +Inf make every query NaN, −Inf is no sink, also
+	// for the query a full mask hides from every key.
+	for _, size := range [][4]int{{5, 5, 3, 4}, {9, 6, 4, 3}, {150, 150, 8, 5}} {
+		for _, v := range []float32{nan32, posInf32, negInf32} {
+			for k, causal := range []bool{false, true} {
+				c := nonFiniteCase{
+					attnCase: attnCase{tq: size[0], tk: size[1], d: size[2], dv: size[3], causal: causal, pad: k, sink: true},
+					operand:  "sink", value: v,
+				}
+				cases = append(cases, c)
+				c.weights = true
+				cases = append(cases, c)
+				c.mask = "full"
+				for _, nanRows := range []bool{false, true} {
+					c.nanRows = nanRows
+					cases = append(cases, c)
+				}
+			}
+		}
+	}
 	return cases
 }
 
@@ -157,6 +177,8 @@ func checkNonFinite(t *testing.T, c nonFiniteCase, seed uint64) {
 		h.V[c.row*h.LdV+c.col%c.dv] = c.value
 	case "mask":
 		h.Mask[c.row*h.LdMask+c.col] = c.value
+	case "sink":
+		*h.Sink = c.value
 	}
 	opt := AttentionOptions{Scale: 0.5, Causal: c.causal, EmptyRowsNaN: c.nanRows, Dropout: c.dropout}
 	ref, fast := cloneHead(h), cloneHead(h)

@@ -66,8 +66,9 @@ func softmaxRef(row []float64) {
 
 // attendRef computes one head of attention by the definition Attend
 // documents: all Tq×Tk scores (−Inf behind the causal frontier, whatever
-// the product), plus the mask, softmax (weights of 0, or NaN with
-// EmptyRowsNaN, for a query that sees no key), dropout (drawing opt.RNG for
+// the product), plus the mask, softmax (with the sink as one more score,
+// if the head has one; weights of 0, or NaN with EmptyRowsNaN, for a query
+// that sees no key and has no sink but −Inf), dropout (drawing opt.RNG for
 // every weight in row-major order, masked ones included, as Attend does),
 // then the product with every row of V, in float64 where 0·NaN and 0·Inf
 // are NaN. Alongside it returns, per output element, the tolerance a
@@ -107,6 +108,16 @@ func attendRef(h Head, opt AttentionOptions) (outTol, weightTol []float64) {
 			scores[j] += m
 		}
 		switch {
+		case h.Sink != nil:
+			// The sink is one more score, then dropped: a query that sees
+			// no key gives it all the weight, unless it is −Inf.
+			if empty && math.IsInf(float64(*h.Sink), -1) && !opt.EmptyRowsNaN {
+				clear(scores)
+				break
+			}
+			withSink := append(scores[:h.Tk:h.Tk], float64(*h.Sink))
+			softmaxRef(withSink)
+			copy(scores, withSink)
 		case empty && opt.EmptyRowsNaN:
 			for j := range scores {
 				scores[j] = math.NaN()

@@ -65,6 +65,30 @@ func softmaxRow(set *isa, row []float32) {
 	set.scale(row, 1/sum)
 }
 
+// SoftmaxRowsSink is SoftmaxRows with one more logit, sink, in every row's
+// softmax, which is then dropped (gpt-oss's attention sinks): each row's
+// weights sum to less than one. A NaN or +Inf sink makes every row NaN, as
+// a NaN or +Inf score does; a row of nothing but −Inf gets weights of 0
+// when the sink is finite.
+func SoftmaxRowsSink(x []float32, rows, n int, sink float32) {
+	set := currentISA()
+	for r := range rows {
+		softmaxRowSink(set, x[r*n:r*n+n], sink)
+	}
+}
+
+// softmaxRowSink replaces row by its softmax with the extra logit sink
+// (see SoftmaxRowsSink).
+func softmaxRowSink(set *isa, row []float32, sink float32) {
+	m := max(set.maxOf(row), sink)
+	if !isFinite(m) { // NaN, +Inf, or −Inf everywhere, the sink included
+		fillNaN(row)
+		return
+	}
+	sum := set.expShift(row, m) + exp32(sink-m)
+	set.scale(row, 1/sum)
+}
+
 // isFinite reports whether x is neither NaN nor ±Inf.
 func isFinite(x float32) bool { return x-x == 0 }
 

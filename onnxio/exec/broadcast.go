@@ -3,13 +3,16 @@ package exec
 import "fmt"
 
 // binaryMap applies f elementwise to a and b under numpy broadcasting and
-// returns a new value of type outDT.
-func binaryMap[A, B, R element](a, b *value, outDT DType, f func(A, B) R) (*value, error) {
+// returns a new value of type outDT, allocated for node n.
+func binaryMap[A, B, R element](rc *runCtx, n *node, a, b *value, outDT DType, f func(A, B) R) (*value, error) {
 	shape, err := broadcastShapes(a.shape, b.shape)
 	if err != nil {
 		return nil, err
 	}
-	out := newValue(outDT, shape)
+	out, err := rc.alloc(n, outDT, shape)
+	if err != nil {
+		return nil, err
+	}
 	x, y, o := a.data.([]A), b.data.([]B), out.data.([]R)
 	strides := [][]int{broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape), stridesOf(shape)}
 	walk(shape, strides, func(off []int, n int, step []int) {
@@ -41,14 +44,18 @@ func binaryMap[A, B, R element](a, b *value, outDT DType, f func(A, B) R) (*valu
 	return out, nil
 }
 
-// unaryMap applies f to every element of v.
-func unaryMap[T, R element](v *value, outDT DType, f func(T) R) *value {
-	x := v.data.([]T)
-	o := make([]R, len(x))
+// unaryMap applies f to every element of v and returns a new value of type
+// outDT, allocated for node n.
+func unaryMap[T, R element](rc *runCtx, n *node, v *value, outDT DType, f func(T) R) (*value, error) {
+	out, err := rc.alloc(n, outDT, v.shape)
+	if err != nil {
+		return nil, err
+	}
+	x, o := v.data.([]T), out.data.([]R)
 	for i, e := range x {
 		o[i] = f(e)
 	}
-	return &value{dtype: outDT, shape: v.shape, data: o}
+	return out, nil
 }
 
 // sameDType checks that all present operands share one element type.

@@ -60,10 +60,13 @@ func copyViewT[T any](dst []T, dv view, src []T, sv view, shape []int) {
 	})
 }
 
-// gather returns a new contiguous value of the given shape holding the
-// elements of v read through sv.
-func gather(v *value, sv view, shape []int) *value {
-	out := newValue(v.dtype, shape)
+// gather returns a new contiguous value of the given shape, allocated for
+// node n, holding the elements of v read through sv.
+func gather(rc *runCtx, n *node, v *value, sv view, shape []int) (*value, error) {
+	out, err := rc.alloc(n, v.dtype, shape)
+	if err != nil {
+		return nil, err
+	}
 	copyView(out.data, contiguous(shape), v.data, sv, shape)
-	return out
+	return out, nil
 }

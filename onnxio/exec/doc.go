@@ -14,7 +14,7 @@
 //	if err != nil { ... }
 //	g, err := exec.New(m)
 //	if err != nil { ... } // e.g. node "/attn/Foo": op "Foo" (opset 17) is not supported; supported: ...
-//	out, err := g.Run(map[string]*tensor.Dense{"x": x})
+//	out, err := g.RunContext(ctx, map[string]*tensor.Dense{"x": x})
 //
 // # Semantics
 //
@@ -36,9 +36,18 @@
 // Besides the default domain, nodes of ai.onnx.preview (FlexAttention) run
 // when the model imports that domain. GRAPH attributes are prepared like
 // the model's graph, as subgraphs the op runs (FlexAttention's score_mod and
-// prob_mod); a subgraph may read values of the graphs around it, which
-// become inputs of the node that holds it. Default-domain opsets run up to
-// 28, which adds LinearAttention (27) and SwiGLU (28).
+// prob_mod, the branches of If, the bodies of Loop and Scan); a subgraph may
+// read values of the graphs around it, which become inputs of the node that
+// holds it, and may leave the types of its inputs and outputs out.
+// Default-domain opsets run up to 28, which adds LinearAttention (27) and
+// SwiGLU (28).
+//
+// Model-local functions (ModelProto.functions) are expanded when the graph
+// is prepared: a node naming one by domain, op type and overload is
+// replaced by the function's body, its attribute references resolved and
+// its values renamed for that call site; the expanded nodes run at the
+// opsets the function imports, and errors name them "call > domain.Function
+// > node".
 //
 // # Attention fusion
 //
@@ -64,8 +73,28 @@
 // dimensions (one size per name across inputs); an op that fails names its
 // node and says why (shapes that do not broadcast, an impossible Reshape, a
 // Gather index out of range); and a panic inside an op is recovered into
-// such an error. Tensors created from sizes read from the graph (Reshape,
-// Expand, Tile, Range, ConstantOfShape) are limited to 2^31 elements.
+// such an error.
+//
+// # Memory and time
+//
+// Files come from strangers, so every tensor whose size derives from the
+// file or the inputs (initializers, op outputs, broadcast results,
+// ConstantOfShape, Expand, Tile, Range, the scratch of Attention) is
+// reserved from a memory budget before it is allocated: Options.MaxMemory
+// (default budget.DefaultLimit, 4 GiB) given to NewWithOptions bounds the
+// initializers and constants together, and, separately for each run, the
+// values the run holds at once. Values are released as soon as their last
+// reader has run; views (Reshape, Squeeze, Identity) share their input's
+// reservation. A request over the budget is an error matching
+// budget.ErrExceeded that names the node, op, element type, shape and
+// bytes. Shape arithmetic from data (Slice steps, Split sizes, Range
+// counts, Reshape and Tile products) is exact for every int64, and an
+// empty tensor's other dimensions may multiply to at most 2^32.
+//
+// RunContext takes a context.Context: it is checked between nodes, inside
+// products (every few milliseconds of kernels.GemmContext work) and
+// between chunks of fused attention, so a deadline stops even a graph of a
+// few bytes that multiplies two 4096×4096 matrices.
 //
 // # Tensors
 //

@@ -337,7 +337,11 @@ func (c *chainInputs) step(p *node, cur int) (chainStep, bool) {
 // run is the fused node's op: the fused kernel when every run-time check
 // passes, the original nodes otherwise.
 func (fa *fusedAttention) run(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	if out, ok := fa.attend(in); ok {
+	out, ok, err := fa.attend(rc, n, in)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
 		fa.fast.Add(1)
 		return one(out)
 	}
@@ -347,12 +351,30 @@ func (fa *fusedAttention) run(rc *runCtx, n *node, in []*value) ([]*value, error
 
 // runOriginal runs the nodes a fused node replaced, in order, on the fused
 // node's inputs (in, read from slots), and returns the value of slot out.
+// Like the graph's run, it checks the run's context between nodes and
+// lets each intermediate go once its last reader has run.
 func runOriginal(rc *runCtx, nodes []*node, slots []int, in []*value, out int) ([]*value, error) {
 	env := make(map[int]*value, len(slots)+len(nodes))
 	for k, s := range slots {
 		env[s] = in[k]
 	}
+	reads := map[int]int{} // slot made by nodes: readers still to run
 	for _, c := range nodes {
+		for _, s := range c.in {
+			reads[s]++
+		}
+	}
+	defer func() { // whatever is left: the result (held again by the caller) and unread outputs
+		for s, v := range env {
+			if !slices.Contains(slots, s) {
+				rc.drop(v)
+			}
+		}
+	}()
+	for _, c := range nodes {
+		if err := rc.err(); err != nil {
+			return nil, err
+		}
 		args := make([]*value, len(c.in))
 		for k, s := range c.in {
 			if s >= 0 {
@@ -366,8 +388,16 @@ func runOriginal(rc *runCtx, nodes []*node, slots []int, in []*value, out int) (
 		for k, s := range c.out {
 			if s >= 0 && k < len(outs) {
 				env[s] = outs[k]
+				rc.hold(outs[k])
 			}
 		}
+		for _, s := range c.in {
+			if reads[s]--; reads[s] == 0 && s != out && !slices.Contains(slots, s) {
+				rc.drop(env[s])
+				delete(env, s)
+			}
+		}
+		rc.settle()
 	}
 	return one(env[out])
 }
@@ -416,41 +446,59 @@ func (v strided) swapLast() strided {
 }
 
 // rows returns the view with dense rows, as kernels.Head needs: itself, or
-// a contiguous copy when its columns are not adjacent in memory.
-func (v strided) rows() strided {
+// a contiguous copy, allocated for node n, when its columns are not
+// adjacent in memory.
+func (v strided) rows(rc *runCtx, n *node) (strided, error) {
 	r := len(v.shape)
 	if v.strides[r-1] == 1 && (v.strides[r-2] >= v.shape[r-1] || v.shape[r-2] == 1) {
-		return v
+		return v, nil
 	}
-	c := gather(&value{dtype: Float32, shape: v.shape, data: v.data}, view{strides: v.strides}, v.shape)
-	return strided{c.data.([]float32), v.shape, stridesOf(v.shape)}
+	c, err := gather(rc, n, &value{dtype: Float32, shape: v.shape, data: v.data}, view{strides: v.strides}, v.shape)
+	if err != nil {
+		return strided{}, err
+	}
+	return strided{c.data.([]float32), v.shape, stridesOf(v.shape)}, nil
 }
 
 // attend computes the chain with kernels.AttendBatch, or reports false if
-// some run-time check fails.
-func (fa *fusedAttention) attend(in []*value) (*value, bool) {
+// some run-time check fails. It fails only when the run must stop: out of
+// budget, or the context done.
+func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool, error) {
 	q, ok1 := viewOf(in[fa.q.arg], intPerm(fa.q.perm))
 	kt, ok2 := viewOf(in[fa.kt.arg], intPerm(fa.kt.perm))
 	v, ok3 := viewOf(in[fa.v.arg], intPerm(fa.v.perm))
 	if !ok1 || !ok2 || !ok3 {
-		return nil, false
+		return nil, false, nil
 	}
 	r := len(q.shape)
 	batch := q.shape[:r-2]
 	if len(kt.shape) != r || len(v.shape) != r || !equalShapes(kt.shape[:r-2], batch) || !equalShapes(v.shape[:r-2], batch) {
-		return nil, false
+		return nil, false, nil
 	}
 	tq, d, tk, dv := q.shape[r-2], q.shape[r-1], kt.shape[r-1], v.shape[r-1]
 	if kt.shape[r-2] != d || v.shape[r-2] != tk || tq == 0 || d == 0 || tk == 0 || dv == 0 || numel(batch) == 0 {
-		return nil, false
+		return nil, false, nil
 	}
-	opt, added, ok := fa.options(in, r, tq, tk)
+	opt, added, ok := fa.options(rc, in, r, tq, tk)
+	if err := rc.err(); err != nil {
+		return nil, false, err
+	}
 	if !ok || !fa.softmaxOnLastAxis(r) {
-		return nil, false
+		return nil, false, nil
 	}
-	q, k, v := q.rows(), kt.swapLast().rows(), v.rows()
+	q, err := q.rows(rc, n)
+	if err != nil {
+		return nil, false, err
+	}
+	k, err := kt.swapLast().rows(rc, n)
+	if err != nil {
+		return nil, false, err
+	}
+	if v, err = v.rows(rc, n); err != nil {
+		return nil, false, err
+	}
 	if added && tq > 1 && !kernels.FiniteScores(q.data, k.data, d, opt.Scale) {
-		return nil, false // Add(S, mask) must see the hidden scores
+		return nil, false, nil // Add(S, mask) must see the hidden scores
 	}
 
 	oShape := slices.Concat(batch, []int{tq, dv})
@@ -458,7 +506,7 @@ func (fa *fusedAttention) attend(in []*value) (*value, bool) {
 	if fa.outPerm != nil {
 		perm, err := normalizeAxes(fa.outPerm, r)
 		if err != nil || len(perm) != r {
-			return nil, false
+			return nil, false, nil
 		}
 		shape = make([]int, r)
 		for i, p := range perm {
@@ -468,10 +516,16 @@ func (fa *fusedAttention) attend(in []*value) (*value, bool) {
 			oStrides[perm[i]] = s
 		}
 	}
-	out := newValue(Float32, shape)
+	out, err := rc.alloc(n, Float32, shape)
+	if err != nil {
+		return nil, false, err
+	}
 	o := strided{out.data.([]float32), oShape, oStrides}
 
-	heads := make([]kernels.Head, numel(batch))
+	heads, err := scratch[kernels.Head](rc, n, numel(batch), "attention heads")
+	if err != nil {
+		return nil, false, err
+	}
 	idx := make([]int, len(batch))
 	for h := range heads {
 		heads[h] = kernels.Head{
@@ -488,8 +542,10 @@ func (fa *fusedAttention) attend(in []*value) (*value, bool) {
 			idx[a] = 0
 		}
 	}
-	kernels.AttendBatch(heads, opt)
-	return out, true
+	if err := attendBatch(rc, heads, opt); err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
 }
 
 // offset is where batch index idx starts in a view with these strides.
@@ -517,7 +573,7 @@ func intPerm(p []int64) []int {
 // reports false if a scale is not a positive finite scalar or a mask is
 // neither exactly causal nor hides nothing. r is the scores' rank. added
 // says the causal mask is an Add, not a Where.
-func (fa *fusedAttention) options(in []*value, r, tq, tk int) (opt kernels.AttentionOptions, added, ok bool) {
+func (fa *fusedAttention) options(rc *runCtx, in []*value, r, tq, tk int) (opt kernels.AttentionOptions, added, ok bool) {
 	opt = kernels.AttentionOptions{Scale: 1, EmptyRowsNaN: true}
 	for _, st := range fa.steps {
 		x := in[st.arg]
@@ -541,9 +597,9 @@ func (fa *fusedAttention) options(in []*value, r, tq, tk int) (opt kernels.Atten
 			if c, ok := scalar32(fill); !ok || fill.rank() > r || !math.IsInf(float64(c), -1) {
 				return opt, false, false
 			}
-			m = boolMask(x, st.keep, tq, tk)
+			m = boolMask(rc, x, st.keep, tq, tk)
 		case stepAdd:
-			m = floatMask(x, tq, tk)
+			m = floatMask(rc, x, tq, tk)
 		}
 		switch m {
 		case maskNone:
@@ -609,10 +665,14 @@ func maskLayout(ms []int, tq, tk int) (rowStride, colStride int, ok bool) {
 	return rowStride, colStride, true
 }
 
-// classify reports what hidden(i, j) hides over tq×tk scores.
-func classify(tq, tk int, hidden func(i, j int) bool) maskPattern {
+// classify reports what hidden(i, j) hides over tq×tk scores; maskOther
+// when the run's context is done before it knows.
+func classify(rc *runCtx, tq, tk int, hidden func(i, j int) bool) maskPattern {
 	none, causal := true, true
 	for i := range tq {
+		if rc.err() != nil {
+			return maskOther
+		}
 		limit := i + tk - tq // the last key query i sees under a causal mask
 		for j := range tk {
 			h := hidden(i, j)
@@ -634,18 +694,18 @@ func classify(tq, tk int, hidden func(i, j int) bool) maskPattern {
 
 // boolMask classifies a Where condition: true hides a key, or shows it
 // when keep is set.
-func boolMask(x *value, keep bool, tq, tk int) maskPattern {
+func boolMask(rc *runCtx, x *value, keep bool, tq, tk int) maskPattern {
 	data, ok := x.data.([]bool)
 	rs, cs, fits := maskLayout(x.shape, tq, tk)
 	if !ok || !fits {
 		return maskOther
 	}
-	return classify(tq, tk, func(i, j int) bool { return data[i*rs+j*cs] != keep })
+	return classify(rc, tq, tk, func(i, j int) bool { return data[i*rs+j*cs] != keep })
 }
 
 // floatMask classifies an additive mask: 0 shows a key, −inf hides it,
 // any other value is not a mask the kernel can apply exactly.
-func floatMask(x *value, tq, tk int) maskPattern {
+func floatMask(rc *runCtx, x *value, tq, tk int) maskPattern {
 	data, ok := x.data.([]float32)
 	rs, cs, fits := maskLayout(x.shape, tq, tk)
 	if !ok || !fits {
@@ -656,7 +716,7 @@ func floatMask(x *value, tq, tk int) maskPattern {
 			return maskOther
 		}
 	}
-	return classify(tq, tk, func(i, j int) bool { return data[i*rs+j*cs] != 0 })
+	return classify(rc, tq, tk, func(i, j int) bool { return data[i*rs+j*cs] != 0 })
 }
 
 // skipTransposeForShape makes each Shape node that reads a Transpose's

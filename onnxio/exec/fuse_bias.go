@@ -40,8 +40,8 @@ func (f *fuser) matchBias(mm *node) (*node, *node) {
 	original := []*node{mm, add}
 	f.removed[mm], f.removed[add] = true, true
 	run := func(rc *runCtx, n *node, in []*value) ([]*value, error) {
-		if out, ok := matmulAdd(in[x], in[w], in[b]); ok {
-			return one(out)
+		if out, ok, err := matmulAdd(rc, n, in[x], in[w], in[b]); err != nil || ok {
+			return oneOrErr(out, err)
 		}
 		return runOriginal(rc, original, n.in, in, add.out[0])
 	}
@@ -54,27 +54,34 @@ func (f *fuser) matchBias(mm *node) (*node, *node) {
 }
 
 // matmulAdd computes x·w + b for float32 x of rank ≥ 2, a matrix w and a
-// bias b of w's columns, or reports false when the operands are not so.
-func matmulAdd(x, w, b *value) (*value, bool) {
+// bias b of w's columns into a value allocated for node n, or reports
+// false when the operands are not so. It fails only when the run must
+// stop: out of budget, or the context done.
+func matmulAdd(rc *runCtx, n *node, x, w, b *value) (*value, bool, error) {
 	xd, ok1 := x.data.([]float32)
 	wd, ok2 := w.data.([]float32)
 	bd, ok3 := b.data.([]float32)
 	if !ok1 || !ok2 || !ok3 || x.rank() < 2 || w.rank() != 2 || b.rank() < 1 || b.rank() > x.rank() {
-		return nil, false
+		return nil, false, nil
 	}
 	k, cols := w.shape[0], w.shape[1]
 	if x.shape[x.rank()-1] != k || b.shape[b.rank()-1] != cols || b.size() != cols || k == 0 || cols == 0 {
-		return nil, false
+		return nil, false, nil
 	}
 	rows := x.size() / k
 	if rows == 0 {
-		return nil, false
+		return nil, false, nil
 	}
-	shape := slices.Concat(x.shape[:x.rank()-1], []int{cols})
-	out := make([]float32, rows*cols)
+	res, err := rc.alloc(n, Float32, slices.Concat(x.shape[:x.rank()-1], []int{cols}))
+	if err != nil {
+		return nil, false, err
+	}
+	out := res.data.([]float32)
 	for r := range rows {
 		copy(out[r*cols:(r+1)*cols], bd)
 	}
-	kernels.Gemm(false, false, rows, cols, k, 1, xd, k, wd, cols, 1, out, cols)
-	return valueOf(shape, out), true
+	if err := kernels.GemmContext(rc.ctx, false, false, rows, cols, k, 1, xd, k, wd, cols, 1, out, cols); err != nil {
+		return nil, false, err
+	}
+	return res, true, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -14,14 +15,15 @@ import (
 // topological order. A Graph is immutable; Run may be called from many
 // goroutines at once.
 type Graph struct {
-	opset    int
-	nodes    []*node  // execution order; nodes no output depends on are dropped
-	consts   []*value // by slot: initializers and Constant outputs, nil elsewhere
-	inputs   []TensorInfo
-	inSlots  []int
-	defaults map[string]int // inputs that have an initializer, by name: slot
-	outputs  []TensorInfo
-	outSlots []int
+	opset     int
+	maxMemory int64    // each run's budget
+	nodes     []*node  // execution order; nodes no output depends on are dropped
+	consts    []*value // by slot: initializers and Constant outputs, nil elsewhere
+	inputs    []TensorInfo
+	inSlots   []int
+	defaults  map[string]int // inputs that have an initializer, by name: slot
+	outputs   []TensorInfo
+	outSlots  []int
 	// attention holds the plans of the fused attention nodes.
 	attention []*fusedAttention
 	// warnings lists what New accepted only because ONNX Runtime does.
@@ -67,19 +69,43 @@ func (g *Graph) Opset() int { return g.opset }
 // topological order. Callers should show them; the CLI prints them on stderr.
 func (g *Graph) Warnings() []string { return slices.Clone(g.warnings) }
 
-// New prepares a model for execution. Every problem that does not depend
-// on the input values is reported here rather than during Run: an op the
-// executor does not implement at the model's opset, an operator domain
-// it does not implement or the model does not import, an input nothing
-// produces (in the graph or a subgraph), a cycle, an unsupported element
-// type.
+// Options tune how a graph is prepared and run. The zero value is the
+// default.
+type Options struct {
+	// MaxMemory bounds, in bytes, the tensors the graph holds: its
+	// initializers and constants, converted once by NewWithOptions, and,
+	// separately for each run, the values the run holds at once (outputs,
+	// intermediates not yet dropped, the temporaries of the running node).
+	// A tensor that would exceed it is an error naming the node, op, shape
+	// and bytes (matching budget.ErrExceeded), raised before allocating.
+	// 0 (or less) means budget.DefaultLimit, 4 GiB.
+	MaxMemory int64
+}
+
+// New prepares a model for execution with the default Options. Every
+// problem that does not depend on the input values is reported here rather
+// than during Run: an op the executor does not implement at the model's
+// opset, an operator domain it does not implement or the model does not
+// import, an input nothing produces (in the graph or a subgraph), a cycle,
+// an unsupported element type, initializers over the memory budget.
 func New(m *onnxpb.ModelProto) (*Graph, error) {
-	return newGraph(m, true)
+	return NewWithOptions(m, Options{})
+}
+
+// NewWithOptions prepares a model for execution as New does, with the
+// given Options.
+func NewWithOptions(m *onnxpb.ModelProto, opts Options) (*Graph, error) {
+	return prepare(m, opts, true)
 }
 
 // newGraph is New, with the fusions (fuse_attention.go, fuse_bias.go)
 // optional so that tests can compare with the node-by-node run.
 func newGraph(m *onnxpb.ModelProto, fuse bool) (*Graph, error) {
+	return prepare(m, Options{}, fuse)
+}
+
+// prepare is NewWithOptions with the fusions optional.
+func prepare(m *onnxpb.ModelProto, opts Options, fuse bool) (*Graph, error) {
 	if m == nil || m.GetGraph() == nil {
 		return nil, errors.New("exec: the model has no graph")
 	}
@@ -87,8 +113,16 @@ func newGraph(m *onnxpb.ModelProto, fuse bool) (*Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	b := &builder{g: &Graph{opset: opset, defaults: map[string]int{}}, slots: map[string]int{}, fuse: fuse, prepared: map[int]*node{},
-		imports: opsetImports(m)}
+	funcs, err := newFunctionTable(m)
+	if err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
+	}
+	limit := budget.New(opts.MaxMemory).Limit()
+	b := &builder{
+		g:     &Graph{opset: opset, maxMemory: limit, defaults: map[string]int{}},
+		slots: map[string]int{}, fuse: fuse, budget: budget.New(limit),
+		prepared: map[int]*node{}, imports: opsetImports(m), funcs: funcs,
+	}
 	if err := b.build(m.GetGraph()); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
@@ -118,6 +152,8 @@ type builder struct {
 	prepared map[int]*node  // by node index: the nodes prepared so far
 	imports  map[string]int // the model's opset versions by domain ("" for the default)
 	scope    *scope         // for a subgraph body: its enclosing graph (subgraph.go); nil for the model's graph
+	budget   *budget.Budget // initializers and constant attributes, all together
+	funcs    *functionTable // the model's local functions, shared by the builders of its bodies (functions.go)
 }
 
 // warn records a leniency of New; see Graph.Warnings.
@@ -146,7 +182,7 @@ func (b *builder) build(gp *onnxpb.GraphProto) error {
 		if _, dup := b.slots[name]; dup {
 			return fmt.Errorf("initializer %q is defined twice", name)
 		}
-		v, err := tensorValue(tp)
+		v, err := loadTensor(tp, b.budget)
 		if err != nil {
 			return fmt.Errorf("initializer %q: %w", name, err)
 		}
@@ -159,7 +195,11 @@ func (b *builder) build(gp *onnxpb.GraphProto) error {
 	if err := b.graphInputs(gp.GetInput()); err != nil {
 		return err
 	}
-	nodes, err := b.prepareNodes(gp.GetNode())
+	nps, err := b.expandCalls(gp.GetNode())
+	if err != nil {
+		return err
+	}
+	nodes, err := b.prepareNodes(nps)
 	if err != nil {
 		return err
 	}
@@ -185,7 +225,7 @@ func (b *builder) build(gp *onnxpb.GraphProto) error {
 func (b *builder) graphInputs(vis []*onnxpb.ValueInfoProto) error {
 	for _, vi := range vis {
 		name := vi.GetName()
-		info, err := tensorInfo(vi)
+		info, err := b.valueInfo(vi)
 		if err != nil {
 			return fmt.Errorf("input %q: %w", name, err)
 		}
@@ -209,7 +249,7 @@ func (b *builder) graphInputs(vis []*onnxpb.ValueInfoProto) error {
 func (b *builder) graphOutputs(vis []*onnxpb.ValueInfoProto) error {
 	for _, vi := range vis {
 		name := vi.GetName()
-		info, err := tensorInfo(vi)
+		info, err := b.valueInfo(vi)
 		if err != nil {
 			return fmt.Errorf("output %q: %w", name, err)
 		}
@@ -235,10 +275,17 @@ func tensorInfo(vi *onnxpb.ValueInfoProto) (TensorInfo, error) {
 	return TensorInfo{Name: vi.GetName(), DType: dt, Shape: onnxio.Dims(vi)}, nil
 }
 
-// tensorValue converts an initializer or tensor attribute. Tensors without
+// tensorValue converts a TensorProto outside the graph's budget (test
+// data), as loadTensor does.
+func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
+	return loadTensor(tp, nil)
+}
+
+// loadTensor converts an initializer or tensor attribute after reserving
+// its memory from b; callers name the tensor in errors. Tensors without
 // elements are built here (a *tensor.Dense cannot hold them); the others
 // go through onnxio.TensorToDense, which checks sizes and data.
-func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
+func loadTensor(tp *onnxpb.TensorProto, b *budget.Budget) (*value, error) {
 	dt := DType(tp.GetDataType())
 	if err := checkDType(dt); err != nil {
 		return nil, err
@@ -250,6 +297,12 @@ func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
 	shape := make([]int, len(tp.GetDims()))
 	for i, d := range tp.GetDims() {
 		shape[i] = int(d)
+	}
+	if err := checkExtent(shape); err != nil {
+		return nil, err
+	}
+	if err := b.Reserve(budget.Bytes(elems, dt.size()), dt.String()+" "+shapeString(shape)); err != nil {
+		return nil, err
 	}
 	if elems == 0 {
 		return newValue(dt, shape), nil

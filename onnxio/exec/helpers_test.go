@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -97,4 +98,4 @@ func assertValue(t *testing.T, want, got *value) {
 }
 
 // testRun is the run context op-level tests pass: no deadline, the default budget.
-var testRun = newRunCtx(nil, nil)
+var testRun = newRunCtx(context.Background(), nil)

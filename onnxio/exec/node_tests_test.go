@@ -33,6 +33,7 @@ var nodeTestOps = []string{
 	"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
 	"CumProd", "Hardmax", "Det", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
 	"Max", "Min", // existing ops, checked here on every numeric type
+	"If", "Loop", "Scan", "Swish", "BitCast", "Compress", "Unique", "ReverseSequence", "DepthToSpace", "SpaceToDepth",
 }
 
 // sharedNodeTestExclusions lists cases of nodeTestOps whose model the

@@ -95,7 +95,7 @@ type attnPlan struct {
 
 // attentionOp is the kernel of Attention.
 func attentionOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	p, presentK, presentV, err := planAttention(n, in)
+	p, presentK, presentV, err := planAttention(rc, n, in)
 	if err != nil {
 		return nil, err
 	}
@@ -103,31 +103,29 @@ func attentionOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if p.rank3 {
 		yShape = []int{p.batch, p.qLen, p.qHeads * p.dv}
 	}
-	y := newValue(Float32, yShape)
+	y, err := rc.alloc(n, Float32, yShape)
+	if err != nil {
+		return nil, err
+	}
 	p.y = p.layout(y.data.([]float32), p.qHeads, p.qLen, p.dv)
 	var qk *value
 	if p.mode >= 0 {
-		qkShape := []int{p.batch, p.qHeads, p.qLen, p.total}
-		if _, err := checkedNumel(qkShape); err != nil {
-			return nil, fmt.Errorf("qk_matmul_output: %w", err)
+		if qk, err = rc.alloc(n, Float32, []int{p.batch, p.qHeads, p.qLen, p.total}); err != nil {
+			return nil, err
 		}
-		qk = newValue(Float32, qkShape)
 	}
 	fused := p.mode < 0 && p.softcap == 0 && (p.precision == Float32 || p.precision == Float64) && p.d > 0 && p.dv > 0
-	// The step-by-step computation holds the q_len × total scores of a head,
-	// the fused kernel those of each mask slice, if it needs a bias at all.
-	if !fused || p.bias.mask != nil || (p.causal && !p.kernelCausal()) {
-		if _, err := checkedNumel([]int{p.bias.mb * p.bias.mh, p.qLen, p.total}); err != nil {
-			return nil, fmt.Errorf("attention scores: %w", err)
-		}
-	}
 	switch {
-	case p.qLen == 0 || p.total == 0:
-		// Nothing to compute: no query, or no key to see (Y is zeros).
+	case p.qLen == 0 || p.total == 0 || y.size() == 0 && qk == nil:
+		// Nothing to compute: no query, no key to see (Y is zeros), or no
+		// output element.
 	case fused:
-		p.attendFused()
+		err = p.attendFused(rc, n)
 	default:
-		p.attendStepwise(qk)
+		err = p.attendStepwise(rc, n, qk)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return []*value{y, presentK, presentV, qk}, nil
 }
@@ -136,7 +134,7 @@ func attentionOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // checks them against each other. It also returns present_key and
 // present_value: the past with the new keys and values appended, in
 // (batch, kv_heads, total, head_size) layout.
-func planAttention(n *node, in []*value) (p *attnPlan, presentK, presentV *value, err error) {
+func planAttention(rc *runCtx, n *node, in []*value) (p *attnPlan, presentK, presentV *value, err error) {
 	p = &attnPlan{mode: -1, precision: Float32}
 	if err := p.readAttributes(n); err != nil {
 		return nil, nil, nil, err
@@ -175,8 +173,12 @@ func planAttention(n *node, in []*value) (p *attnPlan, presentK, presentV *value
 	wantPresent := len(n.out) > attnPresentValue && (n.out[attnPresentKey] >= 0 || n.out[attnPresentValue] >= 0)
 	p.k, p.v = kIn, vIn
 	if pastK != nil || wantPresent {
-		presentK = p.present(pastK, kIn, p.d)
-		presentV = p.present(pastV, vIn, p.dv)
+		if presentK, err = p.present(rc, n, pastK, kIn, p.d); err != nil {
+			return nil, nil, nil, err
+		}
+		if presentV, err = p.present(rc, n, pastV, vIn, p.dv); err != nil {
+			return nil, nil, nil, err
+		}
 		p.k = heads4D(presentK.data.([]float32), p.kvHeads, p.total, p.d)
 		p.v = heads4D(presentV.data.([]float32), p.kvHeads, p.total, p.dv)
 	}
@@ -336,16 +338,20 @@ func (p *attnPlan) layout(data []float32, h, s, d int) heads {
 }
 
 // present returns past (if any) with the new keys or values appended along
-// the sequence, as a (batch, kv_heads, total, size) tensor.
-func (p *attnPlan) present(past *value, cur heads, size int) *value {
-	out := newValue(Float32, []int{p.batch, p.kvHeads, p.total, size})
+// the sequence, as a (batch, kv_heads, total, size) tensor allocated for
+// node n.
+func (p *attnPlan) present(rc *runCtx, n *node, past *value, cur heads, size int) (*value, error) {
+	out, err := rc.alloc(n, Float32, []int{p.batch, p.kvHeads, p.total, size})
+	if err != nil {
+		return nil, err
+	}
 	ov := contiguous(out.shape)
 	if past != nil {
 		copyView(out.data, ov, past.data, contiguous(past.shape), past.shape)
 	}
 	dst := view{offset: p.pastLen * size, strides: ov.strides}
 	copyView(out.data, dst, cur.data, cur.view(), []int{p.batch, p.kvHeads, p.kvLen, size})
-	return out
+	return out, nil
 }
 
 // kvHead is the K and V head query head h reads: GQA and MQA repeat each of
@@ -386,10 +392,17 @@ func (p *attnPlan) kernelCausal() bool {
 // causal alignment the specification's; otherwise the causal frontier is
 // the kernel's only when the query and new key lengths agree, and is part
 // of the bias when they do not.
-func (p *attnPlan) attendFused() {
+func (p *attnPlan) attendFused(rc *runCtx, n *node) error {
 	kernelCausal := p.kernelCausal()
-	biases := p.bias.distinct(p.causal && !kernelCausal)
-	hs := make([]kernels.Head, 0, p.batch*p.qHeads)
+	biases, err := p.bias.distinct(rc, n, p.causal && !kernelCausal)
+	if err != nil {
+		return err
+	}
+	hs, err := scratch[kernels.Head](rc, n, p.batch*p.qHeads, "attention heads")
+	if err != nil {
+		return err
+	}
+	hs = hs[:0]
 	for b := range p.batch {
 		tk := p.total
 		if p.nonpad != nil {
@@ -410,10 +423,13 @@ func (p *attnPlan) attendFused() {
 			hs = append(hs, head)
 		}
 	}
-	kernels.AttendBatch(hs, kernels.AttentionOptions{Scale: p.scale, Causal: kernelCausal})
+	if err := attendBatch(rc, hs, kernels.AttentionOptions{Scale: p.scale, Causal: kernelCausal}); err != nil {
+		return err
+	}
 	if p.nonpad != nil {
 		p.padValuesMeetZeroWeights()
 	}
+	return nil
 }
 
 // padValuesMeetZeroWeights does for the padding what the kernel, given
@@ -449,9 +465,15 @@ func (p *attnPlan) padValuesMeetZeroWeights() {
 // writes it, keeping the intermediate scores qk_matmul_output asks for:
 // scores, softcap, bias, softmax (in softmax_precision), product with V.
 // There is at least one query and one key.
-func (p *attnPlan) attendStepwise(qk *value) {
-	scores := make([]float32, p.qLen*p.total)
-	bias := make([]float32, p.qLen*p.total)
+func (p *attnPlan) attendStepwise(rc *runCtx, n *node, qk *value) error {
+	scores, err := scratch[float32](rc, n, p.qLen*p.total, "attention scores")
+	if err != nil {
+		return err
+	}
+	bias, err := scratch[float32](rc, n, p.qLen*p.total, "attention bias")
+	if err != nil {
+		return err
+	}
 	var qkData []float32
 	if qk != nil {
 		qkData = qk.data.([]float32)
@@ -465,8 +487,13 @@ func (p *attnPlan) attendStepwise(qk *value) {
 	for b := range p.batch {
 		for h := range p.qHeads {
 			kv := p.kvHead(h)
+			if err := rc.err(); err != nil {
+				return err
+			}
 			if p.d > 0 {
-				kernels.Gemm(false, true, p.qLen, p.total, p.d, p.scale, p.q.at(b, h), p.q.row, p.k.at(b, kv), p.k.row, 0, scores, p.total)
+				if err := kernels.GemmContext(rc.ctx, false, true, p.qLen, p.total, p.d, p.scale, p.q.at(b, h), p.q.row, p.k.at(b, kv), p.k.row, 0, scores, p.total); err != nil {
+					return err
+				}
 			} else {
 				clear(scores) // no features: every score is 0
 			}
@@ -486,10 +513,13 @@ func (p *attnPlan) attendStepwise(qk *value) {
 			p.softmax(scores, bias)
 			snapshot(3, b, h)
 			if p.dv > 0 {
-				kernels.Gemm(false, false, p.qLen, p.dv, p.total, 1, scores, p.total, p.v.at(b, kv), p.v.row, 0, p.y.at(b, h), p.y.row)
+				if err := kernels.GemmContext(rc.ctx, false, false, p.qLen, p.dv, p.total, 1, scores, p.total, p.v.at(b, kv), p.v.row, 0, p.y.at(b, h), p.y.row); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
 }
 
 // hidePadding replaces by −Inf the scores that ONNX Runtime never computes
@@ -638,15 +668,18 @@ func (ab *attnBias) index(b, h int) int { return (b%ab.mb)*ab.mh + h%ab.mh }
 // the fused kernel, with the causal frontier when withCausal, or nil when
 // nothing is to be added. nonpad_kv_seqlen is left out: the fused kernel
 // is given fewer keys instead.
-func (ab *attnBias) distinct(withCausal bool) [][]float32 {
+func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32, error) {
 	if ab.mask == nil && !withCausal {
-		return nil
+		return nil, nil
 	}
 	p := ab.p
 	out := make([][]float32, ab.mb*ab.mh)
 	for b := range ab.mb {
 		for h := range ab.mh {
-			buf := make([]float32, p.qLen*p.total)
+			buf, err := scratch[float32](rc, n, p.qLen*p.total, "attention mask")
+			if err != nil {
+				return nil, err
+			}
 			ab.fillMask(buf, b, h)
 			if withCausal {
 				ab.addCausal(buf, p.causalOffset(b))
@@ -654,7 +687,7 @@ func (ab *attnBias) distinct(withCausal bool) [][]float32 {
 			out[ab.index(b, h)] = buf
 		}
 	}
-	return out
+	return out, nil
 }
 
 // fill writes the whole bias of head h of batch entry b into dst (q_len ×

@@ -481,9 +481,9 @@ func TestAttentionErrors(t *testing.T) {
 		{"nonpad shape", 24, nil, []*value{q4, k4, v4, nil, nil, nil, i64(dims(2), 5, 5)}, false, "want int64 (1)"},
 		{"nonpad range", 24, nil, []*value{q4, k4, v4, nil, nil, nil, i64(dims(1), 6)}, false, "nonpad_kv_seqlen[0] is 6, want 0 to 5"},
 		{"nonpad negative", 24, nil, []*value{q4, k4, v4, nil, nil, nil, i64(dims(1), -1)}, false, "nonpad_kv_seqlen[0] is -1"},
-		{"qk too large", 23, nil, []*value{long, long, long}, true, "qk_matmul_output: shape (1, 1, 50000, 50000) has more than 2147483648 elements"},
-		{"scores too large", 23, attrs{"softcap": aFloat(1)}, []*value{long, long, long}, false, "attention scores: shape (1, 50000, 50000) has more than"},
-		{"mask bias too large", 23, nil, []*value{long, long, long, zeros(50000)}, false, "attention scores: shape (1, 50000, 50000) has more than"},
+		{"qk too large", 23, nil, []*value{long, long, long}, true, "float32 (1, 1, 50000, 50000) needs 9.3 GiB, over the memory budget of 4 GiB"},
+		{"scores too large", 23, attrs{"softcap": aFloat(1)}, []*value{long, long, long}, false, "attention scores (2500000000 elements) needs 9.3 GiB"},
+		{"mask bias too large", 23, nil, []*value{long, long, long, zeros(50000)}, false, "attention mask (2500000000 elements) needs 9.3 GiB"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -38,28 +38,28 @@ func compareOp(op compare) opFunc {
 		switch a.dtype {
 		case Bool:
 			if op == opEqual {
-				return oneOrErr(binaryMap(a, b, Bool, func(x, y bool) bool { return x == y }))
+				return oneOrErr(binaryMap(rc, n, a, b, Bool, func(x, y bool) bool { return x == y }))
 			}
 		case Float32:
-			return oneOrErr(binaryMap(a, b, Bool, compareFunc[float32](op)))
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[float32](op)))
 		case Float64:
-			return oneOrErr(binaryMap(a, b, Bool, compareFunc[float64](op)))
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[float64](op)))
 		case Int64:
-			return oneOrErr(binaryMap(a, b, Bool, compareFunc[int64](op)))
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[int64](op)))
 		case Int32:
-			return oneOrErr(binaryMap(a, b, Bool, compareFunc[int32](op)))
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[int32](op)))
 		case Int16:
-			return oneOrErr(binaryMap(a, b, Bool, compareFunc[int16](op)))
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[int16](op)))
 		case Int8:
-			return oneOrErr(binaryMap(a, b, Bool, compareFunc[int8](op)))
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[int8](op)))
 		case Uint64:
-			return oneOrErr(binaryMap(a, b, Bool, compareFunc[uint64](op)))
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[uint64](op)))
 		case Uint32:
-			return oneOrErr(binaryMap(a, b, Bool, compareFunc[uint32](op)))
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[uint32](op)))
 		case Uint16:
-			return oneOrErr(binaryMap(a, b, Bool, compareFunc[uint16](op)))
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[uint16](op)))
 		case Uint8:
-			return oneOrErr(binaryMap(a, b, Bool, compareFunc[uint8](op)))
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[uint8](op)))
 		}
 		return nil, errDType(a, "a numeric type")
 	}
@@ -73,7 +73,7 @@ func logicalOp(f func(x, y bool) bool) opFunc {
 				return nil, errDType(v, "bool")
 			}
 		}
-		return oneOrErr(binaryMap(in[0], in[1], Bool, f))
+		return oneOrErr(binaryMap(rc, n, in[0], in[1], Bool, f))
 	}
 }
 
@@ -82,7 +82,7 @@ func notOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if in[0].dtype != Bool {
 		return nil, errDType(in[0], "bool")
 	}
-	return one(unaryMap(in[0], Bool, func(x bool) bool { return !x }))
+	return oneOrErr(unaryMap(rc, n, in[0], Bool, func(x bool) bool { return !x }))
 }
 
 // whereOp is the kernel of Where: elements of x where cond holds, of y
@@ -95,45 +95,49 @@ func whereOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err := sameDType(in[1:]); err != nil {
 		return nil, err
 	}
-	return oneOrErr(where(c, x, y))
+	return oneOrErr(where(rc, n, c, x, y))
 }
 
-// where selects between x and y under cond; see whereOp.
-func where(c, x, y *value) (*value, error) {
+// where selects between x and y under cond in a new value allocated for
+// node n; see whereOp.
+func where(rc *runCtx, n *node, c, x, y *value) (*value, error) {
 	switch x.dtype {
 	case Float32:
-		return whereT[float32](c, x, y)
+		return whereT[float32](rc, n, c, x, y)
 	case Float64:
-		return whereT[float64](c, x, y)
+		return whereT[float64](rc, n, c, x, y)
 	case Int64:
-		return whereT[int64](c, x, y)
+		return whereT[int64](rc, n, c, x, y)
 	case Int32:
-		return whereT[int32](c, x, y)
+		return whereT[int32](rc, n, c, x, y)
 	case Int16:
-		return whereT[int16](c, x, y)
+		return whereT[int16](rc, n, c, x, y)
 	case Int8:
-		return whereT[int8](c, x, y)
+		return whereT[int8](rc, n, c, x, y)
 	case Uint64:
-		return whereT[uint64](c, x, y)
+		return whereT[uint64](rc, n, c, x, y)
 	case Uint32:
-		return whereT[uint32](c, x, y)
+		return whereT[uint32](rc, n, c, x, y)
 	case Uint16:
-		return whereT[uint16](c, x, y)
+		return whereT[uint16](rc, n, c, x, y)
 	case Uint8:
-		return whereT[uint8](c, x, y)
+		return whereT[uint8](rc, n, c, x, y)
 	case Bool:
-		return whereT[bool](c, x, y)
+		return whereT[bool](rc, n, c, x, y)
 	}
 	return nil, errDType(x, "a supported type")
 }
 
 // whereT is where for one element type.
-func whereT[T element](c, x, y *value) (*value, error) {
+func whereT[T element](rc *runCtx, n *node, c, x, y *value) (*value, error) {
 	shape, err := broadcastShapes(c.shape, x.shape, y.shape)
 	if err != nil {
 		return nil, err
 	}
-	out := newValue(x.dtype, shape)
+	out, err := rc.alloc(n, x.dtype, shape)
+	if err != nil {
+		return nil, err
+	}
 	cs, xs, ys, o := c.data.([]bool), x.data.([]T), y.data.([]T), out.data.([]T)
 	strides := [][]int{
 		broadcastStrides(c.shape, shape), broadcastStrides(x.shape, shape),

@@ -38,53 +38,58 @@ func arithFunc[T number](op arith) func(T, T) T {
 }
 
 // arithPair applies op to two broadcast operands of one numeric type.
-func arithPair(op arith, a, b *value) (*value, error) {
+func arithPair(rc *runCtx, n *node, op arith, a, b *value) (*value, error) {
 	if err := sameDType([]*value{a, b}); err != nil {
 		return nil, err
 	}
 	if op == opDiv && !a.dtype.IsFloat() && hasZero(b) {
 		return nil, errors.New("integer division by zero")
 	}
-	if v, ok := fastFloat32(op, a, b); ok {
-		return v, nil
+	if fastFloat32(op, a, b) {
+		return arithFloat32(rc, n, op, a, b)
 	}
 	switch a.dtype {
 	case Float32:
-		return binaryMap(a, b, a.dtype, arithFunc[float32](op))
+		return binaryMap(rc, n, a, b, a.dtype, arithFunc[float32](op))
 	case Float64:
-		return binaryMap(a, b, a.dtype, arithFunc[float64](op))
+		return binaryMap(rc, n, a, b, a.dtype, arithFunc[float64](op))
 	case Int64:
-		return binaryMap(a, b, a.dtype, arithFunc[int64](op))
+		return binaryMap(rc, n, a, b, a.dtype, arithFunc[int64](op))
 	case Int32:
-		return binaryMap(a, b, a.dtype, arithFunc[int32](op))
+		return binaryMap(rc, n, a, b, a.dtype, arithFunc[int32](op))
 	case Int16:
-		return binaryMap(a, b, a.dtype, arithFunc[int16](op))
+		return binaryMap(rc, n, a, b, a.dtype, arithFunc[int16](op))
 	case Int8:
-		return binaryMap(a, b, a.dtype, arithFunc[int8](op))
+		return binaryMap(rc, n, a, b, a.dtype, arithFunc[int8](op))
 	case Uint64:
-		return binaryMap(a, b, a.dtype, arithFunc[uint64](op))
+		return binaryMap(rc, n, a, b, a.dtype, arithFunc[uint64](op))
 	case Uint32:
-		return binaryMap(a, b, a.dtype, arithFunc[uint32](op))
+		return binaryMap(rc, n, a, b, a.dtype, arithFunc[uint32](op))
 	case Uint16:
-		return binaryMap(a, b, a.dtype, arithFunc[uint16](op))
+		return binaryMap(rc, n, a, b, a.dtype, arithFunc[uint16](op))
 	case Uint8:
-		return binaryMap(a, b, a.dtype, arithFunc[uint8](op))
+		return binaryMap(rc, n, a, b, a.dtype, arithFunc[uint8](op))
 	}
 	return nil, errDType(a, "a numeric type")
 }
 
-// fastFloat32 computes float32 arithmetic of equal shapes, or by a
+// fastFloat32 reports whether arithFloat32 computes op on a and b: float32
+// Add, Sub, Mul or Div of equal shapes, or by a one-element b of no higher
+// rank than a.
+func fastFloat32(op arith, a, b *value) bool {
+	return a.dtype == Float32 && op <= opDiv &&
+		(equalShapes(a.shape, b.shape) || b.size() == 1 && len(b.shape) <= len(a.shape))
+}
+
+// arithFloat32 computes float32 arithmetic of equal shapes, or by a
 // scalar, without the per-element function call of binaryMap: the scale,
 // residual and bias steps of attention graphs.
-func fastFloat32(op arith, a, b *value) (*value, bool) {
-	if a.dtype != Float32 || op > opDiv {
-		return nil, false
+func arithFloat32(rc *runCtx, n *node, op arith, a, b *value) (*value, error) {
+	out, err := rc.alloc(n, Float32, a.shape)
+	if err != nil {
+		return nil, err
 	}
-	x, y := a.data.([]float32), b.data.([]float32)
-	if !equalShapes(a.shape, b.shape) && (len(y) != 1 || len(b.shape) > len(a.shape)) {
-		return nil, false
-	}
-	o := make([]float32, len(x))
+	x, y, o := a.data.([]float32), b.data.([]float32), out.data.([]float32)
 	if len(y) == 1 {
 		s := y[0]
 		switch op {
@@ -126,12 +131,35 @@ func fastFloat32(op arith, a, b *value) (*value, bool) {
 			}
 		}
 	}
-	return &value{dtype: Float32, shape: a.shape, data: o}, true
+	return out, nil
 }
 
-// hasZero reports whether any element of a numeric value is zero.
+// hasZero reports whether any element of an integer value is zero.
 func hasZero(v *value) bool {
-	for _, x := range castData(v.data, Float64).([]float64) {
+	switch s := v.data.(type) {
+	case []int64:
+		return hasZeroT(s)
+	case []int32:
+		return hasZeroT(s)
+	case []int16:
+		return hasZeroT(s)
+	case []int8:
+		return hasZeroT(s)
+	case []uint64:
+		return hasZeroT(s)
+	case []uint32:
+		return hasZeroT(s)
+	case []uint16:
+		return hasZeroT(s)
+	case []uint8:
+		return hasZeroT(s)
+	}
+	return false
+}
+
+// hasZeroT is hasZero for one element type.
+func hasZeroT[T integer](s []T) bool {
+	for _, x := range s {
 		if x == 0 {
 			return true
 		}
@@ -146,7 +174,7 @@ func arithOp(op arith) opFunc {
 		acc := in[0]
 		for _, v := range in[1:] {
 			var err error
-			if acc, err = arithPair(op, acc, v); err != nil {
+			if acc, err = arithPair(rc, n, op, acc, v); err != nil {
 				return nil, err
 			}
 		}
@@ -168,55 +196,61 @@ func powOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, errDType(exp, "a numeric type")
 	}
 	if base.dtype.IsFloat() || exp.dtype.IsFloat() {
-		e := castValue(exp, Float64)
+		e, err := cast(rc, n, exp, Float64)
+		if err != nil {
+			return nil, err
+		}
 		switch base.dtype {
 		case Float32:
-			return oneOrErr(powFloat[float32](base, e))
+			return oneOrErr(powFloat[float32](rc, n, base, e))
 		case Float64:
-			return oneOrErr(powFloat[float64](base, e))
+			return oneOrErr(powFloat[float64](rc, n, base, e))
 		case Int64:
-			return oneOrErr(powFloat[int64](base, e))
+			return oneOrErr(powFloat[int64](rc, n, base, e))
 		case Int32:
-			return oneOrErr(powFloat[int32](base, e))
+			return oneOrErr(powFloat[int32](rc, n, base, e))
 		case Int16:
-			return oneOrErr(powFloat[int16](base, e))
+			return oneOrErr(powFloat[int16](rc, n, base, e))
 		case Int8:
-			return oneOrErr(powFloat[int8](base, e))
+			return oneOrErr(powFloat[int8](rc, n, base, e))
 		case Uint64:
-			return oneOrErr(powFloat[uint64](base, e))
+			return oneOrErr(powFloat[uint64](rc, n, base, e))
 		case Uint32:
-			return oneOrErr(powFloat[uint32](base, e))
+			return oneOrErr(powFloat[uint32](rc, n, base, e))
 		case Uint16:
-			return oneOrErr(powFloat[uint16](base, e))
+			return oneOrErr(powFloat[uint16](rc, n, base, e))
 		case Uint8:
-			return oneOrErr(powFloat[uint8](base, e))
+			return oneOrErr(powFloat[uint8](rc, n, base, e))
 		}
 	}
-	e := castValue(exp, Int64)
+	e, err := cast(rc, n, exp, Int64)
+	if err != nil {
+		return nil, err
+	}
 	switch base.dtype {
 	case Int64:
-		return oneOrErr(binaryMap(base, e, base.dtype, intPow[int64]))
+		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[int64]))
 	case Int32:
-		return oneOrErr(binaryMap(base, e, base.dtype, intPow[int32]))
+		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[int32]))
 	case Int16:
-		return oneOrErr(binaryMap(base, e, base.dtype, intPow[int16]))
+		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[int16]))
 	case Int8:
-		return oneOrErr(binaryMap(base, e, base.dtype, intPow[int8]))
+		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[int8]))
 	case Uint64:
-		return oneOrErr(binaryMap(base, e, base.dtype, intPow[uint64]))
+		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[uint64]))
 	case Uint32:
-		return oneOrErr(binaryMap(base, e, base.dtype, intPow[uint32]))
+		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[uint32]))
 	case Uint16:
-		return oneOrErr(binaryMap(base, e, base.dtype, intPow[uint16]))
+		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[uint16]))
 	case Uint8:
-		return oneOrErr(binaryMap(base, e, base.dtype, intPow[uint8]))
+		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[uint8]))
 	}
 	return nil, errDType(base, "a numeric type")
 }
 
 // powFloat raises base to float64 exponents.
-func powFloat[T number](base, exp *value) (*value, error) {
-	return binaryMap(base, exp, base.dtype, func(x T, y float64) T { return T(math.Pow(float64(x), y)) })
+func powFloat[T number](rc *runCtx, n *node, base, exp *value) (*value, error) {
+	return binaryMap(rc, n, base, exp, base.dtype, func(x T, y float64) T { return T(math.Pow(float64(x), y)) })
 }
 
 // intPow is x**y by repeated squaring; negative exponents give the
@@ -253,12 +287,12 @@ func clipOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	var err error
 	if lo != nil {
-		if x, err = arithPair(opMax, x, lo); err != nil {
+		if x, err = arithPair(rc, n, opMax, x, lo); err != nil {
 			return nil, err
 		}
 	}
 	if hi != nil {
-		if x, err = arithPair(opMin, x, hi); err != nil {
+		if x, err = arithPair(rc, n, opMin, x, hi); err != nil {
 			return nil, err
 		}
 	}

@@ -33,19 +33,16 @@ func constantOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // constantOfShapeOp is the kernel of ConstantOfShape: a tensor of the given
 // shape filled with the one-element value attribute (float32 0 by default).
 func constantOfShapeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	dims, err := ints(in[0])
+	dims, err := ints(rc, n, in[0])
 	if err != nil {
 		return nil, fmt.Errorf("shape: %w", err)
 	}
 	shape := make([]int, len(dims))
 	for i, d := range dims {
-		if d < 0 || d > maxElements {
-			return nil, fmt.Errorf("shape %v has invalid dimension %d", dims, d)
+		if d < 0 {
+			return nil, fmt.Errorf("shape %v has negative dimension %d", dims, d)
 		}
 		shape[i] = int(d)
-	}
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
 	}
 	fill := scalarOf(float32(0))
 	if a, ok := n.attrs["value"]; ok {
@@ -54,7 +51,7 @@ func constantOfShapeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		}
 		fill = a.t
 	}
-	return one(gather(fill, view{strides: make([]int, len(shape))}, shape))
+	return oneOrErr(gather(rc, n, fill, view{strides: make([]int, len(shape))}, shape))
 }
 
 // rangeOp is the kernel of Range: start, start+delta, ... up to but
@@ -70,34 +67,70 @@ func rangeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	switch in[0].dtype {
 	case Float32:
-		return oneOrErr(rangeT[float32](in))
+		return oneOrErr(rangeT(rc, n, in, floatCount[float32]))
 	case Float64:
-		return oneOrErr(rangeT[float64](in))
+		return oneOrErr(rangeT(rc, n, in, floatCount[float64]))
 	case Int64:
-		return oneOrErr(rangeT[int64](in))
+		return oneOrErr(rangeT(rc, n, in, intCount[int64]))
 	case Int32:
-		return oneOrErr(rangeT[int32](in))
+		return oneOrErr(rangeT(rc, n, in, intCount[int32]))
 	case Int16:
-		return oneOrErr(rangeT[int16](in))
+		return oneOrErr(rangeT(rc, n, in, intCount[int16]))
 	}
 	return nil, errDType(in[0], "float32, float64, int64, int32 or int16")
 }
 
-// rangeT is rangeOp for one element type.
-func rangeT[T number](in []*value) (*value, error) {
+// rangeT is rangeOp for one element type, whose element count count
+// computes.
+func rangeT[T number](rc *runCtx, n *node, in []*value, count func(start, limit, delta T) (int, error)) (*value, error) {
 	start, limit, delta := in[0].data.([]T)[0], in[1].data.([]T)[0], in[2].data.([]T)[0]
 	if delta == 0 {
 		return nil, fmt.Errorf("delta is 0")
 	}
-	count := math.Ceil((float64(limit) - float64(start)) / float64(delta))
-	if math.IsNaN(count) || count > maxElements {
-		return nil, fmt.Errorf("range(%v, %v, %v) has too many elements", start, limit, delta)
+	c, err := count(start, limit, delta)
+	if err != nil {
+		return nil, fmt.Errorf("range(%v, %v, %v): %w", start, limit, delta, err)
 	}
-	out := make([]T, int(max(count, 0)))
-	for i := range out {
-		out[i] = start + T(i)*delta
+	out, err := rc.alloc(n, in[0].dtype, []int{c})
+	if err != nil {
+		return nil, err
 	}
-	return valueOf([]int{len(out)}, out), nil
+	// For integers, i·delta may wrap where start + i·delta does not: the
+	// sum is still exact in two's complement.
+	for i, o := 0, out.data.([]T); i < c; i++ {
+		o[i] = start + T(i)*delta
+	}
+	return out, nil
+}
+
+// floatCount is max(ceil((limit - start) / delta), 0) in float64; counts
+// beyond int are math.MaxInt, which the budget refuses.
+func floatCount[T float](start, limit, delta T) (int, error) {
+	c := math.Ceil((float64(limit) - float64(start)) / float64(delta))
+	switch {
+	case math.IsNaN(c):
+		return 0, fmt.Errorf("the element count is NaN")
+	case c <= 0:
+		return 0, nil
+	case c >= math.MaxInt:
+		return math.MaxInt, nil
+	}
+	return int(c), nil
+}
+
+// intCount is max(ceil((limit - start) / delta), 0), exact for every
+// int64 start, limit and delta (delta != 0): the distance is taken in
+// uint64, where limit - start cannot overflow.
+func intCount[T integer](start, limit, delta T) (int, error) {
+	s, l, d := int64(start), int64(limit), int64(delta)
+	var c uint64
+	switch {
+	case d > 0 && l > s:
+		c = (uint64(l)-uint64(s)-1)/uint64(d) + 1
+	case d < 0 && l < s:
+		c = (uint64(s)-uint64(l)-1)/(uint64(-(d+1))+1) + 1 // -d, even for math.MinInt64
+	}
+	return int(min(c, math.MaxInt)), nil
 }
 
 // triluOp is the kernel of Trilu: it keeps the upper (default) or lower
@@ -111,7 +144,7 @@ func triluOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	var k int64
 	if v := input(in, 1); v != nil {
-		ks, err := ints(v)
+		ks, err := ints(rc, n, v)
 		if err != nil || len(ks) != 1 {
 			return nil, fmt.Errorf("k must be an int64 scalar, got %s", v.describe())
 		}
@@ -119,7 +152,13 @@ func triluOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	upper := n.attrInt("upper", 1) == 1
 	rows, cols := x.shape[r-2], x.shape[r-1]
-	keep := make([]bool, rows*cols)
+	if x.size() == 0 {
+		return one(x)
+	}
+	keep, err := scratch[bool](rc, n, rows*cols, "triangle mask")
+	if err != nil {
+		return nil, err
+	}
 	for i := range rows {
 		for j := range cols {
 			diff := int64(j - i)
@@ -127,7 +166,7 @@ func triluOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		}
 	}
 	mask := valueOf([]int{rows, cols}, keep)
-	return oneOrErr(where(mask, x, newValue(x.dtype, []int{})))
+	return oneOrErr(where(rc, n, mask, x, newValue(x.dtype, []int{})))
 }
 
 // dropoutOp is the kernel of Dropout at inference: the output is the input
@@ -155,6 +194,9 @@ func dropoutOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		maskType = x.dtype
 	}
 	ones := castValue(scalarOf(true), maskType)
-	mask := gather(ones, view{strides: make([]int, x.rank())}, x.shape)
+	mask, err := gather(rc, n, ones, view{strides: make([]int, x.rank())}, x.shape)
+	if err != nil {
+		return nil, err
+	}
 	return []*value{x, mask}, nil
 }

@@ -2,7 +2,10 @@ package exec
 
 import (
 	"fmt"
+	"math"
 	"slices"
+
+	"github.com/attnrun/attnrun/internal/budget"
 )
 
 // concatOp is the kernel of Concat.
@@ -27,12 +30,14 @@ func concatOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 				return nil, fmt.Errorf("shapes %s and %s differ outside axis %d", shapeString(first.shape), shapeString(v.shape), axis)
 			}
 		}
-		shape[axis] += v.shape[axis]
+		if shape[axis], err = addDims(shape[axis], v.shape[axis]); err != nil {
+			return nil, err
+		}
 	}
-	if _, err := checkedNumel(shape); err != nil {
+	out, err := rc.alloc(n, first.dtype, shape)
+	if err != nil {
 		return nil, err
 	}
-	out := newValue(first.dtype, shape)
 	dst := contiguous(shape)
 	for _, v := range in {
 		copyView(out.data, dst, v.data, contiguous(v.shape), v.shape)
@@ -54,7 +59,7 @@ func sliceOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		var err error
 		for i, dst := range []*[]int64{&starts, &ends, &axes, &steps} {
 			if v := input(in, i+1); v != nil {
-				if *dst, err = ints(v); err != nil {
+				if *dst, err = ints(rc, n, v); err != nil {
 					return nil, fmt.Errorf("input %d: %w", i+1, err)
 				}
 			}
@@ -86,16 +91,20 @@ func sliceOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			return nil, fmt.Errorf("axis %d: %w", a, err)
 		}
 		sv.offset += start * sv.strides[a]
-		sv.strides[a] *= int(steps[i])
+		if count > 1 { // then |step| < dim, and the stride cannot overflow
+			sv.strides[a] *= int(steps[i])
+		}
 		shape[a] = count
 	}
-	return one(gather(x, sv, shape))
+	return oneOrErr(gather(rc, n, x, sv, shape))
 }
 
 // sliceRange resolves one axis of a Slice as the spec does: negative
 // starts and ends count from the end, then both are clamped ([0, d] for
 // positive steps, [-1, d-1] for negative ones, so a slice can run down to
-// index 0 inclusive). It returns the first index and the element count.
+// index 0 inclusive). It returns the first index and the element count,
+// ceil((end - start) / step), computed without overflow for any int64
+// start, end and step.
 func sliceRange(start, end, step int64, dim int) (int, int, error) {
 	if step == 0 {
 		return 0, 0, fmt.Errorf("step is 0")
@@ -107,18 +116,21 @@ func sliceRange(start, end, step int64, dim int) (int, int, error) {
 	if end < 0 {
 		end += d
 	}
-	var count int64
+	var span, stride uint64 // the distance covered and |step|, both positive
 	if step > 0 {
 		start, end = min(max(start, 0), d), min(max(end, 0), d)
-		count = (end - start + step - 1) / step
+		if end <= start {
+			return 0, 0, nil
+		}
+		span, stride = uint64(end-start), uint64(step)
 	} else {
 		start, end = min(max(start, 0), d-1), min(max(end, -1), d-1)
-		count = (start - end - step - 1) / -step
+		if start <= end {
+			return 0, 0, nil
+		}
+		span, stride = uint64(start-end), uint64(-(step+1))+1 // -step, even for math.MinInt64
 	}
-	if count <= 0 {
-		return 0, 0, nil
-	}
-	return int(start), int(count), nil
+	return int(start), int((span-1)/stride + 1), nil
 }
 
 // splitOp is the kernel of Split: sizes come from the split attribute
@@ -137,7 +149,7 @@ func splitOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if n.opset < 13 {
 		sizes, _ = n.attrInts("split")
 	} else if v := input(in, 1); v != nil {
-		if sizes, err = ints(v); err != nil {
+		if sizes, err = ints(rc, n, v); err != nil {
 			return nil, fmt.Errorf("split: %w", err)
 		}
 	}
@@ -161,22 +173,27 @@ func splitOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if len(sizes) != outs {
 		return nil, fmt.Errorf("%d split sizes for %d outputs", len(sizes), outs)
 	}
-	var sum int64
+	left := int64(d) // what the sizes so far leave of the axis
 	for _, s := range sizes {
 		if s < 0 {
 			return nil, fmt.Errorf("negative split size in %v", sizes)
 		}
-		sum += s
+		if s > left {
+			return nil, fmt.Errorf("split sizes %v add up to more than the size %d of axis %d", sizes, d, axis)
+		}
+		left -= s
 	}
-	if sum != int64(d) {
-		return nil, fmt.Errorf("split sizes %v add up to %d, not the size %d of axis %d", sizes, sum, d, axis)
+	if left != 0 {
+		return nil, fmt.Errorf("split sizes %v add up to %d, not the size %d of axis %d", sizes, int64(d)-left, d, axis)
 	}
 	res := make([]*value, outs)
 	sv := contiguous(x.shape)
 	for i, s := range sizes {
 		shape := slices.Clone(x.shape)
 		shape[axis] = int(s)
-		res[i] = gather(x, sv, shape)
+		if res[i], err = gather(rc, n, x, sv, shape); err != nil {
+			return nil, err
+		}
 		sv.offset += int(s) * sv.strides[axis]
 	}
 	return res, nil
@@ -186,7 +203,7 @@ func splitOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // index; negative indices count from the end.
 func gatherOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, iv := in[0], in[1]
-	idx, err := ints(iv)
+	idx, err := ints(rc, n, iv)
 	if err != nil {
 		return nil, fmt.Errorf("indices: %w", err)
 	}
@@ -198,7 +215,10 @@ func gatherOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	d := x.shape[axis]
 	outer, inner := numel(x.shape[:axis]), numel(x.shape[axis+1:])
 	shape := slices.Concat(x.shape[:axis], iv.shape, x.shape[axis+1:])
-	out := newValue(x.dtype, shape)
+	out, err := rc.alloc(n, x.dtype, shape)
+	if err != nil {
+		return nil, err
+	}
 	block := []int{outer, inner}
 	for j, i := range idx {
 		if i < -int64(d) || i >= int64(d) {
@@ -217,14 +237,14 @@ func gatherOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // expandOp is the kernel of Expand: x broadcast (both ways) with shape.
 func expandOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
-	spec, err := ints(in[1])
+	spec, err := ints(rc, n, in[1])
 	if err != nil {
 		return nil, fmt.Errorf("shape: %w", err)
 	}
 	target := make([]int, len(spec))
 	for i, d := range spec {
-		if d < 0 || d > maxElements {
-			return nil, fmt.Errorf("shape %v has invalid dimension %d", spec, d)
+		if d < 0 {
+			return nil, fmt.Errorf("shape %v has negative dimension %d", spec, d)
 		}
 		target[i] = int(d)
 	}
@@ -232,10 +252,7 @@ func expandOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := checkedNumel(shape); err != nil {
-		return nil, err
-	}
-	return one(gather(x, view{strides: broadcastStrides(x.shape, shape)}, shape))
+	return oneOrErr(gather(rc, n, x, view{strides: broadcastStrides(x.shape, shape)}, shape))
 }
 
 // tileOp is the kernel of Tile. Tiling dimension d by r is a broadcast
@@ -243,7 +260,7 @@ func expandOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // which in row-major order is exactly the (r·d) tiled dimension.
 func tileOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
-	reps, err := ints(in[1])
+	reps, err := ints(rc, n, in[1])
 	if err != nil {
 		return nil, fmt.Errorf("repeats: %w", err)
 	}
@@ -254,15 +271,24 @@ func tileOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	var pairs, strides []int
 	shape := make([]int, x.rank())
 	for i, r := range reps {
-		if r < 0 || r > maxElements {
-			return nil, fmt.Errorf("invalid repeat count %d", r)
+		if r < 0 {
+			return nil, fmt.Errorf("repeats %v: negative count %d", reps, r)
 		}
 		pairs = append(pairs, int(r), x.shape[i])
 		strides = append(strides, 0, st[i])
-		shape[i] = int(r) * x.shape[i]
+		if shape[i] = mulSat(int(r), x.shape[i]); shape[i] == math.MaxInt {
+			return nil, fmt.Errorf("repeats %v: axis %d of size %d repeated %d times overflows", reps, i, x.shape[i], r)
+		}
 	}
-	if _, err := checkedNumel(pairs); err != nil {
+	if err := checkExtent(shape); err != nil {
 		return nil, err
 	}
-	return one(gather(x, view{strides: strides}, pairs).withShape(shape))
+	if budget.Elements(shape) == 0 { // pairs may not be a valid shape then: (2^40, 0) for (0)
+		return oneOrErr(rc.alloc(n, x.dtype, shape))
+	}
+	tiled, err := gather(rc, n, x, view{strides: strides}, pairs)
+	if err != nil {
+		return nil, err
+	}
+	return one(tiled.withShape(shape))
 }

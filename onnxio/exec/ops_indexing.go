@@ -80,7 +80,7 @@ func takeT[T any](dst, src []T, from []int) {
 // ...] with the index replacing the coordinate along axis.
 func gatherElementsOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	data, iv := in[0], in[1]
-	idx, err := ints(iv)
+	idx, err := ints(rc, n, iv)
 	if err != nil {
 		return nil, fmt.Errorf("indices: %w", err)
 	}
@@ -140,7 +140,7 @@ func elementOffsets(idx []int64, ishape, dshape []int, axis int) ([]int, error) 
 // output shape is indices.shape[:-1] + data.shape[batch_dims+m:].
 func gatherNDOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	data, iv := in[0], in[1]
-	idx, err := ints(iv)
+	idx, err := ints(rc, n, iv)
 	if err != nil {
 		return nil, fmt.Errorf("indices: %w", err)
 	}
@@ -152,7 +152,7 @@ func gatherNDOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	sliceShape := data.shape[b+m:]
 	slice := numel(sliceShape)
 	shape := slices.Concat(iv.shape[:iv.rank()-1], sliceShape)
-	if _, err := checkedNumel(shape); err != nil {
+	if err := checkExtent(shape); err != nil {
 		return nil, err
 	}
 	starts, err := ndStarts(idx, data.shape, b, m, tuples)
@@ -222,7 +222,7 @@ func ndStarts(idx []int64, dshape []int, b, m, tuples int) ([]int, error) {
 // max, min from 18).
 func scatterElementsOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	data, iv, upd := in[0], in[1], in[2]
-	idx, err := ints(iv)
+	idx, err := ints(rc, n, iv)
 	if err != nil {
 		return nil, fmt.Errorf("indices: %w", err)
 	}
@@ -245,7 +245,7 @@ func scatterElementsOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // of updates, whose shape is indices.shape[:-1] + data.shape[m:].
 func scatterNDOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	data, iv, upd := in[0], in[1], in[2]
-	idx, err := ints(iv)
+	idx, err := ints(rc, n, iv)
 	if err != nil {
 		return nil, fmt.Errorf("indices: %w", err)
 	}
@@ -315,7 +315,7 @@ func reduceScalar(red string, x, y float64) float64 {
 // castInto stores float64 values into out's type (exact for every type
 // but the 64-bit integers, which scatterExact handles).
 func castInto(out *value, y []float64) *value {
-	out.data = castData(y, out.dtype)
+	convertData(out.data, y)
 	return out
 }
 
@@ -398,7 +398,8 @@ func placeT[T any](dst, src []T, to []int) {
 // coordinates of the nonzero elements in row-major order.
 func nonZeroOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
-	nz := castToBool(x.data)
+	nz := make([]bool, x.size())
+	convertToBool(nz, x.data)
 	var hits []int
 	for i, b := range nz {
 		if b {
@@ -432,7 +433,7 @@ func oneHotOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("values must hold [off, on], has shape %s", shapeString(vals.shape))
 	}
 	depthF := castTo[float64](dv.data)[0]
-	if depthF < 1 || depthF > maxElements {
+	if depthF < 1 || depthF > maxDimension {
 		return nil, fmt.Errorf("depth %v is not a positive size", depthF)
 	}
 	depth := int(depthF)
@@ -443,7 +444,7 @@ func oneHotOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, err
 	}
 	shape := slices.Insert(slices.Clone(iv.shape), axis, depth)
-	if _, err := checkedNumel(shape); err != nil {
+	if err := checkExtent(shape); err != nil {
 		return nil, err
 	}
 	out, err := rc.alloc(n, vals.dtype, shape)
@@ -494,6 +495,6 @@ func eyeLikeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.data = castData(ones, dt)
+	convertData(out.data, ones)
 	return one(out)
 }

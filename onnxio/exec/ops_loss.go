@@ -35,7 +35,7 @@ func lossOp(softmax bool) opFunc {
 		if want := slices.Concat(x.shape[:1], x.shape[2:]); !equalShapes(tv.shape, want) {
 			return nil, fmt.Errorf("target has shape %s, want %s", shapeString(tv.shape), shapeString(want))
 		}
-		target, err := ints(tv)
+		target, err := ints(rc, n, tv)
 		if err != nil {
 			return nil, fmt.Errorf("target: %w", err)
 		}

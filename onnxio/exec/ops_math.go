@@ -290,6 +290,6 @@ func castLikeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.data = castData(x.data, like.dtype)
+	convertData(out.data, x.data)
 	return one(out)
 }

@@ -39,10 +39,10 @@ func matmulOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("batch dimensions: %w", err)
 	}
 	shape := slices.Concat(batch, []int{m, cols})
-	if _, err := checkedNumel(shape); err != nil {
+	out, err := rc.alloc(n, a.dtype, shape)
+	if err != nil {
 		return nil, err
 	}
-	out := newValue(a.dtype, shape)
 	mm := matmul{
 		m: m, n: cols, k: k, batch: batch,
 		aStrides: scaled(broadcastStrides(as[:ra-2], batch), m*k),
@@ -51,25 +51,28 @@ func matmulOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	switch {
 	case out.size() == 0 || k == 0: // nothing to add up: zeros
 	case a.dtype == Float32:
-		mm.float32(a.data.([]float32), b.data.([]float32), out.data.([]float32))
+		err = mm.float32(rc, a.data.([]float32), b.data.([]float32), out.data.([]float32))
 	case a.dtype == Float64:
-		matmulT(mm, a.data.([]float64), b.data.([]float64), out.data.([]float64))
+		err = matmulT(rc, mm, a.data.([]float64), b.data.([]float64), out.data.([]float64))
 	case a.dtype == Int64:
-		matmulT(mm, a.data.([]int64), b.data.([]int64), out.data.([]int64))
+		err = matmulT(rc, mm, a.data.([]int64), b.data.([]int64), out.data.([]int64))
 	case a.dtype == Int32:
-		matmulT(mm, a.data.([]int32), b.data.([]int32), out.data.([]int32))
+		err = matmulT(rc, mm, a.data.([]int32), b.data.([]int32), out.data.([]int32))
 	case a.dtype == Int16:
-		matmulT(mm, a.data.([]int16), b.data.([]int16), out.data.([]int16))
+		err = matmulT(rc, mm, a.data.([]int16), b.data.([]int16), out.data.([]int16))
 	case a.dtype == Int8:
-		matmulT(mm, a.data.([]int8), b.data.([]int8), out.data.([]int8))
+		err = matmulT(rc, mm, a.data.([]int8), b.data.([]int8), out.data.([]int8))
 	case a.dtype == Uint64:
-		matmulT(mm, a.data.([]uint64), b.data.([]uint64), out.data.([]uint64))
+		err = matmulT(rc, mm, a.data.([]uint64), b.data.([]uint64), out.data.([]uint64))
 	case a.dtype == Uint32:
-		matmulT(mm, a.data.([]uint32), b.data.([]uint32), out.data.([]uint32))
+		err = matmulT(rc, mm, a.data.([]uint32), b.data.([]uint32), out.data.([]uint32))
 	case a.dtype == Uint16:
-		matmulT(mm, a.data.([]uint16), b.data.([]uint16), out.data.([]uint16))
+		err = matmulT(rc, mm, a.data.([]uint16), b.data.([]uint16), out.data.([]uint16))
 	case a.dtype == Uint8:
-		matmulT(mm, a.data.([]uint8), b.data.([]uint8), out.data.([]uint8))
+		err = matmulT(rc, mm, a.data.([]uint8), b.data.([]uint8), out.data.([]uint8))
+	}
+	if err != nil {
+		return nil, err
 	}
 	// Drop the axes a vector operand was given.
 	switch {
@@ -99,18 +102,24 @@ type matmul struct {
 	aStrides, bStrides []int
 }
 
-// each calls f with the offsets of every batch's operands and output.
-func (mm matmul) each(f func(ia, ib, ic int)) {
+// each calls f with the offsets of every batch's operands and output,
+// until f returns an error.
+func (mm matmul) each(f func(ia, ib, ic int) error) error {
+	var err error
 	walk(mm.batch, [][]int{mm.aStrides, mm.bStrides, scaled(stridesOf(mm.batch), mm.m*mm.n)},
 		func(off []int, n int, step []int) {
 			ia, ib, ic := off[0], off[1], off[2]
 			for range n {
-				f(ia, ib, ic)
+				if err != nil {
+					return
+				}
+				err = f(ia, ib, ic)
 				ia += step[0]
 				ib += step[1]
 				ic += step[2]
 			}
 		})
+	return err
 }
 
 // float32 runs the batch on kernels.Gemm. When every batch shares one b
@@ -118,26 +127,35 @@ func (mm matmul) each(f func(ia, ib, ic int)) {
 // and the whole batch is one (B·T)×k by k×n product; otherwise each run of
 // batches with uniform strides (all of them, for (B, H) heads) is one
 // GemmStrided call.
-func (mm matmul) float32(a, b, c []float32) {
+// The products stop early, with rc's error, when the run's context is
+// done.
+func (mm matmul) float32(rc *runCtx, a, b, c []float32) error {
 	shared := true
 	for i, d := range mm.batch {
 		shared = shared && (mm.bStrides[i] == 0 || d == 1)
 	}
 	if shared {
-		kernels.Gemm(false, false, numel(mm.batch)*mm.m, mm.n, mm.k, 1, a, mm.k, b, mm.n, 0, c, mm.n)
-		return
+		return kernels.GemmContext(rc.ctx, false, false, numel(mm.batch)*mm.m, mm.n, mm.k, 1, a, mm.k, b, mm.n, 0, c, mm.n)
 	}
 	cStrides := scaled(stridesOf(mm.batch), mm.m*mm.n)
+	var err error
 	walk(mm.batch, [][]int{mm.aStrides, mm.bStrides, cStrides}, func(off []int, n int, step []int) {
-		kernels.GemmStrided(n, false, false, mm.m, mm.n, mm.k, 1,
-			a[off[0]:], mm.k, step[0], b[off[1]:], mm.n, step[1], 0, c[off[2]:], mm.n, step[2])
+		if err == nil {
+			err = kernels.GemmStridedContext(rc.ctx, n, false, false, mm.m, mm.n, mm.k, 1,
+				a[off[0]:], mm.k, step[0], b[off[1]:], mm.n, step[1], 0, c[off[2]:], mm.n, step[2])
+		}
 	})
+	return err
 }
 
-// matmulT is the plain triple loop for the other numeric types.
-func matmulT[T number](mm matmul, a, b, c []T) {
-	mm.each(func(ia, ib, ic int) {
+// matmulT is the plain triple loop for the other numeric types. It checks
+// the run's context once per output row.
+func matmulT[T number](rc *runCtx, mm matmul, a, b, c []T) error {
+	return mm.each(func(ia, ib, ic int) error {
 		for i := range mm.m {
+			if err := rc.err(); err != nil {
+				return err
+			}
 			row := c[ic+i*mm.n : ic+(i+1)*mm.n]
 			for p := range mm.k {
 				x := a[ia+i*mm.k+p]
@@ -147,6 +165,7 @@ func matmulT[T number](mm matmul, a, b, c []T) {
 				}
 			}
 		}
+		return nil
 	})
 }
 
@@ -179,42 +198,61 @@ func gemmOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	shape := []int{m, cols}
 	var out *value
+	var err error
 	if c != nil {
 		if bc, err := broadcastShapes(c.shape, shape); err != nil || !equalShapes(bc, shape) {
 			return nil, fmt.Errorf("C of shape %s does not broadcast to the %s result", shapeString(c.shape), shapeString(shape))
 		}
-		out = gather(c, view{strides: broadcastStrides(c.shape, shape)}, shape)
+		out, err = gather(rc, n, c, view{strides: broadcastStrides(c.shape, shape)}, shape)
 	} else {
-		out = newValue(a.dtype, shape)
+		out, err = rc.alloc(n, a.dtype, shape)
 		beta = 0
 	}
+	if err != nil {
+		return nil, err
+	}
 	if a.dtype == Float32 {
-		kernels.Gemm(transA, transB, m, cols, k, alpha, a.data.([]float32), a.shape[1],
+		err := kernels.GemmContext(rc.ctx, transA, transB, m, cols, k, alpha, a.data.([]float32), a.shape[1],
 			b.data.([]float32), b.shape[1], beta, out.data.([]float32), cols)
-		return one(out)
+		return oneOrErr(out, err)
 	}
 	// Other types: compute op(A)·op(B) with MatMul's loop, then combine.
 	at, bt := a, b
 	if transA {
-		at = gather(a, view{strides: []int{1, a.shape[1]}}, []int{m, k})
+		if at, err = gather(rc, n, a, view{strides: []int{1, a.shape[1]}}, []int{m, k}); err != nil {
+			return nil, err
+		}
 	}
 	if transB {
-		bt = gather(b, view{strides: []int{1, b.shape[1]}}, []int{k, cols})
+		if bt, err = gather(rc, n, b, view{strides: []int{1, b.shape[1]}}, []int{k, cols}); err != nil {
+			return nil, err
+		}
 	}
 	prod, err := matmulOp(rc, n, []*value{at, bt})
 	if err != nil {
 		return nil, err
 	}
-	return gemmCombine(prod[0], out, float64(alpha), float64(beta))
+	return oneOrErr(gemmCombine(rc, n, prod[0], out, float64(alpha), float64(beta)))
 }
 
 // gemmCombine returns alpha·ab + beta·c for non-float32 types, computed in
 // float64 and converted back (exact for the integer sizes Gemm meets).
-func gemmCombine(ab, c *value, alpha, beta float64) ([]*value, error) {
-	x := castTo[float64](ab.data)
-	y := castTo[float64](c.data)
-	for i := range x {
-		x[i] = alpha*x[i] + beta*y[i]
+func gemmCombine(rc *runCtx, n *node, ab, c *value, alpha, beta float64) (*value, error) {
+	x, err := cast(rc, n, ab, Float64)
+	if err != nil {
+		return nil, err
 	}
-	return one(castValue(valueOf(ab.shape, x), ab.dtype))
+	y, err := cast(rc, n, c, Float64)
+	if err != nil {
+		return nil, err
+	}
+	xs, ys := x.data.([]float64), y.data.([]float64)
+	sum, err := rc.alloc(n, Float64, ab.shape)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := 0, sum.data.([]float64); i < len(s); i++ {
+		s[i] = alpha*xs[i] + beta*ys[i]
+	}
+	return cast(rc, n, sum, ab.dtype)
 }

@@ -22,27 +22,43 @@ func softmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		if err != nil {
 			return nil, err
 		}
-		return one(softmax(x, numel(x.shape[:axis]), numel(x.shape[axis:]), 1))
+		return oneOrErr(softmax(rc, n, x, numel(x.shape[:axis]), numel(x.shape[axis:]), 1))
 	}
 	axis, err := normalizeAxis(int(n.attrInt("axis", -1)), r)
 	if err != nil {
 		return nil, err
 	}
-	return one(softmax(x, numel(x.shape[:axis]), x.shape[axis], numel(x.shape[axis+1:])))
+	return oneOrErr(softmax(rc, n, x, numel(x.shape[:axis]), x.shape[axis], numel(x.shape[axis+1:])))
 }
 
-// softmax normalizes x viewed as (outer, d, inner) along d.
-func softmax(x *value, outer, d, inner int) *value {
-	out := &value{dtype: x.dtype, shape: x.shape, data: cloneData(x.data)}
+// softmax normalizes x viewed as (outer, d, inner) along d, into a value
+// allocated for node n.
+func softmax(rc *runCtx, n *node, x *value, outer, d, inner int) (*value, error) {
+	if x.size() == 0 {
+		return x, nil
+	}
 	if x.dtype == Float32 && inner == 1 {
+		out, err := rc.alloc(n, x.dtype, x.shape)
+		if err != nil {
+			return nil, err
+		}
+		copy(out.data.([]float32), x.data.([]float32))
 		// NaN and ±Inf come out as ONNX's: a row with a NaN or a +Inf, or
 		// nothing but -Inf, becomes NaN.
 		kernels.SoftmaxRows(out.data.([]float32), outer, d)
-		return out
+		return out, nil
 	}
-	y := castTo[float64](out.data)
-	softmaxStrided(y, outer, d, inner)
-	return castValue(valueOf(x.shape, y), x.dtype)
+	y, err := cast(rc, n, x, Float64)
+	if err != nil {
+		return nil, err
+	}
+	if y == x {
+		if y, err = gather(rc, n, x, contiguous(x.shape), x.shape); err != nil {
+			return nil, err
+		}
+	}
+	softmaxStrided(y.data.([]float64), outer, d, inner)
+	return cast(rc, n, y, x.dtype)
 }
 
 // allNegInf reports whether a non-empty row holds only -Inf.
@@ -104,18 +120,31 @@ func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	eps := float64(n.attrFloat("epsilon", 1e-5))
 	norm := x.shape[axis:]
 	rows, cols := numel(x.shape[:axis]), numel(norm)
-	sc, err := broadcastTo(scale, norm)
+	sc, err := broadcastTo(rc, n, scale, norm)
 	if err != nil {
 		return nil, fmt.Errorf("Scale: %w", err)
 	}
 	var b []float64
 	if bias != nil {
-		if b, err = broadcastTo(bias, norm); err != nil {
+		if b, err = broadcastTo(rc, n, bias, norm); err != nil {
 			return nil, fmt.Errorf("B: %w", err)
 		}
 	}
-	xs := castTo[float64](x.data)
-	means, invs := make([]float64, rows), make([]float64, rows)
+	statShape := slices.Concat(x.shape[:axis], slices.Repeat([]int{1}, r-axis))
+	y, err := rc.alloc(n, Float64, x.shape)
+	if err != nil {
+		return nil, err
+	}
+	meanV, err := rc.alloc(n, Float64, statShape)
+	if err != nil {
+		return nil, err
+	}
+	invV, err := rc.alloc(n, Float64, statShape)
+	if err != nil {
+		return nil, err
+	}
+	xs, means, invs := y.data.([]float64), meanV.data.([]float64), invV.data.([]float64)
+	convertTo(xs, x.data)
 	for i := range rows {
 		row := xs[i*cols : (i+1)*cols]
 		var mean float64
@@ -138,19 +167,29 @@ func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		}
 		means[i], invs[i] = mean, inv
 	}
-	statShape := slices.Concat(x.shape[:axis], slices.Repeat([]int{1}, r-axis))
-	return []*value{
-		castValue(valueOf(x.shape, xs), x.dtype),
-		castValue(valueOf(statShape, means), stash),
-		castValue(valueOf(statShape, invs), stash),
-	}, nil
+	outs := []*value{y, meanV, invV}
+	for i, dt := range []DType{x.dtype, stash, stash} {
+		if outs[i], err = cast(rc, n, outs[i], dt); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
 }
 
-// broadcastTo returns v broadcast (one way) to shape, as float64.
-func broadcastTo(v *value, shape []int) ([]float64, error) {
+// broadcastTo returns v broadcast (one way) to shape, as float64 reserved
+// for node n.
+func broadcastTo(rc *runCtx, n *node, v *value, shape []int) ([]float64, error) {
 	bc, err := broadcastShapes(v.shape, shape)
 	if err != nil || !equalShapes(bc, shape) {
 		return nil, fmt.Errorf("shape %s does not broadcast to %s", shapeString(v.shape), shapeString(shape))
 	}
-	return castTo[float64](gather(v, view{strides: broadcastStrides(v.shape, shape)}, shape).data), nil
+	w, err := gather(rc, n, v, view{strides: broadcastStrides(v.shape, shape)}, shape)
+	if err != nil {
+		return nil, err
+	}
+	w, err = cast(rc, n, w, Float64)
+	if err != nil {
+		return nil, err
+	}
+	return w.data.([]float64), nil
 }

@@ -144,7 +144,7 @@ func rmsNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	eps := float64(n.attrFloat("epsilon", 1e-5))
 	norm := x.shape[axis:]
-	sc, err := broadcastTo(scale, norm)
+	sc, err := broadcastTo(rc, n, scale, norm)
 	if err != nil {
 		return nil, fmt.Errorf("scale: %w", err)
 	}
@@ -255,7 +255,8 @@ func normalizeGroups(rc *runCtx, n *node, x *value, reduced []bool, per func(gro
 		return nil, err
 	}
 	xs := castTo[float64](x.data)
-	groups := numel(keptShape(x.shape, reduced))
+	kept, _ := keptShape(x.shape, reduced)
+	groups := numel(kept)
 	members := make([][]int, groups) // element indices by group
 	eachReduced(x.shape, reduced, func(ix, io int) { members[io] = append(members[io], ix) })
 	y := make([]float64, len(xs))

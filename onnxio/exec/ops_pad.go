@@ -23,7 +23,7 @@ func init() {
 func padOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
 	r := x.rank()
-	pads, fill, axes, err := padInputs(n, in)
+	pads, fill, axes, err := padInputs(rc, n, in)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func padOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("mode %q is not constant, reflect, edge or wrap", mode)
 	}
 	for _, p := range pads {
-		if p < -maxElements || p > maxElements {
+		if p < -maxDimension || p > maxDimension {
 			return nil, fmt.Errorf("pad %d is out of range", p)
 		}
 	}
@@ -65,7 +65,7 @@ func padOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	srcs := make([][]int, r) // per axis: source index of each output index, -1 for the fill
 	for a, d := range x.shape {
 		size := int64(d) + begin[a] + end[a]
-		if size < 0 || size > maxElements {
+		if size < 0 || size > maxDimension {
 			return nil, fmt.Errorf("axis %d of size %d padded by %d and %d gives size %d", a, d, begin[a], end[a], size)
 		}
 		if mode != "constant" && d == 0 && size > 0 {
@@ -77,7 +77,7 @@ func padOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			srcs[a][i] = padSource(int64(i)-begin[a], d, mode)
 		}
 	}
-	if _, err := checkedNumel(shape); err != nil {
+	if err := checkExtent(shape); err != nil {
 		return nil, err
 	}
 	out, err := rc.alloc(n, x.dtype, shape)
@@ -112,7 +112,7 @@ func padOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // padInputs reads pads, the constant value (as a one-element value of the
 // data's type) and the optional axes from the inputs or, before opset 11,
 // the attributes.
-func padInputs(n *node, in []*value) (pads []int64, fill *value, axes []int64, err error) {
+func padInputs(rc *runCtx, n *node, in []*value) (pads []int64, fill *value, axes []int64, err error) {
 	x := in[0]
 	if n.opset < 11 {
 		pads, _ = n.attrInts("pads")
@@ -122,7 +122,7 @@ func padInputs(n *node, in []*value) (pads []int64, fill *value, axes []int64, e
 	if pv == nil {
 		return nil, nil, nil, fmt.Errorf("pads input is required")
 	}
-	if pads, err = ints(pv); err != nil {
+	if pads, err = ints(rc, n, pv); err != nil {
 		return nil, nil, nil, fmt.Errorf("pads: %w", err)
 	}
 	fill = castValue(scalarOf(0.0), x.dtype)
@@ -136,7 +136,7 @@ func padInputs(n *node, in []*value) (pads []int64, fill *value, axes []int64, e
 		if n.opset < 18 {
 			return nil, nil, nil, fmt.Errorf("the axes input is defined from opset 18 on")
 		}
-		if axes, err = ints(av); err != nil {
+		if axes, err = ints(rc, n, av); err != nil {
 			return nil, nil, nil, fmt.Errorf("axes: %w", err)
 		}
 		axes = slices.Clone(axes)

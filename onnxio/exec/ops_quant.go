@@ -140,7 +140,7 @@ func quantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.data = castData(y, out)
+	convertData(res.data, y)
 	return one(res)
 }
 
@@ -189,7 +189,7 @@ func dequantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			y[i] = v * ss[at[i]]
 		}
 	}
-	res.data = castData(y, out)
+	convertData(res.data, y)
 	return one(res)
 }
 

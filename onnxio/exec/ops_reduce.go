@@ -23,7 +23,7 @@ const (
 func reduceOp(kind reduction, axesInputSince int) opFunc {
 	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		x := in[0]
-		axes, _, err := axesOf(n, in, axesInputSince)
+		axes, _, err := axesOf(rc, n, in, axesInputSince)
 		if err != nil {
 			return nil, err
 		}
@@ -44,7 +44,7 @@ func reduceOp(kind reduction, axesInputSince int) opFunc {
 				reduced[p] = true
 			}
 		}
-		out, err := reduce(kind, x, reduced)
+		out, err := reduce(rc, n, kind, x, reduced)
 		if err != nil {
 			return nil, err
 		}
@@ -62,32 +62,32 @@ func reduceOp(kind reduction, axesInputSince int) opFunc {
 }
 
 // reduce dispatches a reduction over the marked axes on x's type; the
-// result keeps the reduced axes with size 1.
-func reduce(kind reduction, x *value, reduced []bool) (*value, error) {
+// result, allocated for node n, keeps the reduced axes with size 1.
+func reduce(rc *runCtx, n *node, kind reduction, x *value, reduced []bool) (*value, error) {
 	if kind == opReduceL2 && x.dtype != Float32 && x.dtype != Float64 {
 		return nil, errDType(x, "float32 or float64")
 	}
 	switch x.dtype {
 	case Float32:
-		return reduceFloat[float32](kind, x, reduced), nil
+		return reduceFloat[float32](rc, n, kind, x, reduced)
 	case Float64:
-		return reduceFloat[float64](kind, x, reduced), nil
+		return reduceFloat[float64](rc, n, kind, x, reduced)
 	case Int64:
-		return reduceInt[int64](kind, x, reduced, math.MinInt64), nil
+		return reduceInt[int64](rc, n, kind, x, reduced, math.MinInt64)
 	case Int32:
-		return reduceInt[int32](kind, x, reduced, math.MinInt32), nil
+		return reduceInt[int32](rc, n, kind, x, reduced, math.MinInt32)
 	case Int16:
-		return reduceInt[int16](kind, x, reduced, math.MinInt16), nil
+		return reduceInt[int16](rc, n, kind, x, reduced, math.MinInt16)
 	case Int8:
-		return reduceInt[int8](kind, x, reduced, math.MinInt8), nil
+		return reduceInt[int8](rc, n, kind, x, reduced, math.MinInt8)
 	case Uint64:
-		return reduceInt[uint64](kind, x, reduced, 0), nil
+		return reduceInt[uint64](rc, n, kind, x, reduced, 0)
 	case Uint32:
-		return reduceInt[uint32](kind, x, reduced, 0), nil
+		return reduceInt[uint32](rc, n, kind, x, reduced, 0)
 	case Uint16:
-		return reduceInt[uint16](kind, x, reduced, 0), nil
+		return reduceInt[uint16](rc, n, kind, x, reduced, 0)
 	case Uint8:
-		return reduceInt[uint8](kind, x, reduced, 0), nil
+		return reduceInt[uint8](rc, n, kind, x, reduced, 0)
 	}
 	return nil, errDType(x, "a numeric type")
 }
@@ -96,7 +96,7 @@ func reduce(kind reduction, x *value, reduced []bool) (*value, error) {
 // then as accurate as numpy's pairwise float32 sum, or better) and rounds
 // once. Max propagates NaN; the max of no elements is -Inf. L2 is the
 // square root of the sum of squares (F.normalize's norm in PyTorch exports).
-func reduceFloat[T float](kind reduction, x *value, reduced []bool) *value {
+func reduceFloat[T float](rc *runCtx, n *node, kind reduction, x *value, reduced []bool) (*value, error) {
 	init := 0.0
 	step := func(acc float64, v T) float64 { return acc + float64(v) }
 	switch kind {
@@ -106,8 +106,17 @@ func reduceFloat[T float](kind reduction, x *value, reduced []bool) *value {
 	case opReduceL2:
 		step = func(acc float64, v T) float64 { return acc + float64(v)*float64(v) }
 	}
-	acc, shape, count := accumulate(x, reduced, init, step)
-	out := make([]T, len(acc))
+	shape, count := keptShape(x.shape, reduced)
+	acc, err := scratch[float64](rc, n, numel(shape), "float64 accumulators")
+	if err != nil {
+		return nil, err
+	}
+	res, err := rc.alloc(n, x.dtype, shape)
+	if err != nil {
+		return nil, err
+	}
+	accumulate(x, reduced, shape, acc, init, step)
+	out := res.data.([]T)
 	for i, a := range acc {
 		switch kind {
 		case opReduceMean:
@@ -117,42 +126,52 @@ func reduceFloat[T float](kind reduction, x *value, reduced []bool) *value {
 		}
 		out[i] = T(a)
 	}
-	return valueOf(shape, out)
+	return res, nil
 }
 
 // reduceInt accumulates in the integer type itself (wrapping as C and
 // numpy's fixed-width sums do); lowest is the type's minimum, the max of
 // no elements. The mean truncates toward zero.
-func reduceInt[T integer](kind reduction, x *value, reduced []bool, lowest int64) *value {
+func reduceInt[T integer](rc *runCtx, n *node, kind reduction, x *value, reduced []bool, lowest int64) (*value, error) {
 	init := T(0)
 	step := func(acc, v T) T { return acc + v }
 	if kind == opReduceMax {
 		init = T(lowest)
 		step = func(acc, v T) T { return max(acc, v) }
 	}
-	acc, shape, count := accumulate(x, reduced, init, step)
+	shape, count := keptShape(x.shape, reduced)
+	res, err := rc.alloc(n, x.dtype, shape)
+	if err != nil {
+		return nil, err
+	}
+	acc := res.data.([]T)
+	accumulate(x, reduced, shape, acc, init, step)
 	if kind == opReduceMean && count > 0 {
 		for i := range acc {
 			acc[i] /= T(count)
 		}
 	}
-	return valueOf(shape, acc)
+	return res, nil
 }
 
-// accumulate folds step over the elements of x into one accumulator per
-// output position (reduced axes kept with size 1). It returns the
-// accumulators, the kept-dims shape and the number of elements folded into
-// each accumulator.
-func accumulate[T number, A number](x *value, reduced []bool, init A, step func(A, T) A) ([]A, []int, int) {
-	shape := slices.Clone(x.shape)
+// keptShape returns the shape of a reduction's result with the reduced
+// axes kept with size 1, and the number of elements reduced into each
+// result element.
+func keptShape(shape []int, reduced []bool) ([]int, int) {
+	kept := slices.Clone(shape)
 	count := 1
 	for i, r := range reduced {
 		if r {
-			count *= shape[i]
-			shape[i] = 1
+			count *= kept[i]
+			kept[i] = 1
 		}
 	}
-	acc := make([]A, numel(shape))
+	return kept, count
+}
+
+// accumulate folds step over the elements of x into acc, one accumulator
+// per position of shape, x's shape with the reduced axes kept with size 1.
+func accumulate[T number, A number](x *value, reduced []bool, shape []int, acc []A, init A, step func(A, T) A) {
 	for i := range acc {
 		acc[i] = init
 	}
@@ -171,5 +190,4 @@ func accumulate[T number, A number](x *value, reduced []bool, init A, step func(
 			io += st[1]
 		}
 	})
-	return acc, shape, count
 }

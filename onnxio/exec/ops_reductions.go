@@ -39,7 +39,7 @@ const (
 func reduceMoreOp(kind reduceKind) opFunc {
 	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		x := in[0]
-		axes, _, err := axesOf(n, in, 18)
+		axes, _, err := axesOf(rc, n, in, 18)
 		if err != nil {
 			return nil, err
 		}
@@ -50,7 +50,7 @@ func reduceMoreOp(kind reduceKind) opFunc {
 		if err != nil {
 			return nil, err
 		}
-		kept := keptShape(x.shape, reduced)
+		kept, _ := keptShape(x.shape, reduced)
 		out, err := rc.alloc(n, x.dtype, kept)
 		if err != nil {
 			return nil, err
@@ -84,17 +84,6 @@ func reducedAxes(axes []int64, rank int) ([]bool, error) {
 	return reduced, nil
 }
 
-// keptShape is shape with the reduced axes set to 1.
-func keptShape(shape []int, reduced []bool) []int {
-	kept := slices.Clone(shape)
-	for i, r := range reduced {
-		if r {
-			kept[i] = 1
-		}
-	}
-	return kept
-}
-
 // droppedShape is shape without the reduced axes.
 func droppedShape(shape []int, reduced []bool) []int {
 	out := []int{}
@@ -110,7 +99,8 @@ func droppedShape(shape []int, reduced []bool) []int {
 // element's index ix and the index io of its accumulator in the kept-dims
 // result.
 func eachReduced(shape []int, reduced []bool, visit func(ix, io int)) {
-	outStrides := stridesOf(keptShape(shape, reduced))
+	kept, _ := keptShape(shape, reduced)
+	outStrides := stridesOf(kept)
 	for i, r := range reduced {
 		if r {
 			outStrides[i] = 0

@@ -37,13 +37,17 @@ func rotaryOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, err
 	}
 	x := in[0]
+	out, err := rc.alloc(n, x.dtype, x.shape)
+	if err != nil || x.size() == 0 {
+		return oneOrErr(out, err)
+	}
 	switch x.dtype {
 	case Float32:
-		return one(valueOf(x.shape, rotate(p, x.data.([]float32), p.cos.data.([]float32), p.sin.data.([]float32))))
+		rotate(p, x.data.([]float32), p.cos.data.([]float32), p.sin.data.([]float32), out.data.([]float32))
 	case Float64:
-		return one(valueOf(x.shape, rotate(p, x.data.([]float64), p.cos.data.([]float64), p.sin.data.([]float64))))
+		rotate(p, x.data.([]float64), p.cos.data.([]float64), p.sin.data.([]float64), out.data.([]float64))
 	}
-	return nil, errDType(x, "float32 or float64")
+	return one(out)
 }
 
 // planRotary reads the attributes and checks the input, caches and
@@ -133,10 +137,9 @@ func (p *rotaryPlan) cacheRow(b, s int) int {
 	return int(ids[(b%p.pos.shape[0])*p.seq+s]) * half
 }
 
-// rotate returns a rotated copy of x, computing each output element in
-// float64 and rounding it once.
-func rotate[T float](p *rotaryPlan, x, cos, sin []T) []T {
-	out := make([]T, len(x))
+// rotate writes a rotated copy of x into out, computing each output
+// element in float64 and rounding it once.
+func rotate[T float](p *rotaryPlan, x, cos, sin, out []T) {
 	copy(out, x)
 	half := p.dim / 2
 	for b := range p.batch {
@@ -162,5 +165,4 @@ func rotate[T float](p *rotaryPlan, x, cos, sin []T) []T {
 			}
 		}
 	}
-	return out
 }

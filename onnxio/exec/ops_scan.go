@@ -24,7 +24,7 @@ func init() {
 func cumSumOp(product bool) opFunc {
 	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		x, av := in[0], in[1]
-		a, err := ints(av)
+		a, err := ints(rc, n, av)
 		if err != nil || len(a) != 1 {
 			return nil, fmt.Errorf("axis must be a one-element int32 or int64 tensor, is %s", av.describe())
 		}
@@ -114,7 +114,7 @@ func cumulate[T, A number](g scanGeometry, xs, o []T, product bool, widen func(T
 // the lower index first; NaN sorts above every number, as in numpy.
 func topKOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, kv := in[0], in[1]
-	ks, err := ints(kv)
+	ks, err := ints(rc, n, kv)
 	if err != nil || len(ks) != 1 {
 		return nil, fmt.Errorf("input K must be a one-element int64 tensor, is %s", kv.describe())
 	}

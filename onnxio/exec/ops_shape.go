@@ -2,6 +2,8 @@ package exec
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 )
 
 // identityOp is the kernel of Identity: values are immutable, so the input
@@ -34,13 +36,13 @@ func transposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	for i, p := range perm {
 		shape[i], strides[i] = x.shape[p], st[p]
 	}
-	return one(gather(x, view{strides: strides}, shape))
+	return oneOrErr(gather(rc, n, x, view{strides: strides}, shape))
 }
 
 // reshapeOp is the kernel of Reshape (opset 5 on, shape as an input).
 func reshapeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
-	spec, err := ints(in[1])
+	spec, err := ints(rc, n, in[1])
 	if err != nil {
 		return nil, fmt.Errorf("shape: %w", err)
 	}
@@ -53,11 +55,12 @@ func reshapeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 
 // reshapeTarget resolves a Reshape shape against the input shape: 0 copies
 // the input's dimension (unless allowzero, where it means 0), one -1 is
-// inferred from the remaining size.
+// inferred from the remaining size. The product of the other dimensions is
+// computed without overflow: it must divide the input's size, or, without
+// -1, equal it.
 func reshapeTarget(in []int, spec []int64, allowZero bool) ([]int, error) {
 	out := make([]int, len(spec))
 	infer := -1
-	known := 1
 	for i, d := range spec {
 		switch {
 		case d == -1:
@@ -65,7 +68,6 @@ func reshapeTarget(in []int, spec []int64, allowZero bool) ([]int, error) {
 				return nil, fmt.Errorf("shape %v has more than one -1", spec)
 			}
 			infer = i
-			continue
 		case d < -1:
 			return nil, fmt.Errorf("shape %v has invalid dimension %d", spec, d)
 		case d == 0 && !allowZero:
@@ -73,19 +75,22 @@ func reshapeTarget(in []int, spec []int64, allowZero bool) ([]int, error) {
 				return nil, fmt.Errorf("shape %v copies dimension %d (0) but the input %s has rank %d", spec, i, shapeString(in), len(in))
 			}
 			out[i] = in[i]
-		case d > maxElements:
-			return nil, fmt.Errorf("shape %v has dimension %d above the limit %d", spec, d, maxElements)
 		default:
 			out[i] = int(d)
 		}
-		if out[i] != 0 && known > maxElements/out[i] {
-			return nil, fmt.Errorf("shape %v has more than %d elements", spec, maxElements)
-		}
-		known *= out[i]
 	}
 	total := numel(in)
+	known := 1 // the product of the dimensions other than -1, saturated
+	for i, d := range out {
+		if i != infer {
+			known = mulSat(known, d)
+		}
+	}
 	if infer >= 0 {
 		if known == 0 {
+			if total != 0 {
+				return nil, fmt.Errorf("cannot reshape %s (%d elements) to %v: the other dimensions hold zero elements", shapeString(in), total, spec)
+			}
 			return nil, fmt.Errorf("cannot infer the -1 in shape %v: the other dimensions hold zero elements", spec)
 		}
 		if total%known != 0 {
@@ -93,7 +98,14 @@ func reshapeTarget(in []int, spec []int64, allowZero bool) ([]int, error) {
 		}
 		out[infer] = total / known
 	} else if known != total {
-		return nil, fmt.Errorf("cannot reshape %s (%d elements) to %v (%d elements)", shapeString(in), total, spec, known)
+		count := strconv.Itoa(known)
+		if known == math.MaxInt {
+			count = "too many"
+		}
+		return nil, fmt.Errorf("cannot reshape %s (%d elements) to %v (%s elements)", shapeString(in), total, spec, count)
+	}
+	if err := checkExtent(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -124,11 +136,16 @@ func shapeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return int(min(max(i, 0), r))
 	}
 	start, end := clamp(n.attrInt("start", 0)), clamp(n.attrInt("end", r))
-	dims := []int64{}
-	for _, d := range x.shape[start:max(start, end)] {
-		dims = append(dims, int64(d))
+	kept := x.shape[start:max(start, end)]
+	out, err := rc.alloc(n, Int64, []int{len(kept)})
+	if err != nil {
+		return nil, err
 	}
-	return one(valueOf([]int{len(dims)}, dims))
+	dims := out.data.([]int64)
+	for i, d := range kept {
+		dims[i] = int64(d)
+	}
+	return one(out)
 }
 
 // sizeOp is the kernel of Size: the number of elements, as an int64
@@ -139,8 +156,12 @@ func sizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 
 // axesOf reads the axes of Unsqueeze, Squeeze and the Reduce ops: an
 // attribute before opset `since`, an (optional) input at index 1 from it.
-func axesOf(n *node, in []*value, since int) ([]int64, bool, error) {
+// An axes input before `since` is an error, not silently ignored.
+func axesOf(rc *runCtx, n *node, in []*value, since int) ([]int64, bool, error) {
 	if n.opset < since {
+		if input(in, 1) != nil {
+			return nil, false, fmt.Errorf("has an axes input, which %s takes from opset %d on (opset %d has the axes attribute)", n.op, since, n.opset)
+		}
 		axes, ok := n.attrInts("axes")
 		return axes, ok, nil
 	}
@@ -148,7 +169,7 @@ func axesOf(n *node, in []*value, since int) ([]int64, bool, error) {
 	if v == nil {
 		return nil, false, nil
 	}
-	axes, err := ints(v)
+	axes, err := ints(rc, n, v)
 	if err != nil {
 		return nil, false, fmt.Errorf("axes: %w", err)
 	}
@@ -159,7 +180,7 @@ func axesOf(n *node, in []*value, since int) ([]int64, bool, error) {
 // input from 13) are positions in the output.
 func unsqueezeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
-	axes, ok, err := axesOf(n, in, 13)
+	axes, ok, err := axesOf(rc, n, in, 13)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +212,7 @@ func unsqueezeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // must have size 1), or every axis of size 1 when none are given.
 func squeezeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x := in[0]
-	axes, ok, err := axesOf(n, in, 13)
+	axes, ok, err := axesOf(rc, n, in, 13)
 	if err != nil {
 		return nil, err
 	}

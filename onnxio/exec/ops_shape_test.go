@@ -27,7 +27,7 @@ func TestTransposeReshapeFlatten(t *testing.T) {
 		{name: "reshape two -1", op: "Reshape", opset: 14, in: []*value{x, i64(dims(2), -1, -1)}, err: "more than one -1"},
 		{name: "reshape 0 beyond rank", op: "Reshape", opset: 14, in: []*value{x, i64(dims(4), 1, 1, 1, 0)},
 			err: "copies dimension 3"},
-		{name: "reshape huge", op: "Reshape", opset: 14, in: []*value{x, i64(dims(2), 1<<40, 1<<40)}, err: "above the limit"},
+		{name: "reshape huge", op: "Reshape", opset: 14, in: []*value{x, i64(dims(2), 1<<40, 1<<40)}, err: "cannot reshape (2, 3) (6 elements) to [1099511627776 1099511627776] (too many elements)"},
 		{name: "flatten axis 2", op: "Flatten", opset: 13, attrs: attrs{"axis": aInt(2)}, in: []*value{f32(dims(2, 3, 4))},
 			want: []*value{f32(dims(6, 4))}},
 		{name: "flatten axis 0", op: "Flatten", opset: 13, attrs: attrs{"axis": aInt(0)}, in: []*value{f32(dims(2, 3, 4))},
@@ -165,7 +165,7 @@ func TestGenerators(t *testing.T) {
 		{name: "range zero delta", op: "Range", opset: 11, in: []*value{i64(dims(), 0), i64(dims(), 1), i64(dims(), 0)},
 			err: "delta is 0"},
 		{name: "range too long", op: "Range", opset: 11, in: []*value{i64(dims(), 0), i64(dims(), 1<<40), i64(dims(), 1)},
-			err: "too many elements"},
+			err: "int64 (1099511627776) needs 8 TiB, over the memory budget of 4 GiB"},
 
 		{name: "constant of shape", op: "ConstantOfShape", opset: 9, attrs: attrs{"value": aTensor(i64(dims(1), 7))},
 			in: []*value{i64(dims(2), 2, 3)}, want: []*value{i64(dims(2, 3), 7, 7, 7, 7, 7, 7)}},
@@ -174,7 +174,7 @@ func TestGenerators(t *testing.T) {
 		{name: "constant of empty shape is a scalar", op: "ConstantOfShape", opset: 9,
 			attrs: attrs{"value": aTensor(bools(dims(1), true))}, in: []*value{i64(dims(0))}, want: []*value{bools(dims(), true)}},
 		{name: "constant of negative shape", op: "ConstantOfShape", opset: 9, in: []*value{i64(dims(1), -2)},
-			err: "invalid dimension -2"},
+			err: "shape [-2] has negative dimension -2"},
 
 		{name: "constant tensor", op: "Constant", opset: 13, attrs: attrs{"value": aTensor(f32(dims(2), 1, 2))},
 			want: []*value{f32(dims(2), 1, 2)}},

@@ -12,9 +12,9 @@ func floatOp(g func(float64) float64) opFunc {
 	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		switch x := in[0]; x.dtype {
 		case Float32:
-			return one(unaryMap(x, Float32, func(e float32) float32 { return float32(g(float64(e))) }))
+			return oneOrErr(unaryMap(rc, n, x, Float32, func(e float32) float32 { return float32(g(float64(e))) }))
 		case Float64:
-			return one(unaryMap(x, Float64, g))
+			return oneOrErr(unaryMap(rc, n, x, Float64, g))
 		}
 		return nil, errDType(in[0], "float32 or float64")
 	}
@@ -31,9 +31,9 @@ func reciprocal(x float64) float64 { return 1 / x }
 func isNaNOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	switch x := in[0]; x.dtype {
 	case Float32:
-		return one(unaryMap(x, Bool, func(e float32) bool { return e != e }))
+		return oneOrErr(unaryMap(rc, n, x, Bool, func(e float32) bool { return e != e }))
 	case Float64:
-		return one(unaryMap(x, Bool, math.IsNaN))
+		return oneOrErr(unaryMap(rc, n, x, Bool, math.IsNaN))
 	}
 	return nil, errDType(in[0], "float32 or float64")
 }
@@ -70,25 +70,25 @@ func signedOp(op signed) opFunc {
 	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		switch x := in[0]; x.dtype {
 		case Float32:
-			return one(unaryMap(x, x.dtype, signedFunc[float32](op)))
+			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[float32](op)))
 		case Float64:
-			return one(unaryMap(x, x.dtype, signedFunc[float64](op)))
+			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[float64](op)))
 		case Int64:
-			return one(unaryMap(x, x.dtype, signedFunc[int64](op)))
+			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int64](op)))
 		case Int32:
-			return one(unaryMap(x, x.dtype, signedFunc[int32](op)))
+			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int32](op)))
 		case Int16:
-			return one(unaryMap(x, x.dtype, signedFunc[int16](op)))
+			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int16](op)))
 		case Int8:
-			return one(unaryMap(x, x.dtype, signedFunc[int8](op)))
+			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int8](op)))
 		case Uint64:
-			return one(unaryMap(x, x.dtype, signedFunc[uint64](op)))
+			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint64](op)))
 		case Uint32:
-			return one(unaryMap(x, x.dtype, signedFunc[uint32](op)))
+			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint32](op)))
 		case Uint16:
-			return one(unaryMap(x, x.dtype, signedFunc[uint16](op)))
+			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint16](op)))
 		case Uint8:
-			return one(unaryMap(x, x.dtype, signedFunc[uint8](op)))
+			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint8](op)))
 		}
 		return nil, errDType(in[0], "a numeric type")
 	}

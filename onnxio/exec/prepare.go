@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -51,7 +52,7 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("node %s: op %q "+format, append([]any{n.label(), n.op}, args...)...)
 	}
-	opset, err := b.domainOpset(np.GetDomain())
+	opset, err := b.nodeOpset(np)
 	if err != nil {
 		return nil, fail("%w", err)
 	}
@@ -81,7 +82,7 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	if len(outs) < spec.minOut || spec.maxOut >= 0 && len(outs) > spec.maxOut {
 		return nil, fail("has %s outputs, the node has %d", arity(spec.minOut, spec.maxOut), len(outs))
 	}
-	attrs, unknown, err := decodeAttributes(np.GetAttribute(), spec, n.opset)
+	attrs, unknown, err := decodeAttributes(np.GetAttribute(), spec, n.opset, b.budget)
 	if err != nil {
 		return nil, fail("%w", err)
 	}
@@ -93,7 +94,9 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 		switch {
 		case name != "":
 			n.in = append(n.in, b.ref(name))
-		case k < spec.minIn:
+		// Variadic inputs are never optional (Concat, Max), but in ops that
+		// require none (Loop, Scan), whose leading inputs may be left empty.
+		case k < spec.minIn || spec.maxIn < 0 && spec.minIn > 0:
 			return nil, fail("needs input %d, which is empty", k)
 		default:
 			n.in = append(n.in, -1)
@@ -102,11 +105,6 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 	}
 	if err := b.prepareSubgraphs(n, np.GetAttribute()); err != nil {
 		return nil, fail("%w", err)
-	}
-	if spec.check != nil {
-		if err := spec.check(n); err != nil {
-			return nil, fail("%w", err)
-		}
 	}
 	for _, name := range outs {
 		if name == "" {
@@ -124,6 +122,11 @@ func (b *builder) prepareNode(i int, np *onnxpb.NodeProto) (*node, error) {
 		}
 		b.producer[s] = i
 		n.out = append(n.out, s)
+	}
+	if spec.check != nil {
+		if err := spec.check(n); err != nil {
+			return nil, fail("%w", err)
+		}
 	}
 	b.prepared[i] = n
 	return n, nil
@@ -156,10 +159,10 @@ func arity(lo, hi int) string {
 }
 
 // decodeAttributes converts a node's attributes, checking each against the
-// op's schema. Attributes the schema does not name are returned in unknown
-// rather than refused: ONNX Runtime ignores them, and real files carry
-// misspelled ones ("epsion").
-func decodeAttributes(aps []*onnxpb.AttributeProto, spec *opSpec, opset int) (attrs map[string]attribute, unknown []string, err error) {
+// op's schema; tensors take their memory from b. Attributes the schema does
+// not name are returned in unknown rather than refused: ONNX Runtime ignores
+// them, and real files carry misspelled ones ("epsion").
+func decodeAttributes(aps []*onnxpb.AttributeProto, spec *opSpec, opset int, b *budget.Budget) (attrs map[string]attribute, unknown []string, err error) {
 	attrs = make(map[string]attribute, len(aps))
 	for _, ap := range aps {
 		name := ap.GetName()
@@ -183,7 +186,7 @@ func decodeAttributes(aps []*onnxpb.AttributeProto, spec *opSpec, opset int) (at
 		}
 		a := attribute{kind: kind, f: ap.GetF(), i: ap.GetI(), s: string(ap.GetS()), floats: ap.GetFloats(), ints: ap.GetInts()}
 		if kind == attrTensor {
-			v, err := tensorValue(ap.GetT())
+			v, err := loadTensor(ap.GetT(), b)
 			if err != nil {
 				return nil, nil, fmt.Errorf("attribute %q: %w", name, err)
 			}

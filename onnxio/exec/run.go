@@ -1,20 +1,34 @@
 package exec
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/internal/budget"
 )
 
-// Run executes the graph on the named inputs and returns every graph
-// output by name. Each input must match its declaration: element type,
-// rank, fixed dimensions, and one size per symbolic dimension across all
-// inputs. Inputs are not modified and the outputs share no memory with
-// them or with the graph. Run never panics: a failure inside an op comes
-// back as an error naming the node.
+// Run is RunContext with context.Background: no deadline.
 func (g *Graph) Run(inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	return g.RunContext(context.Background(), inputs)
+}
+
+// RunContext executes the graph on the named inputs and returns every
+// graph output by name. Each input must match its declaration: element
+// type, rank, fixed dimensions, and one size per symbolic dimension across
+// all inputs. Inputs are not modified and the outputs share no memory with
+// them or with the graph.
+//
+// The run checks ctx between nodes and inside long kernels (products,
+// attention) and returns ctx.Err() (wrapped) once ctx is done. The values
+// it holds at once are bounded by Options.MaxMemory: a tensor that would
+// exceed the budget is an error matching budget.ErrExceeded, naming the
+// node, op, shape and bytes. RunContext never panics: a failure inside an
+// op comes back as an error naming the node.
+func (g *Graph) RunContext(ctx context.Context, inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
 	values := make(map[string]*value, len(inputs))
 	for name, t := range inputs {
 		v, err := fromDense(t)
@@ -23,25 +37,48 @@ func (g *Graph) Run(inputs map[string]*tensor.Dense) (map[string]*tensor.Dense, 
 		}
 		values[name] = v
 	}
-	outs, err := g.run(values)
+	rc := newRunCtx(ctx, budget.New(g.maxMemory))
+	outs, err := g.execute(rc, values)
 	if err != nil {
 		return nil, err
 	}
 	res := make(map[string]*tensor.Dense, len(outs))
+	handed := map[*block]bool{} // blocks already given to the caller
 	for i, info := range g.outputs {
-		d, err := toDense(outs[i])
-		if err != nil {
-			return nil, fmt.Errorf("exec: output %q: %w", info.Name, err)
+		v := outs[i]
+		switch {
+		case v.size() == 0:
+			return nil, fmt.Errorf("exec: output %q: %w", info.Name, errEmptyDense(v))
+		case v.mem != nil && !handed[v.mem]:
+			// The run made this block and nothing else will read it: no copy.
+			handed[v.mem] = true
+			res[info.Name] = wrapDense(v.shape, v.data)
+		default:
+			// An input, a constant, or a block another output has: a copy.
+			bytes := budget.Bytes(int64(v.size()), v.dtype.size())
+			if _, err := rc.take(bytes, func() string { return v.describe() }); err != nil {
+				return nil, fmt.Errorf("exec: output %q: %w", info.Name, err)
+			}
+			res[info.Name] = wrapDense(v.shape, cloneData(v.data))
 		}
-		res[info.Name] = d
 	}
 	return res, nil
 }
 
-// run executes the graph on values and returns the outputs in declaration
-// order; it is Run without the conversions to and from *tensor.Dense.
-func (g *Graph) run(inputs map[string]*value) (outs []*value, err error) {
-	rc := newRunCtx(nil, nil)
+// run executes the graph on values without a deadline; it is Run without
+// the conversions to and from *tensor.Dense, which tests use.
+func (g *Graph) run(inputs map[string]*value) ([]*value, error) {
+	return g.runContext(context.Background(), inputs)
+}
+
+// runContext executes the graph on values, with a budget of its own, and
+// returns the outputs in declaration order.
+func (g *Graph) runContext(ctx context.Context, inputs map[string]*value) ([]*value, error) {
+	return g.execute(newRunCtx(ctx, budget.New(g.maxMemory)), inputs)
+}
+
+// execute runs the nodes in order with run context rc.
+func (g *Graph) execute(rc *runCtx, inputs map[string]*value) (outs []*value, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("exec: internal error: %v", r)
@@ -52,6 +89,9 @@ func (g *Graph) run(inputs map[string]*value) (outs []*value, err error) {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
 	for _, n := range g.nodes {
+		if err := rc.err(); err != nil {
+			return nil, fmt.Errorf("exec: stopped before node %s (%s): %w", n.label(), n.op, err)
+		}
 		if err := runNode(rc, n, env); err != nil {
 			return nil, fmt.Errorf("exec: %w", err)
 		}
@@ -64,8 +104,9 @@ func (g *Graph) run(inputs map[string]*value) (outs []*value, err error) {
 }
 
 // runNode runs one node on the environment: it gathers the inputs, turns a
-// panic in the op into an error naming the node, stores the outputs and
-// drops the values this node was the last to read.
+// panic in the op into an error naming the node, stores the outputs, drops
+// the values this node was the last to read and releases the memory no
+// value holds any more.
 func runNode(rc *runCtx, n *node, env []*value) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -88,11 +129,14 @@ func runNode(rc *runCtx, n *node, env []*value) (err error) {
 	for k, s := range n.out {
 		if s >= 0 {
 			env[s] = outs[k]
+			rc.hold(outs[k])
 		}
 	}
 	for _, s := range n.free {
+		rc.drop(env[s])
 		env[s] = nil
 	}
+	rc.settle()
 	return nil
 }
 

@@ -2,36 +2,136 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/attnrun/attnrun/internal/budget"
 )
 
 // runCtx is what one run of the graph hands every op: the caller's context
-// (deadline, cancellation) and the memory budget that values sized from the
-// file are reserved from.
+// (deadline, cancellation) and the memory budget that buffers sized from
+// the file or the inputs are reserved from.
+//
+// Memory is accounted per block, one block per allocation. Every value
+// made from a block points to it, views included (Reshape, Squeeze,
+// Identity and the like share their input's data), and the block counts
+// the environment slots holding such values. A block is released when the
+// last of them is dropped, so a view never releases memory that another
+// value still reads, nor releases it twice. Blocks no slot holds once the
+// node that made them is done (temporaries, outputs nobody reads) are
+// released then.
 type runCtx struct {
 	ctx    context.Context
 	budget *budget.Budget
+	// track is set for graph runs; op tests run without bookkeeping.
+	track bool
+	// pending lists the blocks that may have no holder any more: those
+	// reserved since the last settle, and those whose last holder was
+	// dropped.
+	pending []*block
 }
 
-// newRunCtx returns a run context; a nil ctx means context.Background and a
-// nil budget applies budget.DefaultLimit to each allocation.
+// block is one reservation from the run's budget.
+type block struct {
+	bytes   int64 // reserved; 0 once released
+	holders int   // environment slots holding a value of this block
+}
+
+// newRunCtx returns a run context; a nil ctx means context.Background. A
+// nil budget applies budget.DefaultLimit to each allocation on its own and
+// tracks nothing; a run passes its own budget, which is tracked.
 func newRunCtx(ctx context.Context, b *budget.Budget) *runCtx {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return &runCtx{ctx: ctx, budget: b}
+	return &runCtx{ctx: ctx, budget: b, track: b != nil}
 }
 
-// alloc returns a zero-filled value of shape after checking its size
-// against the budget; the error names the node, the element type and the
-// shape.
+// err reports why the run must stop (deadline exceeded or cancelled), or
+// nil.
+func (rc *runCtx) err() error { return rc.ctx.Err() }
+
+// alloc returns a zero-filled value of shape for node n after checking
+// its size against the budget. The error names the element type, the
+// shape and the bytes, and runNode adds the node.
 func (rc *runCtx) alloc(n *node, dt DType, shape []int) (*value, error) {
-	elems := budget.Elements(shape)
-	if err := rc.budget.Reserve(budget.Bytes(elems, dt.size()), fmt.Sprintf("node %s (%s): %s %s", n.label(), n.op, dt, shapeString(shape))); err != nil {
+	if err := checkExtent(shape); err != nil {
 		return nil, err
 	}
-	rc.budget.Release(budget.Bytes(elems, dt.size()))
-	return newValue(dt, shape), nil
+	elems := budget.Elements(shape)
+	b, err := rc.take(budget.Bytes(elems, dt.size()), func() string {
+		return dt.String() + " " + shapeString(shape)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &value{dtype: dt, shape: shape, data: makeSlice(dt, int(elems)), mem: b}, nil
+}
+
+// scratch returns a zeroed buffer of count elements that no value holds
+// (scores, masks, kernel arguments), reserved until the node is done;
+// purpose names it in errors.
+func scratch[T any](rc *runCtx, n *node, count int, purpose string) ([]T, error) {
+	if err := rc.reserve(n, reflect.TypeFor[T]().Size(), int64(count), purpose); err != nil {
+		return nil, err
+	}
+	return make([]T, count), nil
+}
+
+// reserve takes the bytes of elems elements of elemSize bytes for a
+// buffer of node n that no value holds, until the node is done.
+func (rc *runCtx) reserve(n *node, elemSize uintptr, elems int64, purpose string) error {
+	_, err := rc.take(budget.Bytes(elems, int(elemSize)), func() string {
+		return fmt.Sprintf("%s (%d elements)", purpose, elems)
+	})
+	return err
+}
+
+// take reserves bytes, naming the buffer with what() only when the budget
+// refuses, and returns the block (nil when not tracking).
+func (rc *runCtx) take(bytes int64, what func() string) (*block, error) {
+	if err := rc.budget.Reserve(bytes, ""); err != nil {
+		var e *budget.ExceededError
+		if errors.As(err, &e) {
+			e.What = what()
+		}
+		return nil, err
+	}
+	if !rc.track {
+		return nil, nil
+	}
+	b := &block{bytes: bytes}
+	rc.pending = append(rc.pending, b)
+	return b, nil
+}
+
+// hold records that an environment slot now holds v.
+func (rc *runCtx) hold(v *value) {
+	if v != nil && v.mem != nil {
+		v.mem.holders++
+	}
+}
+
+// drop records that an environment slot no longer holds v; v's block is
+// released at the next settle unless a slot holds it again by then.
+func (rc *runCtx) drop(v *value) {
+	if v == nil || v.mem == nil {
+		return
+	}
+	if v.mem.holders--; v.mem.holders <= 0 {
+		rc.pending = append(rc.pending, v.mem)
+	}
+}
+
+// settle releases the pending blocks that no slot holds.
+func (rc *runCtx) settle() {
+	for _, b := range rc.pending {
+		if b.holders <= 0 && b.bytes > 0 {
+			rc.budget.Release(b.bytes)
+			b.bytes = 0
+		}
+	}
+	clear(rc.pending)
+	rc.pending = rc.pending[:0]
 }

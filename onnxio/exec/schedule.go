@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -71,7 +72,7 @@ func (b *builder) foldConstants(order []*node) error {
 		if n.op != "Constant" {
 			continue
 		}
-		outs, err := n.spec.run(newRunCtx(nil, nil), n, nil)
+		outs, err := n.spec.run(newRunCtx(context.Background(), nil), n, nil)
 		if err != nil {
 			return fmt.Errorf("node %s (%s): %w", n.label(), n.op, err)
 		}

@@ -2,15 +2,22 @@ package exec
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
 
-// maxElements bounds the size of any tensor an op creates from numbers it
-// reads (Reshape, Expand, Tile, Range, ConstantOfShape, ...), so that a
-// hostile graph gets an error instead of exhausting memory: 1<<31 elements
-// is 8 GiB of float32, beyond any attention graph this package is for.
-const maxElements = 1 << 31
+// maxEmptyExtent bounds the product of the nonzero dimensions of an empty
+// tensor. Memory bounds every other shape (the budget, or the value a view
+// reads), but an empty tensor takes none, and ops still walk its outer
+// axes: a (0, 2^40) tensor would keep a loop busy for hours and make index
+// arithmetic overflow. 2^32 is far beyond any real use of an empty tensor.
+const maxEmptyExtent = 1 << 32
+
+// maxDimension bounds a single dimension or pad computed from data (a
+// OneHot depth, a Pad width) before the shape it makes is checked: far
+// beyond any real use, and small enough that sums of a few never overflow.
+const maxDimension = 1 << 40
 
 // numel is the number of elements of an array of the given shape.
 func numel(shape []int) int {
@@ -21,20 +28,44 @@ func numel(shape []int) int {
 	return n
 }
 
-// checkedNumel is numel for shapes read from data: it rejects negative
-// dimensions and sizes above maxElements without overflowing.
-func checkedNumel(shape []int) (int, error) {
-	n := 1
+// checkExtent checks a shape computed from data before anything is made
+// of it: no dimension is negative, and an empty shape's other dimensions
+// multiply to at most maxEmptyExtent. The budget bounds the size of
+// non-empty shapes when they are allocated.
+func checkExtent(shape []int) error {
+	extent, empty := 1, false
 	for _, d := range shape {
-		if d < 0 {
-			return 0, fmt.Errorf("negative dimension in shape %s", shapeString(shape))
+		switch {
+		case d < 0:
+			return fmt.Errorf("negative dimension in shape %s", shapeString(shape))
+		case d == 0:
+			empty = true
+		case extent <= maxEmptyExtent:
+			extent = min(mulSat(extent, d), maxEmptyExtent+1)
 		}
-		if d != 0 && n > maxElements/d {
-			return 0, fmt.Errorf("shape %s has more than %d elements", shapeString(shape), maxElements)
-		}
-		n *= d
 	}
-	return n, nil
+	if empty && extent > maxEmptyExtent {
+		return fmt.Errorf("shape %s is empty, but its other dimensions multiply to more than %d", shapeString(shape), maxEmptyExtent)
+	}
+	return nil
+}
+
+// mulSat returns a·b for a, b >= 0, or math.MaxInt when the product
+// overflows.
+func mulSat(a, b int) int {
+	if a != 0 && b > math.MaxInt/a {
+		return math.MaxInt
+	}
+	return a * b
+}
+
+// addDims returns a+b for dimensions a, b >= 0, or an error when the sum
+// overflows.
+func addDims(a, b int) (int, error) {
+	if b > math.MaxInt-a {
+		return 0, fmt.Errorf("dimensions %d and %d add up to more than %d", a, b, math.MaxInt)
+	}
+	return a + b, nil
 }
 
 // stridesOf returns the row-major strides of a contiguous array.

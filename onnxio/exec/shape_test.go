@@ -46,6 +46,13 @@ func TestBroadcastShapes(t *testing.T) {
 	assert.Equal(t, dims(0, 4, 1), broadcastStrides(dims(1, 3, 4), dims(2, 3, 4)))
 	_, err = broadcastShapes(dims(2, 3), dims(3, 2), dims(1))
 	assert.EqualError(t, err, "shapes (2, 3), (3, 2) and (1) do not broadcast")
-	_, err = checkedNumel(dims(1<<20, 1<<20, 1<<20))
-	assert.ErrorContains(t, err, "more than 2147483648 elements")
+}
+
+func TestCheckExtent(t *testing.T) {
+	assert.NoError(t, checkExtent(dims(1<<40, 1<<40, 1<<40)), "non-empty shapes are the budget's to refuse")
+	assert.NoError(t, checkExtent(dims(0, 1<<16, 1<<16)))
+	assert.EqualError(t, checkExtent(dims(0, 1<<16, 1<<16+1)),
+		"shape (0, 65536, 65537) is empty, but its other dimensions multiply to more than 4294967296")
+	assert.ErrorContains(t, checkExtent(dims(1<<62, 1<<62, 0)), "multiply to more than")
+	assert.EqualError(t, checkExtent(dims(2, -1)), "negative dimension in shape (2, -1)")
 }

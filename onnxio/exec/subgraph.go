@@ -80,11 +80,13 @@ func (b *builder) subgraph(n *node, name string, gp *onnxpb.GraphProto) (*subgra
 		return nil, errors.New("holds no graph")
 	}
 	body := &builder{
-		g:        &Graph{opset: b.g.opset, defaults: map[string]int{}},
+		g:        &Graph{opset: b.g.opset, maxMemory: b.g.maxMemory, defaults: map[string]int{}},
 		slots:    map[string]int{},
 		prepared: map[int]*node{},
 		imports:  b.imports,
 		scope:    &scope{local: localNames(gp)},
+		funcs:    b.funcs,
+		budget:   b.budget, // a body's initializers count with the graph's
 	}
 	if err := body.build(gp); err != nil {
 		return nil, err
@@ -113,6 +115,20 @@ func localNames(gp *onnxpb.GraphProto) map[string]bool {
 		}
 	}
 	return local
+}
+
+// valueInfo reads a declared input or output of the graph being built.
+// Bodies often leave the types of theirs out, as ONNX infers them from the
+// node holding the body (the expanded function graphs of ONNX's node tests
+// do); such a value is a tensor of any type and shape, which the ops that
+// read it check.
+func (b *builder) valueInfo(vi *onnxpb.ValueInfoProto) (TensorInfo, error) {
+	t := vi.GetType()
+	untyped := t.GetValue() == nil || t.GetTensorType() != nil && t.GetTensorType().GetElemType() == 0
+	if b.scope != nil && untyped {
+		return TensorInfo{Name: vi.GetName()}, nil
+	}
+	return tensorInfo(vi)
 }
 
 // ref returns the slot of a value that a node reads. In a body, a name the
@@ -149,7 +165,12 @@ func (b *builder) lookup(name string) (int, bool) {
 // run's context between nodes, and returns the body's outputs in order.
 // The outputs may be the body's constants or its arguments: callers must
 // not write into them.
-func (s *subgraph) call(rc *runCtx, args, in []*value) ([]*value, error) {
+//
+// The body's environment holds its values for the run's memory accounting
+// (runCtx) only while it runs: once it returns, what its outputs hold is up
+// to the caller (runNode holds an op's outputs; a Loop reserves the scan
+// values it keeps).
+func (s *subgraph) call(rc *runCtx, args, in []*value) (outs []*value, err error) {
 	g := s.g
 	if len(args) != len(g.inputs) {
 		return nil, fmt.Errorf("subgraph %q has %d inputs, called with %d", s.name, len(g.inputs), len(args))
@@ -158,17 +179,27 @@ func (s *subgraph) call(rc *runCtx, args, in []*value) ([]*value, error) {
 	sizes, bound := map[string]int{}, map[string]string{}
 	for i, info := range g.inputs {
 		v := args[i]
-		if v.dtype != info.DType {
+		if info.DType != 0 && v.dtype != info.DType {
 			return nil, fmt.Errorf("subgraph %q: input %q: dtype %s, the subgraph declares %s", s.name, info.Name, v.dtype, info)
 		}
 		if err := checkShape(info, v.shape, sizes, bound); err != nil {
 			return nil, fmt.Errorf("subgraph %q: input %q: %w", s.name, info.Name, err)
 		}
 		env[g.inSlots[i]] = v
+		rc.hold(v)
 	}
 	for _, c := range s.captures {
 		env[c.inner] = in[c.arg]
+		rc.hold(in[c.arg])
 	}
+	defer func() {
+		for _, v := range env {
+			rc.drop(v)
+		}
+		if err != nil {
+			rc.settle() // the caller returns the error: nothing of the body lives on
+		}
+	}()
 	for _, n := range g.nodes {
 		if err := rc.ctx.Err(); err != nil {
 			return nil, err
@@ -177,7 +208,7 @@ func (s *subgraph) call(rc *runCtx, args, in []*value) ([]*value, error) {
 			return nil, fmt.Errorf("subgraph %q: %w", s.name, err)
 		}
 	}
-	outs := make([]*value, len(g.outSlots))
+	outs = make([]*value, len(g.outSlots))
 	for i, slot := range g.outSlots {
 		outs[i] = env[slot]
 	}

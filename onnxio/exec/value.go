@@ -17,10 +17,13 @@ import (
 type value struct {
 	dtype DType
 	shape []int
-	data  any // []float32, []float64, []int64, ..., []bool
+	data  any    // []float32, []float64, []int64, ..., []bool
+	mem   *block // the run's reservation data belongs to; nil for inputs and constants
 }
 
-// newValue allocates a zero-filled value.
+// newValue allocates a zero-filled value outside any budget: for constants
+// the graph checked when it was prepared, and for tests. Ops allocate with
+// runCtx.alloc.
 func newValue(dt DType, shape []int) *value {
 	return &value{dtype: dt, shape: shape, data: makeSlice(dt, numel(shape))}
 }
@@ -76,7 +79,7 @@ func (v *value) rank() int { return len(v.shape) }
 // withShape returns a value sharing v's data under another shape of the
 // same size.
 func (v *value) withShape(shape []int) *value {
-	return &value{dtype: v.dtype, shape: shape, data: v.data}
+	return &value{dtype: v.dtype, shape: shape, data: v.data, mem: v.mem}
 }
 
 // describe is how errors show a value: "float32 (2, 3)".
@@ -141,9 +144,19 @@ func fromDense(t *tensor.Dense) (*value, error) {
 // gorgonia's Dense cannot hold zero elements, so empty values are an error.
 func toDense(v *value) (*tensor.Dense, error) {
 	if v.size() == 0 {
-		return nil, fmt.Errorf("tensor has shape %s with zero elements, which *tensor.Dense cannot hold", shapeString(v.shape))
+		return nil, errEmptyDense(v)
 	}
-	return tensor.New(tensor.WithShape(slices.Clone(v.shape)...), tensor.WithBacking(cloneData(v.data))), nil
+	return wrapDense(v.shape, cloneData(v.data)), nil
+}
+
+// wrapDense makes a *tensor.Dense of shape on data, without copying.
+func wrapDense(shape []int, data any) *tensor.Dense {
+	return tensor.New(tensor.WithShape(slices.Clone(shape)...), tensor.WithBacking(data))
+}
+
+// errEmptyDense reports a value that *tensor.Dense cannot hold.
+func errEmptyDense(v *value) error {
+	return fmt.Errorf("tensor has shape %s with zero elements, which *tensor.Dense cannot hold", shapeString(v.shape))
 }
 
 // sliceLen returns the length of a data slice.

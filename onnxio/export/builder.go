@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -16,17 +18,30 @@ import (
 )
 
 // graph is the ONNX graph an export is building: its nodes in order, the
-// names in use, and what is known of each value's width.
+// names in use, and what is known of each value's width. The body of a
+// graph attribute is a graph of its own that shares the names of the model
+// (ONNX's values are named once in the whole model) and its domains.
 type graph struct {
 	opset    int
 	nodes    []*onnxpb.NodeProto
 	names    map[string]bool // value and node names in use
 	produced map[string]bool // values some node outputs
 	widths   map[string]int  // static last axis of a value, when known
+	// domains are the versions of the other operator set domains the
+	// export may use; used, those its nodes use.
+	domains map[string]int
+	used    map[string]bool
 }
 
 func newGraph(opset int) *graph {
-	return &graph{opset: opset, names: map[string]bool{}, produced: map[string]bool{}, widths: map[string]int{}}
+	return &graph{opset: opset, names: map[string]bool{}, produced: map[string]bool{}, widths: map[string]int{},
+		domains: map[string]int{}, used: map[string]bool{}}
+}
+
+// body returns the graph of a graph attribute's body inside g.
+func (g *graph) body() *graph {
+	return &graph{opset: g.opset, names: g.names, produced: map[string]bool{}, widths: map[string]int{},
+		domains: g.domains, used: g.used}
 }
 
 // reserve marks a name (a graph input, an initializer) as taken.
@@ -129,6 +144,10 @@ func (b *layerBuilder) NodeOutputs(op string, inputs []string, n int, attrs ...r
 	}
 	protos := make([]*onnxpb.AttributeProto, 0, len(attrs))
 	for _, a := range attrs {
+		if body, ok := a.Value.(registry.Graph); ok {
+			protos = append(protos, b.graphAttribute(name, a.Name, body))
+			continue
+		}
 		ap, err := attribute(a)
 		if err != nil {
 			b.fail("node %s: %v", name, err)
@@ -138,6 +157,72 @@ func (b *layerBuilder) NodeOutputs(op string, inputs []string, n int, attrs ...r
 	}
 	b.g.addNode(op, name, append([]string(nil), inputs...), outputs, protos)
 	return outputs
+}
+
+// DomainVersion is the version of domain the export allows, 0 if none.
+func (b *layerBuilder) DomainVersion(domain string) int { return b.g.domains[domain] }
+
+// DomainNode adds a node of op from domain and has the model import it.
+func (b *layerBuilder) DomainNode(domain, op string, inputs []string, attrs ...registry.Attr) string {
+	out := b.Node(op, inputs, attrs...)
+	if b.g.domains[domain] == 0 {
+		b.fail("node %s: the export does not allow the %q domain (export.Options.Preview allows ai.onnx.preview)", op, domain)
+		return out
+	}
+	b.g.nodes[len(b.g.nodes)-1].Domain = proto.String(domain)
+	b.g.used[domain] = true
+	return out
+}
+
+// graphAttribute builds the body of graph attribute attr of node node with
+// a builder of its own that shares the layer's names and parameters, and
+// returns the attribute. The body's inputs are named after the node.
+func (b *layerBuilder) graphAttribute(node, attr string, body registry.Graph) *onnxpb.AttributeProto {
+	sub := &layerBuilder{g: b.g.body(), path: b.path, params: b.params, local: b.local,
+		inputs: map[string]bool{}, counts: b.counts}
+	names := make([]string, len(body.Inputs))
+	inputs := make([]*onnxpb.ValueInfoProto, len(body.Inputs))
+	for i, rank := range body.Inputs {
+		names[i] = node + "/" + attr + "_input_" + strconv.Itoa(i)
+		sub.g.reserve(names[i])
+		dims := make([]onnxio.Dim, rank)
+		for j := range dims {
+			dims[j] = onnxio.SymbolicDim(fmt.Sprintf("%s_%s_%d_%d", strings.TrimPrefix(node, "/"), attr, i, j))
+		}
+		inputs[i] = onnxio.TensorValueInfo(names[i], onnxio.Float, dims)
+	}
+	var out string
+	if body.Build == nil {
+		sub.fail("graph attribute %q has no Build", attr)
+	} else {
+		out = body.Build(sub, names)
+	}
+	if sub.err != nil {
+		b.fail("node %s, attribute %q: %v", node, attr, sub.err)
+	} else if !sub.g.produced[out] && !slices.Contains(names, out) {
+		b.fail("node %s, attribute %q: the body returned %q, which none of its nodes produces", node, attr, out)
+	}
+	return &onnxpb.AttributeProto{
+		Name: proto.String(attr),
+		Type: onnxpb.AttributeProto_GRAPH.Enum(),
+		G: &onnxpb.GraphProto{
+			Name:   proto.String(strings.TrimPrefix(node, "/") + "/" + attr),
+			Node:   sub.g.nodes,
+			Input:  inputs,
+			Output: []*onnxpb.ValueInfoProto{unshapedValueInfo(out, onnxio.Float)},
+		},
+	}
+}
+
+// unshapedValueInfo is the value info of a tensor of a known element type
+// and unknown shape, as a body declares its output.
+func unshapedValueInfo(name string, elem onnxio.DataType) *onnxpb.ValueInfoProto {
+	return &onnxpb.ValueInfoProto{
+		Name: proto.String(name),
+		Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
+			ElemType: proto.Int32(int32(elem)),
+		}}},
+	}
 }
 
 // nodeName returns the next node name for op under the layer's path that

@@ -2,6 +2,7 @@ package export
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -76,7 +77,17 @@ type Options struct {
 	// given instead of as (batch, seq, d) and "y", the graph adapting them
 	// to what the layers read (see Interface).
 	Interface *Interface
+	// Preview lets layers write ops of ONNX's ai.onnx.preview domain
+	// (version 1) where they have them (registry.DomainBuilder):
+	// attention.sdpa's attention becomes FlexAttention, its score_mod a
+	// subgraph. ONNX Runtime 1.31 does not run these ops; attnrun's
+	// executor does.
+	Preview bool
 }
+
+// PreviewDomain is ONNX's domain of experimental operators, which
+// Options.Preview allows.
+const PreviewDomain = "ai.onnx.preview"
 
 // Model writes a model as an ONNX graph of standard ops, each layer
 // through its registry.Exporter; a layer that does not implement it is an
@@ -141,6 +152,9 @@ func Model(m *models.Model, opts Options) (*onnxpb.ModelProto, error) {
 	}
 
 	g := newGraph(opset)
+	if opts.Preview {
+		g.domains[PreviewDomain] = 1
+	}
 	values, err := g.declareInputs(m, opts.Interface, widths, layouts)
 	if err != nil {
 		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
@@ -165,7 +179,7 @@ func Model(m *models.Model, opts Options) (*onnxpb.ModelProto, error) {
 	model := &onnxpb.ModelProto{
 		IrVersion:    proto.Int64(exportIRVersion(opset)),
 		ProducerName: proto.String("attnrun"),
-		OpsetImport:  []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(int64(opset))}},
+		OpsetImport:  g.opsetImports(),
 		Graph: &onnxpb.GraphProto{
 			Name:        proto.String(cfg.Name),
 			Node:        g.nodes,
@@ -406,4 +420,14 @@ func quoteNames(names []string) string {
 		q[i] = fmt.Sprintf("%q", n)
 	}
 	return strings.Join(q, ", ")
+}
+
+// opsetImports lists the default domain at the export's opset, then the
+// other domains the nodes use, sorted.
+func (g *graph) opsetImports() []*onnxpb.OperatorSetIdProto {
+	imports := []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(int64(g.opset))}}
+	for _, d := range slices.Sorted(maps.Keys(g.used)) {
+		imports = append(imports, &onnxpb.OperatorSetIdProto{Domain: proto.String(d), Version: proto.Int64(int64(g.domains[d]))})
+	}
+	return imports
 }

@@ -21,7 +21,10 @@ import (
 // kv_num_heads attributes, or 4-D (B, heads, T, head_dim) split from the
 // projections by any layout of Reshape and Transpose (traced as the Softmax
 // path traces them). RotaryEmbedding (opset 23) on Q and K becomes
-// attention.sdpa's rope, its base read from the cos and sin caches. The
+// attention.sdpa's rope, its base read from the cos and sin caches. An
+// RMSNorm over each head of 3-D Q and K between the projection and RoPE
+// (reshaped to (…, heads, head_dim) and back) becomes qk_norm: rms, with
+// q_norm.weight and k_norm.weight (Qwen3's q_norm and k_norm). The
 // mask is read by evaluating it: its part that depends on no input must be
 // a causal frontier (bottom-right or top-left), a sliding window and ALiBi;
 // its part computed from one graph input must be that input read as a bool
@@ -50,8 +53,9 @@ type opLayer struct {
 type opOperand struct {
 	lin    *linear
 	tokens string
-	rope   *node // RotaryEmbedding applied to it, or nil
-	heads  chain // 4-D: the layout from the projection to the operand
+	rope   *node     // RotaryEmbedding applied to it, or nil
+	heads  chain     // 4-D: the layout from the projection to the operand
+	norm   *headNorm // qk_norm's RMSNorm of each head, or nil
 }
 
 // attentionOp lifts one Attention node with the projections around it to
@@ -193,6 +197,11 @@ func (l *opLayer) build() (*region, error) {
 			fields = append(fields, field{"mask_polarity", m.kind})
 		}
 	}
+	norms, err := qkNorm(q.norm, k.norm, headDim)
+	if err != nil {
+		return nil, err
+	}
+	fields = append(fields, norms...)
 	if q.rope == nil && k.rope != nil {
 		return nil, errors.New("the keys are rotated by RotaryEmbedding but not the queries")
 	}
@@ -219,7 +228,87 @@ func (l *opLayer) build() (*region, error) {
 	r.params = append(r.params, k.lin.params("k_proj.")...)
 	r.params = append(r.params, v.lin.params("v_proj.")...)
 	r.params = append(r.params, out.params(outName+".")...)
+	if q.norm != nil {
+		r.params = append(r.params, q.norm.param("q_norm.weight"), k.norm.param("k_norm.weight"))
+	}
 	return r, nil
+}
+
+// headNorm is an RMSNorm over each head of a 3-D projection, between the
+// projection and RotaryEmbedding: the projection reshaped to (…, heads,
+// head_dim), normalized over the last axis, reshaped back.
+type headNorm struct {
+	source string  // the projection it normalizes
+	width  int     // the normalized axis: head_dim
+	norm   *region // the RMSNorm, as norm.rms's recognizer reads it
+}
+
+// headNorm recognizes the per-head RMSNorm that computes v: layout nodes
+// back to the RMSNorm's output, the RMSNorm (see rmsNorm), and layout
+// nodes from its input back to their source. It returns nil when v is not
+// computed that way.
+func (l *opLayer) headNorm(v string) *headNorm {
+	a := l.a
+	after := a.traceBack(v, false)
+	if len(after.nodes) == 0 || a.g.producer[after.base] == nil {
+		return nil
+	}
+	for _, n := range a.g.nodes {
+		if n.GetOpType() != "Pow" {
+			continue
+		}
+		r, f := a.rmsNorm(n)
+		if f != nil || r == nil || r.output != after.base {
+			continue
+		}
+		before := a.traceBack(r.inputs[0], false)
+		if len(before.nodes) == 0 {
+			return nil
+		}
+		l.nodes = append(l.nodes, after.nodes...)
+		l.nodes = append(l.nodes, r.nodes...)
+		l.nodes = append(l.nodes, before.nodes...)
+		shape := mustShape(a.probes[0], r.inputs[0])
+		return &headNorm{source: before.base, width: shape[len(shape)-1], norm: r}
+	}
+	return nil
+}
+
+// eps is the RMSNorm's epsilon field.
+func (h *headNorm) eps() any {
+	for _, f := range h.norm.fields {
+		if f.key == "eps" {
+			return f.value
+		}
+	}
+	return nil
+}
+
+// param is the RMSNorm's weight under name.
+func (h *headNorm) param(name string) param {
+	p := h.norm.params[0]
+	p.name = name
+	return p
+}
+
+// qkNorm checks that queries and keys are normalized alike, over heads of
+// headDim, and returns attention.sdpa's qk_norm fields.
+func qkNorm(q, k *headNorm, headDim int) ([]field, error) {
+	switch {
+	case q == nil && k == nil:
+		return nil, nil
+	case q == nil || k == nil:
+		return nil, errors.New("only one of the queries and keys is normalized per head: attention.sdpa's qk_norm normalizes both")
+	case q.width != headDim || k.width != headDim:
+		return nil, fmt.Errorf("the queries and keys are normalized over %d and %d features, not over heads of %d", q.width, k.width, headDim)
+	case q.eps() != k.eps():
+		return nil, fmt.Errorf("the queries' and keys' RMSNorms have epsilons %v and %v: attention.sdpa's qk_norm has one", q.eps(), k.eps())
+	}
+	fields := []field{{"qk_norm", "rms"}}
+	if eps := q.eps(); eps != float32Value(1e-6) {
+		fields = append(fields, field{"qk_norm_eps", eps})
+	}
+	return fields, nil
 }
 
 // operand finds what Q, K or V is computed from: a Linear of tokens, maybe
@@ -242,6 +331,11 @@ func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error
 		base = op.heads.base
 	}
 	op.lin = a.matchLinear(base)
+	if op.lin == nil && rotates && !rank4 {
+		if op.norm = l.headNorm(base); op.norm != nil {
+			op.lin = a.matchLinear(op.norm.source)
+		}
+	}
 	if op.lin == nil {
 		return op, fmt.Errorf("%s is not a linear projection of tokens (it comes from %q)", what, base)
 	}

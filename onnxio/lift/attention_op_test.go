@@ -46,6 +46,7 @@ func TestLiftAttentionOpRoundTrip(t *testing.T) {
 		{"sdpa_window", []string{"attention.sdpa"}},
 		{"sdpa_rope", []string{"attention.sdpa", "attention.sdpa"}},
 		{"sdpa_alibi", []string{"attention.sdpa"}},
+		{"sdpa_qk_norm", []string{"attention.sdpa"}},
 		{"gpt2_block", []string{"position.learned", "norm.layer", "attention.sdpa", "nn.add", "norm.layer", "nn.mlp", "nn.add", "norm.layer"}},
 		{"llama_block", []string{"norm.rms", "attention.sdpa", "nn.add", "norm.rms", "nn.mlp", "nn.add"}},
 		{"mlp", []string{"nn.mlp", "nn.mlp"}},

@@ -32,7 +32,8 @@
 // attributes give the heads (grouped-query attention included), is_causal,
 // the scale and the softcap; Q, K and V are followed back to their
 // projections (3-D, or 4-D through any head split), through
-// RotaryEmbedding for RoPE; Y forward to the output projection. Its
+// RotaryEmbedding for RoPE and a per-head RMSNorm for qk_norm (3-D); Y
+// forward to the output projection. Its
 // attn_mask is read by evaluating it: what depends on no input must be a
 // causal frontier, a sliding window and ALiBi; what depends on one graph
 // input must be that input as a bool mask of either polarity or added to

@@ -38,6 +38,8 @@ type graph struct {
 	// value is static: computed from initializers, Constants and input
 	// shapes only, so it can be evaluated once the shapes are known.
 	data map[string]bool
+	// limits bound the executor's runs of the graph (probe.go).
+	limits execLimits
 }
 
 // newGraph indexes m's graph. It refuses graphs the lifter cannot read:

@@ -1,6 +1,7 @@
 package lift
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -20,6 +21,13 @@ type Options struct {
 	// subgraphs run by the executor inside the attnrun model, so that the
 	// whole model still runs. Result.Unlifted still lists those nodes.
 	Partial bool
+	// MaxMemory bounds, in bytes, what each evaluation of the graph holds
+	// (the probes and the self-check run the graph with the executor), as
+	// exec.Options.MaxMemory does; 0 means budget.DefaultLimit.
+	MaxMemory int64
+	// Context, if not nil, carries a deadline or cancellation for those
+	// evaluations and the self-check.
+	Context context.Context
 }
 
 // Result is a lifted model: its config and weights, how the graph's
@@ -149,6 +157,7 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
+	g.limits = newExecLimits(o.Context, o.MaxMemory)
 	a := &analysis{g: g}
 	if err := a.newProbes(); err != nil {
 		return nil, fmt.Errorf("lift: %w", err)

@@ -1,6 +1,7 @@
 package lift
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -28,6 +29,30 @@ type probe struct {
 	dims   map[string]int // symbolic dimension: its size in this probe
 	feeds  map[string]*tensor.Dense
 	values map[string]*tensor.Dense // every value of the graph, on zero inputs
+}
+
+// execLimits is how the lifter runs the executor on a graph: the caller's
+// context and memory budget (Options.Context and Options.MaxMemory).
+type execLimits struct {
+	ctx  context.Context
+	opts exec.Options
+}
+
+// newExecLimits returns the limits of ctx (nil: none) and maxMemory
+// bytes (0: the default budget).
+func newExecLimits(ctx context.Context, maxMemory int64) execLimits {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return execLimits{ctx: ctx, opts: exec.Options{MaxMemory: maxMemory}}
+}
+
+// context returns the context of the runs; the zero limits have none.
+func (l execLimits) context() context.Context {
+	if l.ctx == nil {
+		return context.Background()
+	}
+	return l.ctx
 }
 
 // maxProbeElements bounds an input the probes feed: a static graph
@@ -271,7 +296,7 @@ func (p *probe) run(nodes []*onnxpb.NodeProto, extraInputs []*onnxpb.ValueInfoPr
 			Output:      outInfos,
 		},
 	}
-	eg, err := exec.New(m)
+	eg, err := exec.NewWithOptions(m, p.g.limits.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +307,7 @@ func (p *probe) run(nodes []*onnxpb.NodeProto, extraInputs []*onnxpb.ValueInfoPr
 	for k, v := range extra {
 		feeds[k] = v
 	}
-	return eg.Run(feeds)
+	return eg.RunContext(p.g.limits.context(), feeds)
 }
 
 // untypedInfo declares a value with an element type and no shape.

@@ -1,6 +1,7 @@
 package lift
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -206,7 +207,11 @@ func (s *Subgraph) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.D
 	for _, p := range s.params {
 		feeds[p.Name] = p.Value
 	}
-	outs, err := s.exec.Run(feeds)
+	ctx := context.Background()
+	if run != nil && run.Context != nil {
+		ctx = run.Context
+	}
+	outs, err := s.exec.RunContext(ctx, feeds)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ const (
 // every probe size and compares every output.
 func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (Check, error) {
 	var c Check
-	eg, err := exec.New(a.g.model)
+	eg, err := exec.NewWithOptions(a.g.model, a.g.limits.opts)
 	if err != nil {
 		return c, err
 	}
@@ -41,11 +41,11 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 			}
 			args = append(args, f)
 		}
-		want, err := eg.Run(feeds)
+		want, err := eg.RunContext(a.g.limits.context(), feeds)
 		if err != nil {
 			return c, fmt.Errorf("the graph fails on random inputs: %w", err)
 		}
-		got, err := RunOutputs(m, outputs, &registry.Run{}, args)
+		got, err := RunOutputs(m, outputs, &registry.Run{Context: a.g.limits.ctx}, args)
 		if err != nil {
 			return c, err
 		}

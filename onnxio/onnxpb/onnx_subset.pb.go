@@ -128,7 +128,7 @@ func (x *AttributeProto_AttributeType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use AttributeProto_AttributeType.Descriptor instead.
 func (AttributeProto_AttributeType) EnumDescriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{5, 0}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{6, 0}
 }
 
 type TensorProto_DataType int32
@@ -259,7 +259,7 @@ func (x *TensorProto_DataType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use TensorProto_DataType.Descriptor instead.
 func (TensorProto_DataType) EnumDescriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{7, 0}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{8, 0}
 }
 
 // DataLocation says whether the data is inside the message or in a file
@@ -317,7 +317,7 @@ func (x *TensorProto_DataLocation) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use TensorProto_DataLocation.Descriptor instead.
 func (TensorProto_DataLocation) EnumDescriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{7, 1}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{8, 1}
 }
 
 // ModelProto is the top-level message of an .onnx file.
@@ -331,9 +331,11 @@ type ModelProto struct {
 	ModelVersion    *int64                    `protobuf:"varint,5,opt,name=model_version,json=modelVersion" json:"model_version,omitempty"`
 	DocString       *string                   `protobuf:"bytes,6,opt,name=doc_string,json=docString" json:"doc_string,omitempty"`
 	Graph           *GraphProto               `protobuf:"bytes,7,opt,name=graph" json:"graph,omitempty"`
-	MetadataProps   []*StringStringEntryProto `protobuf:"bytes,14,rep,name=metadata_props,json=metadataProps" json:"metadata_props,omitempty"` // training_info = 20 and functions = 25 are not declared: kept as unknown.
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	MetadataProps   []*StringStringEntryProto `protobuf:"bytes,14,rep,name=metadata_props,json=metadataProps" json:"metadata_props,omitempty"`
+	// The model's local functions, which nodes call by (domain, op_type).
+	Functions     []*FunctionProto `protobuf:"bytes,25,rep,name=functions" json:"functions,omitempty"` // training_info = 20 is not declared: kept as unknown.
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ModelProto) Reset() {
@@ -425,6 +427,13 @@ func (x *ModelProto) GetGraph() *GraphProto {
 func (x *ModelProto) GetMetadataProps() []*StringStringEntryProto {
 	if x != nil {
 		return x.MetadataProps
+	}
+	return nil
+}
+
+func (x *ModelProto) GetFunctions() []*FunctionProto {
+	if x != nil {
+		return x.Functions
 	}
 	return nil
 }
@@ -639,14 +648,16 @@ func (x *GraphProto) GetValueInfo() []*ValueInfoProto {
 
 // NodeProto is one operator application.
 type NodeProto struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Input         []string               `protobuf:"bytes,1,rep,name=input" json:"input,omitempty"`
-	Output        []string               `protobuf:"bytes,2,rep,name=output" json:"output,omitempty"`
-	Name          *string                `protobuf:"bytes,3,opt,name=name" json:"name,omitempty"`
-	OpType        *string                `protobuf:"bytes,4,opt,name=op_type,json=opType" json:"op_type,omitempty"`
-	Domain        *string                `protobuf:"bytes,7,opt,name=domain" json:"domain,omitempty"`
-	Attribute     []*AttributeProto      `protobuf:"bytes,5,rep,name=attribute" json:"attribute,omitempty"`
-	DocString     *string                `protobuf:"bytes,6,opt,name=doc_string,json=docString" json:"doc_string,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Input     []string               `protobuf:"bytes,1,rep,name=input" json:"input,omitempty"`
+	Output    []string               `protobuf:"bytes,2,rep,name=output" json:"output,omitempty"`
+	Name      *string                `protobuf:"bytes,3,opt,name=name" json:"name,omitempty"`
+	OpType    *string                `protobuf:"bytes,4,opt,name=op_type,json=opType" json:"op_type,omitempty"`
+	Domain    *string                `protobuf:"bytes,7,opt,name=domain" json:"domain,omitempty"`
+	Attribute []*AttributeProto      `protobuf:"bytes,5,rep,name=attribute" json:"attribute,omitempty"`
+	DocString *string                `protobuf:"bytes,6,opt,name=doc_string,json=docString" json:"doc_string,omitempty"`
+	// overload picks among local functions of one (domain, name) (IR 10).
+	Overload      *string `protobuf:"bytes,8,opt,name=overload" json:"overload,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -730,6 +741,151 @@ func (x *NodeProto) GetDocString() string {
 	return ""
 }
 
+func (x *NodeProto) GetOverload() string {
+	if x != nil && x.Overload != nil {
+		return *x.Overload
+	}
+	return ""
+}
+
+// FunctionProto is a model-local function: a body of nodes over formal
+// inputs, outputs and attributes, called by nodes whose (domain, op_type,
+// overload) name it.
+type FunctionProto struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   *string                `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
+	Input  []string               `protobuf:"bytes,4,rep,name=input" json:"input,omitempty"`
+	Output []string               `protobuf:"bytes,5,rep,name=output" json:"output,omitempty"`
+	// attribute names the attributes without a default value;
+	// attribute_proto holds those with one (IR 9).
+	Attribute      []string          `protobuf:"bytes,6,rep,name=attribute" json:"attribute,omitempty"`
+	AttributeProto []*AttributeProto `protobuf:"bytes,11,rep,name=attribute_proto,json=attributeProto" json:"attribute_proto,omitempty"`
+	Node           []*NodeProto      `protobuf:"bytes,7,rep,name=node" json:"node,omitempty"`
+	DocString      *string           `protobuf:"bytes,8,opt,name=doc_string,json=docString" json:"doc_string,omitempty"`
+	// opset_import lists the operator sets the body's nodes bind against.
+	OpsetImport   []*OperatorSetIdProto     `protobuf:"bytes,9,rep,name=opset_import,json=opsetImport" json:"opset_import,omitempty"`
+	Domain        *string                   `protobuf:"bytes,10,opt,name=domain" json:"domain,omitempty"`
+	Overload      *string                   `protobuf:"bytes,13,opt,name=overload" json:"overload,omitempty"`
+	ValueInfo     []*ValueInfoProto         `protobuf:"bytes,12,rep,name=value_info,json=valueInfo" json:"value_info,omitempty"`
+	MetadataProps []*StringStringEntryProto `protobuf:"bytes,14,rep,name=metadata_props,json=metadataProps" json:"metadata_props,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FunctionProto) Reset() {
+	*x = FunctionProto{}
+	mi := &file_onnx_subset_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FunctionProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FunctionProto) ProtoMessage() {}
+
+func (x *FunctionProto) ProtoReflect() protoreflect.Message {
+	mi := &file_onnx_subset_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FunctionProto.ProtoReflect.Descriptor instead.
+func (*FunctionProto) Descriptor() ([]byte, []int) {
+	return file_onnx_subset_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FunctionProto) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *FunctionProto) GetInput() []string {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *FunctionProto) GetOutput() []string {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *FunctionProto) GetAttribute() []string {
+	if x != nil {
+		return x.Attribute
+	}
+	return nil
+}
+
+func (x *FunctionProto) GetAttributeProto() []*AttributeProto {
+	if x != nil {
+		return x.AttributeProto
+	}
+	return nil
+}
+
+func (x *FunctionProto) GetNode() []*NodeProto {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *FunctionProto) GetDocString() string {
+	if x != nil && x.DocString != nil {
+		return *x.DocString
+	}
+	return ""
+}
+
+func (x *FunctionProto) GetOpsetImport() []*OperatorSetIdProto {
+	if x != nil {
+		return x.OpsetImport
+	}
+	return nil
+}
+
+func (x *FunctionProto) GetDomain() string {
+	if x != nil && x.Domain != nil {
+		return *x.Domain
+	}
+	return ""
+}
+
+func (x *FunctionProto) GetOverload() string {
+	if x != nil && x.Overload != nil {
+		return *x.Overload
+	}
+	return ""
+}
+
+func (x *FunctionProto) GetValueInfo() []*ValueInfoProto {
+	if x != nil {
+		return x.ValueInfo
+	}
+	return nil
+}
+
+func (x *FunctionProto) GetMetadataProps() []*StringStringEntryProto {
+	if x != nil {
+		return x.MetadataProps
+	}
+	return nil
+}
+
 // AttributeProto is one named attribute of a node; type says which value
 // field is in use.
 type AttributeProto struct {
@@ -758,7 +914,7 @@ type AttributeProto struct {
 
 func (x *AttributeProto) Reset() {
 	*x = AttributeProto{}
-	mi := &file_onnx_subset_proto_msgTypes[5]
+	mi := &file_onnx_subset_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +926,7 @@ func (x *AttributeProto) String() string {
 func (*AttributeProto) ProtoMessage() {}
 
 func (x *AttributeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[5]
+	mi := &file_onnx_subset_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +939,7 @@ func (x *AttributeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttributeProto.ProtoReflect.Descriptor instead.
 func (*AttributeProto) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{5}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AttributeProto) GetName() string {
@@ -925,7 +1081,7 @@ type ValueInfoProto struct {
 
 func (x *ValueInfoProto) Reset() {
 	*x = ValueInfoProto{}
-	mi := &file_onnx_subset_proto_msgTypes[6]
+	mi := &file_onnx_subset_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1093,7 @@ func (x *ValueInfoProto) String() string {
 func (*ValueInfoProto) ProtoMessage() {}
 
 func (x *ValueInfoProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[6]
+	mi := &file_onnx_subset_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1106,7 @@ func (x *ValueInfoProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValueInfoProto.ProtoReflect.Descriptor instead.
 func (*ValueInfoProto) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{6}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ValueInfoProto) GetName() string {
@@ -1001,7 +1157,7 @@ type TensorProto struct {
 
 func (x *TensorProto) Reset() {
 	*x = TensorProto{}
-	mi := &file_onnx_subset_proto_msgTypes[7]
+	mi := &file_onnx_subset_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1169,7 @@ func (x *TensorProto) String() string {
 func (*TensorProto) ProtoMessage() {}
 
 func (x *TensorProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[7]
+	mi := &file_onnx_subset_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1182,7 @@ func (x *TensorProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorProto.ProtoReflect.Descriptor instead.
 func (*TensorProto) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{7}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TensorProto) GetDims() []int64 {
@@ -1147,7 +1303,7 @@ type SparseTensorProto struct {
 
 func (x *SparseTensorProto) Reset() {
 	*x = SparseTensorProto{}
-	mi := &file_onnx_subset_proto_msgTypes[8]
+	mi := &file_onnx_subset_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1315,7 @@ func (x *SparseTensorProto) String() string {
 func (*SparseTensorProto) ProtoMessage() {}
 
 func (x *SparseTensorProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[8]
+	mi := &file_onnx_subset_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1328,7 @@ func (x *SparseTensorProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseTensorProto.ProtoReflect.Descriptor instead.
 func (*SparseTensorProto) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{8}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SparseTensorProto) GetValues() *TensorProto {
@@ -1206,7 +1362,7 @@ type TensorShapeProto struct {
 
 func (x *TensorShapeProto) Reset() {
 	*x = TensorShapeProto{}
-	mi := &file_onnx_subset_proto_msgTypes[9]
+	mi := &file_onnx_subset_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1374,7 @@ func (x *TensorShapeProto) String() string {
 func (*TensorShapeProto) ProtoMessage() {}
 
 func (x *TensorShapeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[9]
+	mi := &file_onnx_subset_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1387,7 @@ func (x *TensorShapeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorShapeProto.ProtoReflect.Descriptor instead.
 func (*TensorShapeProto) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{9}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TensorShapeProto) GetDim() []*TensorShapeProto_Dimension {
@@ -1260,7 +1416,7 @@ type TypeProto struct {
 
 func (x *TypeProto) Reset() {
 	*x = TypeProto{}
-	mi := &file_onnx_subset_proto_msgTypes[10]
+	mi := &file_onnx_subset_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1428,7 @@ func (x *TypeProto) String() string {
 func (*TypeProto) ProtoMessage() {}
 
 func (x *TypeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[10]
+	mi := &file_onnx_subset_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1441,7 @@ func (x *TypeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto.ProtoReflect.Descriptor instead.
 func (*TypeProto) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{10}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TypeProto) GetValue() isTypeProto_Value {
@@ -1392,7 +1548,7 @@ type TensorProto_Segment struct {
 
 func (x *TensorProto_Segment) Reset() {
 	*x = TensorProto_Segment{}
-	mi := &file_onnx_subset_proto_msgTypes[11]
+	mi := &file_onnx_subset_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1560,7 @@ func (x *TensorProto_Segment) String() string {
 func (*TensorProto_Segment) ProtoMessage() {}
 
 func (x *TensorProto_Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[11]
+	mi := &file_onnx_subset_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1573,7 @@ func (x *TensorProto_Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorProto_Segment.ProtoReflect.Descriptor instead.
 func (*TensorProto_Segment) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{7, 0}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{8, 0}
 }
 
 func (x *TensorProto_Segment) GetBegin() int64 {
@@ -1450,7 +1606,7 @@ type TensorShapeProto_Dimension struct {
 
 func (x *TensorShapeProto_Dimension) Reset() {
 	*x = TensorShapeProto_Dimension{}
-	mi := &file_onnx_subset_proto_msgTypes[12]
+	mi := &file_onnx_subset_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1618,7 @@ func (x *TensorShapeProto_Dimension) String() string {
 func (*TensorShapeProto_Dimension) ProtoMessage() {}
 
 func (x *TensorShapeProto_Dimension) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[12]
+	mi := &file_onnx_subset_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1631,7 @@ func (x *TensorShapeProto_Dimension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorShapeProto_Dimension.ProtoReflect.Descriptor instead.
 func (*TensorShapeProto_Dimension) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{9, 0}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{10, 0}
 }
 
 func (x *TensorShapeProto_Dimension) GetValue() isTensorShapeProto_Dimension_Value {
@@ -1537,7 +1693,7 @@ type TypeProto_Tensor struct {
 
 func (x *TypeProto_Tensor) Reset() {
 	*x = TypeProto_Tensor{}
-	mi := &file_onnx_subset_proto_msgTypes[13]
+	mi := &file_onnx_subset_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1705,7 @@ func (x *TypeProto_Tensor) String() string {
 func (*TypeProto_Tensor) ProtoMessage() {}
 
 func (x *TypeProto_Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[13]
+	mi := &file_onnx_subset_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1718,7 @@ func (x *TypeProto_Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_Tensor.ProtoReflect.Descriptor instead.
 func (*TypeProto_Tensor) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{10, 0}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{11, 0}
 }
 
 func (x *TypeProto_Tensor) GetElemType() int32 {
@@ -1589,7 +1745,7 @@ type TypeProto_Sequence struct {
 
 func (x *TypeProto_Sequence) Reset() {
 	*x = TypeProto_Sequence{}
-	mi := &file_onnx_subset_proto_msgTypes[14]
+	mi := &file_onnx_subset_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1757,7 @@ func (x *TypeProto_Sequence) String() string {
 func (*TypeProto_Sequence) ProtoMessage() {}
 
 func (x *TypeProto_Sequence) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[14]
+	mi := &file_onnx_subset_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1770,7 @@ func (x *TypeProto_Sequence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_Sequence.ProtoReflect.Descriptor instead.
 func (*TypeProto_Sequence) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{10, 1}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{11, 1}
 }
 
 func (x *TypeProto_Sequence) GetElemType() *TypeProto {
@@ -1635,7 +1791,7 @@ type TypeProto_Map struct {
 
 func (x *TypeProto_Map) Reset() {
 	*x = TypeProto_Map{}
-	mi := &file_onnx_subset_proto_msgTypes[15]
+	mi := &file_onnx_subset_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1803,7 @@ func (x *TypeProto_Map) String() string {
 func (*TypeProto_Map) ProtoMessage() {}
 
 func (x *TypeProto_Map) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[15]
+	mi := &file_onnx_subset_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1816,7 @@ func (x *TypeProto_Map) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_Map.ProtoReflect.Descriptor instead.
 func (*TypeProto_Map) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{10, 2}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{11, 2}
 }
 
 func (x *TypeProto_Map) GetKeyType() int32 {
@@ -1687,7 +1843,7 @@ type TypeProto_Optional struct {
 
 func (x *TypeProto_Optional) Reset() {
 	*x = TypeProto_Optional{}
-	mi := &file_onnx_subset_proto_msgTypes[16]
+	mi := &file_onnx_subset_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1855,7 @@ func (x *TypeProto_Optional) String() string {
 func (*TypeProto_Optional) ProtoMessage() {}
 
 func (x *TypeProto_Optional) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[16]
+	mi := &file_onnx_subset_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1868,7 @@ func (x *TypeProto_Optional) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_Optional.ProtoReflect.Descriptor instead.
 func (*TypeProto_Optional) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{10, 3}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{11, 3}
 }
 
 func (x *TypeProto_Optional) GetElemType() *TypeProto {
@@ -1733,7 +1889,7 @@ type TypeProto_SparseTensor struct {
 
 func (x *TypeProto_SparseTensor) Reset() {
 	*x = TypeProto_SparseTensor{}
-	mi := &file_onnx_subset_proto_msgTypes[17]
+	mi := &file_onnx_subset_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1901,7 @@ func (x *TypeProto_SparseTensor) String() string {
 func (*TypeProto_SparseTensor) ProtoMessage() {}
 
 func (x *TypeProto_SparseTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_subset_proto_msgTypes[17]
+	mi := &file_onnx_subset_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1914,7 @@ func (x *TypeProto_SparseTensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_SparseTensor.ProtoReflect.Descriptor instead.
 func (*TypeProto_SparseTensor) Descriptor() ([]byte, []int) {
-	return file_onnx_subset_proto_rawDescGZIP(), []int{10, 4}
+	return file_onnx_subset_proto_rawDescGZIP(), []int{11, 4}
 }
 
 func (x *TypeProto_SparseTensor) GetElemType() int32 {
@@ -1779,7 +1935,7 @@ var File_onnx_subset_proto protoreflect.FileDescriptor
 
 const file_onnx_subset_proto_rawDesc = "" +
 	"\n" +
-	"\x11onnx_subset.proto\x12\x12attnrun.onnxsubset\"\xab\x03\n" +
+	"\x11onnx_subset.proto\x12\x12attnrun.onnxsubset\"\xec\x03\n" +
 	"\n" +
 	"ModelProto\x12\x1d\n" +
 	"\n" +
@@ -1792,7 +1948,8 @@ const file_onnx_subset_proto_rawDesc = "" +
 	"\n" +
 	"doc_string\x18\x06 \x01(\tR\tdocString\x124\n" +
 	"\x05graph\x18\a \x01(\v2\x1e.attnrun.onnxsubset.GraphProtoR\x05graph\x12Q\n" +
-	"\x0emetadata_props\x18\x0e \x03(\v2*.attnrun.onnxsubset.StringStringEntryProtoR\rmetadataProps\"F\n" +
+	"\x0emetadata_props\x18\x0e \x03(\v2*.attnrun.onnxsubset.StringStringEntryProtoR\rmetadataProps\x12?\n" +
+	"\tfunctions\x18\x19 \x03(\v2!.attnrun.onnxsubset.FunctionProtoR\tfunctions\"F\n" +
 	"\x12OperatorSetIdProto\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\"@\n" +
@@ -1812,7 +1969,7 @@ const file_onnx_subset_proto_rawDesc = "" +
 	"\x06output\x18\f \x03(\v2\".attnrun.onnxsubset.ValueInfoProtoR\x06output\x12A\n" +
 	"\n" +
 	"value_info\x18\r \x03(\v2\".attnrun.onnxsubset.ValueInfoProtoR\tvalueInfoJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x06\x10\n" +
-	"\"\xdf\x01\n" +
+	"\"\xfb\x01\n" +
 	"\tNodeProto\x12\x14\n" +
 	"\x05input\x18\x01 \x03(\tR\x05input\x12\x16\n" +
 	"\x06output\x18\x02 \x03(\tR\x06output\x12\x12\n" +
@@ -1821,7 +1978,24 @@ const file_onnx_subset_proto_rawDesc = "" +
 	"\x06domain\x18\a \x01(\tR\x06domain\x12@\n" +
 	"\tattribute\x18\x05 \x03(\v2\".attnrun.onnxsubset.AttributeProtoR\tattribute\x12\x1d\n" +
 	"\n" +
-	"doc_string\x18\x06 \x01(\tR\tdocString\"\xd2\a\n" +
+	"doc_string\x18\x06 \x01(\tR\tdocString\x12\x1a\n" +
+	"\boverload\x18\b \x01(\tR\boverload\"\xaf\x04\n" +
+	"\rFunctionProto\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05input\x18\x04 \x03(\tR\x05input\x12\x16\n" +
+	"\x06output\x18\x05 \x03(\tR\x06output\x12\x1c\n" +
+	"\tattribute\x18\x06 \x03(\tR\tattribute\x12K\n" +
+	"\x0fattribute_proto\x18\v \x03(\v2\".attnrun.onnxsubset.AttributeProtoR\x0eattributeProto\x121\n" +
+	"\x04node\x18\a \x03(\v2\x1d.attnrun.onnxsubset.NodeProtoR\x04node\x12\x1d\n" +
+	"\n" +
+	"doc_string\x18\b \x01(\tR\tdocString\x12I\n" +
+	"\fopset_import\x18\t \x03(\v2&.attnrun.onnxsubset.OperatorSetIdProtoR\vopsetImport\x12\x16\n" +
+	"\x06domain\x18\n" +
+	" \x01(\tR\x06domain\x12\x1a\n" +
+	"\boverload\x18\r \x01(\tR\boverload\x12A\n" +
+	"\n" +
+	"value_info\x18\f \x03(\v2\".attnrun.onnxsubset.ValueInfoProtoR\tvalueInfo\x12Q\n" +
+	"\x0emetadata_props\x18\x0e \x03(\v2*.attnrun.onnxsubset.StringStringEntryProtoR\rmetadataPropsJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04\"\xd2\a\n" +
 	"\x0eAttributeProto\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\"\n" +
 	"\rref_attr_name\x18\x15 \x01(\tR\vrefAttrName\x12\x1d\n" +
@@ -1991,7 +2165,7 @@ func file_onnx_subset_proto_rawDescGZIP() []byte {
 }
 
 var file_onnx_subset_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_onnx_subset_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_onnx_subset_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_onnx_subset_proto_goTypes = []any{
 	(AttributeProto_AttributeType)(0),  // 0: attnrun.onnxsubset.AttributeProto.AttributeType
 	(TensorProto_DataType)(0),          // 1: attnrun.onnxsubset.TensorProto.DataType
@@ -2001,63 +2175,70 @@ var file_onnx_subset_proto_goTypes = []any{
 	(*StringStringEntryProto)(nil),     // 5: attnrun.onnxsubset.StringStringEntryProto
 	(*GraphProto)(nil),                 // 6: attnrun.onnxsubset.GraphProto
 	(*NodeProto)(nil),                  // 7: attnrun.onnxsubset.NodeProto
-	(*AttributeProto)(nil),             // 8: attnrun.onnxsubset.AttributeProto
-	(*ValueInfoProto)(nil),             // 9: attnrun.onnxsubset.ValueInfoProto
-	(*TensorProto)(nil),                // 10: attnrun.onnxsubset.TensorProto
-	(*SparseTensorProto)(nil),          // 11: attnrun.onnxsubset.SparseTensorProto
-	(*TensorShapeProto)(nil),           // 12: attnrun.onnxsubset.TensorShapeProto
-	(*TypeProto)(nil),                  // 13: attnrun.onnxsubset.TypeProto
-	(*TensorProto_Segment)(nil),        // 14: attnrun.onnxsubset.TensorProto.Segment
-	(*TensorShapeProto_Dimension)(nil), // 15: attnrun.onnxsubset.TensorShapeProto.Dimension
-	(*TypeProto_Tensor)(nil),           // 16: attnrun.onnxsubset.TypeProto.Tensor
-	(*TypeProto_Sequence)(nil),         // 17: attnrun.onnxsubset.TypeProto.Sequence
-	(*TypeProto_Map)(nil),              // 18: attnrun.onnxsubset.TypeProto.Map
-	(*TypeProto_Optional)(nil),         // 19: attnrun.onnxsubset.TypeProto.Optional
-	(*TypeProto_SparseTensor)(nil),     // 20: attnrun.onnxsubset.TypeProto.SparseTensor
+	(*FunctionProto)(nil),              // 8: attnrun.onnxsubset.FunctionProto
+	(*AttributeProto)(nil),             // 9: attnrun.onnxsubset.AttributeProto
+	(*ValueInfoProto)(nil),             // 10: attnrun.onnxsubset.ValueInfoProto
+	(*TensorProto)(nil),                // 11: attnrun.onnxsubset.TensorProto
+	(*SparseTensorProto)(nil),          // 12: attnrun.onnxsubset.SparseTensorProto
+	(*TensorShapeProto)(nil),           // 13: attnrun.onnxsubset.TensorShapeProto
+	(*TypeProto)(nil),                  // 14: attnrun.onnxsubset.TypeProto
+	(*TensorProto_Segment)(nil),        // 15: attnrun.onnxsubset.TensorProto.Segment
+	(*TensorShapeProto_Dimension)(nil), // 16: attnrun.onnxsubset.TensorShapeProto.Dimension
+	(*TypeProto_Tensor)(nil),           // 17: attnrun.onnxsubset.TypeProto.Tensor
+	(*TypeProto_Sequence)(nil),         // 18: attnrun.onnxsubset.TypeProto.Sequence
+	(*TypeProto_Map)(nil),              // 19: attnrun.onnxsubset.TypeProto.Map
+	(*TypeProto_Optional)(nil),         // 20: attnrun.onnxsubset.TypeProto.Optional
+	(*TypeProto_SparseTensor)(nil),     // 21: attnrun.onnxsubset.TypeProto.SparseTensor
 }
 var file_onnx_subset_proto_depIdxs = []int32{
 	4,  // 0: attnrun.onnxsubset.ModelProto.opset_import:type_name -> attnrun.onnxsubset.OperatorSetIdProto
 	6,  // 1: attnrun.onnxsubset.ModelProto.graph:type_name -> attnrun.onnxsubset.GraphProto
 	5,  // 2: attnrun.onnxsubset.ModelProto.metadata_props:type_name -> attnrun.onnxsubset.StringStringEntryProto
-	7,  // 3: attnrun.onnxsubset.GraphProto.node:type_name -> attnrun.onnxsubset.NodeProto
-	10, // 4: attnrun.onnxsubset.GraphProto.initializer:type_name -> attnrun.onnxsubset.TensorProto
-	11, // 5: attnrun.onnxsubset.GraphProto.sparse_initializer:type_name -> attnrun.onnxsubset.SparseTensorProto
-	9,  // 6: attnrun.onnxsubset.GraphProto.input:type_name -> attnrun.onnxsubset.ValueInfoProto
-	9,  // 7: attnrun.onnxsubset.GraphProto.output:type_name -> attnrun.onnxsubset.ValueInfoProto
-	9,  // 8: attnrun.onnxsubset.GraphProto.value_info:type_name -> attnrun.onnxsubset.ValueInfoProto
-	8,  // 9: attnrun.onnxsubset.NodeProto.attribute:type_name -> attnrun.onnxsubset.AttributeProto
-	0,  // 10: attnrun.onnxsubset.AttributeProto.type:type_name -> attnrun.onnxsubset.AttributeProto.AttributeType
-	10, // 11: attnrun.onnxsubset.AttributeProto.t:type_name -> attnrun.onnxsubset.TensorProto
-	6,  // 12: attnrun.onnxsubset.AttributeProto.g:type_name -> attnrun.onnxsubset.GraphProto
-	11, // 13: attnrun.onnxsubset.AttributeProto.sparse_tensor:type_name -> attnrun.onnxsubset.SparseTensorProto
-	13, // 14: attnrun.onnxsubset.AttributeProto.tp:type_name -> attnrun.onnxsubset.TypeProto
-	10, // 15: attnrun.onnxsubset.AttributeProto.tensors:type_name -> attnrun.onnxsubset.TensorProto
-	6,  // 16: attnrun.onnxsubset.AttributeProto.graphs:type_name -> attnrun.onnxsubset.GraphProto
-	11, // 17: attnrun.onnxsubset.AttributeProto.sparse_tensors:type_name -> attnrun.onnxsubset.SparseTensorProto
-	13, // 18: attnrun.onnxsubset.AttributeProto.type_protos:type_name -> attnrun.onnxsubset.TypeProto
-	13, // 19: attnrun.onnxsubset.ValueInfoProto.type:type_name -> attnrun.onnxsubset.TypeProto
-	14, // 20: attnrun.onnxsubset.TensorProto.segment:type_name -> attnrun.onnxsubset.TensorProto.Segment
-	5,  // 21: attnrun.onnxsubset.TensorProto.external_data:type_name -> attnrun.onnxsubset.StringStringEntryProto
-	2,  // 22: attnrun.onnxsubset.TensorProto.data_location:type_name -> attnrun.onnxsubset.TensorProto.DataLocation
-	5,  // 23: attnrun.onnxsubset.TensorProto.metadata_props:type_name -> attnrun.onnxsubset.StringStringEntryProto
-	10, // 24: attnrun.onnxsubset.SparseTensorProto.values:type_name -> attnrun.onnxsubset.TensorProto
-	10, // 25: attnrun.onnxsubset.SparseTensorProto.indices:type_name -> attnrun.onnxsubset.TensorProto
-	15, // 26: attnrun.onnxsubset.TensorShapeProto.dim:type_name -> attnrun.onnxsubset.TensorShapeProto.Dimension
-	16, // 27: attnrun.onnxsubset.TypeProto.tensor_type:type_name -> attnrun.onnxsubset.TypeProto.Tensor
-	17, // 28: attnrun.onnxsubset.TypeProto.sequence_type:type_name -> attnrun.onnxsubset.TypeProto.Sequence
-	18, // 29: attnrun.onnxsubset.TypeProto.map_type:type_name -> attnrun.onnxsubset.TypeProto.Map
-	19, // 30: attnrun.onnxsubset.TypeProto.optional_type:type_name -> attnrun.onnxsubset.TypeProto.Optional
-	20, // 31: attnrun.onnxsubset.TypeProto.sparse_tensor_type:type_name -> attnrun.onnxsubset.TypeProto.SparseTensor
-	12, // 32: attnrun.onnxsubset.TypeProto.Tensor.shape:type_name -> attnrun.onnxsubset.TensorShapeProto
-	13, // 33: attnrun.onnxsubset.TypeProto.Sequence.elem_type:type_name -> attnrun.onnxsubset.TypeProto
-	13, // 34: attnrun.onnxsubset.TypeProto.Map.value_type:type_name -> attnrun.onnxsubset.TypeProto
-	13, // 35: attnrun.onnxsubset.TypeProto.Optional.elem_type:type_name -> attnrun.onnxsubset.TypeProto
-	12, // 36: attnrun.onnxsubset.TypeProto.SparseTensor.shape:type_name -> attnrun.onnxsubset.TensorShapeProto
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	8,  // 3: attnrun.onnxsubset.ModelProto.functions:type_name -> attnrun.onnxsubset.FunctionProto
+	7,  // 4: attnrun.onnxsubset.GraphProto.node:type_name -> attnrun.onnxsubset.NodeProto
+	11, // 5: attnrun.onnxsubset.GraphProto.initializer:type_name -> attnrun.onnxsubset.TensorProto
+	12, // 6: attnrun.onnxsubset.GraphProto.sparse_initializer:type_name -> attnrun.onnxsubset.SparseTensorProto
+	10, // 7: attnrun.onnxsubset.GraphProto.input:type_name -> attnrun.onnxsubset.ValueInfoProto
+	10, // 8: attnrun.onnxsubset.GraphProto.output:type_name -> attnrun.onnxsubset.ValueInfoProto
+	10, // 9: attnrun.onnxsubset.GraphProto.value_info:type_name -> attnrun.onnxsubset.ValueInfoProto
+	9,  // 10: attnrun.onnxsubset.NodeProto.attribute:type_name -> attnrun.onnxsubset.AttributeProto
+	9,  // 11: attnrun.onnxsubset.FunctionProto.attribute_proto:type_name -> attnrun.onnxsubset.AttributeProto
+	7,  // 12: attnrun.onnxsubset.FunctionProto.node:type_name -> attnrun.onnxsubset.NodeProto
+	4,  // 13: attnrun.onnxsubset.FunctionProto.opset_import:type_name -> attnrun.onnxsubset.OperatorSetIdProto
+	10, // 14: attnrun.onnxsubset.FunctionProto.value_info:type_name -> attnrun.onnxsubset.ValueInfoProto
+	5,  // 15: attnrun.onnxsubset.FunctionProto.metadata_props:type_name -> attnrun.onnxsubset.StringStringEntryProto
+	0,  // 16: attnrun.onnxsubset.AttributeProto.type:type_name -> attnrun.onnxsubset.AttributeProto.AttributeType
+	11, // 17: attnrun.onnxsubset.AttributeProto.t:type_name -> attnrun.onnxsubset.TensorProto
+	6,  // 18: attnrun.onnxsubset.AttributeProto.g:type_name -> attnrun.onnxsubset.GraphProto
+	12, // 19: attnrun.onnxsubset.AttributeProto.sparse_tensor:type_name -> attnrun.onnxsubset.SparseTensorProto
+	14, // 20: attnrun.onnxsubset.AttributeProto.tp:type_name -> attnrun.onnxsubset.TypeProto
+	11, // 21: attnrun.onnxsubset.AttributeProto.tensors:type_name -> attnrun.onnxsubset.TensorProto
+	6,  // 22: attnrun.onnxsubset.AttributeProto.graphs:type_name -> attnrun.onnxsubset.GraphProto
+	12, // 23: attnrun.onnxsubset.AttributeProto.sparse_tensors:type_name -> attnrun.onnxsubset.SparseTensorProto
+	14, // 24: attnrun.onnxsubset.AttributeProto.type_protos:type_name -> attnrun.onnxsubset.TypeProto
+	14, // 25: attnrun.onnxsubset.ValueInfoProto.type:type_name -> attnrun.onnxsubset.TypeProto
+	15, // 26: attnrun.onnxsubset.TensorProto.segment:type_name -> attnrun.onnxsubset.TensorProto.Segment
+	5,  // 27: attnrun.onnxsubset.TensorProto.external_data:type_name -> attnrun.onnxsubset.StringStringEntryProto
+	2,  // 28: attnrun.onnxsubset.TensorProto.data_location:type_name -> attnrun.onnxsubset.TensorProto.DataLocation
+	5,  // 29: attnrun.onnxsubset.TensorProto.metadata_props:type_name -> attnrun.onnxsubset.StringStringEntryProto
+	11, // 30: attnrun.onnxsubset.SparseTensorProto.values:type_name -> attnrun.onnxsubset.TensorProto
+	11, // 31: attnrun.onnxsubset.SparseTensorProto.indices:type_name -> attnrun.onnxsubset.TensorProto
+	16, // 32: attnrun.onnxsubset.TensorShapeProto.dim:type_name -> attnrun.onnxsubset.TensorShapeProto.Dimension
+	17, // 33: attnrun.onnxsubset.TypeProto.tensor_type:type_name -> attnrun.onnxsubset.TypeProto.Tensor
+	18, // 34: attnrun.onnxsubset.TypeProto.sequence_type:type_name -> attnrun.onnxsubset.TypeProto.Sequence
+	19, // 35: attnrun.onnxsubset.TypeProto.map_type:type_name -> attnrun.onnxsubset.TypeProto.Map
+	20, // 36: attnrun.onnxsubset.TypeProto.optional_type:type_name -> attnrun.onnxsubset.TypeProto.Optional
+	21, // 37: attnrun.onnxsubset.TypeProto.sparse_tensor_type:type_name -> attnrun.onnxsubset.TypeProto.SparseTensor
+	13, // 38: attnrun.onnxsubset.TypeProto.Tensor.shape:type_name -> attnrun.onnxsubset.TensorShapeProto
+	14, // 39: attnrun.onnxsubset.TypeProto.Sequence.elem_type:type_name -> attnrun.onnxsubset.TypeProto
+	14, // 40: attnrun.onnxsubset.TypeProto.Map.value_type:type_name -> attnrun.onnxsubset.TypeProto
+	14, // 41: attnrun.onnxsubset.TypeProto.Optional.elem_type:type_name -> attnrun.onnxsubset.TypeProto
+	13, // 42: attnrun.onnxsubset.TypeProto.SparseTensor.shape:type_name -> attnrun.onnxsubset.TensorShapeProto
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_onnx_subset_proto_init() }
@@ -2065,14 +2246,14 @@ func file_onnx_subset_proto_init() {
 	if File_onnx_subset_proto != nil {
 		return
 	}
-	file_onnx_subset_proto_msgTypes[10].OneofWrappers = []any{
+	file_onnx_subset_proto_msgTypes[11].OneofWrappers = []any{
 		(*TypeProto_TensorType)(nil),
 		(*TypeProto_SequenceType)(nil),
 		(*TypeProto_MapType)(nil),
 		(*TypeProto_OptionalType)(nil),
 		(*TypeProto_SparseTensorType)(nil),
 	}
-	file_onnx_subset_proto_msgTypes[12].OneofWrappers = []any{
+	file_onnx_subset_proto_msgTypes[13].OneofWrappers = []any{
 		(*TensorShapeProto_Dimension_DimValue)(nil),
 		(*TensorShapeProto_Dimension_DimParam)(nil),
 	}
@@ -2082,7 +2263,7 @@ func file_onnx_subset_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_onnx_subset_proto_rawDesc), len(file_onnx_subset_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,80 @@
+package lift_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/export"
+	"github.com/attnrun/attnrun/onnxio/lift"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+)
+
+// qk_norm is lifted from the Attention op's export by structure: the
+// per-head RMSNorm of the projections becomes qk_norm with its epsilon,
+// and its weights q_norm.weight and k_norm.weight come from the graph's.
+func TestLiftQKNorm(t *testing.T) {
+	for _, opset := range []int{23, 24} {
+		m, inputs := roundTripModel(t, "sdpa_qk_norm")
+		pb, err := export.Model(m, export.Options{Opset: opset})
+		require.NoError(t, err)
+		pb.MetadataProps = nil
+		res, err := lift.Lift(pb)
+		require.NoError(t, err)
+		assert.Contains(t, res.Config, "qk_norm: rms, qk_norm_eps: 1e-05", res.Config)
+		var mapped []string
+		for _, mp := range res.Mapping {
+			mapped = append(mapped, mp.Initializer+" -> "+mp.Param)
+		}
+		assert.Contains(t, mapped, "attn.q_norm.weight -> attn.q_norm.weight")
+		assert.Contains(t, mapped, "attn.k_norm.weight -> attn.k_norm.weight")
+		want := runExport(t, pb, inputs(3))
+		got, err := res.Model.Forward(nil, inputs(3)["x"])
+		require.NoError(t, err)
+		assertSameOutput(t, want, got)
+	}
+}
+
+// Sinks and score modifications have no structural lift: attnrun exports
+// them as standard ops around a Softmax, and the Softmax recognizer lifts
+// to attention.multihead and attention.torch_mha, which have neither. The
+// graph is reported unlifted, naming the Softmax; the files attnrun wrote
+// are rebuilt exactly from their metadata, FlexAttention exports included.
+func TestLiftSinksAndScoreMods(t *testing.T) {
+	for _, config := range []string{"sdpa_sinks", "sdpa_score_mod", "multi/sdpa_sinks_padding", "multi/sdpa_score_mod_cross"} {
+		for _, opts := range []export.Options{{Opset: 17}, {Opset: 23}, {Opset: 17, Preview: true}} {
+			t.Run(fmt.Sprintf("%s/opset%d/preview=%v", config, opts.Opset, opts.Preview), func(t *testing.T) {
+				m, inputs := roundTripModel(t, config)
+				pb, err := export.Model(m, opts)
+				require.NoError(t, err)
+				res, err := lift.Lift(pb)
+				require.NoError(t, err)
+				require.True(t, res.Attnrun)
+				for seed := range uint64(2) {
+					feeds := inputs(seed)
+					want := runExport(t, pb, feeds)
+					var xs []*tensor.Dense
+					for _, in := range m.Config().Inputs {
+						xs = append(xs, feeds[in])
+					}
+					got, err := res.Model.Forward(nil, xs...)
+					require.NoError(t, err)
+					assertSameOutput(t, want, got)
+				}
+
+				stripped := proto.Clone(pb).(*onnxpb.ModelProto)
+				stripped.MetadataProps = nil
+				_, err = lift.Lift(stripped)
+				require.Error(t, err)
+				if !opts.Preview {
+					assert.True(t, strings.Contains(err.Error(), "Softmax"), "%v", err)
+				}
+			})
+		}
+	}
+}
