@@ -3,10 +3,12 @@ package layers
 import (
 	"errors"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/registry"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
 )
@@ -163,5 +165,21 @@ func TestOutputShapeMatchesForward(t *testing.T) {
 				require.Error(t, err, "OutputShape of %v (Forward: %v)", shapes, ferr)
 			}
 		})
+	}
+}
+
+// TestShapeCasesCoverEveryLayer: every built-in layer type is in
+// shapeCases, so that each is checked as a Provisioner (when it has
+// parameters) and an OutputShaper.
+func TestShapeCasesCoverEveryLayer(t *testing.T) {
+	covered := map[string]bool{}
+	for _, c := range shapeCases {
+		covered[c.id] = true
+	}
+	for _, info := range registry.Infos() {
+		if reflect.TypeOf(info.New()).Elem().PkgPath() != reflect.TypeOf(Linear{}).PkgPath() {
+			continue // registered by a test or another package
+		}
+		assert.True(t, covered[info.ID], "%s has no entry in shapeCases", info.ID)
 	}
 }
