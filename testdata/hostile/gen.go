@@ -94,7 +94,7 @@ func cases() []hostileCase {
 }
 
 // onnxFile writes m as model.onnx, with a test-data set of one tiny
-// expected output, so that check runs the graph.
+// expected value per graph output, so that check runs the graph.
 func onnxFile(m *onnxpb.ModelProto) func(string) error {
 	return func(dir string) error {
 		if err := writeModel(filepath.Join(dir, "model.onnx"), m); err != nil {
@@ -109,7 +109,12 @@ func onnxFile(m *onnxpb.ModelProto) func(string) error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(set, "output_0.pb"), data, 0o644)
+		for i := range m.GetGraph().GetOutput() {
+			if err := os.WriteFile(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)), data, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 
