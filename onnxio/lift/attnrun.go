@@ -133,9 +133,10 @@ func metaOutputs(m *onnxpb.ModelProto, model *models.Model) ([]Output, error) {
 	return outs, nil
 }
 
-// loadResult is Lift for a file attnrun wrote: nothing to recognize.
-func loadResult(m *onnxpb.ModelProto) (*Result, error) {
-	model, outputs, err := Load(m)
+// loadResult is Lift for a file attnrun wrote: nothing to recognize. The
+// model is built within opts.MaxMemory.
+func loadResult(m *onnxpb.ModelProto, opts models.Options) (*Result, error) {
+	model, outputs, err := LoadWith(m, opts)
 	if err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}

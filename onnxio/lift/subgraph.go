@@ -174,15 +174,10 @@ func paramShape(vi *onnxpb.ValueInfoProto) ([]int, error) {
 	return shape, nil
 }
 
-// newSubgraphExec prepares the graph for the executor, whose preparation
-// (constants it folds) is bounded by maxMemory bytes.
+// newSubgraphExec prepares the graph for the executor, which holds at
+// most maxMemory bytes, its constants and each run's values.
 func newSubgraphExec(m *onnxpb.ModelProto, maxMemory int64) (*exec.Graph, error) {
-	// TODO(exechard): exec.NewWithOptions(m, exec.Options{MaxMemory: maxMemory})
-	// once onnxio/exec has it; and Forward's s.exec.Run(feeds) becomes
-	// s.exec.RunContext(run.Context, feeds). Until then the executor
-	// applies its own default limit.
-	_ = maxMemory
-	return exec.New(m)
+	return exec.NewWithOptions(m, exec.Options{MaxMemory: maxMemory})
 }
 
 // Params lists the graph's float32 tensors, in the order ParamNames gives.

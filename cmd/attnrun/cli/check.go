@@ -152,8 +152,14 @@ func checkDataSets(stdout, stderr io.Writer, lim *limits, path string, f checkFl
 		failedBefore := t.failed
 		got, want, err := runDataSet(file, path, dir)
 		p.hide()
+		if err != nil && lim.ctx.Err() != nil {
+			// Past the deadline, every set left would fail the same way.
+			p.advance(true)
+			p.finish()
+			return err
+		}
 		if err != nil {
-			t.fail(filepath.Base(dir), len(file.outputNames()), err)
+			t.fail(filepath.Base(dir), len(file.outputNames()), lim.explain(err))
 		}
 		for i := range want {
 			t.add(filepath.Base(dir), fmt.Sprintf("output %d %q", i, file.outputNames()[i]), got[i], want[i])

@@ -156,30 +156,18 @@ func (l *limits) loadAttnrun(m *onnxpb.ModelProto) (*models.Model, []lift.Output
 	return lift.LoadWith(m, l.models())
 }
 
-// The executor and the lifter take the budget and the deadline through
-// the helpers below, so that each switch is one line.
-//
-// TODO(exechard): once onnxio/exec has exec.NewWithOptions, (*exec.Graph).
-// RunContext and lift.Options{MaxMemory, Context}, use them here:
-//   newGraph: exec.NewWithOptions(m, exec.Options{MaxMemory: int64(l.maxMemory)})
-//   runGraph: g.RunContext(l.ctx, feeds)
-//   liftOptions: o.MaxMemory, o.Context = int64(l.maxMemory), l.ctx
-// and in onnxio/lift/subgraph.go, newSubgraphExec and Subgraph.Forward.
-
-// newGraph prepares a graph for the executor within the limits.
+// newGraph prepares a graph for the executor within the budget.
 func (l *limits) newGraph(m *onnxpb.ModelProto) (*exec.Graph, error) {
-	return exec.New(m)
+	return exec.NewWithOptions(m, exec.Options{MaxMemory: int64(l.maxMemory)})
 }
 
-// runGraph runs a graph within the limits.
+// runGraph runs a graph before the deadline.
 func (l *limits) runGraph(g *exec.Graph, feeds map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
-	if err := l.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return g.Run(feeds)
+	return g.RunContext(l.ctx, feeds)
 }
 
-// liftOptions sets the limits in options for the lifter.
+// liftOptions sets the budget and the deadline in options for the lifter.
 func (l *limits) liftOptions(o lift.Options) lift.Options {
+	o.MaxMemory, o.Context = int64(l.maxMemory), l.ctx
 	return o
 }

@@ -180,3 +180,56 @@ func TestInspectReadsSizes(t *testing.T) {
 	assert.Contains(t, stdout, `cannot be lifted: `+path+`: initializer "w" (FLOAT [4294967296]): 4294967296 elements need 17179869184 bytes, over the limit of 2147483648 bytes per tensor`)
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20))
 }
+
+// constantGraph writes a graph computing ConstantOfShape(dims) and then,
+// matmuls times, its product with itself, with a test-data set of one
+// expected output: a 100-byte file that asks for memory or time.
+func constantGraph(t *testing.T, dir string, matmuls int, dims ...int64) string {
+	t.Helper()
+	one := &onnxpb.TensorProto{DataType: proto.Int32(int32(onnxio.Float)), Dims: []int64{1}, FloatData: []float32{1}}
+	shape := &onnxpb.TensorProto{DataType: proto.Int32(int32(onnxio.Int64)), Dims: []int64{int64(len(dims))}, Int64Data: dims}
+	tensorAttr := func(v *onnxpb.TensorProto) []*onnxpb.AttributeProto {
+		return []*onnxpb.AttributeProto{{Name: proto.String("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: v}}
+	}
+	nodes := []*onnxpb.NodeProto{
+		{OpType: proto.String("Constant"), Output: []string{"shape"}, Attribute: tensorAttr(shape)},
+		{OpType: proto.String("ConstantOfShape"), Input: []string{"shape"}, Output: []string{"a"}, Attribute: tensorAttr(one)},
+	}
+	last := "a"
+	for i := range matmuls {
+		out := fmt.Sprintf("m%d", i)
+		nodes = append(nodes, &onnxpb.NodeProto{OpType: proto.String("MatMul"), Input: []string{last, "a"}, Output: []string{out}})
+		last = out
+	}
+	m := &onnxpb.ModelProto{IrVersion: proto.Int64(8), OpsetImport: []*onnxpb.OperatorSetIdProto{{Version: proto.Int64(17)}},
+		Graph: &onnxpb.GraphProto{Name: proto.String("g"), Node: nodes,
+			Output: []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo(last, onnxio.Float, nil)}}}
+	data, err := proto.Marshal(m)
+	require.NoError(t, err)
+	path := filepath.Join(dir, "model.onnx")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	set := filepath.Join(dir, "test_data_set_0")
+	require.NoError(t, os.MkdirAll(set, 0o755))
+	out, err := proto.Marshal(one)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(set, "output_0.pb"), out, 0o644))
+	return path
+}
+
+// TestCheckNamesTheLimits: check used to report a data set stopped by the
+// deadline as a mismatch; it stops at the deadline, naming --timeout, and
+// a set over the budget names --max-memory.
+func TestCheckNamesTheLimits(t *testing.T) {
+	slow := constantGraph(t, t.TempDir(), 64, 2048, 2048)
+	start := time.Now()
+	status, _, stderr := attnrun("check", slow, "--timeout", "500ms")
+	assert.Equal(t, 1, status)
+	assert.Less(t, time.Since(start), 500*time.Millisecond+deadlineGrace+time.Second)
+	assert.Contains(t, stderr, "context deadline exceeded: over the time limit of 500ms (--timeout sets it)")
+	assert.NotContains(t, stderr, "out of tolerance")
+
+	big := constantGraph(t, t.TempDir(), 0, 65536, 65536)
+	status, stdout, _ := attnrun("check", big, "--max-memory", "1GiB")
+	assert.Equal(t, 1, status)
+	assert.Contains(t, stdout, `node #1 (ConstantOfShape): float32 (65536, 65536) needs 16 GiB, over the memory budget of 1 GiB (--max-memory 1 GiB sets the budget)`)
+}
