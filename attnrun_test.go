@@ -186,7 +186,7 @@ func TestLoadErrors(t *testing.T) {
 		{"model.txt", nil, "model.txt: want a model config (.yaml, .yml), an ONNX file (.onnx) or a preset name"},
 		{dir, nil, dir + ": want a model config (.yaml, .yml), an ONNX file (.onnx) or a preset name"},
 		{"seed-nope", nil, `unknown preset "seed-nope"; available: seed-simple`},
-		{"missing.yaml", nil, "open missing.yaml: no such file or directory"},
+		{"missing.yaml", nil, "missing.yaml: no such file or directory"},
 		{config, []attnrun.Option{attnrun.WithSeed(1), attnrun.WithWeights("w.npz")}, "attnrun.Load: WithWeights and WithSeed both set the weights; give one"},
 		{torchONNX, []attnrun.Option{attnrun.WithWeights("w.npz")}, "the weights of an ONNX graph are its initializers"},
 		{config, []attnrun.Option{attnrun.WithWeights(torchONNX)}, "unknown weights format"},

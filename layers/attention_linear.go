@@ -87,7 +87,7 @@ type LinearAttention struct {
 }
 
 var (
-	_ registry.Layer       = (*LinearAttention)(nil)
+	_ registry.Provisioner = (*LinearAttention)(nil)
 	_ registry.Stepper     = (*LinearAttention)(nil)
 	_ registry.FLOPCounter = (*LinearAttention)(nil)
 )
@@ -191,49 +191,60 @@ type linearPrepared struct {
 
 // Validate checks every field (see the type's documentation) and
 // allocates zeroed parameters.
-func (l *LinearAttention) Validate() error {
-	l.c = nil
+func (l *LinearAttention) Validate() error { return l.Provision(nil) }
+
+// PlanParams lists the parameters without allocating them.
+func (l *LinearAttention) PlanParams() ([]registry.ParamShape, error) { return planParams(l.prepare) }
+
+// Provision checks every field and allocates zeroed parameters from mem.
+func (l *LinearAttention) Provision(mem registry.Memory) (err error) {
+	l.c, err = provision(mem, l.prepare)
+	return err
+}
+
+// prepare checks the fields and builds the prepared layer, its parameters
+// made by a in the order Params lists them.
+func (l *LinearAttention) prepare(a paramAlloc) (*linearPrepared, error) {
 	s, err := l.sizes()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !(l.Eps >= 0) || math.IsInf(l.Eps, 0) {
-		return fmt.Errorf("eps must be a finite number ≥ 0, got %g", l.Eps)
+		return nil, fmt.Errorf("eps must be a finite number ≥ 0, got %g", l.Eps)
 	}
 	if s.rule.delta && !l.QKL2Norm {
-		return fmt.Errorf("qk_l2norm: false does not fit update_rule %q: the delta rules need unit keys (‖k‖ = 1 keeps I − βkkᵀ from amplifying the state)", l.UpdateRule)
+		return nil, fmt.Errorf("qk_l2norm: false does not fit update_rule %q: the delta rules need unit keys (‖k‖ = 1 keeps I − βkkᵀ from amplifying the state)", l.UpdateRule)
 	}
 	c := &linearPrepared{linearSizes: s, l2norm: l.QKL2Norm, eps: l.Eps}
-	if c.qkvz, err = newLinearWeights("in_proj_qkvz", s.d, 2*s.keyDim+2*s.valueDim, false); err != nil {
-		return err
+	if s.rule.gated {
+		if c.dtBias, err = a.zeros("dt_bias", s.heads); err != nil {
+			return nil, err
+		}
+		if c.aLog, err = a.zeros("A_log", s.heads); err != nil {
+			return nil, err
+		}
+	}
+	if c.conv, err = a.zeros("conv1d.weight", s.convDim, 1, s.kernel); err != nil {
+		return nil, err
+	}
+	if c.qkvz, err = newLinearWeights(a, "in_proj_qkvz", s.d, 2*s.keyDim+2*s.valueDim, false); err != nil {
+		return nil, err
 	}
 	if s.gateWidth > 0 {
 		c.gateName = map[updateRule]string{
 			{gated: true, delta: true}: "in_proj_ba", {delta: true}: "in_proj_b", {gated: true}: "in_proj_a",
 		}[s.rule]
-		if c.gateProj, err = newLinearWeights(c.gateName, s.d, s.gateWidth, false); err != nil {
-			return err
+		if c.gateProj, err = newLinearWeights(a, c.gateName, s.d, s.gateWidth, false); err != nil {
+			return nil, err
 		}
 	}
-	if s.rule.gated {
-		if c.dtBias, err = newZeros("dt_bias", s.heads); err != nil {
-			return err
-		}
-		if c.aLog, err = newZeros("A_log", s.heads); err != nil {
-			return err
-		}
+	if c.norm, err = a.zeros("norm.weight", s.dv); err != nil {
+		return nil, err
 	}
-	if c.conv, err = newZeros("conv1d.weight", s.convDim, 1, s.kernel); err != nil {
-		return err
+	if c.out, err = newLinearWeights(a, "out_proj", s.valueDim, s.d, false); err != nil {
+		return nil, err
 	}
-	if c.norm, err = newZeros("norm.weight", s.dv); err != nil {
-		return err
-	}
-	if c.out, err = newLinearWeights("out_proj", s.valueDim, s.d, false); err != nil {
-		return err
-	}
-	l.c = c
-	return nil
+	return c, nil
 }
 
 // Params lists the parameters in Qwen3NextGatedDeltaNet's state_dict

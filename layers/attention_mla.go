@@ -86,7 +86,7 @@ type MLA struct {
 }
 
 var (
-	_ registry.Layer       = (*MLA)(nil)
+	_ registry.Provisioner = (*MLA)(nil)
 	_ registry.Stepper     = (*MLA)(nil)
 	_ registry.FLOPCounter = (*MLA)(nil)
 )
@@ -112,8 +112,19 @@ type mlaPrepared struct {
 
 // Validate checks every field (see the type's documentation) and
 // allocates zeroed parameters.
-func (m *MLA) Validate() error {
-	m.c = nil
+func (m *MLA) Validate() error { return m.Provision(nil) }
+
+// PlanParams lists the parameters without allocating them.
+func (m *MLA) PlanParams() ([]registry.ParamShape, error) { return planParams(m.prepare) }
+
+// Provision checks every field and allocates zeroed parameters from mem.
+func (m *MLA) Provision(mem registry.Memory) (err error) {
+	m.c, err = provision(mem, m.prepare)
+	return err
+}
+
+// prepare checks the fields and builds the prepared layer with a.
+func (m *MLA) prepare(a paramAlloc) (*mlaPrepared, error) {
 	err := firstError(
 		positive("d", m.D),
 		positive("num_heads", m.NumHeads),
@@ -124,35 +135,34 @@ func (m *MLA) Validate() error {
 		positive("v_head_dim", m.VHeadDim),
 	)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c := &mlaPrepared{d: m.D, heads: m.NumHeads, qRank: m.QLoRARank, kvRank: m.KVLoRARank,
 		dn: m.QKNopeHeadDim, dr: m.QKRopeHeadDim, dv: m.VHeadDim, eps: m.Eps}
 	c.dqk = c.dn + c.dr
 	if c.heads > maxHeads {
-		return fmt.Errorf("num_heads %d is above the limit of %d", c.heads, maxHeads)
+		return nil, fmt.Errorf("num_heads %d is above the limit of %d", c.heads, maxHeads)
 	}
 	if c.dqk > maxElements/c.heads || c.dn+c.dv > maxElements/c.heads || c.dv > maxElements/c.heads {
-		return fmt.Errorf("num_heads %d × the head widths is above the limit of %d", c.heads, maxElements)
+		return nil, fmt.Errorf("num_heads %d × the head widths is above the limit of %d", c.heads, maxElements)
 	}
 	if c.rot, err = newRotary(mlaRopeFields, m.RoPE, m.RoPEBase, c.dr, c.dr); err != nil {
-		return err
+		return nil, err
 	}
 	if !(m.Eps >= 0) || math.IsInf(m.Eps, 0) {
-		return fmt.Errorf("eps must be a finite number ≥ 0, got %g", m.Eps)
+		return nil, fmt.Errorf("eps must be a finite number ≥ 0, got %g", m.Eps)
 	}
 	if math.IsNaN(m.Scale) || math.IsInf(m.Scale, 0) {
-		return fmt.Errorf("scale must be finite, got %g", m.Scale)
+		return nil, fmt.Errorf("scale must be finite, got %g", m.Scale)
 	}
 	c.scale = float32(m.Scale)
 	if m.Scale == 0 {
 		c.scale = invSqrt(c.dqk)
 	}
-	if err := c.allocate(m.AttentionBias); err != nil {
-		return err
+	if err := c.allocate(a, m.AttentionBias); err != nil {
+		return nil, err
 	}
-	m.c = c
-	return nil
+	return c, nil
 }
 
 // nonNegative checks a size field that may be 0 (off).
@@ -164,33 +174,33 @@ func nonNegative(field string, v int) error {
 }
 
 // allocate makes the projections and the norm weights.
-func (c *mlaPrepared) allocate(bias bool) error {
+func (c *mlaPrepared) allocate(a paramAlloc, bias bool) error {
 	var err error
 	if c.qRank == 0 {
-		if c.q, err = newLinearWeights("q_proj", c.d, c.heads*c.dqk, false); err != nil {
+		if c.q, err = newLinearWeights(a, "q_proj", c.d, c.heads*c.dqk, false); err != nil {
 			return err
 		}
 	} else {
-		if c.qA, err = newLinearWeights("q_a_proj", c.d, c.qRank, bias); err != nil {
+		if c.qA, err = newLinearWeights(a, "q_a_proj", c.d, c.qRank, bias); err != nil {
 			return err
 		}
-		if c.qNorm, err = newZeros("q_a_layernorm.weight", c.qRank); err != nil {
+		if c.qNorm, err = a.zeros("q_a_layernorm.weight", c.qRank); err != nil {
 			return err
 		}
-		if c.qB, err = newLinearWeights("q_b_proj", c.qRank, c.heads*c.dqk, false); err != nil {
+		if c.qB, err = newLinearWeights(a, "q_b_proj", c.qRank, c.heads*c.dqk, false); err != nil {
 			return err
 		}
 	}
-	if c.kvA, err = newLinearWeights("kv_a_proj_with_mqa", c.d, c.kvRank+c.dr, bias); err != nil {
+	if c.kvA, err = newLinearWeights(a, "kv_a_proj_with_mqa", c.d, c.kvRank+c.dr, bias); err != nil {
 		return err
 	}
-	if c.kvNorm, err = newZeros("kv_a_layernorm.weight", c.kvRank); err != nil {
+	if c.kvNorm, err = a.zeros("kv_a_layernorm.weight", c.kvRank); err != nil {
 		return err
 	}
-	if c.kvB, err = newLinearWeights("kv_b_proj", c.kvRank, c.heads*(c.dn+c.dv), false); err != nil {
+	if c.kvB, err = newLinearWeights(a, "kv_b_proj", c.kvRank, c.heads*(c.dn+c.dv), false); err != nil {
 		return err
 	}
-	c.o, err = newLinearWeights("o_proj", c.heads*c.dv, c.d, bias)
+	c.o, err = newLinearWeights(a, "o_proj", c.heads*c.dv, c.d, bias)
 	return err
 }
 

@@ -33,23 +33,28 @@ type Causal struct {
 	head *head
 }
 
-var _ registry.Layer = (*Causal)(nil)
+var _ registry.Provisioner = (*Causal)(nil)
 
 // Validate checks the sizes and the dropout probability, and allocates
 // zeroed parameters.
-func (c *Causal) Validate() error {
-	c.head = nil
-	h, err := newCausalHead("", c.DIn, c.DOut, c.ContextLength, c.Dropout, c.QKVBias)
-	if err != nil {
-		return err
-	}
-	c.head = h
-	return nil
+func (c *Causal) Validate() error { return c.Provision(nil) }
+
+// PlanParams lists the projections' parameters without allocating them.
+func (c *Causal) PlanParams() ([]registry.ParamShape, error) { return planParams(c.prepare) }
+
+// Provision checks the fields and allocates zeroed parameters from mem.
+func (c *Causal) Provision(mem registry.Memory) (err error) {
+	c.head, err = provision(mem, c.prepare)
+	return err
+}
+
+func (c *Causal) prepare(a paramAlloc) (*head, error) {
+	return newCausalHead(a, "", c.DIn, c.DOut, c.ContextLength, c.Dropout, c.QKVBias)
 }
 
 // newCausalHead validates the fields of a CausalAttention and builds it; the
 // wrapper uses it for each of its heads, whose names start with prefix.
-func newCausalHead(prefix string, dIn, dOut, contextLength int, dropout float64, bias bool) (*head, error) {
+func newCausalHead(a paramAlloc, prefix string, dIn, dOut, contextLength int, dropout float64, bias bool) (*head, error) {
 	err := firstError(
 		positive("d_in", dIn),
 		positive("d_out", dOut),
@@ -59,7 +64,7 @@ func newCausalHead(prefix string, dIn, dOut, contextLength int, dropout float64,
 	if err != nil {
 		return nil, err
 	}
-	proj, err := newQKV(prefix, dIn, dOut, false, bias)
+	proj, err := newQKV(a, prefix, dIn, dOut, false, bias)
 	if err != nil {
 		return nil, err
 	}

@@ -27,20 +27,25 @@ type Linear struct {
 	weights *linearWeights
 }
 
-var _ registry.Layer = (*Linear)(nil)
+var _ registry.Provisioner = (*Linear)(nil)
 
 // Validate checks the sizes and allocates zeroed parameters.
-func (l *Linear) Validate() error {
-	l.weights = nil
+func (l *Linear) Validate() error { return l.Provision(nil) }
+
+// PlanParams lists weight and bias without allocating them.
+func (l *Linear) PlanParams() ([]registry.ParamShape, error) { return planParams(l.prepare) }
+
+// Provision checks the sizes and allocates zeroed parameters from mem.
+func (l *Linear) Provision(mem registry.Memory) (err error) {
+	l.weights, err = provision(mem, l.prepare)
+	return err
+}
+
+func (l *Linear) prepare(a paramAlloc) (*linearWeights, error) {
 	if err := firstError(positive("d_in", l.DIn), positive("d_out", l.DOut)); err != nil {
-		return err
+		return nil, err
 	}
-	w, err := newLinearWeights("", l.DIn, l.DOut, l.Bias)
-	if err != nil {
-		return err
-	}
-	l.weights = w
-	return nil
+	return newLinearWeights(a, "", l.DIn, l.DOut, l.Bias)
 }
 
 // Params lists weight then bias, initialized as nn.Linear does.

@@ -49,20 +49,30 @@ type mlpPrepared struct {
 }
 
 var (
-	_ registry.Layer     = (*MLP)(nil)
-	_ registry.TokenWise = (*MLP)(nil)
+	_ registry.Provisioner = (*MLP)(nil)
+	_ registry.TokenWise   = (*MLP)(nil)
 )
 
 // Validate checks the sizes and the activation and allocates zeroed
 // projections.
-func (m *MLP) Validate() error {
-	m.c = nil
+func (m *MLP) Validate() error { return m.Provision(nil) }
+
+// PlanParams lists the projections' parameters without allocating them.
+func (m *MLP) PlanParams() ([]registry.ParamShape, error) { return planParams(m.prepare) }
+
+// Provision checks the fields and allocates zeroed projections from mem.
+func (m *MLP) Provision(mem registry.Memory) (err error) {
+	m.c, err = provision(mem, m.prepare)
+	return err
+}
+
+func (m *MLP) prepare(a paramAlloc) (*mlpPrepared, error) {
 	if err := firstError(positive("d", m.D), positive("d_hidden", m.DHidden)); err != nil {
-		return err
+		return nil, err
 	}
 	act, ok := activations[m.Activation]
 	if !ok {
-		return fmt.Errorf("activation %q is not gelu, gelu_tanh, silu or relu", m.Activation)
+		return nil, fmt.Errorf("activation %q is not gelu, gelu_tanh, silu or relu", m.Activation)
 	}
 	c := &mlpPrepared{act: act}
 	type proj struct {
@@ -74,15 +84,14 @@ func (m *MLP) Validate() error {
 		projs = []proj{{"gate_proj", m.D, m.DHidden}, {"up_proj", m.D, m.DHidden}, {"down_proj", m.DHidden, m.D}}
 	}
 	for _, p := range projs {
-		w, err := newLinearWeights(p.name, p.in, p.out, m.Bias)
+		w, err := newLinearWeights(a, p.name, p.in, p.out, m.Bias)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		c.names = append(c.names, p.name)
 		c.projs = append(c.projs, w)
 	}
-	m.c = c
-	return nil
+	return c, nil
 }
 
 // Params lists fc1 then fc2, or gate_proj, up_proj, down_proj (Hugging

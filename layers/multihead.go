@@ -47,12 +47,35 @@ type MultiHead struct {
 	dropout       float64
 }
 
-var _ registry.Layer = (*MultiHead)(nil)
+var _ registry.Provisioner = (*MultiHead)(nil)
 
 // Validate checks the sizes, that num_heads divides d_out and the dropout
 // probability, and allocates zeroed parameters.
-func (m *MultiHead) Validate() error {
+func (m *MultiHead) Validate() error { return m.Provision(nil) }
+
+// PlanParams lists the projections' parameters without allocating them.
+func (m *MultiHead) PlanParams() ([]registry.ParamShape, error) { return planParams(m.prepare) }
+
+// Provision checks the fields and allocates zeroed parameters from mem.
+func (m *MultiHead) Provision(mem registry.Memory) error {
 	m.outProj = nil
+	p, err := provision(mem, m.prepare)
+	if err != nil {
+		return err
+	}
+	m.proj, m.outProj = p.proj, p.outProj
+	m.numHeads, m.contextLength, m.causal, m.dropout = m.NumHeads, m.ContextLength, m.Causal, m.Dropout
+	return nil
+}
+
+// multiHeadWeights are the projections of attention.multihead.
+type multiHeadWeights struct {
+	proj    qkv
+	outProj *linearWeights
+}
+
+func (m *MultiHead) prepare(a paramAlloc) (multiHeadWeights, error) {
+	var none multiHeadWeights
 	err := firstError(
 		positive("d_in", m.DIn),
 		positive("d_out", m.DOut),
@@ -61,22 +84,20 @@ func (m *MultiHead) Validate() error {
 		probability("dropout", m.Dropout),
 	)
 	if err != nil {
-		return err
+		return none, err
 	}
 	if m.DOut%m.NumHeads != 0 {
-		return fmt.Errorf("num_heads %d does not divide d_out %d", m.NumHeads, m.DOut)
+		return none, fmt.Errorf("num_heads %d does not divide d_out %d", m.NumHeads, m.DOut)
 	}
-	proj, err := newQKV("", m.DIn, m.DOut, false, m.QKVBias)
+	proj, err := newQKV(a, "", m.DIn, m.DOut, false, m.QKVBias)
 	if err != nil {
-		return err
+		return none, err
 	}
-	outProj, err := newLinearWeights("out_proj", m.DOut, m.DOut, m.OutBias)
+	outProj, err := newLinearWeights(a, "out_proj", m.DOut, m.DOut, m.OutBias)
 	if err != nil {
-		return err
+		return none, err
 	}
-	m.proj, m.outProj = proj, outProj
-	m.numHeads, m.contextLength, m.causal, m.dropout = m.NumHeads, m.ContextLength, m.Causal, m.Dropout
-	return nil
+	return multiHeadWeights{proj: proj, outProj: outProj}, nil
 }
 
 // Params lists W_query, W_key, W_value and out_proj, each nn.Linear's weight

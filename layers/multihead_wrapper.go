@@ -38,24 +38,40 @@ type MultiHeadWrapper struct {
 	heads []*head
 }
 
-var _ registry.Layer = (*MultiHeadWrapper)(nil)
+var _ registry.Provisioner = (*MultiHeadWrapper)(nil)
 
 // Validate checks the fields and allocates zeroed parameters for every head.
-func (m *MultiHeadWrapper) Validate() error {
-	m.heads = nil
+func (m *MultiHeadWrapper) Validate() error { return m.Provision(nil) }
+
+// PlanParams lists every head's parameters without allocating them.
+func (m *MultiHeadWrapper) PlanParams() ([]registry.ParamShape, error) { return planParams(m.prepare) }
+
+// Provision checks the fields and allocates zeroed parameters for every
+// head from mem.
+func (m *MultiHeadWrapper) Provision(mem registry.Memory) (err error) {
+	m.heads, err = provision(mem, m.prepare)
+	return err
+}
+
+// prepare builds the heads. Each is a module of its own, with its own
+// tensors, so num_heads is bounded like other head counts: planning lists
+// every head's parameters.
+func (m *MultiHeadWrapper) prepare(a paramAlloc) ([]*head, error) {
 	if err := positive("num_heads", m.NumHeads); err != nil {
-		return err
+		return nil, err
+	}
+	if m.NumHeads > maxHeads {
+		return nil, fmt.Errorf("num_heads %d is above the limit of %d", m.NumHeads, maxHeads)
 	}
 	heads := make([]*head, m.NumHeads)
 	for i := range heads {
-		h, err := newCausalHead(headPrefix(i), m.DIn, m.DOut, m.ContextLength, m.Dropout, m.QKVBias)
+		h, err := newCausalHead(a, headPrefix(i), m.DIn, m.DOut, m.ContextLength, m.Dropout, m.QKVBias)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		heads[i] = h
 	}
-	m.heads = heads
-	return nil
+	return heads, nil
 }
 
 // headPrefix names head i's parameters, as nn.ModuleList does.

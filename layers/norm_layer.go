@@ -32,20 +32,25 @@ type LayerNorm struct {
 }
 
 var (
-	_ registry.Layer     = (*LayerNorm)(nil)
-	_ registry.TokenWise = (*LayerNorm)(nil)
+	_ registry.Provisioner = (*LayerNorm)(nil)
+	_ registry.TokenWise   = (*LayerNorm)(nil)
 )
 
 // Validate checks d and eps and allocates weight (ones) and bias (zeros)
 // when elementwise_affine is set.
-func (n *LayerNorm) Validate() error {
-	n.norm = nil
-	norm, err := newTokenNorm(n.D, n.Eps, n.ElementwiseAffine, n.ElementwiseAffine)
-	if err != nil {
-		return err
-	}
-	n.norm = norm
-	return nil
+func (n *LayerNorm) Validate() error { return n.Provision(nil) }
+
+// PlanParams lists weight and bias, if any, without allocating them.
+func (n *LayerNorm) PlanParams() ([]registry.ParamShape, error) { return planParams(n.prepare) }
+
+// Provision checks d and eps and allocates the parameters from mem.
+func (n *LayerNorm) Provision(mem registry.Memory) (err error) {
+	n.norm, err = provision(mem, n.prepare)
+	return err
+}
+
+func (n *LayerNorm) prepare(a paramAlloc) (*tokenNorm, error) {
+	return newTokenNorm(a, n.D, n.Eps, n.ElementwiseAffine, n.ElementwiseAffine)
 }
 
 // Params lists weight then bias, initialized to ones and zeros as
@@ -77,7 +82,7 @@ type tokenNorm struct {
 }
 
 // newTokenNorm validates d and eps and allocates the affine parameters.
-func newTokenNorm(d int, eps float64, weight, bias bool) (*tokenNorm, error) {
+func newTokenNorm(a paramAlloc, d int, eps float64, weight, bias bool) (*tokenNorm, error) {
 	if err := positive("d", d); err != nil {
 		return nil, err
 	}
@@ -87,12 +92,12 @@ func newTokenNorm(d int, eps float64, weight, bias bool) (*tokenNorm, error) {
 	n := &tokenNorm{d: d, eps: eps}
 	var err error
 	if weight {
-		if n.weight, err = newZeros("weight", d); err != nil {
+		if n.weight, err = a.zeros("weight", d); err != nil {
 			return nil, err
 		}
 	}
 	if bias {
-		if n.bias, err = newZeros("bias", d); err != nil {
+		if n.bias, err = a.zeros("bias", d); err != nil {
 			return nil, err
 		}
 	}

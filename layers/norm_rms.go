@@ -28,19 +28,24 @@ type RMSNorm struct {
 }
 
 var (
-	_ registry.Layer     = (*RMSNorm)(nil)
-	_ registry.TokenWise = (*RMSNorm)(nil)
+	_ registry.Provisioner = (*RMSNorm)(nil)
+	_ registry.TokenWise   = (*RMSNorm)(nil)
 )
 
 // Validate checks d and eps and allocates the weight (ones).
-func (n *RMSNorm) Validate() error {
-	n.norm = nil
-	norm, err := newTokenNorm(n.D, n.Eps, true, false)
-	if err != nil {
-		return err
-	}
-	n.norm = norm
-	return nil
+func (n *RMSNorm) Validate() error { return n.Provision(nil) }
+
+// PlanParams lists the weight without allocating it.
+func (n *RMSNorm) PlanParams() ([]registry.ParamShape, error) { return planParams(n.prepare) }
+
+// Provision checks d and eps and allocates the weight from mem.
+func (n *RMSNorm) Provision(mem registry.Memory) (err error) {
+	n.norm, err = provision(mem, n.prepare)
+	return err
+}
+
+func (n *RMSNorm) prepare(a paramAlloc) (*tokenNorm, error) {
+	return newTokenNorm(a, n.D, n.Eps, true, false)
 }
 
 // Params lists weight, initialized to ones.

@@ -4,14 +4,17 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/kernels"
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
 )
 
-// maxElements bounds one tensor whose size comes from the config (a
-// parameter, or the attention weights a hook asks for): 1 GiB of float32,
-// so that an absurd config fails with an error instead of exhausting memory.
+// maxElements bounds one tensor a forward pass allocates because its
+// inputs or the config say so (the attention weights a hook asks for, an
+// ALiBi bias): 1 GiB of float32, so that an absurd request fails with an
+// error instead of exhausting memory. Parameters are bounded by the
+// model's memory budget instead (provision).
 const maxElements = 1 << 28
 
 // errNotValidated is returned by Forward on a layer whose Validate has not
@@ -42,6 +45,86 @@ func elements(name string, shape ...int) (int, error) {
 	return n, nil
 }
 
+// A layer with parameters builds itself with a prepare function taking a
+// paramAlloc, run twice: planning, it lists the parameters' shapes and
+// allocates nothing (registry.Provisioner's PlanParams); then, once their
+// bytes are reserved from the model's budget, allocating (Provision). One
+// construction path serves both, so the plan cannot drift from what is
+// allocated.
+
+// paramAlloc makes a layer's parameter storage, or, when planning, only
+// records the shapes asked for and hands out nil.
+type paramAlloc struct {
+	planned *[]registry.ParamShape // non-nil while planning
+}
+
+// planning reports whether the allocator only records shapes.
+func (a paramAlloc) planning() bool { return a.planned != nil }
+
+// zeros returns a zeroed float32 parameter called name of the given shape
+// (nil when planning). The shape must be positive in every dimension.
+func (a paramAlloc) zeros(name string, shape ...int) (*tensor.Dense, error) {
+	data, err := a.floats(name, shape...)
+	if data == nil {
+		return nil, err
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data)), nil
+}
+
+// floats returns zeroed storage for a parameter called name of the given
+// shape (nil when planning).
+func (a paramAlloc) floats(name string, shape ...int) ([]float32, error) {
+	if err := a.plan(name, shape...); err != nil || a.planning() {
+		return nil, err
+	}
+	return make([]float32, budget.Elements(shape)), nil
+}
+
+// plan checks a parameter's shape and, when planning, records it.
+func (a paramAlloc) plan(name string, shape ...int) error {
+	for _, d := range shape {
+		if d <= 0 {
+			return fmt.Errorf("%s would have shape %s: every dimension must be positive", name, fmtShape(shape))
+		}
+	}
+	if n := budget.Elements(shape); n < 0 || budget.Bytes(n, 4) < 0 {
+		return fmt.Errorf("%s of shape %s has more elements than int64 can count", name, fmtShape(shape))
+	}
+	if a.planning() {
+		*a.planned = append(*a.planned, registry.ParamShape{Name: name, Shape: append([]int(nil), shape...)})
+	}
+	return nil
+}
+
+// planParams runs prepare in planning mode and returns the parameters it
+// would allocate: a Provisioner's PlanParams.
+func planParams[T any](prepare func(paramAlloc) (T, error)) ([]registry.ParamShape, error) {
+	shapes := []registry.ParamShape{}
+	if _, err := prepare(paramAlloc{planned: &shapes}); err != nil {
+		return nil, err
+	}
+	return shapes, nil
+}
+
+// provision plans prepare's parameters, reserves their bytes from mem (a
+// budget of budget.DefaultLimit of its own when mem is nil, for a layer
+// validated outside a model), and only then runs prepare to allocate them:
+// a Provisioner's Provision.
+func provision[T any](mem registry.Memory, prepare func(paramAlloc) (T, error)) (T, error) {
+	var none T
+	shapes, err := planParams(prepare)
+	if err != nil {
+		return none, err
+	}
+	if mem == nil {
+		mem = budget.New(budget.DefaultLimit)
+	}
+	if err := registry.ReserveParams(mem, shapes); err != nil {
+		return none, err
+	}
+	return prepare(paramAlloc{})
+}
+
 // viewTensor wraps the first volume(shape) floats of data as a tensor of
 // that shape, sharing the storage.
 func viewTensor(data []float32, shape ...int) *tensor.Dense {
@@ -49,8 +132,14 @@ func viewTensor(data []float32, shape ...int) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data[:n:n]))
 }
 
-// floats is the backing array of a parameter or layer-made tensor.
-func floats(t *tensor.Dense) []float32 { return t.Data().([]float32) }
+// floats is the backing array of a parameter or layer-made tensor; nil for
+// a nil tensor (a parameter being planned, not allocated).
+func floats(t *tensor.Dense) []float32 {
+	if t == nil {
+		return nil
+	}
+	return t.Data().([]float32)
+}
 
 // join builds a state_dict name: join("heads.0", "W_query") is
 // "heads.0.W_query"; an empty prefix adds nothing.
@@ -91,15 +180,15 @@ type linearWeights struct {
 var _ projection = (*linearWeights)(nil)
 
 // newLinearWeights allocates a zeroed nn.Linear called name.
-func newLinearWeights(name string, in, out int, bias bool) (*linearWeights, error) {
+func newLinearWeights(a paramAlloc, name string, in, out int, bias bool) (*linearWeights, error) {
 	l := &linearWeights{in: in, out: out}
 	var err error
-	if l.weight, err = newZeros(join(name, "weight"), out, in); err != nil {
+	if l.weight, err = a.zeros(join(name, "weight"), out, in); err != nil {
 		return nil, err
 	}
 	l.w = floats(l.weight)
 	if bias {
-		if l.bias, err = newZeros(join(name, "bias"), out); err != nil {
+		if l.bias, err = a.zeros(join(name, "bias"), out); err != nil {
 			return nil, err
 		}
 		l.b = floats(l.bias)
@@ -154,8 +243,8 @@ type matrixWeights struct {
 var _ projection = (*matrixWeights)(nil)
 
 // newMatrixWeights allocates a zeroed (in, out) matrix called name.
-func newMatrixWeights(name string, in, out int) (*matrixWeights, error) {
-	w, err := newZeros(name, in, out)
+func newMatrixWeights(a paramAlloc, name string, in, out int) (*matrixWeights, error) {
+	w, err := a.zeros(name, in, out)
 	if err != nil {
 		return nil, err
 	}
@@ -188,15 +277,15 @@ type qkv struct {
 
 // newQKV allocates three projections from in to out: nn.Linear ones, or
 // bare matrices when matrix is set.
-func newQKV(prefix string, in, out int, matrix, bias bool) (qkv, error) {
+func newQKV(a paramAlloc, prefix string, in, out int, matrix, bias bool) (qkv, error) {
 	names := []string{join(prefix, "W_query"), join(prefix, "W_key"), join(prefix, "W_value")}
 	if !matrix {
-		return newFusedQKV(names, in, out, bias)
+		return newFusedQKV(a, names, in, out, bias)
 	}
 	var ps [3]projection
 	for i, name := range names {
 		var err error
-		if ps[i], err = newMatrixWeights(name, in, out); err != nil {
+		if ps[i], err = newMatrixWeights(a, name, in, out); err != nil {
 			return qkv{}, err
 		}
 	}
@@ -205,11 +294,21 @@ func newQKV(prefix string, in, out int, matrix, bias bool) (qkv, error) {
 
 // newFusedQKV allocates the storage of three nn.Linear from in to out,
 // called names, as one, and views each of them in it.
-func newFusedQKV(names []string, in, out int, bias bool) (qkv, error) {
-	for _, name := range names { // the limit applies to each, as to separate ones
-		if _, err := elements(join(name, "weight"), out, in); err != nil {
+func newFusedQKV(a paramAlloc, names []string, in, out int, bias bool) (qkv, error) {
+	// Plan the parameters as three nn.Linear, weights then biases in the
+	// order Params lists them; the storage is one block of each.
+	for _, name := range names {
+		if err := a.plan(join(name, "weight"), out, in); err != nil {
 			return qkv{}, err
 		}
+		if bias {
+			if err := a.plan(join(name, "bias"), out); err != nil {
+				return qkv{}, err
+			}
+		}
+	}
+	if a.planning() {
+		return qkv{in: in, out: out}, nil
 	}
 	w := make([]float32, 3*out*in)
 	var b []float32

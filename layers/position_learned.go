@@ -26,21 +26,26 @@ type LearnedPosition struct {
 	weight *tensor.Dense
 }
 
-var _ registry.Layer = (*LearnedPosition)(nil)
+var _ registry.Provisioner = (*LearnedPosition)(nil)
 
 // Validate checks the sizes and allocates the zeroed (context_length, d)
 // weight.
-func (p *LearnedPosition) Validate() error {
-	p.weight = nil
+func (p *LearnedPosition) Validate() error { return p.Provision(nil) }
+
+// PlanParams lists the weight without allocating it.
+func (p *LearnedPosition) PlanParams() ([]registry.ParamShape, error) { return planParams(p.prepare) }
+
+// Provision checks the sizes and allocates the zeroed weight from mem.
+func (p *LearnedPosition) Provision(mem registry.Memory) (err error) {
+	p.weight, err = provision(mem, p.prepare)
+	return err
+}
+
+func (p *LearnedPosition) prepare(a paramAlloc) (*tensor.Dense, error) {
 	if err := firstError(positive("context_length", p.ContextLength), positive("d", p.D)); err != nil {
-		return err
+		return nil, err
 	}
-	w, err := newZeros("weight", p.ContextLength, p.D)
-	if err != nil {
-		return err
-	}
-	p.weight = w
-	return nil
+	return a.zeros("weight", p.ContextLength, p.D)
 }
 
 // Params lists the embedding weight, initialized N(0, 1) as nn.Embedding.

@@ -58,6 +58,18 @@ type ScoreModParams interface {
 	Params() []registry.Param
 }
 
+// ScoreModPlanner is the optional interface of a ScoreModParams that can
+// list its parameters, names and shapes as Params will list them, before
+// Prepare allocates them: the model's memory budget (registry.Provisioner)
+// then refuses an oversized modification before anything is allocated,
+// and `attnrun inspect` counts its parameters without allocating them. A
+// modification without it allocates in Prepare, outside the budget.
+type ScoreModPlanner interface {
+	// PlanParams checks the fields as Prepare does and lists the
+	// parameters Prepare would allocate, allocating nothing.
+	PlanParams(shape ScoreModShape) ([]registry.ParamShape, error)
+}
+
 // ScoreModShape is what a score modification knows of its layer.
 type ScoreModShape struct {
 	// Heads is the number of query heads: h in Modify is 0..Heads−1.
@@ -325,6 +337,28 @@ func (m ScoreMods) prepare(shape ScoreModShape) error {
 				if p.Name == "" || p.Value == nil {
 					return fmt.Errorf("%s (%s) lists a parameter without a name or a value", m.where(i), e.typ)
 				}
+			}
+		}
+	}
+	return nil
+}
+
+// plan records, with a planning allocator, the parameters of the
+// modifications that plan theirs (ScoreModPlanner), under their layer
+// names.
+func (m ScoreMods) plan(a paramAlloc, shape ScoreModShape) error {
+	for i, e := range m.entries {
+		planner, ok := e.mod.(ScoreModPlanner)
+		if !ok {
+			continue
+		}
+		shapes, err := planner.PlanParams(shape)
+		if err != nil {
+			return fmt.Errorf("%s (%s): %w", m.where(i), e.typ, err)
+		}
+		for _, p := range shapes {
+			if err := a.plan(m.where(i)+"."+p.Name, p.Shape...); err != nil {
+				return err
 			}
 		}
 	}

@@ -105,10 +105,21 @@ type RelativeBiasMod struct {
 	bias *tensor.Dense
 }
 
+var _ ScoreModPlanner = (*RelativeBiasMod)(nil)
+
+// PlanParams checks max_distance and lists the bias, (num_heads,
+// 2·max_distance − 1).
+func (m *RelativeBiasMod) PlanParams(shape ScoreModShape) ([]registry.ParamShape, error) {
+	if m.MaxDistance <= 0 || m.MaxDistance > maxElements/2 {
+		return nil, fmt.Errorf("max_distance must be positive, got %d", m.MaxDistance)
+	}
+	return []registry.ParamShape{{Name: "bias", Shape: []int{shape.Heads, 2*m.MaxDistance - 1}}}, nil
+}
+
 // Prepare checks max_distance and allocates the bias.
 func (m *RelativeBiasMod) Prepare(shape ScoreModShape) error {
-	if m.MaxDistance <= 0 || m.MaxDistance > maxElements/2 {
-		return fmt.Errorf("max_distance must be positive, got %d", m.MaxDistance)
+	if _, err := m.PlanParams(shape); err != nil {
+		return err
 	}
 	bias, err := newZeros("bias", shape.Heads, 2*m.MaxDistance-1)
 	if err != nil {

@@ -182,8 +182,8 @@ type sdpaPrepared struct {
 }
 
 var (
-	_ registry.Layer   = (*SDPA)(nil)
-	_ registry.Stepper = (*SDPA)(nil)
+	_ registry.Provisioner = (*SDPA)(nil)
+	_ registry.Stepper     = (*SDPA)(nil)
 )
 
 // sdpaRopeFields are attention.sdpa's rotary field names.
@@ -191,18 +191,20 @@ var sdpaRopeFields = rotaryFields{style: "rope", base: "rope_base", dim: "rope_r
 
 // Validate checks every field (see the type's documentation for the rules)
 // and allocates zeroed parameters.
-func (s *SDPA) Validate() error {
-	s.c = nil
-	c, err := s.prepare()
-	if err != nil {
-		return err
-	}
-	s.c = c
-	return nil
+func (s *SDPA) Validate() error { return s.Provision(nil) }
+
+// PlanParams lists the four projections' parameters without allocating
+// them.
+func (s *SDPA) PlanParams() ([]registry.ParamShape, error) { return planParams(s.prepare) }
+
+// Provision checks every field and allocates zeroed parameters from mem.
+func (s *SDPA) Provision(mem registry.Memory) (err error) {
+	s.c, err = provision(mem, s.prepare)
+	return err
 }
 
 // prepare validates the fields in order and builds the prepared layer.
-func (s *SDPA) prepare() (*sdpaPrepared, error) {
+func (s *SDPA) prepare(a paramAlloc) (*sdpaPrepared, error) {
 	err := firstError(
 		positive("d", s.D),
 		positive("num_heads", s.NumHeads),
@@ -241,7 +243,7 @@ func (s *SDPA) prepare() (*sdpaPrepared, error) {
 	if err := s.prepareScores(c); err != nil {
 		return nil, err
 	}
-	if err := s.prepareWeights(c); err != nil {
+	if err := s.prepareWeights(a, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -317,10 +319,9 @@ func (s *SDPA) prepareScores(c *sdpaPrepared) error {
 	return s.prepareExtras(c)
 }
 
-// prepareExtras validates qk_norm, sinks and score_mod and allocates their
-// parameters.
+// prepareExtras validates qk_norm and sinks; prepareWeights allocates
+// their parameters.
 func (s *SDPA) prepareExtras(c *sdpaPrepared) error {
-	var err error
 	switch s.QKNorm {
 	case "":
 	case "rms":
@@ -328,29 +329,20 @@ func (s *SDPA) prepareExtras(c *sdpaPrepared) error {
 			return fmt.Errorf("qk_norm_eps must be a finite number ≥ 0, got %g", s.QKNormEps)
 		}
 		c.qkEps = s.QKNormEps
-		if c.qNorm, err = newZeros("q_norm.weight", c.headDim); err != nil {
-			return err
-		}
-		if c.kNorm, err = newZeros("k_norm.weight", c.headDim); err != nil {
-			return err
-		}
 	default:
 		return fmt.Errorf("qk_norm %q is not \"\" (none) or \"rms\"", s.QKNorm)
 	}
-	if s.Sinks {
-		if c.nanRows {
-			return errors.New("masked_rows: nan does not apply with sinks: a query that sees no key gives the sink all its weight (weights of 0)")
-		}
-		if c.sinks, err = newZeros("sinks", c.heads); err != nil {
-			return err
-		}
+	if s.Sinks && c.nanRows {
+		return errors.New("masked_rows: nan does not apply with sinks: a query that sees no key gives the sink all its weight (weights of 0)")
 	}
-	c.mods = s.ScoreMod
-	return c.mods.prepare(ScoreModShape{Heads: c.heads, HeadDim: c.headDim})
+	return nil
 }
 
-// prepareWeights checks out_name and allocates the four projections.
-func (s *SDPA) prepareWeights(c *sdpaPrepared) error {
+// prepareWeights checks out_name and allocates the parameters in the order
+// Params lists them: sinks, the four projections, the qk_norm weights,
+// then the score modifications' (prepared here, since preparing them
+// allocates: planning lists those that plan theirs, ScoreModPlanner).
+func (s *SDPA) prepareWeights(a paramAlloc, c *sdpaPrepared) error {
 	switch s.OutName {
 	case "out_proj", "o_proj":
 		c.outName = s.OutName
@@ -359,17 +351,37 @@ func (s *SDPA) prepareWeights(c *sdpaPrepared) error {
 	}
 	kvWidth := c.kvHeads * c.headDim
 	var err error
-	if c.q, err = newLinearWeights("q_proj", c.d, c.hdim, s.QKVBias); err != nil {
+	if s.Sinks {
+		if c.sinks, err = a.zeros("sinks", c.heads); err != nil {
+			return err
+		}
+	}
+	if c.q, err = newLinearWeights(a, "q_proj", c.d, c.hdim, s.QKVBias); err != nil {
 		return err
 	}
-	if c.k, err = newLinearWeights("k_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
+	if c.k, err = newLinearWeights(a, "k_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
 		return err
 	}
-	if c.v, err = newLinearWeights("v_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
+	if c.v, err = newLinearWeights(a, "v_proj", c.dMemory, kvWidth, s.QKVBias); err != nil {
 		return err
 	}
-	c.out, err = newLinearWeights(c.outName, c.hdim, c.d, s.OutBias)
-	return err
+	if c.out, err = newLinearWeights(a, c.outName, c.hdim, c.d, s.OutBias); err != nil {
+		return err
+	}
+	if s.QKNorm != "" {
+		if c.qNorm, err = a.zeros("q_norm.weight", c.headDim); err != nil {
+			return err
+		}
+		if c.kNorm, err = a.zeros("k_norm.weight", c.headDim); err != nil {
+			return err
+		}
+	}
+	shape := ScoreModShape{Heads: c.heads, HeadDim: c.headDim}
+	if a.planning() {
+		return s.ScoreMod.plan(a, shape)
+	}
+	c.mods = s.ScoreMod
+	return c.mods.prepare(shape)
 }
 
 // Params lists, in state_dict order, sinks (N(0, 0.02²), as gpt-oss

@@ -38,33 +38,42 @@ type Self struct {
 	head *head
 }
 
-var _ registry.Layer = (*Self)(nil)
+var _ registry.Provisioner = (*Self)(nil)
 
 // Validate checks the sizes and the weights kind, and allocates zeroed
 // parameters.
-func (s *Self) Validate() error {
-	s.head = nil
+func (s *Self) Validate() error { return s.Provision(nil) }
+
+// PlanParams lists the projections' parameters without allocating them.
+func (s *Self) PlanParams() ([]registry.ParamShape, error) { return planParams(s.prepare) }
+
+// Provision checks the fields and allocates zeroed parameters from mem.
+func (s *Self) Provision(mem registry.Memory) (err error) {
+	s.head, err = provision(mem, s.prepare)
+	return err
+}
+
+func (s *Self) prepare(a paramAlloc) (*head, error) {
 	err := firstError(positive("d_in", s.DIn), positive("d_out", s.DOut))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	matrix := s.Weights == "matrix"
 	if s.Weights != "linear" && !matrix {
-		return fmt.Errorf("weights must be \"linear\" or \"matrix\", got %q", s.Weights)
+		return nil, fmt.Errorf("weights must be \"linear\" or \"matrix\", got %q", s.Weights)
 	}
 	if matrix && s.QKVBias {
-		return fmt.Errorf("qkv_bias needs weights: linear")
+		return nil, fmt.Errorf("qkv_bias needs weights: linear")
 	}
-	proj, err := newQKV("", s.DIn, s.DOut, matrix, s.QKVBias)
+	proj, err := newQKV(a, "", s.DIn, s.DOut, matrix, s.QKVBias)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	scale := float32(1)
 	if s.Scaled {
 		scale = invSqrt(s.DOut)
 	}
-	s.head = &head{proj: proj, scale: scale, causal: s.Causal}
-	return nil
+	return &head{proj: proj, scale: scale, causal: s.Causal}, nil
 }
 
 // Params lists W_query, W_key and W_value: each nn.Linear's weight then

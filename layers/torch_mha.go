@@ -93,26 +93,37 @@ type mhaPrepared struct {
 }
 
 var (
-	_ registry.Layer   = (*TorchMHA)(nil)
-	_ registry.Stepper = (*TorchMHA)(nil)
+	_ registry.Provisioner = (*TorchMHA)(nil)
+	_ registry.Stepper     = (*TorchMHA)(nil)
 )
 
 // Validate checks the fields as nn.MultiheadAttention's constructor does and
 // allocates zeroed parameters.
-func (m *TorchMHA) Validate() error {
-	m.c = nil
+func (m *TorchMHA) Validate() error { return m.Provision(nil) }
+
+// PlanParams lists the parameters nn.MultiheadAttention has for this
+// config without allocating them.
+func (m *TorchMHA) PlanParams() ([]registry.ParamShape, error) { return planParams(m.prepare) }
+
+// Provision checks the fields and allocates zeroed parameters from mem.
+func (m *TorchMHA) Provision(mem registry.Memory) (err error) {
+	m.c, err = provision(mem, m.prepare)
+	return err
+}
+
+func (m *TorchMHA) prepare(a paramAlloc) (*mhaPrepared, error) {
 	err := firstError(
 		positive("embed_dim", m.EmbedDim),
 		positive("num_heads", m.NumHeads),
 		probability("dropout", m.Dropout),
 	)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c := &mhaPrepared{embed: m.EmbedDim, heads: m.NumHeads, kdim: m.KDim, vdim: m.VDim,
 		zeroAttn: m.AddZeroAttn, batchFirst: m.BatchFirst, average: m.AverageAttnWeights, dropout: m.Dropout}
 	if c.embed%c.heads != 0 {
-		return fmt.Errorf("num_heads %d does not divide embed_dim %d", c.heads, c.embed)
+		return nil, fmt.Errorf("num_heads %d does not divide embed_dim %d", c.heads, c.embed)
 	}
 	if c.kdim == 0 {
 		c.kdim = c.embed
@@ -121,26 +132,25 @@ func (m *TorchMHA) Validate() error {
 		c.vdim = c.embed
 	}
 	if err := firstError(positive("kdim", c.kdim), positive("vdim", c.vdim)); err != nil {
-		return err
+		return nil, err
 	}
 	if c.kpm, err = mhaMaskKind("key_padding_mask", m.KeyPaddingMask); err != nil {
-		return err
+		return nil, err
 	}
 	if c.attn, err = mhaMaskKind("attn_mask", m.AttnMask); err != nil {
-		return err
+		return nil, err
 	}
 	switch m.MaskedRows {
 	case "nan":
 		c.nanRows = true
 	case "zeros":
 	default:
-		return fmt.Errorf("masked_rows %q is not \"nan\" or \"zeros\"", m.MaskedRows)
+		return nil, fmt.Errorf("masked_rows %q is not \"nan\" or \"zeros\"", m.MaskedRows)
 	}
-	if err := c.allocate(m.Bias, m.AddBiasKV); err != nil {
-		return err
+	if err := c.allocate(a, m.Bias, m.AddBiasKV); err != nil {
+		return nil, err
 	}
-	m.c = c
-	return nil
+	return c, nil
 }
 
 // mhaMaskKind maps a mask field to how its input is read.
@@ -157,37 +167,37 @@ func mhaMaskKind(field, kind string) (maskKind, error) {
 }
 
 // allocate makes the parameters nn.MultiheadAttention has for this config.
-func (c *mhaPrepared) allocate(bias, biasKV bool) error {
+func (c *mhaPrepared) allocate(a paramAlloc, bias, biasKV bool) error {
 	e := c.embed
 	c.separate = c.kdim != e || c.vdim != e
 	var err error
 	if c.separate {
-		if c.qProj, err = newZeros("q_proj_weight", e, e); err != nil {
+		if c.qProj, err = a.zeros("q_proj_weight", e, e); err != nil {
 			return err
 		}
-		if c.kProj, err = newZeros("k_proj_weight", e, c.kdim); err != nil {
+		if c.kProj, err = a.zeros("k_proj_weight", e, c.kdim); err != nil {
 			return err
 		}
-		if c.vProj, err = newZeros("v_proj_weight", e, c.vdim); err != nil {
+		if c.vProj, err = a.zeros("v_proj_weight", e, c.vdim); err != nil {
 			return err
 		}
-	} else if c.inProj, err = newZeros("in_proj_weight", 3*e, e); err != nil {
+	} else if c.inProj, err = a.zeros("in_proj_weight", 3*e, e); err != nil {
 		return err
 	}
 	if bias {
-		if c.inBias, err = newZeros("in_proj_bias", 3*e); err != nil {
+		if c.inBias, err = a.zeros("in_proj_bias", 3*e); err != nil {
 			return err
 		}
 	}
 	if biasKV {
-		if c.biasK, err = newZeros("bias_k", 1, 1, e); err != nil {
+		if c.biasK, err = a.zeros("bias_k", 1, 1, e); err != nil {
 			return err
 		}
-		if c.biasV, err = newZeros("bias_v", 1, 1, e); err != nil {
+		if c.biasV, err = a.zeros("bias_v", 1, 1, e); err != nil {
 			return err
 		}
 	}
-	c.out, err = newLinearWeights("out_proj", e, e, bias)
+	c.out, err = newLinearWeights(a, "out_proj", e, e, bias)
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -30,6 +31,11 @@ type Config struct {
 	Source string
 	// YAML is the config text as given, kept so exports can carry it.
 	YAML []byte
+
+	// budget is what the config's layers reserved their memory from;
+	// shapesOnly says their parameters were planned, not allocated.
+	budget     *budget.Budget
+	shapesOnly bool
 }
 
 // LayerSpec is one entry of a config's layer list.
@@ -44,6 +50,10 @@ type LayerSpec struct {
 	Line int
 	// Layer is the decoded and validated layer.
 	Layer registry.Layer
+	// Params lists the layer's parameters, names within the layer and
+	// shapes, in Params order, whether or not they are allocated (see
+	// Options.ShapesOnly).
+	Params []registry.ParamShape
 }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -51,8 +61,15 @@ var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // ParseConfig decodes and validates a model config. source names the file in
 // errors ("model.yaml:7: layer \"attn\": unknown field \"num_head\""). Decoding
 // is strict: unknown fields, unknown layer types, duplicate names and
-// references to layers that do not exist (or come later) are errors.
+// references to layers that do not exist (or come later) are errors. The
+// layers' parameters are allocated within budget.DefaultLimit; Options
+// sets another budget.
 func ParseConfig(data []byte, source string) (*Config, error) {
+	return Options{}.ParseConfig(data, source)
+}
+
+// parseConfig is ParseConfig with options.
+func parseConfig(data []byte, source string, opts Options) (*Config, error) {
 	if source == "" {
 		source = "config"
 	}
@@ -67,7 +84,7 @@ func ParseConfig(data []byte, source string) (*Config, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s:%d: model config must be a mapping with name and layers", source, root.Line)
 	}
-	cfg := &Config{Source: source, YAML: data}
+	cfg := &Config{Source: source, YAML: data, budget: budget.New(opts.MaxMemory), shapesOnly: opts.ShapesOnly}
 	var layersNode *yaml.Node
 	for i := 0; i < len(root.Content); i += 2 {
 		key, val := root.Content[i], root.Content[i+1]
@@ -112,7 +129,7 @@ func ParseConfig(data []byte, source string) (*Config, error) {
 	}
 	previous := cfg.Inputs[0]
 	for _, n := range layersNode.Content {
-		spec, err := parseLayer(n, source)
+		spec, err := parseLayer(n, source, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -141,8 +158,9 @@ func ParseConfig(data []byte, source string) (*Config, error) {
 }
 
 // parseLayer decodes one layer entry: name, type and inputs are the model's;
-// every other key must be a field of the layer type's config.
-func parseLayer(n *yaml.Node, source string) (LayerSpec, error) {
+// every other key must be a field of the layer type's config. The layer is
+// then prepared within the config's budget.
+func parseLayer(n *yaml.Node, source string, cfg *Config) (LayerSpec, error) {
 	spec := LayerSpec{Line: n.Line}
 	if n.Kind != yaml.MappingNode {
 		return spec, fmt.Errorf("%s:%d: a layer must be a mapping with name and type", source, n.Line)
@@ -193,10 +211,11 @@ func parseLayer(n *yaml.Node, source string) (LayerSpec, error) {
 	if err := fields.Decode(layer); err != nil {
 		return spec, decodeError(source, n.Line, where, err)
 	}
-	if err := safeValidate(layer); err != nil {
-		return spec, fmt.Errorf("%s:%d: %s: %v", source, n.Line, where, err)
+	shapes, err := prepareLayer(layer, cfg.budget, cfg.shapesOnly)
+	if err != nil {
+		return spec, fmt.Errorf("%s:%d: %s: %w", source, n.Line, where, err)
 	}
-	spec.Layer = layer
+	spec.Layer, spec.Params = layer, shapes
 	return spec, nil
 }
 
@@ -258,15 +277,4 @@ func decodeError(source string, line int, where string, err error) error {
 		}
 	}
 	return fmt.Errorf("%s:%d: %s: %s", source, line, where, msg)
-}
-
-// safeValidate runs a layer's Validate, turning a panic (a bug in a custom
-// layer) into an error.
-func safeValidate(l registry.Layer) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("Validate panicked: %v", r)
-		}
-	}()
-	return l.Validate()
 }

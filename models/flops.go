@@ -7,13 +7,9 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/registry"
 )
-
-// maxProfileElements bounds each input a profile allocates: 1 GiB of
-// float32, so that a mistyped --shape fails with an error instead of
-// exhausting memory.
-const maxProfileElements = 1 << 28
 
 // Profile is what one forward pass of a model costs on inputs of given
 // shapes: per layer and in total, parameters and FLOPs (counted by the
@@ -48,45 +44,45 @@ type LayerProfile struct {
 	Counted bool
 }
 
-// Profile runs the model once on zero inputs of the given shapes, one per
-// model input, to learn every layer's input and output shapes, and
-// reports each layer's parameters, output shape and FLOPs. Running the
-// layers, rather than inferring shapes, means every layer type works,
-// custom ones included, and a shape the model does not accept gives the
-// error Forward gives; the cost is one forward pass in eval mode. The
-// weights do not matter: the model need not be initialized.
+// Profile reports, for inputs of the given shapes (one per model input),
+// each layer's parameters, output shape and FLOPs, and the totals.
+//
+// Output shapes come from the layers themselves (registry.OutputShaper,
+// every built-in), so that describing a model allocates neither
+// parameters nor activations, whatever the shapes; a shape a layer does
+// not accept is an error naming it. A layer type that cannot say is run
+// once on zeros of its input shapes, allocated within the model's memory
+// budget; in a model built with Options.ShapesOnly such a layer can only
+// be described if it allocated its parameters itself (it is not a
+// registry.Provisioner). The weights do not matter: the model need not be
+// initialized.
 func (m *Model) Profile(inputs ...tensor.Shape) (*Profile, error) {
 	if len(inputs) != len(m.cfg.Inputs) {
 		return nil, fmt.Errorf("model %q takes %d input(s) (%v), got %d shape(s)",
 			m.cfg.Name, len(m.cfg.Inputs), m.cfg.Inputs, len(inputs))
 	}
 	p := &Profile{}
-	values := make([]*tensor.Dense, len(inputs)+len(m.steps))
+	shapes := make([]tensor.Shape, len(inputs)+len(m.steps))
 	for i, shape := range inputs {
-		x, err := zeroInput(shape)
-		if err != nil {
+		if err := checkInputShape(shape); err != nil {
 			return nil, fmt.Errorf("model %q: input %q: %w", m.cfg.Name, m.cfg.Inputs[i], err)
 		}
-		values[i] = x
+		shapes[i] = shape.Clone()
 		p.Inputs = append(p.Inputs, shape.Clone())
 	}
 	for i, st := range m.steps {
-		args := make([]*tensor.Dense, len(st.inputs))
-		shapes := make([]tensor.Shape, len(st.inputs))
+		in := make([]tensor.Shape, len(st.inputs))
 		for j, idx := range st.inputs {
-			args[j], shapes[j] = values[idx], values[idx].Shape().Clone()
+			in[j] = shapes[idx].Clone()
 		}
-		out, err := forwardLayer(st.spec.Layer, &registry.Run{Layer: st.spec.Name}, args)
+		out, err := m.outputShape(st, in)
 		if err != nil {
 			return nil, fmt.Errorf("layer %q (%s): %w", st.spec.Name, st.spec.Type, err)
 		}
-		values[len(inputs)+i] = out
-		lp := LayerProfile{Name: st.spec.Name, Type: st.spec.Type, Output: out.Shape().Clone()}
-		for _, param := range st.spec.Layer.Params() {
-			lp.Params += int64(param.Value.Shape().TotalSize())
-		}
+		shapes[len(inputs)+i] = out
+		lp := LayerProfile{Name: st.spec.Name, Type: st.spec.Type, Output: out.Clone(), Params: CountParams(st.spec.Params)}
 		if counter, ok := st.spec.Layer.(registry.FLOPCounter); ok {
-			if lp.FLOPs, err = countFLOPs(counter, shapes); err != nil {
+			if lp.FLOPs, err = countFLOPs(counter, in); err != nil {
 				return nil, fmt.Errorf("layer %q (%s): %w", st.spec.Name, st.spec.Type, err)
 			}
 			lp.Counted = true
@@ -97,29 +93,74 @@ func (m *Model) Profile(inputs ...tensor.Shape) (*Profile, error) {
 		} else {
 			p.Uncounted = append(p.Uncounted, st.spec.Name)
 		}
-		p.Params += lp.Params
+		p.Params = addCapped(p.Params, lp.Params)
 		p.Layers = append(p.Layers, lp)
 	}
 	return p, nil
 }
 
-// zeroInput allocates a float32 tensor of zeros, checking the shape
-// against maxProfileElements first.
-func zeroInput(shape tensor.Shape) (*tensor.Dense, error) {
+// checkInputShape checks a shape given for a model input: at least one
+// dimension, every one positive.
+func checkInputShape(shape tensor.Shape) error {
 	if len(shape) == 0 {
-		return nil, errors.New("empty shape")
+		return errors.New("empty shape")
 	}
-	n := 1
 	for _, d := range shape {
 		if d <= 0 {
-			return nil, fmt.Errorf("shape %v: every dimension must be positive", shape)
+			return fmt.Errorf("shape %v: every dimension must be positive", shape)
 		}
-		if n > maxProfileElements/d {
-			return nil, fmt.Errorf("shape %v is above the limit of %d elements", shape, maxProfileElements)
-		}
-		n *= d
 	}
-	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(make([]float32, n))), nil
+	return nil
+}
+
+// outputShape is a layer's output shape for inputs of the given shapes:
+// what the layer says (registry.OutputShaper), or what it returns when run
+// once on zeros.
+func (m *Model) outputShape(st step, in []tensor.Shape) (shape tensor.Shape, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			shape, err = nil, fmt.Errorf("panic in OutputShape: %v", r)
+		}
+	}()
+	if s, ok := st.spec.Layer.(registry.OutputShaper); ok {
+		shape, err := s.OutputShape(in)
+		if err == nil && len(shape) == 0 {
+			err = errors.New("OutputShape returned no shape")
+		}
+		return shape, err
+	}
+	if _, planned := st.spec.Layer.(registry.Provisioner); planned && m.cfg.shapesOnly {
+		return nil, errors.New("the layer type does not report its output shape (registry.OutputShaper), and without its parameters it cannot be run to find it")
+	}
+	args, release, err := m.zeros(in)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	out, err := forwardLayer(st.spec.Layer, &registry.Run{Layer: st.spec.Name}, args)
+	if err != nil {
+		return nil, err
+	}
+	return out.Shape().Clone(), nil
+}
+
+// zeros allocates float32 zeros of the given shapes within the model's
+// memory budget; release gives the bytes back.
+func (m *Model) zeros(shapes []tensor.Shape) ([]*tensor.Dense, func(), error) {
+	var reserved int64
+	release := func() { m.cfg.budget.Release(reserved) }
+	args := make([]*tensor.Dense, len(shapes))
+	for i, shape := range shapes {
+		n := budget.Elements(shape)
+		bytes := budget.Bytes(n, 4)
+		if err := m.cfg.budget.Reserve(bytes, fmt.Sprintf("a zero input of shape %s", FormatShape(shape))); err != nil {
+			release()
+			return nil, nil, err
+		}
+		reserved += bytes
+		args[i] = tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(make([]float32, n)))
+	}
+	return args, release, nil
 }
 
 // countFLOPs calls a layer's FLOPs, turning a panic into an error as

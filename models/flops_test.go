@@ -87,7 +87,7 @@ func TestProfileErrors(t *testing.T) {
 		{"no shape", nil, "takes 1 input(s) ([x]), got 0 shape(s)"},
 		{"empty shape", []tensor.Shape{{}}, `input "x": empty shape`},
 		{"zero dimension", []tensor.Shape{{2, 0, 3}}, "every dimension must be positive"},
-		{"too large", []tensor.Shape{{1 << 20, 1 << 20, 3}}, "above the limit"},
+		{"too long for the layer", []tensor.Shape{{1 << 20, 1 << 20, 3}}, `layer "attn" (attention.multihead_wrapper): sequence length 1048576 exceeds context_length 6`},
 		{"wrong width", []tensor.Shape{{2, 6, 4}}, `layer "attn" (attention.multihead_wrapper): d_in mismatch`},
 		{"too long", []tensor.Shape{{2, 7, 3}}, "exceeds context_length 6"},
 	}

@@ -18,7 +18,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("name: [\n"))
 	f.Add([]byte("&a [*a]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := Parse(data, "fuzz.yaml")
+		m, err := Options{MaxMemory: 64 << 20}.Parse(data, "fuzz.yaml")
 		if err != nil {
 			return
 		}

@@ -28,8 +28,7 @@ package models
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"math"
 	"strings"
 
 	"gorgonia.org/tensor"
@@ -86,12 +85,18 @@ func New(cfg *Config) (*Model, error) {
 		slot[spec.Name] = len(cfg.Inputs) + i
 		m.steps = append(m.steps, st)
 		m.numArgs += len(st.inputs)
+		if spec.Params == nil { // a Config built by hand, not by ParseConfig
+			spec.Params = paramShapes(spec.Layer.Params())
+		}
+		for _, p := range spec.Params {
+			name := spec.Name + "." + p.Name
+			if other, dup := seen[name]; dup {
+				return nil, fmt.Errorf("%s: parameter %q is defined twice (layers %s and %s)", cfg.Source, name, other, spec.Name)
+			}
+			seen[name] = spec.Name
+		}
 		for _, p := range spec.Layer.Params() {
 			p.Name = spec.Name + "." + p.Name
-			if other, dup := seen[p.Name]; dup {
-				return nil, fmt.Errorf("%s: parameter %q is defined twice (layers %s and %s)", cfg.Source, p.Name, other, spec.Name)
-			}
-			seen[p.Name] = spec.Name
 			m.params = append(m.params, p)
 		}
 	}
@@ -100,23 +105,13 @@ func New(cfg *Config) (*Model, error) {
 	return m, nil
 }
 
-// Parse parses a YAML config and builds the model in one step.
-func Parse(data []byte, source string) (*Model, error) {
-	cfg, err := ParseConfig(data, source)
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg)
-}
+// Parse parses a YAML config and builds the model in one step, within
+// budget.DefaultLimit (see Options).
+func Parse(data []byte, source string) (*Model, error) { return Options{}.Parse(data, source) }
 
-// Load reads a YAML model config from a file and builds the model.
-func Load(path string) (*Model, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(data, filepath.Base(path))
-}
+// Load reads a YAML model config from a file and builds the model, within
+// budget.DefaultLimit (see Options).
+func Load(path string) (*Model, error) { return Options{}.Load(path) }
 
 // Config returns the config the model was built from.
 func (m *Model) Config() *Config { return m.cfg }
@@ -126,16 +121,54 @@ func (m *Model) Name() string { return m.cfg.Name }
 
 // Params lists every parameter under its model name, "<layer>.<param>", in
 // config order. The tensors are the model's own storage; set weights with
-// Init, LoadWeights or LoadStateDict, which also let Forward run.
+// Init, LoadWeights or LoadStateDict, which also let Forward run. A model
+// built with Options.ShapesOnly has none of its planned parameters
+// allocated: LayerSpec.Params lists them.
 func (m *Model) Params() []registry.Param { return m.params }
 
-// NumParams counts the scalar parameters.
+// NumParams counts the scalar parameters, allocated or planned; a count
+// beyond int (a planned model too large to build) is reported as the
+// largest int.
 func (m *Model) NumParams() int {
-	n := 0
-	for _, p := range m.params {
-		n += p.Value.Shape().TotalSize()
+	var n int64
+	for _, l := range m.cfg.Layers {
+		n = addCapped(n, CountParams(l.Params))
+	}
+	return int(min(n, math.MaxInt))
+}
+
+// CountParams counts the scalars of parameters of the given shapes,
+// capped at math.MaxInt64.
+func CountParams(shapes []registry.ParamShape) int64 {
+	var n int64
+	for _, p := range shapes {
+		size := int64(1)
+		for _, d := range p.Shape {
+			if d > 0 && size > math.MaxInt64/int64(d) {
+				size = math.MaxInt64
+				break
+			}
+			size *= int64(max(d, 0))
+		}
+		n = addCapped(n, size)
 	}
 	return n
+}
+
+// addCapped adds two non-negative counts, capped at math.MaxInt64.
+func addCapped(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// runnable refuses to run a model built with Options.ShapesOnly.
+func (m *Model) runnable() error {
+	if m.cfg.shapesOnly {
+		return fmt.Errorf("model %q was built with ShapesOnly: it describes the model but has no parameters to run", m.cfg.Name)
+	}
+	return nil
 }
 
 // Layers returns the model's layer specs in config order.
@@ -158,6 +191,9 @@ func (m *Model) errNoWeights() error {
 // Forward checks run.Context before every layer (and long layers inside
 // their loops) and returns its error, wrapped, once it is done.
 func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Dense, error) {
+	if err := m.runnable(); err != nil {
+		return nil, err
+	}
 	if !m.weighted {
 		return nil, m.errNoWeights()
 	}
@@ -192,10 +228,10 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 		for j, idx := range st.inputs {
 			stepArgs[j] = values[idx]
 		}
-		if err := run.Err(); err != nil {
-			return nil, fmt.Errorf("model %q: stopped before layer %q: %w", m.cfg.Name, st.spec.Name, err)
-		}
 		layerRun.Layer = st.spec.Name
+		if err := run.Err(); err != nil {
+			return nil, stopped(m.cfg.Name, st.spec, err)
+		}
 		out, err := forwardLayer(st.spec.Layer, &layerRun, stepArgs)
 		if err != nil {
 			return nil, fmt.Errorf("layer %q (%s): %w", st.spec.Name, st.spec.Type, err)
@@ -203,6 +239,12 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 		values[len(inputs)+i] = out
 	}
 	return values[m.output], nil
+}
+
+// stopped is the error of a pass whose context ended (deadline,
+// cancellation) before the layer ran; it wraps the context's error.
+func stopped(model string, spec *LayerSpec, err error) error {
+	return fmt.Errorf("model %q stopped before layer %q (%s): %w", model, spec.Name, spec.Type, err)
 }
 
 // forwardLayer calls a layer's Forward, turning a panic (a bug in a layer,

@@ -70,7 +70,7 @@ func TestForwardStopsWhenContextIsDone(t *testing.T) {
 	x := tensor.New(tensor.WithShape(2, 1), tensor.WithBacking([]float32{1, 3}))
 	_, err = m.Forward(&registry.Run{Context: ctx}, x)
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.EqualError(t, err, `model "two": stopped before layer "a": context canceled`)
+	assert.EqualError(t, err, `model "two" stopped before layer "a" (attention.average): context canceled`)
 	_, err = m.Decode(&registry.Run{Context: ctx}, 1, x)
 	assert.ErrorIs(t, err, context.Canceled)
 }

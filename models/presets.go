@@ -81,12 +81,16 @@ func LookupPreset(name string) (*Preset, error) {
 }
 
 // Model builds the preset's model and loads its embedded weights.
-func (p *Preset) Model() (*Model, error) {
+func (p *Preset) Model() (*Model, error) { return p.ModelWith(Options{}) }
+
+// ModelWith builds the preset's model with the given options and loads its
+// embedded weights, unless opts.ShapesOnly leaves the model without them.
+func (p *Preset) ModelWith(opts Options) (*Model, error) {
 	data, err := p.file("model.yaml")
 	if err != nil {
 		return nil, err
 	}
-	m, err := Parse(data, "presets/"+p.Name+"/model.yaml")
+	m, err := opts.Parse(data, "presets/"+p.Name+"/model.yaml")
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,9 @@ func (m *Model) StateDict() ([]string, map[string]*tensor.Dense) {
 // no extra keys are allowed; float64 tensors are converted to float32. On any
 // error the model is left unchanged.
 func (m *Model) LoadStateDict(dict map[string]*tensor.Dense) error {
+	if err := m.runnable(); err != nil {
+		return err
+	}
 	var missing []string
 	for _, p := range m.params {
 		if _, ok := dict[p.Name]; !ok {

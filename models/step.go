@@ -44,6 +44,9 @@ func (m *Model) CheckIncremental() error {
 // cannot run incrementally (non-causal attention, or a custom layer that
 // implements neither registry.Stepper nor registry.TokenWise).
 func (m *Model) NewState() (*State, error) {
+	if err := m.runnable(); err != nil {
+		return nil, err
+	}
 	if err := m.CheckIncremental(); err != nil {
 		return nil, err
 	}
@@ -123,11 +126,11 @@ func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense) (*tens
 		for j, idx := range st.inputs {
 			args[j] = values[idx]
 		}
-		if err := run.Err(); err != nil {
-			return nil, 0, fmt.Errorf("model %q: stopped before layer %q: %w", m.cfg.Name, st.spec.Name, err)
-		}
 		layerRun := *run
 		layerRun.Layer = st.spec.Name
+		if err := run.Err(); err != nil {
+			return nil, 0, stopped(m.cfg.Name, st.spec, err)
+		}
 		var out *tensor.Dense
 		var err error
 		if state := s.layers[i]; state != nil {

@@ -18,6 +18,9 @@ import (
 // Init(s) gives the weights torch.manual_seed(s) would. An invalid scheme
 // (a bound or deviation a layer got wrong) is an error naming the parameter.
 func (m *Model) Init(seed uint64) error {
+	if err := m.runnable(); err != nil {
+		return err
+	}
 	g := torchrand.New(seed)
 	for _, p := range m.params {
 		data := p.Value.Data().([]float32)
@@ -45,6 +48,9 @@ func (m *Model) Init(seed uint64) error {
 // LoadWeights loads a state dict from a .npz or .safetensors file whose keys
 // are the model's parameter names. Errors name the file and the parameter.
 func (m *Model) LoadWeights(path string) error {
+	if err := m.runnable(); err != nil {
+		return err
+	}
 	var names []string
 	var tensors []*tensor.Dense
 	var err error

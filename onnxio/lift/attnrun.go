@@ -6,12 +6,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
-	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
+	"github.com/attnrun/attnrun/registry"
 )
 
 // MetadataOutputs is the metadata key of an attnrun file listing what each
@@ -32,7 +32,16 @@ func IsAttnrun(m *onnxpb.ModelProto) bool {
 // Load builds the attnrun model an attnrun-written ONNX file holds, with
 // its weights, exactly: the config from the metadata, every parameter from
 // the initializer of the same name. An unknown format version is refused.
+// The model is built within budget.DefaultLimit; LoadWith takes options.
 func Load(m *onnxpb.ModelProto) (*models.Model, []Output, error) {
+	return LoadWith(m, models.Options{})
+}
+
+// LoadWith is Load with the options the model is built with: its memory
+// budget bounds the parameters the metadata's config asks for before any is
+// allocated. Each parameter is then read from its initializer, checked
+// against the shape the config gives it, and copied, one at a time.
+func LoadWith(m *onnxpb.ModelProto, opts models.Options) (*models.Model, []Output, error) {
 	version, ok := onnxio.Metadata(m, export.MetadataVersion)
 	if !ok {
 		return nil, nil, fmt.Errorf("the file has %s but no %s: not a file attnrun wrote", export.MetadataConfig, export.MetadataVersion)
@@ -41,7 +50,8 @@ func Load(m *onnxpb.ModelProto) (*models.Model, []Output, error) {
 		return nil, nil, fmt.Errorf("attnrun format version %q is not supported (this attnrun reads version %q); use a newer attnrun", version, export.MetadataFormat)
 	}
 	text, _ := onnxio.Metadata(m, export.MetadataConfig)
-	model, err := models.Parse([]byte(text), "metadata "+export.MetadataConfig)
+	opts.ShapesOnly = false
+	model, err := opts.Parse([]byte(text), "metadata "+export.MetadataConfig)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -49,26 +59,62 @@ func Load(m *onnxpb.ModelProto) (*models.Model, []Output, error) {
 	for _, t := range m.GetGraph().GetInitializer() {
 		inits[t.GetName()] = t
 	}
-	dict := map[string]*tensor.Dense{}
 	for _, p := range model.Params() {
-		t, ok := inits[p.Name]
-		if !ok {
-			return nil, nil, fmt.Errorf("parameter %q of model %q has no initializer of that name", p.Name, model.Name())
-		}
-		d, err := onnxio.TensorToDense(t)
-		if err != nil {
+		if err := loadParam(p, inits[p.Name], model.Name()); err != nil {
 			return nil, nil, err
 		}
-		dict[p.Name] = d
 	}
-	if err := model.LoadStateDict(dict); err != nil {
-		return nil, nil, fmt.Errorf("initializers: %w", err)
+	// The parameters now hold the file's weights; loading them as a state
+	// dict (each onto itself) records that the model has weights.
+	if _, own := model.StateDict(); len(own) > 0 {
+		if err := model.LoadStateDict(own); err != nil {
+			return nil, nil, fmt.Errorf("initializers: %w", err)
+		}
 	}
 	outputs, err := metaOutputs(m, model)
 	if err != nil {
 		return nil, nil, err
 	}
 	return model, outputs, nil
+}
+
+// loadParam copies the initializer t into the parameter p, after checking
+// its shape from the declared dims, before converting anything.
+func loadParam(p registry.Param, t *onnxpb.TensorProto, model string) error {
+	if t == nil {
+		return fmt.Errorf("parameter %q of model %q has no initializer of that name", p.Name, model)
+	}
+	want := p.Value.Shape()
+	dims := t.GetDims()
+	same := len(dims) == len(want)
+	for i := 0; same && i < len(dims); i++ {
+		same = dims[i] == int64(want[i])
+	}
+	if !same {
+		return fmt.Errorf("initializers: parameter %q has shape %v, model %q expects %s", p.Name, dims, model, models.FormatShape(want))
+	}
+	d, err := onnxio.TensorToDense(t)
+	if err != nil {
+		return fmt.Errorf("initializer %q: %w", p.Name, err)
+	}
+	data := p.Value.Data().([]float32)
+	switch values := d.Data().(type) {
+	case []float32:
+		if len(values) == len(data) {
+			copy(data, values)
+			return nil
+		}
+	case []float64:
+		if len(values) == len(data) {
+			for i, v := range values {
+				data[i] = float32(v)
+			}
+			return nil
+		}
+	default:
+		return fmt.Errorf("initializers: parameter %q is %v, want float32 or float64", p.Name, d.Dtype())
+	}
+	return fmt.Errorf("initializers: parameter %q holds %d values, want %d", p.Name, d.Shape().TotalSize(), len(data))
 }
 
 // metaOutputs reads MetadataOutputs, or makes the single graph output the
@@ -94,9 +140,10 @@ func metaOutputs(m *onnxpb.ModelProto, model *models.Model) ([]Output, error) {
 	return outs, nil
 }
 
-// loadResult is Lift for a file attnrun wrote: nothing to recognize.
-func loadResult(m *onnxpb.ModelProto) (*Result, error) {
-	model, outputs, err := Load(m)
+// loadResult is Lift for a file attnrun wrote: nothing to recognize. The
+// model is built within opts.MaxMemory.
+func loadResult(m *onnxpb.ModelProto, opts models.Options) (*Result, error) {
+	model, outputs, err := LoadWith(m, opts)
 	if err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}

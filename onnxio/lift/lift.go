@@ -151,7 +151,7 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 		}
 	}()
 	if IsAttnrun(m) {
-		return loadResult(m)
+		return loadResult(m, models.Options{MaxMemory: o.MaxMemory})
 	}
 	g, err := newGraph(m)
 	if err != nil {
@@ -312,7 +312,7 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 	for _, l := range b.layers {
 		res.Notes = append(res.Notes, l.notes...)
 	}
-	model, err := models.Parse([]byte(res.Config), "lifted config")
+	model, err := models.Options{MaxMemory: o.MaxMemory}.Parse([]byte(res.Config), "lifted config")
 	if err != nil {
 		return res, fmt.Errorf("lift: the lifted config does not build: %w", err)
 	}

@@ -3,13 +3,16 @@ package lift
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
@@ -48,64 +51,133 @@ type Subgraph struct {
 }
 
 var (
-	_ registry.Layer    = (*Subgraph)(nil)
-	_ registry.Exporter = (*Subgraph)(nil)
+	_ registry.Provisioner = (*Subgraph)(nil)
+	_ registry.Exporter    = (*Subgraph)(nil)
 )
 
-// maxSubgraphBytes bounds the decoded graph of a config field.
-const maxSubgraphBytes = 1 << 30
-
 // Validate decodes and prepares the graph, and allocates the parameters
-// with the shapes the graph declares.
-func (s *Subgraph) Validate() error {
+// with the shapes the graph declares, within budget.DefaultLimit.
+func (s *Subgraph) Validate() error { return s.Provision(nil) }
+
+// PlanParams decodes the graph and lists the parameters it declares,
+// allocating none of them.
+func (s *Subgraph) PlanParams() ([]registry.ParamShape, error) {
+	_, shapes, err := s.decode(nil)
+	return shapes, err
+}
+
+// Provision decodes the graph within mem (a budget of
+// budget.DefaultLimit when nil), reserves its parameters, prepares the
+// graph for the executor within what remains of the budget, and only then
+// allocates the parameters.
+func (s *Subgraph) Provision(mem registry.Memory) error {
 	s.exec, s.model, s.inputs, s.params = nil, nil, nil, nil
-	if len(s.Graph) > maxSubgraphBytes/3*4 {
-		return fmt.Errorf("graph is %d bytes of base64, over the limit", len(s.Graph))
+	if mem == nil {
+		mem = budget.New(budget.DefaultLimit)
+	}
+	m, shapes, err := s.decode(mem)
+	if err != nil {
+		return err
+	}
+	if err := registry.ReserveParams(mem, shapes); err != nil {
+		return err
+	}
+	g, err := newSubgraphExec(m, mem.Limit()-mem.Used())
+	if err != nil {
+		return fmt.Errorf("graph: %w", err)
+	}
+	declared := map[string][]int{}
+	for _, p := range shapes {
+		declared[p.Name] = p.Shape
+	}
+	var inputs []exec.TensorInfo
+	for _, info := range g.Inputs() {
+		if _, ok := declared[info.Name]; !ok {
+			inputs = append(inputs, info)
+		}
+	}
+	params := make([]registry.Param, len(shapes))
+	for i, p := range shapes {
+		t := tensor.New(tensor.WithShape(p.Shape...), tensor.WithBacking(make([]float32, product(p.Shape))))
+		params[i] = registry.Param{Name: p.Name, Value: t, Init: registry.ConstantInit(0)}
+	}
+	s.exec, s.model, s.inputs, s.params = g, m, inputs, params
+	return nil
+}
+
+// decode decodes the graph, reserving its size from mem unless mem is nil
+// (planning), and lists the parameters it declares: the float32 graph
+// inputs ParamNames names, with fixed positive dimensions, in ParamNames
+// order.
+func (s *Subgraph) decode(mem registry.Memory) (*onnxpb.ModelProto, []registry.ParamShape, error) {
+	size := int64(len(s.Graph)) / 4 * 3
+	if mem != nil {
+		if err := mem.Reserve(size, "the decoded graph"); err != nil {
+			return nil, nil, err
+		}
 	}
 	data, err := base64.StdEncoding.DecodeString(s.Graph)
 	if err != nil {
-		return fmt.Errorf("graph is not base64: %v", err)
+		return nil, nil, fmt.Errorf("graph is not base64: %v", err)
 	}
-	m, err := onnxio.DecodeModel(data, "", onnxio.DefaultLimits)
+	// Everything in the graph is inline in data: its tensors are bounded
+	// by its size, and external data is refused (there is no folder).
+	m, err := onnxio.DecodeModel(data, "", onnxio.Limits{MaxFileBytes: int64(len(data)), MaxTensorBytes: int64(len(data)), MaxDims: onnxio.DefaultLimits.MaxDims})
 	if err != nil {
-		return fmt.Errorf("graph: %w", err)
+		return nil, nil, fmt.Errorf("graph: %w", err)
 	}
 	if n := len(m.GetGraph().GetOutput()); n != 1 {
-		return fmt.Errorf("graph has %d outputs, want 1", n)
+		return nil, nil, fmt.Errorf("graph has %d outputs, want 1", n)
 	}
-	g, err := exec.New(m)
-	if err != nil {
-		return fmt.Errorf("graph: %w", err)
+	inits := map[string]bool{}
+	for _, t := range m.GetGraph().GetInitializer() {
+		inits[t.GetName()] = true
 	}
-	isParam := map[string]bool{}
+	declared := map[string]*onnxpb.ValueInfoProto{}
+	for _, vi := range m.GetGraph().GetInput() {
+		if !inits[vi.GetName()] {
+			declared[vi.GetName()] = vi
+		}
+	}
+	shapes := make([]registry.ParamShape, 0, len(s.ParamNames))
+	seen := map[string]bool{}
 	for _, name := range s.ParamNames {
-		isParam[name] = true
-	}
-	var params []registry.Param
-	for _, info := range g.Inputs() {
-		if !isParam[info.Name] {
-			s.inputs = append(s.inputs, info)
-			continue
+		vi, ok := declared[name]
+		if !ok || seen[name] {
+			return nil, nil, fmt.Errorf("params lists %q, which is not a graph input (or is listed twice)", name)
 		}
-		shape := make([]int, len(info.Shape))
-		for i, d := range info.Shape {
-			if !d.Known || d.Value <= 0 || d.Value > 1<<28 {
-				return fmt.Errorf("parameter %q has dimension %s; parameters need fixed sizes", info.Name, d)
-			}
-			shape[i] = int(d.Value)
+		seen[name] = true
+		shape, err := paramShape(vi)
+		if err != nil {
+			return nil, nil, fmt.Errorf("parameter %q %w", name, err)
 		}
-		if n := product(shape); info.DType != exec.Float32 || len(shape) == 0 || n < 0 || n > 1<<28 {
-			return fmt.Errorf("parameter %q must be a float32 tensor of rank ≥ 1 and at most 2^28 elements", info.Name)
+		shapes = append(shapes, registry.ParamShape{Name: name, Shape: shape})
+	}
+	return m, shapes, nil
+}
+
+// paramShape is the shape of a graph input that holds a parameter: a
+// float32 tensor of rank ≥ 1 with fixed positive dimensions. Its size is
+// the budget's to judge.
+func paramShape(vi *onnxpb.ValueInfoProto) ([]int, error) {
+	dims := onnxio.Dims(vi)
+	if onnxio.ElemType(vi) != onnxio.Float || len(dims) == 0 {
+		return nil, errors.New("must be a float32 tensor of rank ≥ 1")
+	}
+	shape := make([]int, len(dims))
+	for i, d := range dims {
+		if !d.Known || d.Value <= 0 || d.Value > math.MaxInt32 {
+			return nil, fmt.Errorf("has dimension %s; parameters need fixed sizes from 1 to 2^31-1", d)
 		}
-		t := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(make([]float32, product(shape))))
-		params = append(params, registry.Param{Name: info.Name, Value: t, Init: registry.ConstantInit(0)})
-		delete(isParam, info.Name)
+		shape[i] = int(d.Value)
 	}
-	if len(isParam) > 0 {
-		return fmt.Errorf("params names %d value(s) that are not graph inputs", len(isParam))
-	}
-	s.exec, s.model, s.params = g, m, params
-	return nil
+	return shape, nil
+}
+
+// newSubgraphExec prepares the graph for the executor, which holds at
+// most maxMemory bytes, its constants and each run's values.
+func newSubgraphExec(m *onnxpb.ModelProto, maxMemory int64) (*exec.Graph, error) {
+	return exec.NewWithOptions(m, exec.Options{MaxMemory: maxMemory})
 }
 
 // Params lists the graph's float32 tensors, in the order ParamNames gives.

@@ -26,6 +26,7 @@ import (
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/export"
+	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -86,16 +87,17 @@ after the timing and the memory readings.
   attnrun bench model.onnx --shape 1,128,768 --iters 50 --warmup 5
   attnrun bench testdata/bench/mha_768.yaml --shape 4,512,768 --executor`,
 		Args: oneArg("a model config, preset name or ONNX file"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			shape, err := parseShape(f.shape)
-			if err != nil {
-				return err
-			}
-			if err := f.check(cmd); err != nil {
-				return err
-			}
-			return bench(cmd.OutOrStdout(), args[0], shape, f)
-		},
+	}
+	lim := addLimitFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		shape, err := parseShape(f.shape)
+		if err != nil {
+			return err
+		}
+		if err := f.check(cmd); err != nil {
+			return err
+		}
+		return lim.run(func() error { return bench(cmd.OutOrStdout(), lim, args[0], shape, f) })
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.shape, "shape", "", "input shape B,T,D (batch, sequence length, width); required")
@@ -165,11 +167,11 @@ type benchTarget struct {
 	flops func(inputs []*tensor.Dense) (flopCount, error)
 }
 
-func bench(stdout io.Writer, target string, shape []int, f benchFlags) error {
+func bench(stdout io.Writer, lim *limits, target string, shape []int, f benchFlags) error {
 	if f.threads > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(f.threads))
 	}
-	bt, err := openBenchTarget(target, shape, f)
+	bt, err := openBenchTarget(lim, target, shape, f)
 	if err != nil {
 		return err
 	}
@@ -218,27 +220,27 @@ func bench(stdout io.Writer, target string, shape []int, f benchFlags) error {
 
 // openBenchTarget builds the model or graph and the closures that run and
 // count it.
-func openBenchTarget(target string, shape []int, f benchFlags) (*benchTarget, error) {
+func openBenchTarget(lim *limits, target string, shape []int, f benchFlags) (*benchTarget, error) {
 	if isONNX(target) {
-		m, err := onnxio.ReadModel(target)
+		m, err := lim.readModel(target)
 		if err != nil {
 			return nil, err
 		}
-		if text, ok := onnxio.Metadata(m, export.MetadataConfig); ok && !f.executor {
-			model, err := modelFromExport(target, m, text)
+		if lift.IsAttnrun(m) && !f.executor {
+			model, _, err := lim.loadAttnrun(m)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s: %w", target, err)
 			}
-			return layersTarget(model, target+" (attnrun export)", shape), nil
+			return layersTarget(lim, model, target+" (attnrun export)", shape), nil
 		}
-		return graphTarget(m, target, func() (*onnxpb.ModelProto, error) { return onnxio.ReadModel(target) })
+		return graphTarget(lim, m, target, func() (*onnxpb.ModelProto, error) { return lim.readModel(target) })
 	}
-	src, err := openSource(target, f.weights, f.seed)
+	src, err := openSource(lim, target, f.weights, f.seed)
 	if err != nil {
 		return nil, err
 	}
 	if !f.executor {
-		return layersTarget(src.model, "", shape), nil
+		return layersTarget(lim, src.model, "", shape), nil
 	}
 	in := src.model.Config().Inputs
 	widths := make(map[string]int, len(in))
@@ -252,39 +254,11 @@ func openBenchTarget(target string, shape []int, f benchFlags) (*benchTarget, er
 	if err != nil {
 		return nil, err
 	}
-	return graphTarget(m, fmt.Sprintf("%q exported to ONNX", src.model.Name()), exportGraph)
-}
-
-// modelFromExport rebuilds the model an attnrun export carries: its config
-// from the metadata, its weights from the initializers of the same names.
-func modelFromExport(path string, m *onnxpb.ModelProto, config string) (*models.Model, error) {
-	model, err := models.Parse([]byte(config), path+" ("+export.MetadataConfig+")")
-	if err != nil {
-		return nil, err
-	}
-	wanted := map[string]bool{}
-	for _, p := range model.Params() {
-		wanted[p.Name] = true
-	}
-	dict := map[string]*tensor.Dense{}
-	for _, tp := range m.GetGraph().GetInitializer() {
-		if !wanted[tp.GetName()] {
-			continue
-		}
-		t, err := onnxio.TensorToDense(tp)
-		if err != nil {
-			return nil, fmt.Errorf("%s: initializer %q: %w", path, tp.GetName(), err)
-		}
-		dict[tp.GetName()] = t
-	}
-	if err := model.LoadStateDict(dict); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return model, nil
+	return graphTarget(lim, m, fmt.Sprintf("%q exported to ONNX", src.model.Name()), exportGraph)
 }
 
 // layersTarget runs a model on attnrun's layers, in eval mode.
-func layersTarget(m *models.Model, from string, shape []int) *benchTarget {
+func layersTarget(lim *limits, m *models.Model, from string, shape []int) *benchTarget {
 	label := fmt.Sprintf("%q on attnrun's layers", m.Name())
 	if from != "" {
 		label += ", from " + from
@@ -293,7 +267,7 @@ func layersTarget(m *models.Model, from string, shape []int) *benchTarget {
 		label:  label,
 		inputs: m.Config().Inputs,
 		forward: func(inputs []*tensor.Dense) error {
-			_, err := m.Forward(&registry.Run{}, inputs...)
+			_, err := m.Forward(&registry.Run{Context: lim.ctx}, inputs...)
 			return err
 		},
 		flops: func([]*tensor.Dense) (flopCount, error) { return modelFlops(m, shape) },
@@ -303,8 +277,8 @@ func layersTarget(m *models.Model, from string, shape []int) *benchTarget {
 // graphTarget runs an ONNX graph on the executor. The model is not kept:
 // counting the work loads it again, so that the memory readings show the
 // executor alone.
-func graphTarget(m *onnxpb.ModelProto, label string, load func() (*onnxpb.ModelProto, error)) (*benchTarget, error) {
-	g, err := exec.New(m)
+func graphTarget(lim *limits, m *onnxpb.ModelProto, label string, load func() (*onnxpb.ModelProto, error)) (*benchTarget, error) {
+	g, err := lim.newGraph(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", label, err)
 	}
@@ -326,7 +300,7 @@ func graphTarget(m *onnxpb.ModelProto, label string, load func() (*onnxpb.ModelP
 		label:  label + " on attnrun's graph executor",
 		inputs: names,
 		forward: func(inputs []*tensor.Dense) error {
-			_, err := g.Run(feeds(inputs))
+			_, err := lim.runGraph(g, feeds(inputs))
 			return err
 		},
 		flops: func(inputs []*tensor.Dense) (flopCount, error) {
@@ -334,7 +308,7 @@ func graphTarget(m *onnxpb.ModelProto, label string, load func() (*onnxpb.ModelP
 			if err != nil {
 				return flopCount{}, err
 			}
-			return graphFlops(m, feeds(inputs))
+			return graphFlops(lim, m, feeds(inputs))
 		},
 	}, nil
 }
@@ -459,7 +433,7 @@ func modelFlops(m *models.Model, shape []int) (flopCount, error) {
 // (times the broadcast batch of MatMul), with shapes observed on one run
 // of the graph changed to also output the operands of those nodes (m is
 // modified).
-func graphFlops(m *onnxpb.ModelProto, feeds map[string]*tensor.Dense) (flopCount, error) {
+func graphFlops(lim *limits, m *onnxpb.ModelProto, feeds map[string]*tensor.Dense) (flopCount, error) {
 	c := flopCount{source: "counted on the graph's MatMul and Gemm nodes"}
 	g := m.GetGraph()
 	exposed := map[string]bool{}
@@ -492,11 +466,11 @@ func graphFlops(m *onnxpb.ModelProto, feeds map[string]*tensor.Dense) (flopCount
 	if len(products) == 0 {
 		return c, nil
 	}
-	probe, err := exec.New(m)
+	probe, err := lim.newGraph(m)
 	if err != nil {
 		return c, err
 	}
-	values, err := probe.Run(feeds)
+	values, err := lim.runGraph(probe, feeds)
 	if err != nil {
 		return c, err
 	}

@@ -45,12 +45,15 @@ of sets, the time taken and how many failed.`,
   attnrun check model.onnx --data many_sets/     # progress bar on a terminal
   attnrun check seed-mha-wrapper`,
 		Args: oneArg("an ONNX file or a preset name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	}
+	lim := addLimitFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return lim.run(func() error {
 			if isONNX(args[0]) {
-				return checkDataSets(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], f)
+				return checkDataSets(cmd.OutOrStdout(), cmd.ErrOrStderr(), lim, args[0], f)
 			}
-			return checkPreset(cmd.OutOrStdout(), args[0], f)
-		},
+			return checkPreset(cmd.OutOrStdout(), lim, args[0], f)
+		})
 	}
 	cmd.Flags().StringVar(&f.data, "data", "", "directory of test_data_set_N folders, or one set (default: the model's directory)")
 	cmd.Flags().Float64Var(&f.rtol, "rtol", 1e-5, "relative tolerance")
@@ -121,8 +124,8 @@ func (t *tally) result() error {
 	return nil
 }
 
-func checkPreset(w io.Writer, name string, f checkFlags) error {
-	src, err := openSource(name, "", 0)
+func checkPreset(w io.Writer, lim *limits, name string, f checkFlags) error {
+	src, err := openSource(lim, name, "", 0)
 	if err != nil {
 		return err
 	}
@@ -152,8 +155,8 @@ func checkPreset(w io.Writer, name string, f checkFlags) error {
 
 // checkDataSets compares an ONNX file's outputs with its test-data sets,
 // with progress on stderr: a bar on a terminal, and a summary line.
-func checkDataSets(stdout, stderr io.Writer, path string, f checkFlags) error {
-	file, err := openONNX(stderr, path, f.executor)
+func checkDataSets(stdout, stderr io.Writer, lim *limits, path string, f checkFlags) error {
+	file, err := openONNX(stderr, lim, path, f.executor)
 	if err != nil {
 		return err
 	}
@@ -177,8 +180,14 @@ func checkDataSets(stdout, stderr io.Writer, path string, f checkFlags) error {
 		failedBefore := t.failed
 		got, want, err := runDataSet(file, path, dir)
 		p.hide()
+		if err != nil && lim.ctx.Err() != nil {
+			// Past the deadline, every set left would fail the same way.
+			p.advance(true)
+			p.finish()
+			return err
+		}
 		if err != nil {
-			t.fail(filepath.Base(dir), len(file.outputNames()), err)
+			t.fail(filepath.Base(dir), len(file.outputNames()), lim.explain(err))
 		}
 		for i := range want {
 			t.add(filepath.Base(dir), fmt.Sprintf("output %d %q", i, file.outputNames()[i]), got[i], want[i])
@@ -193,7 +202,7 @@ func checkDataSets(stdout, stderr io.Writer, path string, f checkFlags) error {
 // returning the outputs and the expected ones. Both are Arrays: a data set
 // holds what *tensor.Dense cannot (tensors of zero elements, float16).
 func runDataSet(file *onnxFile, path, dir string) (got, want []*array.Array, err error) {
-	inputs, want, err := onnxio.ReadDataSetArrays(dir)
+	inputs, want, err := file.lim.codec().ReadDataSetArrays(dir)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -52,12 +52,13 @@ written atomically.`, export.MinOpset, export.MaxOpset, export.DefaultOpset),
   attnrun export model.yaml --seed 123 --state-dict w.npz
   attnrun export seed-bishop-multihead -o mh.onnx --state-dict mh.safetensors`,
 		Args: oneArg("a model config or preset name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.check(cmd); err != nil {
-				return err
-			}
-			return exportModel(cmd.OutOrStdout(), args[0], f)
-		},
+	}
+	lim := addLimitFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := f.check(cmd); err != nil {
+			return err
+		}
+		return lim.run(func() error { return exportModel(cmd.OutOrStdout(), lim, args[0], f) })
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "", "write the ONNX model to this .onnx file")
@@ -92,8 +93,8 @@ func (f exportFlags) check(cmd *cobra.Command) error {
 	return nil
 }
 
-func exportModel(stdout io.Writer, target string, f exportFlags) error {
-	src, err := openSource(target, f.weights, f.seed)
+func exportModel(stdout io.Writer, lim *limits, target string, f exportFlags) error {
+	src, err := openSource(lim, target, f.weights, f.seed)
 	if err != nil {
 		return err
 	}
@@ -146,12 +147,13 @@ var stateDictWriters = map[string]func(path string, names []string, tensors []*t
 	},
 }
 
-// exportStateDict writes the model's parameters under their names.
+// exportStateDict writes the model's parameters under their names,
+// straight from the model's storage.
 func exportStateDict(stdout io.Writer, m *models.Model, path string) error {
-	names, dict := m.StateDict()
-	tensors := make([]*tensor.Dense, len(names))
-	for i, n := range names {
-		tensors[i] = dict[n]
+	names := make([]string, len(m.Params()))
+	tensors := make([]*tensor.Dense, len(m.Params()))
+	for i, p := range m.Params() {
+		names[i], tensors[i] = p.Name, p.Value
 	}
 	write := stateDictWriters[strings.ToLower(filepath.Ext(path))]
 	if err := write(path, names, tensors); err != nil {

@@ -59,7 +59,10 @@ runs inside the attnrun model, so the whole model still runs.`,
   attnrun check mha.onnx --data testdata/onnx/multihead_opset17_dynamic
   attnrun import block.onnx -o block.onnx --partial`,
 		Args: oneArg("an ONNX file"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	}
+	lim := addLimitFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		{
 			if f.output == "" {
 				return usageError{errors.New("import needs -o OUT.onnx")}
 			}
@@ -69,8 +72,8 @@ runs inside the attnrun model, so the whole model still runs.`,
 			if f.opset < export.MinOpset || f.opset > export.MaxOpset {
 				return usageError{fmt.Errorf("--opset %d: attnrun writes opsets %d to %d", f.opset, export.MinOpset, export.MaxOpset)}
 			}
-			return importModel(cmd.OutOrStdout(), args[0], f)
-		},
+		}
+		return lim.run(func() error { return importModel(cmd.OutOrStdout(), lim, args[0], f) })
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "", "write the lifted model to this .onnx file")
@@ -81,12 +84,12 @@ runs inside the attnrun model, so the whole model still runs.`,
 	return cmd
 }
 
-func importModel(w io.Writer, path string, f importFlags) error {
-	src, err := onnxio.ReadModel(path)
+func importModel(w io.Writer, lim *limits, path string, f importFlags) error {
+	src, err := lim.readModel(path)
 	if err != nil {
 		return err
 	}
-	res, err := lift.Options{Name: f.name, Partial: f.partial}.Lift(src)
+	res, err := lim.liftOptions(lift.Options{Name: f.name, Partial: f.partial}).Lift(src)
 	var unlifted *lift.UnliftedError
 	if errors.As(err, &unlifted) {
 		printUnlifted(w, unlifted.Nodes)

@@ -189,7 +189,7 @@ func TestInspectShowsTheLayers(t *testing.T) {
 	require.Equal(t, 0, status, stderr)
 	status, stdout, _ = attnrun("inspect", out)
 	require.Equal(t, 0, status)
-	assert.Contains(t, stdout, "written by attnrun: model \"lifted\", rebuilt from its metadata")
+	assert.Contains(t, stdout, "written by attnrun: model \"lifted\", described from its metadata")
 }
 
 func TestLiftedFileWithUnknownVersion(t *testing.T) {

@@ -13,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -47,16 +49,19 @@ shapes.`,
   attnrun inspect cross.yaml --shape 2,16,64 --shape 2,40,64   # one per model input
   attnrun inspect testdata/onnx/multihead_opset17_dynamic/model.onnx --shape 2,5,8`,
 		Args: oneArg("a model config, preset name or ONNX file"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			dims, err := parseShapes(shapes)
-			if err != nil {
-				return err
-			}
+	}
+	lim := addLimitFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		dims, err := parseShapes(shapes)
+		if err != nil {
+			return err
+		}
+		return lim.run(func() error {
 			if isONNX(args[0]) {
-				return inspectONNX(cmd.OutOrStdout(), args[0], dims)
+				return inspectONNX(cmd.OutOrStdout(), lim, args[0], dims)
 			}
-			return inspectModel(cmd.OutOrStdout(), args[0], dims)
-		},
+			return inspectModel(cmd.OutOrStdout(), lim, args[0], dims)
+		})
 	}
 	cmd.Flags().StringArrayVar(&shapes, "shape", nil,
 		"input shape for output shapes and FLOPs, e.g. 2,6,3 for (B, T, d) or 6,3; repeat for each model input (default: a preset's example input)")
@@ -80,16 +85,18 @@ func parseShapes(flags []string) ([]tensor.Shape, error) {
 	return shapes, nil
 }
 
-// inspectModel describes a config or preset. Weights do not matter to it,
-// so none are loaded or drawn.
-func inspectModel(out io.Writer, target string, shapes []tensor.Shape) error {
+// inspectModel describes a config or preset from the shapes of its
+// parameters: none is allocated, loaded or drawn.
+func inspectModel(out io.Writer, lim *limits, target string, shapes []tensor.Shape) error {
 	var m *models.Model
 	var preset *models.Preset
 	var err error
+	opts := lim.models()
+	opts.ShapesOnly = true
 	if isConfigPath(target) {
-		m, err = models.Load(target)
+		m, err = opts.Load(target)
 	} else if preset, err = models.LookupPreset(target); err == nil {
-		m, err = preset.Model()
+		m, err = preset.ModelWith(opts)
 	}
 	if err != nil {
 		return err
@@ -116,13 +123,35 @@ func inspectModel(out io.Writer, target string, shapes []tensor.Shape) error {
 }
 
 // inspectONNX describes an ONNX file and the attnrun layers it lifts to.
-func inspectONNX(out io.Writer, path string, shapes []tensor.Shape) error {
-	m, err := onnxio.ReadModel(path)
+// The description needs the sizes of the external data only; lifting, for
+// a file attnrun did not write, reads it.
+func inspectONNX(out io.Writer, lim *limits, path string, shapes []tensor.Shape) error {
+	sizes := lim.codec()
+	sizes.ExternalSizesOnly = true
+	sizes.MaxTensorBytes = 0 // nothing external is loaded: any size can be described
+	m, err := sizes.ReadModel(path)
 	if err != nil {
 		return err
 	}
 	describeModel(out, path, m)
-	return describeLift(out, m, shapes)
+	if hasExternalData(m) && !lift.IsAttnrun(m) {
+		if m, err = lim.readModel(path); err != nil {
+			fmt.Fprintf(out, "\nattnrun layers\n  cannot be lifted: %v\n", lim.explain(err))
+			return nil
+		}
+	}
+	return describeLift(out, lim, m, shapes)
+}
+
+// hasExternalData reports whether an initializer keeps its data in
+// another file.
+func hasExternalData(m *onnxpb.ModelProto) bool {
+	for _, t := range m.GetGraph().GetInitializer() {
+		if t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
+			return true
+		}
+	}
+	return false
 }
 
 // layerTable prints one line per layer: its type, inputs and
@@ -132,7 +161,7 @@ func layerTable(out io.Writer, m *models.Model, shapes []tensor.Shape, origin st
 	if len(shapes) == 0 {
 		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		for _, l := range m.Layers() {
-			fmt.Fprintf(w, "  %s\t%s\treads %s\tparams %s\n", l.Name, l.Type, strings.Join(l.Inputs, ", "), groupDigits(layerParams(l)))
+			fmt.Fprintf(w, "  %s\t%s\treads %s\tparams %s\n", l.Name, l.Type, strings.Join(l.Inputs, ", "), groupDigits(models.CountParams(l.Params)))
 		}
 		w.Flush()
 		fmt.Fprintf(out, "  total: %s\n", quantity(int64(m.NumParams()), "parameters"))
@@ -174,15 +203,6 @@ func layerTable(out io.Writer, m *models.Model, shapes []tensor.Shape, origin st
 	fmt.Fprintf(out, "  total: %s, %s per forward pass\n", quantity(prof.Params, "parameters"), total)
 	fmt.Fprintln(out, "  (FLOPs: 2 per multiply-add of the matrix products, attention over all Tq×Tk pairs; elementwise work not counted)")
 	return nil
-}
-
-// layerParams counts the scalar parameters of one layer.
-func layerParams(l models.LayerSpec) int64 {
-	var n int64
-	for _, p := range l.Layer.Params() {
-		n += int64(p.Value.Shape().TotalSize())
-	}
-	return n
 }
 
 // groupDigits writes n with thousands separators: 12,345,678.
@@ -275,10 +295,10 @@ func describeModel(out io.Writer, path string, m *onnxpb.ModelProto) {
 		fmt.Fprintf(w, "  %s\t%d\n", op, counts[op])
 	}
 	fmt.Fprintf(w, "\ninitializers (%d)\n", len(g.GetInitializer()))
-	total := 0
+	var total int64
 	for _, t := range g.GetInitializer() {
 		size := tensorBytes(t)
-		total += size
+		total = addBytes(total, size)
 		fmt.Fprintf(w, "  %s\t%s\t%v\t%s\n", t.GetName(), onnxio.DataType(t.GetDataType()), t.GetDims(), humanBytes(size))
 	}
 	fmt.Fprintf(w, "  total\t\t\t%s\n", humanBytes(total))
@@ -286,10 +306,28 @@ func describeModel(out io.Writer, path string, m *onnxpb.ModelProto) {
 
 // describeLift shows which attnrun layers a file lifts to, with their
 // parameters and, for input shapes (given, or fixed in the graph), FLOPs;
-// or why the file does not lift.
-func describeLift(out io.Writer, m *onnxpb.ModelProto, shapes []tensor.Shape) error {
+// or why the file does not lift. A file attnrun wrote is described from
+// its metadata's config, without loading its parameters.
+func describeLift(out io.Writer, lim *limits, m *onnxpb.ModelProto, shapes []tensor.Shape) error {
 	fmt.Fprintln(out, "\nattnrun layers")
-	res, err := lift.Lift(m)
+	origin := ""
+	if len(shapes) == 0 {
+		if shapes = fixedInputShapes(m); shapes != nil {
+			origin = "the graph's fixed input shape"
+		}
+	}
+	if config, ok := onnxio.Metadata(m, export.MetadataConfig); ok {
+		opts := lim.models()
+		opts.ShapesOnly = true
+		model, err := opts.Parse([]byte(config), "metadata "+export.MetadataConfig)
+		if err != nil {
+			fmt.Fprintf(out, "  written by attnrun, but its config cannot be read: %v\n", err)
+			return nil
+		}
+		fmt.Fprintf(out, "  written by attnrun: model %q, described from its metadata\n", model.Name())
+		return layerTable(out, model, shapes, origin)
+	}
+	res, err := lim.liftOptions(lift.Options{}).Lift(m)
 	var unlifted *lift.UnliftedError
 	switch {
 	case errors.As(err, &unlifted):
@@ -297,20 +335,10 @@ func describeLift(out io.Writer, m *onnxpb.ModelProto, shapes []tensor.Shape) er
 		printUnlifted(out, unlifted.Nodes)
 		return nil
 	case err != nil:
-		fmt.Fprintf(out, "  cannot be lifted: %v\n", err)
+		fmt.Fprintf(out, "  cannot be lifted: %v\n", lim.explain(err))
 		return nil
 	}
-	if res.Attnrun {
-		fmt.Fprintf(out, "  written by attnrun: model %q, rebuilt from its metadata\n", res.Model.Name())
-	} else {
-		fmt.Fprintf(out, "  lifts to model %q (checked against the graph: max abs diff %.3g)\n", res.Model.Name(), res.Check.MaxAbs)
-	}
-	origin := ""
-	if len(shapes) == 0 {
-		if shapes = fixedInputShapes(m); shapes != nil {
-			origin = "the graph's fixed input shape"
-		}
-	}
+	fmt.Fprintf(out, "  lifts to model %q (checked against the graph: max abs diff %.3g)\n", res.Model.Name(), res.Check.MaxAbs)
 	return layerTable(out, res.Model, shapes, origin)
 }
 
@@ -349,16 +377,31 @@ func shapeOfInfo(vi *onnxpb.ValueInfoProto) string {
 	return onnxio.FormatDims(onnxio.Dims(vi))
 }
 
-func tensorBytes(t *onnxpb.TensorProto) int {
-	n := 1
+// tensorBytes is a tensor's size from its declared dims, or -1 when a dim
+// is negative or the size overflows int64.
+func tensorBytes(t *onnxpb.TensorProto) int64 {
+	n := int64(1)
 	for _, d := range t.GetDims() {
-		n *= int(d)
+		if d < 0 || d > 0 && n > math.MaxInt64/d {
+			return -1
+		}
+		n *= d
 	}
-	return n * max(onnxio.ElemBytes(onnxio.DataType(t.GetDataType())), 1)
+	return budget.Bytes(n, max(onnxio.ElemBytes(onnxio.DataType(t.GetDataType())), 1))
 }
 
-func humanBytes(n int) string {
+// addBytes adds a size to a total; -1 (an overflowed size) makes it -1.
+func addBytes(total, n int64) int64 {
+	if total < 0 || n < 0 || total > math.MaxInt64-n {
+		return -1
+	}
+	return total + n
+}
+
+func humanBytes(n int64) string {
 	switch {
+	case n < 0:
+		return "(beyond int64)"
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	case n >= 1<<10:

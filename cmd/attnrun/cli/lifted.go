@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/models"
-	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/registry"
@@ -28,31 +26,32 @@ type liftedFile struct {
 type onnxFile struct {
 	graph  *exec.Graph
 	lifted *liftedFile
+	lim    *limits
 }
 
-// openONNX reads an ONNX file once and prepares it for run and check.
-// What the executor accepts only because ONNX Runtime does (Graph.Warnings)
-// is printed to warn.
-func openONNX(warn io.Writer, path string, executor bool) (*onnxFile, error) {
-	m, err := onnxio.ReadModel(path)
+// openONNX reads an ONNX file once and prepares it for run and check,
+// within the command's limits. What the executor accepts only because ONNX
+// Runtime does (Graph.Warnings) is printed to warn.
+func openONNX(warn io.Writer, lim *limits, path string, executor bool) (*onnxFile, error) {
+	m, err := lim.readModel(path)
 	if err != nil {
 		return nil, err
 	}
 	if !executor && lift.IsAttnrun(m) {
-		model, outputs, err := lift.Load(m)
+		model, outputs, err := lim.loadAttnrun(m)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (run it on the graph with --executor)", path, err)
 		}
-		return &onnxFile{lifted: &liftedFile{model: model, outputs: outputs}}, nil
+		return &onnxFile{lifted: &liftedFile{model: model, outputs: outputs}, lim: lim}, nil
 	}
-	g, err := exec.New(m)
+	g, err := lim.newGraph(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	for _, w := range g.Warnings() {
 		fmt.Fprintf(warn, "attnrun: warning: %s: %s\n", path, w)
 	}
-	return &onnxFile{graph: g}, nil
+	return &onnxFile{graph: g, lim: lim}, nil
 }
 
 // inputNames lists what the file takes, for messages.
@@ -93,7 +92,7 @@ func (f *onnxFile) run(inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 		for i, info := range f.graph.Inputs() {
 			feeds[info.Name] = inputs[i]
 		}
-		outs, err := f.graph.Run(feeds)
+		outs, err := f.lim.runGraph(f.graph, feeds)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +109,7 @@ func (f *onnxFile) run(inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
 	}
-	return lift.RunOutputs(f.lifted.model, f.lifted.outputs, &registry.Run{}, args)
+	return lift.RunOutputs(f.lifted.model, f.lifted.outputs, &registry.Run{Context: f.lim.ctx}, args)
 }
 
 // runArrays computes every output from the inputs, given in order, as
@@ -122,7 +121,7 @@ func (f *onnxFile) runArrays(inputs []*array.Array) ([]*array.Array, error) {
 		for i, info := range f.graph.Inputs() {
 			feeds[info.Name] = inputs[i]
 		}
-		outs, err := f.graph.RunArrays(context.Background(), feeds)
+		outs, err := f.graph.RunArrays(f.lim.ctx, feeds)
 		if err != nil {
 			return nil, err
 		}
@@ -155,8 +154,8 @@ func (f *onnxFile) runArrays(inputs []*array.Array) ([]*array.Array, error) {
 
 // runONNX executes an ONNX file on --input tensors given in the order of
 // its inputs, and prints the outputs or writes them (writeOutputs).
-func runONNX(stdout, stderr io.Writer, path string, executor bool, inputPaths, outputPaths []string) error {
-	f, err := openONNX(stderr, path, executor)
+func runONNX(stdout, stderr io.Writer, lim *limits, path string, executor bool, inputPaths, outputPaths []string) error {
+	f, err := openONNX(stderr, lim, path, executor)
 	if err != nil {
 		return err
 	}
@@ -170,7 +169,7 @@ func runONNX(stdout, stderr io.Writer, path string, executor bool, inputPaths, o
 	}
 	var inputs []*array.Array
 	for _, p := range inputPaths {
-		a, err := readArray(p)
+		a, err := lim.readArray(p)
 		if err != nil {
 			return err
 		}

@@ -19,30 +19,37 @@ func isONNX(target string) bool {
 }
 
 // readArray reads an input from .npy or a serialized TensorProto (.pb) as
-// an Array: zero elements and every numeric type included.
-func readArray(path string) (*array.Array, error) {
+// an Array, zero elements and every numeric type included, within the
+// codec limits lim.
+func readArrayWithin(lim onnxio.Limits, path string) (*array.Array, error) {
 	if strings.EqualFold(filepath.Ext(path), ".pb") {
-		tp, err := onnxio.ReadTensorFile(path)
+		tp, err := lim.ReadTensorFile(path)
 		if err != nil {
 			return nil, err
 		}
-		a, err := onnxio.TensorToArray(tp)
+		a, err := lim.TensorToArray(tp)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		return a, nil
 	}
-	return tensorio.ReadNPYArrayFile(path)
+	return tensorio.Limits{MaxMemory: lim.MaxMemory}.ReadNPYArrayFile(path)
 }
 
-// readTensor reads an input tensor from .npy or a serialized TensorProto (.pb).
+// readTensor reads an input tensor from .npy or a serialized TensorProto
+// (.pb) within the codec's default limits.
 func readTensor(path string) (*tensor.Dense, error) {
+	return readTensorWithin(onnxio.DefaultLimits, path)
+}
+
+// readTensorWithin reads an input tensor within the codec limits lim.
+func readTensorWithin(lim onnxio.Limits, path string) (*tensor.Dense, error) {
 	if strings.EqualFold(filepath.Ext(path), ".pb") {
-		tp, err := onnxio.ReadTensorFile(path)
+		tp, err := lim.ReadTensorFile(path)
 		if err != nil {
 			return nil, err
 		}
-		t, err := onnxio.TensorToDense(tp)
+		t, err := lim.TensorToDense(tp)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}

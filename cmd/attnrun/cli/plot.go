@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/plot"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/registry"
@@ -54,9 +55,10 @@ attention weights inside a graph.`,
   attnrun plot seed-masked-weights --tokens "Your journey starts with one step" -o masked.png
   attnrun plot model.yaml --weights w.npz --input x.npy --layer attn -o attn.png`,
 		Args: oneArg("a model config or preset name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return plotAttention(cmd.OutOrStdout(), args[0], f)
-		},
+	}
+	lim := addLimitFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return lim.run(func() error { return plotAttention(cmd.OutOrStdout(), lim, args[0], f) })
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.weights, "weights", "", "state dict (.npz or .safetensors) with the model's parameters")
@@ -70,11 +72,11 @@ attention weights inside a graph.`,
 }
 
 // plotAttention runs the model, draws its attention weights and writes the PNG.
-func plotAttention(out io.Writer, target string, f plotFlags) error {
+func plotAttention(out io.Writer, lim *limits, target string, f plotFlags) error {
 	if f.output == "" {
 		return usageError{errors.New("plot needs the image file to write: -o attn.png")}
 	}
-	fig, err := attentionFigure(target, f)
+	fig, err := attentionFigure(lim, target, f)
 	if err != nil {
 		return err
 	}
@@ -87,11 +89,11 @@ func plotAttention(out io.Writer, target string, f plotFlags) error {
 
 // attentionFigure runs the model with a hook on every attention layer and
 // lays out what the hook saw: one row of heatmaps per layer, one per head.
-func attentionFigure(target string, f plotFlags) (*plot.Figure, error) {
+func attentionFigure(lim *limits, target string, f plotFlags) (*plot.Figure, error) {
 	if isONNX(target) {
 		return nil, fmt.Errorf("%s: plot takes a model config or a preset, not an ONNX file: attnrun's graph executor does not expose the attention weights inside a graph", target)
 	}
-	src, err := openSource(target, f.weights, f.seed)
+	src, err := openSource(lim, target, f.weights, f.seed)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +101,7 @@ func attentionFigure(target string, f plotFlags) (*plot.Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen, err := attentionWeights(src.model, inputs)
+	seen, err := attentionWeights(lim, src.model, inputs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", target, err)
 	}
@@ -186,18 +188,26 @@ type layerWeights struct {
 }
 
 // attentionWeights runs the model once in eval mode and returns the weights
-// of every attention layer in the order they ran.
-func attentionWeights(m *models.Model, inputs []*tensor.Dense) ([]layerWeights, error) {
+// of every attention layer in the order they ran. The weights kept count
+// against the memory budget: a long input through many layers is refused
+// rather than held.
+func attentionWeights(lim *limits, m *models.Model, inputs []*tensor.Dense) ([]layerWeights, error) {
 	var seen []layerWeights
 	var bad error
 	var mu sync.Mutex // the contract does not promise one goroutine per pass
-	run := &registry.Run{Hook: func(layer string, w *tensor.Dense) {
+	kept := budget.New(int64(lim.maxMemory))
+	run := &registry.Run{Context: lim.ctx, Hook: func(layer string, w *tensor.Dense) {
 		mu.Lock()
 		defer mu.Unlock()
 		if bad == nil {
 			bad = checkWeights(layer, w)
 		}
-		seen = append(seen, layerWeights{layer, w})
+		if bad == nil {
+			bad = kept.Reserve(budget.Bytes(int64(w.Shape().TotalSize()), 4), fmt.Sprintf("the attention weights of layer %q, %s", layer, models.FormatShape(w.Shape())))
+		}
+		if bad == nil {
+			seen = append(seen, layerWeights{layer, w})
+		}
 	}}
 	if _, err := m.Forward(run, inputs...); err != nil {
 		return nil, err

@@ -102,7 +102,7 @@ func TestPlotEveryPreset(t *testing.T) {
 			}
 			tokens := weights[0].Shape()[2]
 
-			fig, err := attentionFigure(p.Name, plotFlags{})
+			fig, err := attentionFigure(defaultLimits(), p.Name, plotFlags{})
 			require.NoError(t, err)
 			l, err := fig.Layout()
 			require.NoError(t, err)
@@ -144,7 +144,7 @@ func TestPlotMaskedWeights(t *testing.T) {
 	_, err := plotCommand("seed-masked-weights", "-o", path)
 	require.NoError(t, err)
 	img := decodePNG(t, path)
-	fig, err := attentionFigure("seed-masked-weights", plotFlags{})
+	fig, err := attentionFigure(defaultLimits(), "seed-masked-weights", plotFlags{})
 	require.NoError(t, err)
 	l, err := fig.Layout()
 	require.NoError(t, err)
@@ -181,7 +181,7 @@ func TestPlotTokenLabels(t *testing.T) {
 		{"seed-head-1337", plotFlags{}, []string{"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"}},
 		{"seed-bag-of-words", plotFlags{tokens: "  a  b\tc "}, []string{"a", "b", "c"}},
 	} {
-		fig, err := attentionFigure(tc.target, tc.flags)
+		fig, err := attentionFigure(defaultLimits(), tc.target, tc.flags)
 		require.NoError(t, err, tc.target)
 		assert.Equal(t, tc.want, fig.Queries, tc.target)
 		assert.Equal(t, tc.want, fig.Keys, tc.target)
@@ -189,13 +189,13 @@ func TestPlotTokenLabels(t *testing.T) {
 }
 
 func TestPlotLayerAndBatch(t *testing.T) {
-	fig, err := attentionFigure("seed-bishop-multihead-concat", plotFlags{layer: "head1"})
+	fig, err := attentionFigure(defaultLimits(), "seed-bishop-multihead-concat", plotFlags{layer: "head1"})
 	require.NoError(t, err)
 	require.Len(t, fig.Rows, 1)
 	require.Len(t, fig.Rows[0], 1)
 	assert.Equal(t, "head1 · head 0", fig.Rows[0][0].Title)
 
-	fig, err = attentionFigure("seed-mha-wrapper", plotFlags{})
+	fig, err = attentionFigure(defaultLimits(), "seed-mha-wrapper", plotFlags{})
 	require.NoError(t, err)
 	require.Len(t, fig.Rows, 1)
 	assert.Equal(t, []string{"attn · head 0", "attn · head 1"}, []string{fig.Rows[0][0].Title, fig.Rows[0][1].Title})
@@ -206,7 +206,7 @@ func TestPlotLayerAndBatch(t *testing.T) {
 	require.NoError(t, err)
 	_, weights := hooked(t, p)
 	data := weights[0].Data().([]float32) // (4, 1, 8, 8)
-	fig, err = attentionFigure("seed-head-1337", plotFlags{batch: 2})
+	fig, err = attentionFigure(defaultLimits(), "seed-head-1337", plotFlags{batch: 2})
 	require.NoError(t, err)
 	assert.Equal(t, data[2*64:3*64], fig.Rows[0][0].Weights)
 	assert.NotEqual(t, data[0:64], fig.Rows[0][0].Weights)
@@ -225,7 +225,7 @@ layers:
 	out := filepath.Join(dir, "attn.png")
 	_, err := plotCommand(config, "--input", x, "--seed", "7", "-o", out)
 	require.NoError(t, err)
-	fig, err := attentionFigure(config, plotFlags{inputs: []string{x}, seed: 7})
+	fig, err := attentionFigure(defaultLimits(), config, plotFlags{inputs: []string{x}, seed: 7})
 	require.NoError(t, err)
 	l, err := fig.Layout()
 	require.NoError(t, err)

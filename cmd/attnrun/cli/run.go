@@ -72,9 +72,10 @@ weights). ONNX files run whole.`,
   attnrun run seed-mha-wrapper --incremental                 # token by token
   attnrun run llama-block.yaml --input x.npy --incremental=4 # 4 tokens per step`,
 		Args: oneArg("a model config or preset name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runModel(cmd, args[0], f)
-		},
+	}
+	lim := addLimitFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return lim.run(func() error { return runModel(cmd, args[0], f, lim) })
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.weights, "weights", "", "state dict (.npz or .safetensors) with the model's parameters")
@@ -89,7 +90,7 @@ weights). ONNX files run whole.`,
 	return cmd
 }
 
-func runModel(cmd *cobra.Command, target string, f runFlags) error {
+func runModel(cmd *cobra.Command, target string, f runFlags, lim *limits) error {
 	if err := f.checkIncremental(cmd, target); err != nil {
 		return err
 	}
@@ -99,14 +100,14 @@ func runModel(cmd *cobra.Command, target string, f runFlags) error {
 	}
 	if isONNX(target) {
 		if isBatch {
-			return runONNXBatch(cmd, target, batch, f)
+			return runONNXBatch(cmd, target, batch, f, lim)
 		}
-		return runONNX(cmd.OutOrStdout(), cmd.ErrOrStderr(), target, f.executor, f.inputs, f.outputs)
+		return runONNX(cmd.OutOrStdout(), cmd.ErrOrStderr(), lim, target, f.executor, f.inputs, f.outputs)
 	}
 	if len(f.outputs) > 1 {
 		return usageError{fmt.Errorf("a model has one output, got %d --output", len(f.outputs))}
 	}
-	src, err := openSource(target, f.weights, f.seed)
+	src, err := openSource(lim, target, f.weights, f.seed)
 	if err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func runModel(cmd *cobra.Command, target string, f runFlags) error {
 	if !cmd.Flags().Changed("attention") && src.preset != nil && f.incremental == 0 {
 		attention = src.preset.Attention
 	}
-	run := &registry.Run{Train: f.train, RNG: rand.New(rand.NewPCG(f.seed, 0x5eed))}
+	run := &registry.Run{Context: lim.ctx, Train: f.train, RNG: rand.New(rand.NewPCG(f.seed, 0x5eed))}
 	if isBatch {
 		return runModelBatch(cmd, src, batch, f, func(inputs []*tensor.Dense) (*tensor.Dense, error) {
 			return compute(src, run, inputs, attention, f.incremental)
@@ -195,8 +196,8 @@ func runModelBatch(cmd *cobra.Command, src *source, batch string, f runFlags, ru
 
 // runONNXBatch runs a single-input ONNX file once per tensor of a
 // directory or archive.
-func runONNXBatch(cmd *cobra.Command, path, batch string, f runFlags) error {
-	file, err := openONNX(cmd.ErrOrStderr(), path, f.executor)
+func runONNXBatch(cmd *cobra.Command, path, batch string, f runFlags, lim *limits) error {
+	file, err := openONNX(cmd.ErrOrStderr(), lim, path, f.executor)
 	if err != nil {
 		return err
 	}
@@ -255,7 +256,7 @@ func presetResult(src *source) (*tensor.Dense, error) {
 	if err != nil {
 		return nil, err
 	}
-	return forward(src, &registry.Run{}, inputs, src.preset.Attention)
+	return forward(src, &registry.Run{Context: src.lim.ctx}, inputs, src.preset.Attention)
 }
 
 // source is what run, check and export work on: a model with its weights,
@@ -263,19 +264,21 @@ func presetResult(src *source) (*tensor.Dense, error) {
 type source struct {
 	model  *models.Model
 	preset *models.Preset
+	// lim are the command's limits, which the model was built within.
+	lim *limits
 }
 
 // openSource resolves MODEL.yaml or a preset name and loads weights:
 // --weights first, then the preset's own, then a seeded initialization.
-func openSource(target, weights string, seed uint64) (*source, error) {
-	var src source
+func openSource(lim *limits, target, weights string, seed uint64) (*source, error) {
+	src := source{lim: lim}
 	var err error
 	if isConfigPath(target) {
-		src.model, err = models.Load(target)
+		src.model, err = lim.models().Load(target)
 	} else {
 		src.preset, err = models.LookupPreset(target)
 		if err == nil {
-			src.model, err = src.preset.Model()
+			src.model, err = src.preset.ModelWith(lim.models())
 		}
 	}
 	if err != nil {
