@@ -70,6 +70,12 @@ while IFS=$'\t' read -r name status sets ort; do
     continue
   fi
   if [ "$ort" = ok ]; then ort_passed=yes; else ort_passed=no; fi
+  # ONNX Runtime is a second opinion, not the code under test: where it
+  # runs the graph and differs from PyTorch by less than 1e-5 (float32
+  # rounding, seed to seed), it counts as agreeing, and the line says so.
+  if [[ $ort =~ ^mismatch.*max_abs\ ([0-9.e+-]+) ]] && awk -v d="${BASH_REMATCH[1]}" 'BEGIN { exit !(d < 1e-5) }'; then
+    ort_passed=yes ort="within 1e-5 of PyTorch (float32 rounding): $ort"
+  fi
   verdict onnxruntime "$name" "$name" "$ort_passed" "$ort"
   for ((k = 0; k < sets; k++)); do
     set="$name/test_data_set_$k"
