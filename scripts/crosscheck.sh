@@ -93,6 +93,15 @@ else
   result FAIL "linear attention and MLA vs Hugging Face, ORT" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
 fi
 
+# 9b. attention.sdpa's qk_norm, sinks and score_mod exported at opsets 17
+# and 23: onnx's full checker, then ONNX Runtime 1.31 against PyTorch's
+# Qwen3, gpt-oss and flex_attention outputs.
+if out=$(bash scripts/sdpa_frontier_ort.sh 2>&1); then
+  result ok "sdpa qk_norm, sinks, score_mod in ONNX Runtime" "$(tail -1 <<<"$out")"
+else
+  result FAIL "sdpa qk_norm, sinks, score_mod in ONNX Runtime" "$(grep FAIL <<<"$out" | head -3 | tr '\n' ' ')"
+fi
+
 # 10. PyTorch 2.x and Hugging Face exports (testdata/pytorch2), real MiniLM
 # included, regenerated with this seed: ONNX Runtime and attnrun's executor
 # against PyTorch, with testdata/pytorch2/known_failures.txt applied.
