@@ -3,7 +3,6 @@ package plot
 import (
 	"image"
 	"image/color"
-	"image/draw"
 	"math"
 	"strconv"
 )
@@ -46,25 +45,24 @@ func ticks(vmax float64) []tick {
 
 // drawBar draws the colour bar, 0 at the bottom and vmax at the top, with
 // its ticks and their values on the right.
-func drawBar(img *image.RGBA, l *Layout, fc *faces, vmax float64) {
+func drawBar(c canvas, l *Layout, fc *faces, vmax float64) {
 	bar := l.Bar
 	h := bar.Dy()
 	for y := bar.Min.Y; y < bar.Max.Y; y++ {
 		t := float64(bar.Max.Y-1-y) / float64(max(h-1, 1))
-		draw.Draw(img, image.Rect(bar.Min.X, y, bar.Max.X, y+1), image.NewUniform(Viridis(t)), image.Point{}, draw.Src)
+		c.fill(image.Rect(bar.Min.X, y, bar.Max.X, y+1), Viridis(t))
 	}
-	outline(img, bar, axisColor)
+	outline(c, bar, axisColor)
 	labelH := lineHeight(fc.label)
 	for _, t := range ticks(vmax) {
 		y := bar.Max.Y - 1 - int(math.Round(t.value/vmax*float64(h-1)))
-		draw.Draw(img, image.Rect(bar.Max.X, y, bar.Max.X+tickLength, y+1), image.NewUniform(axisColor), image.Point{}, draw.Src)
-		drawText(img, fc.label, textColor, bar.Max.X+tickLength+labelPad, y-labelH/2, t.label)
+		c.fill(image.Rect(bar.Max.X, y, bar.Max.X+tickLength, y+1), axisColor)
+		c.text(fc.label, textColor, bar.Max.X+tickLength+labelPad, y-labelH/2, start, t.label)
 	}
 }
 
 // outline draws a one-pixel frame just outside r.
-func outline(img *image.RGBA, r image.Rectangle, c color.Color) {
-	u := image.NewUniform(c)
+func outline(c canvas, r image.Rectangle, col color.RGBA) {
 	r = r.Inset(-1)
 	for _, side := range []image.Rectangle{
 		{r.Min, image.Pt(r.Max.X, r.Min.Y+1)},
@@ -72,6 +70,6 @@ func outline(img *image.RGBA, r image.Rectangle, c color.Color) {
 		{r.Min, image.Pt(r.Min.X+1, r.Max.Y)},
 		{image.Pt(r.Max.X-1, r.Min.Y), r.Max},
 	} {
-		draw.Draw(img, side, u, image.Point{}, draw.Src)
+		c.fill(side, col)
 	}
 }

@@ -25,7 +25,7 @@ func Example() {
 		}}},
 	}
 	var buf bytes.Buffer
-	if err := fig.Encode(&buf); err != nil { // or fig.WriteFile("attn.png")
+	if err := fig.Encode(&buf, plot.PNG); err != nil { // or fig.WriteFile("attn.png"), .svg or .jpg
 		fmt.Println(err)
 		return
 	}

@@ -1,7 +1,7 @@
-// Package plot draws attention weights as heatmaps in a PNG image: one
-// panel per layer and head, token labels on both axes (queries down, keys
+// Package plot draws attention weights as heatmaps: one panel per layer
+// and head in a grid, token labels on both axes (queries down, keys
 // across), the weight printed in each cell when there is room, and a
-// viridis colour bar shared by every panel.
+// viridis colour bar shared by every panel. It writes PNG, JPEG and SVG.
 //
 // It uses the standard library's image packages and the Go fonts from
 // golang.org/x/image, so that the labels are anti-aliased and need no
@@ -13,13 +13,8 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
-	"io"
 	"math"
 	"strconv"
-
-	"github.com/attnrun/attnrun/internal/atomicfile"
 )
 
 // Colours of everything that is not a weight.
@@ -42,14 +37,15 @@ type Heatmap struct {
 	Weights []float32
 }
 
-// Figure is a grid of heatmaps, one row per layer and one panel per head,
-// sharing token labels and one colour scale from 0 to the largest weight.
+// Figure is a grid of heatmaps, the heads of each layer in turn, sharing
+// token labels and one colour scale from 0 to the largest weight.
 type Figure struct {
 	// Title and Subtitle head the image; either may be empty.
 	Title, Subtitle string
 	// Queries label the rows of every heatmap, Keys the columns.
 	Queries, Keys []string
-	// Rows are the panels, top to bottom and left to right.
+	// Rows holds the panels of each layer, one per head. The layout flows
+	// them through a grid, the first layer's heads first.
 	Rows [][]Heatmap
 }
 
@@ -105,56 +101,88 @@ func (f *Figure) Layout() (*Layout, error) {
 	return f.layout(fc)
 }
 
-// Draw renders the figure.
+// Draw renders the figure as an image.
 func (f *Figure) Draw() (*image.RGBA, error) {
-	if err := f.check(); err != nil {
+	l, fc, err := f.prepare()
+	if err != nil {
 		return nil, err
+	}
+	return f.draw(l, fc), nil
+}
+
+// draw renders the figure laid out as l.
+func (f *Figure) draw(l *Layout, fc *faces) *image.RGBA {
+	img := image.NewRGBA(image.Rectangle{Max: l.Size})
+	f.render(raster{img}, l, fc)
+	return img
+}
+
+// prepare checks the figure and lays it out.
+func (f *Figure) prepare() (*Layout, *faces, error) {
+	if err := f.check(); err != nil {
+		return nil, nil, err
 	}
 	fc, err := newFaces()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l, err := f.layout(fc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	img := image.NewRGBA(image.Rectangle{Max: l.Size})
-	draw.Draw(img, img.Bounds(), image.NewUniform(background), image.Point{}, draw.Src)
+	return l, fc, nil
+}
 
+// render draws the whole figure on c.
+func (f *Figure) render(c canvas, l *Layout, fc *faces) {
+	c.fill(image.Rectangle{Max: l.Size}, background)
 	y := margin
 	if f.Title != "" {
-		drawText(img, fc.figureTitle, textColor, margin, y, f.Title)
+		c.text(fc.figureTitle, textColor, margin, y, start, f.Title)
 		y += lineHeight(fc.figureTitle) + titleGap
 	}
-	if f.Subtitle != "" {
-		drawText(img, fc.label, subtle, margin, y, f.Subtitle)
+	if sub := f.subtitle(l); sub != "" {
+		c.text(fc.label, subtle, margin, y, start, sub)
 	}
 	vmax := f.max()
 	for r, row := range f.Rows {
-		for c, h := range row {
-			f.drawPanel(img, l, fc, r, c, h, vmax)
+		for h, hm := range row {
+			f.drawPanel(c, l, fc, r, h, hm, vmax)
 		}
 	}
-	drawBar(img, l, fc, vmax)
-	return img, nil
+	drawBar(c, l, fc, vmax)
 }
 
-// drawPanel draws one heatmap with its title and token labels.
-func (f *Figure) drawPanel(img *image.RGBA, l *Layout, fc *faces, r, c int, h Heatmap, vmax float64) {
-	heat := l.HeatmapRect(r, c)
-	panel := l.PanelRect(r, c)
-	titleX := max(panel.Min.X, heat.Min.X+(heat.Dx()-width(fc.panelTitle, h.Title))/2)
-	drawText(img, fc.panelTitle, textColor, titleX, panel.Min.Y, h.Title)
+// subtitle is the figure's subtitle, with a note on what a cell shows when
+// it stands for a square of tokens.
+func (f *Figure) subtitle(l *Layout) string {
+	if l.Bin == 1 {
+		return f.Subtitle
+	}
+	note := fmt.Sprintf("each cell: the largest weight of %d×%d tokens", l.Bin, l.Bin)
+	if f.Subtitle == "" {
+		return note
+	}
+	return f.Subtitle + " · " + note
+}
 
-	for i := range f.Queries {
-		for j := range f.Keys {
-			w := float64(h.Weights[i*len(f.Keys)+j])
+// drawPanel draws the heatmap of layer r and head h with its title and
+// token labels.
+func (f *Figure) drawPanel(c canvas, l *Layout, fc *faces, r, h int, hm Heatmap, vmax float64) {
+	heat := l.HeatmapRect(r, h)
+	panel := l.PanelRect(r, h)
+	titleX := max(panel.Min.X, heat.Min.X+(heat.Dx()-width(fc.panelTitle, hm.Title))/2)
+	c.text(fc.panelTitle, textColor, titleX, panel.Min.Y, start, hm.Title)
+
+	for i := range l.Cells.Y {
+		for j := range l.Cells.X {
+			w := f.cellWeight(l, hm, i, j)
 			fill := NaNColor
 			if !math.IsNaN(w) {
 				fill = Viridis(w / vmax)
 			}
-			cell := l.CellRect(r, c, i, j)
-			draw.Draw(img, cell, image.NewUniform(fill), image.Point{}, draw.Src)
+			cell := l.CellRect(r, h, i, j)
+			c.fill(cell, fill)
 			// Zero is left blank: it is what a mask leaves, and empty
 			// cells make the mask's shape stand out.
 			if l.Values && w != 0 && !math.IsNaN(w) {
@@ -162,46 +190,47 @@ func (f *Figure) drawPanel(img *image.RGBA, l *Layout, fc *faces, r, c int, h He
 				if isDark(fill) {
 					ink = background
 				}
-				s := strconv.FormatFloat(w, 'f', 2, 64)
-				x := cell.Min.X + (cell.Dx()-width(fc.value, s))/2
 				y := cell.Min.Y + (cell.Dy()-lineHeight(fc.value))/2
-				drawText(img, fc.value, ink, x, y, s)
+				c.text(fc.value, ink, cell.Min.X+cell.Dx()/2, y, middle, strconv.FormatFloat(w, 'f', 2, 64))
 			}
 		}
 	}
 
 	labelH := lineHeight(fc.label)
-	for i := 0; i < len(f.Queries); i += l.QueryStep {
-		s := f.Queries[i]
+	for i := 0; i < l.Cells.Y; i += l.QueryStep {
 		y := heat.Min.Y + i*l.Cell + (l.Cell-labelH)/2
-		drawText(img, fc.label, textColor, heat.Min.X-labelPad-width(fc.label, s), y, s)
+		c.text(fc.label, textColor, heat.Min.X-labelPad, y, end, f.Queries[i*l.Bin])
 	}
-	for j := 0; j < len(f.Keys); j += l.KeyStep {
-		s := f.Keys[j]
+	for j := 0; j < l.Cells.X; j += l.KeyStep {
+		s := f.Keys[j*l.Bin]
 		centre := heat.Min.X + j*l.Cell + l.Cell/2
 		if l.KeysUp {
-			drawTextUp(img, fc.label, textColor, centre, heat.Max.Y+labelPad, s)
+			c.textUp(fc.label, textColor, centre, heat.Max.Y+labelPad, s)
 		} else {
-			drawText(img, fc.label, textColor, centre-width(fc.label, s)/2, heat.Max.Y+labelPad, s)
+			c.text(fc.label, textColor, centre, heat.Max.Y+labelPad, middle, s)
 		}
 	}
 }
 
-// Encode draws the figure and writes it to w as a PNG.
-func (f *Figure) Encode(w io.Writer) error {
-	img, err := f.Draw()
-	if err != nil {
-		return err
+// cellWeight is the weight cell (i, j) of a heatmap shows: its token's, or
+// the largest of its square of tokens. The largest rather than the mean,
+// so that a thin diagonal or a single key every query attends to keeps its
+// colour when the picture shrinks. NaN wins, as in torch.amax: a NaN is
+// news and must not be hidden by its neighbours.
+func (f *Figure) cellWeight(l *Layout, hm Heatmap, i, j int) float64 {
+	keys := len(f.Keys)
+	if l.Bin == 1 {
+		return float64(hm.Weights[i*keys+j])
 	}
-	return png.Encode(w, img)
-}
-
-// WriteFile draws the figure into a PNG file. The file is replaced
-// atomically: it holds the old picture or the new one, never part of one.
-func (f *Figure) WriteFile(path string) error {
-	img, err := f.Draw()
-	if err != nil {
-		return err
+	w := math.Inf(-1)
+	for q := i * l.Bin; q < min((i+1)*l.Bin, len(f.Queries)); q++ {
+		for k := j * l.Bin; k < min((j+1)*l.Bin, keys); k++ {
+			v := float64(hm.Weights[q*keys+k])
+			if math.IsNaN(v) {
+				return v
+			}
+			w = max(w, v)
+		}
 	}
-	return atomicfile.Write(path, 0o644, func(w io.Writer) error { return png.Encode(w, img) })
+	return w
 }

@@ -138,8 +138,11 @@ func TestFigureErrors(t *testing.T) {
 		{"no labels", func(f *Figure) { f.Queries = nil }, "at least one query and one key"},
 		{"short weights", func(f *Figure) { f.Rows[0][0].Weights = f.Rows[0][0].Weights[:8] }, `panel "layer0 · head 0" (row 0, column 0) has 8 weights, want 3 queries × 3 keys = 9`},
 		{"too big", func(f *Figure) {
-			*f = *causalFigure(12, 12, 100)
-		}, "pixels, over the limit"},
+			f.Rows = nil
+			for range 10000 {
+				f.Rows = append(f.Rows, []Heatmap{{Title: "h", Weights: make([]float32, 9)}})
+			}
+		}, "even at one pixel per panel, over the limit of 4096 a side"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := *good

@@ -22,10 +22,17 @@ const (
 	valueSize       = 11
 )
 
-// faces holds the font faces of one drawing. Faces cache glyphs and are not
-// safe for concurrent use, so every Draw makes its own.
+// faces holds the text styles of one drawing. Faces cache glyphs and are
+// not safe for concurrent use, so every drawing makes its own.
 type faces struct {
-	figureTitle, panelTitle, label, value font.Face
+	figureTitle, panelTitle, label, value style
+}
+
+// style is a font face with what an SVG needs to name it.
+type style struct {
+	font.Face
+	size float64
+	bold bool
 }
 
 // The Go fonts, parsed once: they are embedded in the binary by
@@ -48,20 +55,24 @@ func newFaces() (*faces, error) {
 	}
 	f := &faces{}
 	for _, spec := range []struct {
-		dst  *font.Face
-		font *opentype.Font
+		dst  *style
+		bold bool
 		size float64
 	}{
-		{&f.figureTitle, bold, figureTitleSize},
-		{&f.panelTitle, bold, panelTitleSize},
-		{&f.label, regular, labelSize},
-		{&f.value, regular, valueSize},
+		{&f.figureTitle, true, figureTitleSize},
+		{&f.panelTitle, true, panelTitleSize},
+		{&f.label, false, labelSize},
+		{&f.value, false, valueSize},
 	} {
-		face, err := opentype.NewFace(spec.font, &opentype.FaceOptions{Size: spec.size, DPI: 72, Hinting: font.HintingFull})
+		ttf := regular
+		if spec.bold {
+			ttf = bold
+		}
+		face, err := opentype.NewFace(ttf, &opentype.FaceOptions{Size: spec.size, DPI: 72, Hinting: font.HintingFull})
 		if err != nil {
 			return nil, fmt.Errorf("plot: font face: %w", err)
 		}
-		*spec.dst = face
+		*spec.dst = style{face, spec.size, spec.bold}
 	}
 	return f, nil
 }
