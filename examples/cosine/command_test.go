@@ -71,7 +71,7 @@ func TestCommandLineONNX(t *testing.T) {
 	t.Run("plot", func(t *testing.T) {
 		path := filepath.Join(dir, "attn.png")
 		status, _, stderr := attnrun("plot", testdata("cosine.yaml"), "--weights", testdata("cosine_weights.npz"),
-			"--input", input, "--tokens", "a b c d e", "-o", path)
+			"--input", input, "--labels", "a b c d e", "-o", path)
 		require.Equal(t, 0, status, stderr)
 		f, err := os.Open(path)
 		require.NoError(t, err)

@@ -127,7 +127,7 @@ func TestSVGRefusesTooManyCells(t *testing.T) {
 	require.Equal(t, 1, l.Bin)
 	err = f.Encode(io.Discard, SVG)
 	require.ErrorIs(t, err, ErrTooLarge)
-	assert.Contains(t, err.Error(), "plot: the SVG would draw 1440000 cells (4 panels of 600×600), over the limit of 1048576; write a PNG instead")
+	assert.Contains(t, err.Error(), "plot: the figure is too large: the SVG would draw 1440000 cells (4 panels of 600×600), over the limit of 1048576 (a PNG has no such limit)")
 	require.NoError(t, f.Encode(io.Discard, PNG))
 }
 

@@ -34,8 +34,9 @@ const (
 )
 
 // ErrTooLarge is reported (wrapped) when a figure has so many panels that
-// it exceeds MaxSide even with heatmaps of one pixel per panel.
-var ErrTooLarge = errors.New("too many panels to draw")
+// it exceeds MaxSide even with heatmaps of one pixel per panel, or an SVG
+// more than MaxSVGCells cells.
+var ErrTooLarge = errors.New("the figure is too large")
 
 // Layout places every part of a figure. The image is Size. The panels
 // flow through a grid of Grid.X columns and Grid.Y rows, the heads of the
@@ -108,8 +109,8 @@ func (f *Figure) layout(fc *faces) (*Layout, error) {
 	i := sort.Search(n, fits)
 	if i == n {
 		l := f.place(fc, cols, heads, m, scaleAt(n-1))
-		return nil, fmt.Errorf("plot: %d panels in a %d×%d grid need %d×%d pixels even at one pixel per panel, over the limit of %d a side: %w",
-			sum(heads), l.Grid.X, l.Grid.Y, l.Size.X, l.Size.Y, MaxSide, ErrTooLarge)
+		return nil, fmt.Errorf("plot: %w: %d panels in a %d×%d grid need %d×%d pixels even at one pixel per panel, over the limit of %d a side",
+			ErrTooLarge, sum(heads), l.Grid.X, l.Grid.Y, l.Size.X, l.Size.Y, MaxSide)
 	}
 	return f.place(fc, cols, heads, m, scaleAt(i)), nil
 }

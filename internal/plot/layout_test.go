@@ -124,7 +124,7 @@ func TestLayoutShrinksToFit(t *testing.T) {
 	}
 	_, err := f.Layout()
 	require.ErrorIs(t, err, ErrTooLarge)
-	assert.Contains(t, err.Error(), "plot: 5000 panels in a")
+	assert.Contains(t, err.Error(), "plot: the figure is too large: 5000 panels in a")
 	assert.Contains(t, err.Error(), "over the limit of 4096 a side")
 }
 

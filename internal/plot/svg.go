@@ -22,8 +22,8 @@ func (f *Figure) checkSVG(l *Layout) error {
 		panels += len(row)
 	}
 	if cells := int64(panels) * int64(l.Cells.X) * int64(l.Cells.Y); cells > MaxSVGCells {
-		return fmt.Errorf("plot: the SVG would draw %d cells (%d panels of %d×%d), over the limit of %d; write a PNG instead: %w",
-			cells, panels, l.Cells.Y, l.Cells.X, MaxSVGCells, ErrTooLarge)
+		return fmt.Errorf("plot: %w: the SVG would draw %d cells (%d panels of %d×%d), over the limit of %d (a PNG has no such limit)",
+			ErrTooLarge, cells, panels, l.Cells.Y, l.Cells.X, MaxSVGCells)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/plot"
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -28,8 +31,10 @@ type plotFlags struct {
 	weights string
 	inputs  []string
 	seed    uint64
+	labels  string
 	tokens  string
-	layer   string
+	layers  []string
+	heads   string
 	batch   int
 	output  string
 }
@@ -37,24 +42,39 @@ type plotFlags struct {
 func newPlotCommand() *cobra.Command {
 	var f plotFlags
 	cmd := &cobra.Command{
-		Use:   "plot MODEL.yaml|PRESET -o attn.png",
+		Use:   "plot MODEL.yaml|PRESET|FILE.onnx -o attn.png|attn.svg|attn.jpg",
 		Short: "Draw the attention weights of every layer and head as heatmaps",
 		Long: `plot runs the model (in eval mode, with the weights and input run would use)
 and draws the attention weights of each attention layer and head as a labelled
-heatmap in a PNG: one row of panels per layer, one panel per head, queries
-down and keys across, and one viridis colour scale from 0 to the largest
-weight. Masked cells hold weight 0 and are left without a number.
+heatmap: the panels flow through a grid, the heads of the first layer first,
+each titled "layer · head"; queries run down and keys across, and one viridis
+colour scale from 0 to the largest weight serves every panel. Masked cells
+hold weight 0 and are left without a number.
 
-Tokens are labelled t0, t1, ... or with the words of --tokens (one per token).
-A preset from the notebooks is labelled with the notebook's sentence when the
-word count fits. A batched input shows one element, --batch (default 0).
+The format follows the extension of -o: .png, .svg or .jpg/.jpeg. A picture
+stays within 4096 pixels a side: many panels or long inputs get smaller
+cells, down to one pixel, and then each cell shows the largest weight of a
+square of tokens (the subtitle says so). An SVG holds at most about a million
+cells.
 
-ONNX files cannot be plotted: attnrun's graph executor does not expose the
-attention weights inside a graph.`,
+Choose what to draw with --layer (one or more attention layers; default
+all), --heads (head numbers and ranges: 0,3,5 or 0:4) and --tokens (a
+Python-like range of queries and keys: 0:64, -16: for the last 16, or
+0:8,0:64 for queries 0-7 over keys 0-63). A batched input shows one
+element, --batch (default 0).
+
+Tokens are labelled t0, t1, ... or with the words of --labels (one per
+token). A preset from the notebooks is labelled with the notebook's sentence
+when the word count fits.
+
+An ONNX file attnrun wrote (attnrun export, attnrun import) is plotted from
+its layers and weights; other ONNX files are refused (attnrun import lifts
+them first). A config that attnrun import lifted needs its weights: --weights.`,
 		Example: `  attnrun plot seed-mha-wrapper -o attn.png
-  attnrun plot seed-masked-weights --tokens "Your journey starts with one step" -o masked.png
-  attnrun plot model.yaml --weights w.npz --input x.npy --layer attn -o attn.png`,
-		Args: oneArg("a model config or preset name"),
+  attnrun plot seed-masked-weights --labels "Your journey starts with one step" -o masked.svg
+  attnrun plot model.yaml --weights w.npz --input x.npy --layer attn -o attn.png
+  attnrun plot lifted.onnx --input x.npy --layer layer3,layer4 --heads 0:4 --tokens 0:64 -o attn.jpg`,
+		Args: oneArg("a model config, preset name or ONNX file attnrun wrote"),
 	}
 	lim := addLimitFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -62,42 +82,65 @@ attention weights inside a graph.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.weights, "weights", "", "state dict (.npz or .safetensors) with the model's parameters")
-	fl.StringArrayVar(&f.inputs, "input", nil, "input tensor (.npy); repeat for several inputs, in order")
+	fl.StringArrayVar(&f.inputs, "input", nil, "input tensor (.npy; .pb for ONNX files); repeat for several inputs, in order")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed for weight initialization")
-	fl.StringVar(&f.tokens, "tokens", "", `token labels, separated by spaces, one per token ("Your journey starts with one step")`)
-	fl.StringVar(&f.layer, "layer", "", "plot only this attention layer")
+	fl.StringVar(&f.labels, "labels", "", `token labels, separated by spaces, one per token ("Your journey starts with one step")`)
+	fl.StringVar(&f.tokens, "tokens", "", "the queries and keys to draw, a range START:STOP (0:64, -16:) or QUERIES,KEYS (0:8,0:64); default all")
+	fl.StringSliceVar(&f.layers, "layer", nil, "plot only these attention layers (repeat, or separate with commas); default all")
+	fl.StringVar(&f.heads, "heads", "", "plot only these heads of each layer: numbers and ranges, e.g. 0,3,5 or 0:4; default all")
 	fl.IntVar(&f.batch, "batch", 0, "which element of a batched input to plot")
-	fl.StringVarP(&f.output, "output", "o", "", "the PNG file to write (required)")
+	fl.StringVarP(&f.output, "output", "o", "", "the image file to write, .png, .svg or .jpg (required)")
 	return cmd
 }
 
-// plotAttention runs the model, draws its attention weights and writes the PNG.
+// plotAttention runs the model, draws its attention weights and writes the
+// image.
 func plotAttention(out io.Writer, lim *limits, target string, f plotFlags) error {
 	if f.output == "" {
-		return usageError{errors.New("plot needs the image file to write: -o attn.png")}
+		return usageError{errors.New("plot needs the image file to write: -o attn.png (or .svg, .jpg)")}
+	}
+	if _, err := plot.FormatOf(f.output); err != nil {
+		return usageError{fmt.Errorf("-o %w", err)}
 	}
 	fig, err := attentionFigure(lim, target, f)
 	if err != nil {
 		return err
 	}
-	if err := fig.WriteFile(f.output); err != nil {
+	layout, err := fig.Layout()
+	if err == nil {
+		err = fig.WriteFile(f.output)
+	}
+	if errors.Is(err, plot.ErrTooLarge) {
+		return fmt.Errorf("%w; choose fewer with --layer, --heads or --tokens", err)
+	}
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s: %d layer(s), %d token(s)\n", f.output, len(fig.Rows), len(fig.Queries))
+	panels := 0
+	for _, row := range fig.Rows {
+		panels += len(row)
+	}
+	fmt.Fprintf(out, "%s: %d panel(s) of %d×%d tokens from %d layer(s), a %d×%d grid, %d×%d pixels\n",
+		f.output, panels, len(fig.Queries), len(fig.Keys), len(fig.Rows), layout.Grid.X, layout.Grid.Y, layout.Size.X, layout.Size.Y)
 	return nil
 }
 
 // attentionFigure runs the model with a hook on every attention layer and
-// lays out what the hook saw: one row of heatmaps per layer, one per head.
+// lays out what the flags select of what the hook saw.
 func attentionFigure(lim *limits, target string, f plotFlags) (*plot.Figure, error) {
-	if isONNX(target) {
-		return nil, fmt.Errorf("%s: plot takes a model config or a preset, not an ONNX file: attnrun's graph executor does not expose the attention weights inside a graph", target)
-	}
-	src, err := openSource(lim, target, f.weights, f.seed)
+	tokens, err := parseTokens(f.tokens)
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := src.inputs(f.inputs)
+	heads, err := parseHeads(f.heads)
+	if err != nil {
+		return nil, err
+	}
+	src, err := openPlotSource(lim, target, f)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := plotInputs(lim, src, target, f.inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -105,11 +148,8 @@ func attentionFigure(lim *limits, target string, f plotFlags) (*plot.Figure, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", target, err)
 	}
-	if f.layer != "" {
-		seen, err = onlyLayer(src.model, seen, f.layer)
-		if err != nil {
-			return nil, err
-		}
+	if seen, err = onlyLayers(src.model, seen, f.layers); err != nil {
+		return nil, err
 	}
 	shape := seen[0].weights.Shape() // (B, H, Tq, Tk)
 	batch, tq, tk := shape[0], shape[2], shape[3]
@@ -126,43 +166,125 @@ func attentionFigure(lim *limits, target string, f plotFlags) (*plot.Figure, err
 	if err != nil {
 		return nil, err
 	}
-	name := src.model.Name()
-	if src.preset != nil {
-		name = src.preset.Name
+	qs, ks, err := tokens.resolve(tq, tk)
+	if err != nil {
+		return nil, err
 	}
-	return newFigure(name, seen, f.batch, queries, keys), nil
-}
-
-// newFigure lays out the weights of one batch element: a row of panels per
-// layer, a panel per head.
-func newFigure(name string, seen []layerWeights, batch int, queries, keys []string) *plot.Figure {
+	name := src.model.Name()
+	switch {
+	case src.preset != nil:
+		name = src.preset.Name
+	case isONNX(target):
+		name = filepath.Base(target)
+	}
 	fig := &plot.Figure{
 		Title:    name + " · attention weights",
 		Subtitle: "rows: queries · columns: keys",
-		Queries:  queries,
-		Keys:     keys,
+		Queries:  queries[qs.start:qs.stop],
+		Keys:     keys[ks.start:ks.stop],
 	}
-	if b := seen[0].weights.Shape()[0]; b > 1 {
-		fig.Title += fmt.Sprintf(" · batch %d of %d", batch, b)
+	if batch > 1 {
+		fig.Title += fmt.Sprintf(" · batch %d of %d", f.batch, batch)
 	}
-	cells := len(queries) * len(keys)
+	if f.tokens != "" {
+		fig.Subtitle += fmt.Sprintf(" · queries %d:%d of %d, keys %d:%d of %d", qs.start, qs.stop, tq, ks.start, ks.stop, tk)
+	}
 	for _, s := range seen {
-		heads := s.weights.Shape()[1]
-		data := s.weights.Data().([]float32)
-		var row []plot.Heatmap
-		for h := range heads {
-			at := (batch*heads + h) * cells
-			row = append(row, plot.Heatmap{
-				Title:   fmt.Sprintf("%s · head %d", s.layer, h),
-				Weights: append([]float32(nil), data[at:at+cells]...),
-			})
+		picked, err := selectHeads(heads, f.heads, s.layer, s.weights.Shape()[1])
+		if err != nil {
+			return nil, err
 		}
-		fig.Rows = append(fig.Rows, row)
+		fig.Rows = append(fig.Rows, panels(s, f.batch, picked, qs, ks))
 	}
 	if hasZero(fig) {
 		fig.Subtitle += " · cells without a number hold 0 (masked)"
 	}
-	return fig
+	return fig, nil
+}
+
+// panels cuts the heatmaps of one layer out of its weights (B, H, Tq, Tk):
+// the given heads of one batch element, queries qs over keys ks.
+func panels(s layerWeights, batch int, heads []int, qs, ks span) []plot.Heatmap {
+	shape := s.weights.Shape()
+	h, tq, tk := shape[1], shape[2], shape[3]
+	data := s.weights.Data().([]float32)
+	var row []plot.Heatmap
+	for _, head := range heads {
+		w := make([]float32, 0, qs.len()*ks.len())
+		for q := qs.start; q < qs.stop; q++ {
+			at := ((batch*h+head)*tq + q) * tk
+			w = append(w, data[at+ks.start:at+ks.stop]...)
+		}
+		row = append(row, plot.Heatmap{Title: fmt.Sprintf("%s · head %d", s.layer, head), Weights: w})
+	}
+	return row
+}
+
+// openPlotSource opens the model as run does: a config or preset through
+// openSource, an ONNX file attnrun wrote through its metadata and
+// initializers. Two cases that run would draw random weights for are
+// refused instead, since a picture of random attention looks like an
+// answer: an ONNX file attnrun did not write (its weights are in a graph
+// plot cannot look inside), and a config attnrun import lifted, given
+// without the weights it was lifted with.
+func openPlotSource(lim *limits, target string, f plotFlags) (*source, error) {
+	if isONNX(target) {
+		m, err := lim.readModel(target)
+		if err != nil {
+			return nil, err
+		}
+		if !lift.IsAttnrun(m) {
+			return nil, fmt.Errorf("%s: plot draws ONNX files attnrun wrote (attnrun export, attnrun import), and this one it did not: lift it first with attnrun import %s -o lifted.onnx, then plot lifted.onnx", target, target)
+		}
+		model, _, err := lim.loadAttnrun(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", target, err)
+		}
+		if f.weights != "" {
+			if err := model.LoadWeights(f.weights); err != nil {
+				return nil, err
+			}
+		}
+		return &source{model: model, lim: lim}, nil
+	}
+	src, err := openSource(lim, target, f.weights, f.seed)
+	if err != nil {
+		return nil, err
+	}
+	if src.preset == nil && f.weights == "" && isLifted(src.model) {
+		return nil, usageError{fmt.Errorf("%s: a config attnrun import lifted has no weights of its own, and random ones would draw a random picture: give them with --weights (a state dict), or plot the .onnx file import wrote", target)}
+	}
+	return src, nil
+}
+
+// isLifted reports whether attnrun import wrote the model's config: the
+// lifter describes every config it writes as "lifted from ONNX ...".
+func isLifted(m *models.Model) bool {
+	return strings.HasPrefix(m.Config().Description, "lifted from ONNX")
+}
+
+// plotInputs reads the --input tensors: as run reads them for a config or
+// preset, and for an ONNX file as run reads a file attnrun wrote (.npy or
+// .pb, any numeric type, converted for the layers).
+func plotInputs(lim *limits, src *source, target string, paths []string) ([]*tensor.Dense, error) {
+	if !isONNX(target) {
+		return src.inputs(paths)
+	}
+	names := src.model.Config().Inputs
+	if len(paths) != len(names) {
+		return nil, usageError{fmt.Errorf("%s takes %d input(s) (%s), got %d --input", target, len(names), strings.Join(names, ", "), len(paths))}
+	}
+	inputs := make([]*tensor.Dense, len(paths))
+	for i, p := range paths {
+		t, err := readTensorWithin(lim.codec(), p)
+		if err != nil {
+			return nil, err
+		}
+		if inputs[i], err = lift.ModelInput(t); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	return inputs, nil
 }
 
 // hasZero reports whether any weight is exactly 0, as masked ones are: the
@@ -234,35 +356,44 @@ func checkWeights(layer string, w *tensor.Dense) error {
 	return nil
 }
 
-// onlyLayer keeps the weights of the layer --layer names.
-func onlyLayer(m *models.Model, seen []layerWeights, name string) ([]layerWeights, error) {
-	var kept []layerWeights
-	var names []string
+// onlyLayers keeps the weights of the layers --layer names, in the order
+// the model ran them; no names keeps every layer.
+func onlyLayers(m *models.Model, seen []layerWeights, names []string) ([]layerWeights, error) {
+	if len(names) == 0 {
+		return seen, nil
+	}
+	var attention []string
 	for _, s := range seen {
-		if s.layer == name {
+		attention = append(attention, s.layer)
+	}
+	for _, name := range names {
+		switch {
+		case slices.Contains(attention, name):
+		case hasLayer(m, name):
+			return nil, usageError{fmt.Errorf("--layer %q: that layer computes no attention weights; attention layers: %s",
+				name, strings.Join(attention, ", "))}
+		default:
+			return nil, usageError{fmt.Errorf("--layer %q: model %q has no such layer; attention layers: %s",
+				name, m.Name(), strings.Join(attention, ", "))}
+		}
+	}
+	var kept []layerWeights
+	for _, s := range seen {
+		if slices.Contains(names, s.layer) {
 			kept = append(kept, s)
 		}
-		names = append(names, s.layer)
 	}
-	if len(kept) > 0 {
-		return kept, nil
-	}
-	if hasLayer(m, name) {
-		return nil, usageError{fmt.Errorf("--layer %q: that layer computes no attention weights; attention layers: %s",
-			name, strings.Join(names, ", "))}
-	}
-	return nil, usageError{fmt.Errorf("--layer %q: model %q has no such layer; attention layers: %s",
-		name, m.Name(), strings.Join(names, ", "))}
+	return kept, nil
 }
 
-// tokenLabels labels the queries and keys: with the words of --tokens, with
+// tokenLabels labels the queries and keys: with the words of --labels, with
 // the notebook's sentence for a preset on its own input, or t0, t1, ...
 func tokenLabels(src *source, f plotFlags, tq, tk int) (queries, keys []string, err error) {
-	if f.tokens != "" {
-		words := strings.Fields(f.tokens)
+	if f.labels != "" {
+		words := strings.Fields(f.labels)
 		if len(words) != tq || len(words) != tk {
-			return nil, nil, usageError{fmt.Errorf("--tokens has %d words (%q), the input has %s",
-				len(words), f.tokens, tokenCount(tq, tk))}
+			return nil, nil, usageError{fmt.Errorf("--labels has %d words (%q), the input has %s",
+				len(words), f.labels, tokenCount(tq, tk))}
 		}
 		return words, words, nil
 	}
