@@ -120,8 +120,12 @@ func plotAttention(out io.Writer, lim *limits, target string, f plotFlags) error
 	for _, row := range fig.Rows {
 		panels += len(row)
 	}
-	fmt.Fprintf(out, "%s: %d panel(s) of %d×%d tokens from %d layer(s), a %d×%d grid, %d×%d pixels\n",
+	fmt.Fprintf(out, "%s: %d panel(s) of %d×%d tokens from %d layer(s), a %d×%d grid, %d×%d pixels",
 		f.output, panels, len(fig.Queries), len(fig.Keys), len(fig.Rows), layout.Grid.X, layout.Grid.Y, layout.Size.X, layout.Size.Y)
+	if layout.Bin > 1 {
+		fmt.Fprintf(out, ", a cell for every %d×%d tokens", layout.Bin, layout.Bin)
+	}
+	fmt.Fprintln(out)
 	return nil
 }
 
@@ -210,10 +214,17 @@ func panels(s layerWeights, batch int, heads []int, qs, ks span) []plot.Heatmap 
 	data := s.weights.Data().([]float32)
 	var row []plot.Heatmap
 	for _, head := range heads {
-		w := make([]float32, 0, qs.len()*ks.len())
-		for q := qs.start; q < qs.stop; q++ {
-			at := ((batch*h+head)*tq + q) * tk
-			w = append(w, data[at+ks.start:at+ks.stop]...)
+		at := func(q int) int { return ((batch*h+head)*tq + q) * tk }
+		var w []float32
+		if ks.len() == tk {
+			// Whole rows lie side by side: the panel is a view of the
+			// weights, which a deep model's many panels need not copy.
+			w = data[at(qs.start):at(qs.stop)]
+		} else {
+			w = make([]float32, 0, qs.len()*ks.len())
+			for q := qs.start; q < qs.stop; q++ {
+				w = append(w, data[at(q)+ks.start:at(q)+ks.stop]...)
+			}
 		}
 		row = append(row, plot.Heatmap{Title: fmt.Sprintf("%s · head %d", s.layer, head), Weights: w})
 	}
