@@ -219,8 +219,11 @@ func columns(heads []int) int {
 }
 
 // PanelRect is the rectangle of the panel of layer r (Figure.Rows[r]) and
-// head c.
+// head c; the empty rectangle for a layer the figure does not have.
 func (l *Layout) PanelRect(r, c int) image.Rectangle {
+	if r < 0 || r >= len(l.first) {
+		return image.Rectangle{}
+	}
 	k := l.first[r] + c
 	return l.gridRect(k/l.Grid.X, k%l.Grid.X)
 }

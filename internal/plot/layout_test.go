@@ -41,6 +41,7 @@ func TestLayoutArithmetic(t *testing.T) {
 				assert.True(t, l.PanelRect(r, c).In(image.Rectangle{Max: l.Size}))
 			}
 		}
+		assert.Equal(t, image.Rectangle{}, l.PanelRect(tc.rows, 0), "no such layer")
 		last := l.PanelRect(tc.rows-1, tc.heads-1)
 		assert.Less(t, last.Max.X, l.Bar.Min.X, "the colour bar is right of every panel")
 		assert.Equal(t, l.HeatmapRect(0, 0).Min.Y, l.Bar.Min.Y)
