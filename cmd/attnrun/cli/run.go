@@ -142,6 +142,9 @@ func (f runFlags) check(cmd *cobra.Command, target string) error {
 			return err
 		}
 	}
+	if f.weights != "" && isONNX(target) {
+		return usageError{fmt.Errorf("--weights %s: %s carries its own weights (--weights applies to configs and presets)", f.weights, target)}
+	}
 	if f.weights != "" {
 		if err := checkFileFlag("weights", f.weights, kindNPZ, kindSafetensors, kindONNX); err != nil {
 			return err

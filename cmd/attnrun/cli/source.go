@@ -71,8 +71,8 @@ func openSourceWith(lim *limits, target string, o sourceOptions) (*source, error
 		}
 	case src.model.HasWeights():
 	case isLifted(src.model) && !o.seedGiven:
-		return nil, usageError{fmt.Errorf("%s: model %q was lifted from an ONNX file by attnrun import, and its weights are in the .onnx file import wrote: "+
-			"give --weights LIFTED.onnx (or the state dict of import --state-dict), or --seed N to run it on random weights", target, src.model.Name())}
+		return nil, usageError{fmt.Errorf("%s: model %q was lifted from an ONNX file by attnrun import, and its weights are in the files import wrote: "+
+			"give %s, or --seed N to run it on random weights", target, src.model.Name(), liftedWeights(src.model))}
 	case src.preset == nil:
 		if err := src.model.Init(o.seed); err != nil {
 			return nil, err
@@ -86,6 +86,16 @@ func openSourceWith(lim *limits, target string, o sourceOptions) (*source, error
 func isLifted(m *models.Model) bool {
 	d := m.Config().Description
 	return strings.HasPrefix(d, "lifted from ONNX") && strings.HasSuffix(d, "by attnrun import")
+}
+
+// liftedWeights says where a lifted config's weights are: the line
+// import --config-out wrote first, or the flag to give in general.
+func liftedWeights(m *models.Model) string {
+	first, _, _ := strings.Cut(string(m.Config().YAML), "\n")
+	if _, weights, ok := strings.Cut(first, "its weights: "); ok && strings.HasPrefix(first, "# lifted from ") {
+		return weights
+	}
+	return "--weights LIFTED.onnx (the file import -o wrote) or the state dict of import --state-dict"
 }
 
 // loadAttnrunFile builds the model of an ONNX file attnrun wrote (attnrun

@@ -16,19 +16,21 @@ func newVersionCommand() *cobra.Command {
 		Example: "  attnrun version",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			printVersion(cmd.OutOrStdout())
+			info, _ := debug.ReadBuildInfo()
+			printVersion(cmd.OutOrStdout(), info)
 			return nil
 		},
 	}
 }
 
-// printVersion says which attnrun this is: the module version (a tag for
-// `go install ...@v1.2.3`, "(devel)" for a build from a clone), the Go
-// toolchain, the platform and, when the build recorded it, the VCS
-// revision with its time and whether the tree had local changes.
-func printVersion(w io.Writer) {
+// printVersion says which attnrun this is from its build information
+// (nil if none): the module version (a tag for `go install ...@v1.2.3`,
+// "(devel)" for a build from a clone), the Go toolchain, the platform
+// and, when the build recorded it, the VCS revision with its time and
+// whether the tree had local changes.
+func printVersion(w io.Writer, info *debug.BuildInfo) {
 	version, revision, when, modified := "(unknown)", "", "", false
-	if info, ok := debug.ReadBuildInfo(); ok {
+	if info != nil {
 		if v := info.Main.Version; v != "" {
 			version = v
 		}
