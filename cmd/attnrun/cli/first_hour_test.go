@@ -165,6 +165,15 @@ func TestImportedWeightsRoundTrip(t *testing.T) {
 	status, _, stderr = attnrun("run", config, "--input", input, "--seed", "3")
 	assert.Equal(t, 0, status, "random weights, asked for: %s", stderr)
 
+	// A file attnrun wrote imports from its metadata, whose description is
+	// the user's: the comment import writes first tells the config apart.
+	again := filepath.Join(dir, "again.yaml")
+	status, _, stderr = attnrun("import", lifted, "-o", filepath.Join(dir, "again.onnx"), "--config-out", again)
+	require.Equal(t, 0, status, stderr)
+	status, _, stderr = attnrun("plot", again, "--input", input, "-o", filepath.Join(dir, "again.png"))
+	assert.Equal(t, 2, status)
+	assert.Contains(t, stderr, "give --weights "+filepath.Join(dir, "again.onnx")+", or --seed N")
+
 	checkFailures(t, []failure{
 		{"weights into an ONNX file", []string{"run", lifted, "--weights", npz, "--input", input}, 2, lifted + " carries its own weights"},
 		{"foreign ONNX as weights", []string{"run", config, "--weights", filepath.Join(src, "model.onnx"), "--input", input}, 1,

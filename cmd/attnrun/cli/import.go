@@ -144,7 +144,7 @@ func configHeader(path string, f importFlags) string {
 	if f.stateDict != "" {
 		weights += " or --weights " + f.stateDict
 	}
-	return fmt.Sprintf("# lifted from %s by attnrun import; its weights: %s\n", path, weights)
+	return fmt.Sprintf("%s%s by attnrun import; its weights: %s\n", liftedHeader, path, weights)
 }
 
 // printLift shows what was lifted: the config, the mapping table, the

@@ -221,7 +221,7 @@ func TestImportUsage(t *testing.T) {
 		{[]string{"import", in}, "import needs -o OUT.onnx"},
 		{[]string{"import", in, "-o", "out.yaml"}, "must end in .onnx"},
 		{[]string{"import", in, "-o", "out.onnx", "--opset", "9"}, "--opset 9"},
-		{[]string{"import"}, "takes one argument"},
+		{[]string{"import"}, "import needs one argument, an ONNX file"},
 	}
 	for _, c := range cases {
 		status, _, stderr := attnrun(c.args...)

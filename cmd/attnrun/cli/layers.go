@@ -260,7 +260,10 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // oneArg requires exactly one positional argument, named in the error.
 func oneArg(what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != 1 {
+		switch {
+		case len(args) == 0:
+			return usageError{fmt.Errorf("%s needs one argument, %s (attnrun %s --help shows examples)", cmd.Name(), what, cmd.Name())}
+		case len(args) > 1:
 			return usageError{fmt.Errorf("%s takes one argument, %s (got %d: %s)%s", cmd.Name(), what, len(args), strings.Join(args, " "), optionalValueHint(cmd, args))}
 		}
 		return nil

@@ -81,18 +81,24 @@ func openSourceWith(lim *limits, target string, o sourceOptions) (*source, error
 	return &src, nil
 }
 
-// isLifted tells a config attnrun import wrote: lift describes the model
-// as "lifted from ONNX (...) by attnrun import".
+// isLifted tells a config attnrun import wrote: import --config-out starts
+// it with a comment saying so (liftedHeader), and lift describes a model
+// it built as "lifted from ONNX (...) by attnrun import"; a config read
+// back from a file attnrun exported keeps its own description.
 func isLifted(m *models.Model) bool {
 	d := m.Config().Description
-	return strings.HasPrefix(d, "lifted from ONNX") && strings.HasSuffix(d, "by attnrun import")
+	return strings.HasPrefix(string(m.Config().YAML), liftedHeader) ||
+		strings.HasPrefix(d, "lifted from ONNX") && strings.HasSuffix(d, "by attnrun import")
 }
+
+// liftedHeader starts the comment import --config-out writes first.
+const liftedHeader = "# lifted from "
 
 // liftedWeights says where a lifted config's weights are: the line
 // import --config-out wrote first, or the flag to give in general.
 func liftedWeights(m *models.Model) string {
 	first, _, _ := strings.Cut(string(m.Config().YAML), "\n")
-	if _, weights, ok := strings.Cut(first, "its weights: "); ok && strings.HasPrefix(first, "# lifted from ") {
+	if _, weights, ok := strings.Cut(first, "its weights: "); ok && strings.HasPrefix(first, liftedHeader) {
 		return weights
 	}
 	return "--weights LIFTED.onnx (the file import -o wrote) or the state dict of import --state-dict"
