@@ -461,3 +461,48 @@ func TestHelpLeadsWithUsageAndExamples(t *testing.T) {
 
 // newTorchGen is torch's default generator after torch.manual_seed(seed).
 func newTorchGen(seed uint64) *torchrand.Generator { return torchrand.New(seed) }
+
+// Item 14: the README's quick start runs as written, and its first model
+// computes what PyTorch computes.
+func TestReadmeQuickStart(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	require.NoError(t, err)
+	text := string(readme)
+	start := strings.Index(text, "\n## Quick start\n")
+	require.GreaterOrEqual(t, start, 0)
+	section := text[start+1:]
+	section = section[:strings.Index(section, "\n## ")]
+	golden, err := filepath.Abs(filepath.Join(firstHour, "quickstart_y.npy"))
+	require.NoError(t, err)
+	t.Chdir(t.TempDir())
+
+	var commands [][]string
+	for _, block := range strings.Split(section, "```")[1:] {
+		lang, body, _ := strings.Cut(block, "\n")
+		switch lang {
+		case "yaml":
+			require.NoError(t, os.WriteFile("model.yaml", []byte(body), 0o644))
+		case "sh":
+			for _, line := range strings.Split(body, "\n") {
+				line, _, _ = strings.Cut(line, " #")
+				if strings.HasPrefix(line, "attnrun ") {
+					commands = append(commands, strings.Fields(line)[1:])
+				}
+			}
+		}
+	}
+	require.GreaterOrEqual(t, len(commands), 10)
+	for _, args := range commands {
+		status, _, stderr := attnrun(args...)
+		require.Equal(t, 0, status, "attnrun %s: %s", strings.Join(args, " "), stderr)
+	}
+	status, _, stderr := attnrun("run", "model.yaml", "--seed", "123", "--input", "x.npy", "-o", "y.npy")
+	require.Equal(t, 0, status, stderr)
+	got, err := tensorio.ReadNPYFile("y.npy")
+	require.NoError(t, err)
+	want, err := tensorio.ReadNPYFile(golden)
+	require.NoError(t, err)
+	assertNear(t, want, got, "the quick start's model against PyTorch's MultiHeadAttention, seed 123")
+	_, err = os.Stat("attn.png")
+	assert.NoError(t, err, "the plot was drawn")
+}

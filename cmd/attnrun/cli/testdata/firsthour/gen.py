@@ -19,6 +19,10 @@ It writes, next to itself:
   must give them from the graph's Softmax. The script first checks that
   the module reproduces the fixture's output, so the weights are the
   export's.
+- quickstart_y.npy: the README quick start's model, the seeds'
+  MultiHeadAttention(8, 8, 16, 2) after torch.manual_seed(123), on
+  torch.randn(1, 6, 8) after torch.manual_seed(1): what `attnrun run
+  model.yaml --seed 123 --input x.npy` prints there.
 """
 
 import os
@@ -60,6 +64,13 @@ def main():
         _, weights = module.mha(x, x, x, attn_mask=module.mask[:t, :t], need_weights=True, average_attn_weights=False)
     np.save(os.path.join(HERE, "mha_weights.npy"), weights.numpy().astype(np.float32))
     print("mha_weights", tuple(weights.shape))
+
+    torch.manual_seed(1)
+    x = torch.randn(1, 6, 8)
+    torch.manual_seed(123)
+    first = modules.MultiHeadAttention(8, 8, 16, 2, 0.0).eval()
+    with torch.no_grad():
+        np.save(os.path.join(HERE, "quickstart_y.npy"), first(x).numpy())
 
 
 if __name__ == "__main__":
