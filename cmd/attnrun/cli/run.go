@@ -70,7 +70,7 @@ on attnrun's layers unless --executor is given. Exit status: 0 ok, 1 error,
 	fl.StringArrayVarP(&f.outputs, "output", "o", nil, "write the result to this .npy file instead of printing it (ONNX: one per graph output); a directory or .npz for many inputs")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed for weight initialization and dropout")
 	fl.BoolVar(&f.train, "train", false, "train mode: dropout is active")
-	fl.StringVar(&f.attention, "attention", "", "print this layer's attention weights instead of the output")
+	fl.StringVar(&f.attention, "attention", "", "print this layer's attention weights instead of the output (ONNX graphs: a Softmax node, its module scope, or an Attention op)")
 	fl.BoolVar(&f.executor, "executor", false, "run a file attnrun wrote on its ONNX graph, not on attnrun's layers")
 	fl.IntVar(&f.incremental, "incremental", 0, "run token by token through the KV caches, N tokens per step (--incremental=N; alone: 1)")
 	fl.Lookup("incremental").NoOptDefVal = "1"
