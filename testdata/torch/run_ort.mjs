@@ -42,7 +42,15 @@ function parseArgs(argv) {
 }
 
 const opts = parseArgs(process.argv.slice(2));
-const ort = loadOrt(opts.ort);
+let ort;
+try {
+  ort = loadOrt(opts.ort);
+} catch (e) {
+  if (e.code !== "MODULE_NOT_FOUND") throw e;
+  console.error(`run_ort: onnxruntime-node is not installed under ${opts.ort}: ` +
+    "bash scripts/install-reference-tools.sh installs it there (or give --ort DIR, or set ORT_HOME)");
+  process.exit(1);
+}
 try {
   const session = await ort.InferenceSession.create(opts.model);
   if (opts.inputs.length !== session.inputNames.length) {

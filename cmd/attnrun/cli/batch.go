@@ -261,3 +261,24 @@ func runItem(it batchItem, sink *batchSink, p *progress, run func(*tensor.Dense)
 	}
 	return sink.put(it, outs)
 }
+
+// fileExts are extensions of files, never of the directory a batch run
+// writes into: `-o outs.npy` over many inputs is a mistake, not a folder
+// to create.
+var fileExts = map[string]bool{".npy": true, ".pb": true, ".onnx": true, ".safetensors": true,
+	".yaml": true, ".yml": true, ".png": true, ".txt": true, ".json": true}
+
+// checkBatchDest refuses an --output for a run over many inputs that
+// names a single file.
+func checkBatchDest(batch, dest string) error {
+	ext := strings.ToLower(filepath.Ext(dest))
+	if !fileExts[ext] {
+		return nil
+	}
+	if info, err := os.Stat(dest); err == nil && info.IsDir() {
+		return nil
+	}
+	stem := strings.TrimSuffix(dest, filepath.Ext(dest))
+	return usageError{fmt.Errorf("-o %s: a run over %s writes one output per input, not one %s file: give -o %s.npz (one archive) or -o %s/ (a directory of .npy files)",
+		dest, batch, ext, stem, stem)}
+}

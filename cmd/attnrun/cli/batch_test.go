@@ -269,7 +269,7 @@ func TestRunIncrementalErrors(t *testing.T) {
 
 func TestChangedCommandsHaveExamples(t *testing.T) {
 	for cmd, wants := range map[string][]string{
-		"run":     {"Examples:", "--input inputs/ --output outputs/", "--incremental=4", "progress bar"},
+		"run":     {"Examples:", "--input inputs/ -o outputs/", "--incremental=4", "progress bar"},
 		"check":   {"Examples:", "--data many_sets/", "progress bar"},
 		"inspect": {"Examples:", "attnrun inspect seed-mha-wrapper", "--shape 4,512,768", "FLOPs"},
 	} {

@@ -62,7 +62,8 @@ func newBenchCommand() *cobra.Command {
 initialization or --weights, a preset with its weights, or an ONNX file),
 feeds it a deterministic random float32 input of --shape (every model input
 gets one), runs --warmup forward passes, then times --iters more in eval mode.
---iters 0 (the default) times as many as fit in --time, at least 3.
+--iters 0 (the default) times as many as fit in --time, at least 3 and at
+most 1000 (the "runs" line says when the cap was reached).
 
 An ONNX file written by attnrun export (it carries the model's config) runs
 on attnrun's layers, other ONNX files on the graph executor; --executor runs
@@ -101,7 +102,7 @@ after the timing and the memory readings.
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.shape, "shape", "", "input shape B,T,D (batch, sequence length, width); required")
-	fl.IntVar(&f.iters, "iters", 0, "timed forward passes; 0 times as many as fit in --time (at least 3)")
+	fl.IntVar(&f.iters, "iters", 0, "timed forward passes; 0 times as many as fit in --time (3 to 1000)")
 	fl.IntVar(&f.warmup, "warmup", 2, "untimed forward passes first (they size the buffers)")
 	fl.IntVar(&f.threads, "threads", 0, "GOMAXPROCS, the cores the kernels use; 0 keeps the default (all)")
 	fl.DurationVar(&f.budget, "time", 2*time.Second, "how long to time with --iters 0")
@@ -202,7 +203,10 @@ func bench(stdout io.Writer, lim *limits, target string, shape []int, f benchFla
 	fmt.Fprintf(w, "input    %s float32 (%d, %d, %d), seed %d\n", strings.Join(bt.inputs, ", "), shape[0], shape[1], shape[2], f.seed)
 	fmt.Fprintf(w, "threads  %d (GOMAXPROCS), kernels %s\n", runtime.GOMAXPROCS(0), kernels.ISA())
 	how := ""
-	if f.iters == 0 {
+	switch {
+	case f.iters == 0 && len(times) == maxAutoIters:
+		how = fmt.Sprintf(" (automatic: the most --iters 0 times, %d, took less than --time %v; --iters N times more)", maxAutoIters, f.budget)
+	case f.iters == 0:
 		how = fmt.Sprintf(" (automatic: --time %v)", f.budget)
 	}
 	fmt.Fprintf(w, "runs     %d warm-up, %d timed%s\n", f.warmup, len(times), how)
@@ -235,7 +239,7 @@ func openBenchTarget(lim *limits, target string, shape []int, f benchFlags) (*be
 		}
 		return graphTarget(lim, m, target, func() (*onnxpb.ModelProto, error) { return lim.readModel(target) })
 	}
-	src, err := openSource(lim, target, f.weights, f.seed)
+	src, err := openSourceWith(lim, target, sourceOptions{weights: f.weights, seed: f.seed, seedGiven: true}) // timing needs no real weights
 	if err != nil {
 		return nil, err
 	}

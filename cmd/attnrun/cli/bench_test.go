@@ -161,7 +161,7 @@ func TestBenchErrors(t *testing.T) {
 		{"threads", []string{config, "--shape", "2,8,16", "--threads", "-1"}, true, "--threads -1"},
 		{"time", []string{config, "--shape", "2,8,16", "--time", "0s"}, true, "--time 0s"},
 		{"weights on onnx", []string{"m.onnx", "--shape", "2,8,16", "--weights", "w.npz"}, true, "--weights applies to configs"},
-		{"no model", []string{"--shape", "2,8,16"}, true, "bench takes one argument"},
+		{"no model", []string{"--shape", "2,8,16"}, true, "bench needs one argument"},
 		{"unknown preset", []string{"no-such-preset", "--shape", "2,8,16"}, false, "no-such-preset"},
 		{"wrong width", []string{config, "--shape", "2,8,15"}, false, "15"},
 		{"too long", []string{config, "--shape", "1,33,16", "--iters", "1"}, false, "context_length"},

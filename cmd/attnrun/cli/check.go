@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -125,12 +127,12 @@ func (t *tally) result() error {
 }
 
 func checkPreset(w io.Writer, lim *limits, name string, f checkFlags) error {
+	if kind, err := resolveModel(name); err != nil || kind != modelPreset {
+		return usageError{fmt.Errorf("check takes an ONNX file or a preset name; %q is a config (run it with attnrun run)", name)}
+	}
 	src, err := openSource(lim, name, "", 0)
 	if err != nil {
 		return err
-	}
-	if src.preset == nil {
-		return usageError{fmt.Errorf("check takes an ONNX file or a preset name; %q is a config (run it with attnrun run)", name)}
 	}
 	got, err := presetResult(src)
 	if err != nil {
@@ -165,11 +167,15 @@ func checkDataSets(stdout, stderr io.Writer, lim *limits, path string, f checkFl
 		dataDir = filepath.Dir(path)
 	}
 	dirs, err := onnxio.DataSetDirs(dataDir)
+	var unreadable *fs.PathError
+	if err != nil && !errors.As(err, &unreadable) {
+		dirs, err = nil, nil // the folder holds no data set
+	}
 	if err != nil {
 		return err
 	}
 	if len(dirs) == 0 {
-		return fmt.Errorf("%s: no test_data_set_N folders (or input_K.pb files) found", dataDir)
+		return noTestData(path, dataDir, f.data != "")
 	}
 	if file.lifted != nil {
 		fmt.Fprintf(stdout, "%s: attnrun model %q, run on attnrun layers (--executor runs the graph)\n", path, file.lifted.model.Name())
@@ -218,4 +224,16 @@ func runDataSet(file *onnxFile, path, dir string) (got, want []*array.Array, err
 		return nil, nil, fmt.Errorf("%s on %s: %d outputs, want %d", path, dir, len(got), len(want))
 	}
 	return got, want, nil
+}
+
+// noTestData explains a check that found no reference data: where it
+// looked, what it looks for, and how to make some.
+func noTestData(path, dir string, given bool) error {
+	where := fmt.Sprintf("next to it (in %s)", dir)
+	if given {
+		where = "in --data " + dir
+	}
+	return fmt.Errorf("%s: no test data %s (no test_data_set_N folders, nor input_K.pb files): check compares with ONNX test-data sets, folders test_data_set_N holding input_K.pb and output_K.pb "+
+		"(PyTorch's outputs, as testdata/torch/export_onnx.py writes them); give their folder with --data DIR. "+
+		"For a file attnrun import wrote, that is the folder of the file it came from", path, where)
 }

@@ -158,7 +158,7 @@ func TestRunErrors(t *testing.T) {
 		{"non-float npy", []string{"run", config, "--input", ints}, 1, "ints.npy"},
 		{"d_in mismatch", []string{"run", config, "--input", wide}, 1, "d_in"},
 		{"unknown attention layer", []string{"run", "seed-simple", "--attention", "nope"}, 1, `no such layer`},
-		{"weights of another model", []string{"run", "seed-simple", "--weights", writeFile(t, dir, "w.txt", "")}, 1, "want .npz or .safetensors"},
+		{"weights of another model", []string{"run", "seed-simple", "--weights", writeFile(t, dir, "w.txt", "")}, 2, "--weights " + filepath.Join(dir, "w.txt") + ": this is an empty file"},
 		{"missing config file", []string{"run", filepath.Join(dir, "none.yaml")}, 1, "none.yaml"},
 		{"bad flag", []string{"run", "seed-simple", "--nope"}, 2, "unknown flag"},
 	}

@@ -21,6 +21,7 @@ type exportFlags struct {
 	output    string
 	opset     int
 	stateDict string
+	seedGiven bool
 }
 
 func newExportCommand() *cobra.Command {
@@ -58,6 +59,7 @@ written atomically.`, export.MinOpset, export.MaxOpset, export.DefaultOpset),
 		if err := f.check(cmd); err != nil {
 			return err
 		}
+		f.seedGiven = cmd.Flags().Changed("seed")
 		return lim.run(func() error { return exportModel(cmd.OutOrStdout(), lim, args[0], f) })
 	}
 	fl := cmd.Flags()
@@ -74,7 +76,7 @@ func (f exportFlags) check(cmd *cobra.Command) error {
 	if f.output == "" && f.stateDict == "" {
 		return usageError{fmt.Errorf("export needs -o OUT.onnx or --state-dict OUT.npz|OUT.safetensors")}
 	}
-	if f.output != "" && !isONNX(f.output) {
+	if f.output != "" && !hasONNXExt(f.output) {
 		return usageError{fmt.Errorf("-o %s: the ONNX file name must end in .onnx", f.output)}
 	}
 	if cmd.Flags().Changed("opset") {
@@ -85,16 +87,16 @@ func (f exportFlags) check(cmd *cobra.Command) error {
 			return usageError{fmt.Errorf("--opset %d: attnrun exports opsets %d to %d", f.opset, export.MinOpset, export.MaxOpset)}
 		}
 	}
-	if f.stateDict != "" {
-		if _, ok := stateDictWriters[strings.ToLower(filepath.Ext(f.stateDict))]; !ok {
-			return usageError{fmt.Errorf("--state-dict %s: unknown format (want .npz or .safetensors)", f.stateDict)}
+	if f.weights != "" {
+		if err := checkFileFlag("weights", f.weights, kindNPZ, kindSafetensors, kindONNX); err != nil {
+			return err
 		}
 	}
-	return nil
+	return checkStateDictName(f.stateDict)
 }
 
 func exportModel(stdout io.Writer, lim *limits, target string, f exportFlags) error {
-	src, err := openSource(lim, target, f.weights, f.seed)
+	src, err := openSourceWith(lim, target, sourceOptions{weights: f.weights, seed: f.seed, seedGiven: f.seedGiven})
 	if err != nil {
 		return err
 	}
@@ -150,15 +152,32 @@ var stateDictWriters = map[string]func(path string, names []string, tensors []*t
 // exportStateDict writes the model's parameters under their names,
 // straight from the model's storage.
 func exportStateDict(stdout io.Writer, m *models.Model, path string) error {
+	if err := writeStateDict(path, m); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d parameters of model %q (%d values)\n", path, len(m.Params()), m.Name(), m.NumParams())
+	return nil
+}
+
+// writeStateDict writes a model's parameters as .npz or .safetensors, by
+// the file's extension.
+func writeStateDict(path string, m *models.Model) error {
 	names := make([]string, len(m.Params()))
 	tensors := make([]*tensor.Dense, len(m.Params()))
 	for i, p := range m.Params() {
 		names[i], tensors[i] = p.Name, p.Value
 	}
-	write := stateDictWriters[strings.ToLower(filepath.Ext(path))]
-	if err := write(path, names, tensors); err != nil {
-		return err
+	return stateDictWriters[strings.ToLower(filepath.Ext(path))](path, names, tensors)
+}
+
+// checkStateDictName refuses a --state-dict name of no format attnrun
+// writes.
+func checkStateDictName(path string) error {
+	if path == "" {
+		return nil
 	}
-	fmt.Fprintf(stdout, "wrote %s: %d parameters of model %q (%d values)\n", path, len(names), m.Name(), m.NumParams())
+	if _, ok := stateDictWriters[strings.ToLower(filepath.Ext(path))]; !ok {
+		return usageError{fmt.Errorf("--state-dict %s: unknown format (want .npz or .safetensors)", path)}
+	}
 	return nil
 }

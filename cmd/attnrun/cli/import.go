@@ -23,6 +23,7 @@ type importFlags struct {
 	partial   bool
 	name      string
 	opset     int
+	stateDict string
 }
 
 func newImportCommand() *cobra.Command {
@@ -66,8 +67,11 @@ runs inside the attnrun model, so the whole model still runs.`,
 			if f.output == "" {
 				return usageError{errors.New("import needs -o OUT.onnx")}
 			}
-			if !isONNX(f.output) {
+			if !hasONNXExt(f.output) {
 				return usageError{fmt.Errorf("-o %s: the ONNX file name must end in .onnx", f.output)}
+			}
+			if err := checkStateDictName(f.stateDict); err != nil {
+				return err
 			}
 			if f.opset < export.MinOpset || f.opset > export.MaxOpset {
 				return usageError{fmt.Errorf("--opset %d: attnrun writes opsets %d to %d", f.opset, export.MinOpset, export.MaxOpset)}
@@ -78,6 +82,7 @@ runs inside the attnrun model, so the whole model still runs.`,
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "", "write the lifted model to this .onnx file")
 	fl.StringVar(&f.configOut, "config-out", "", "also write the lifted model config (YAML) to this file")
+	fl.StringVar(&f.stateDict, "state-dict", "", "also write the lifted weights to this .npz or .safetensors file (PyTorch state_dict names)")
 	fl.BoolVar(&f.partial, "partial", false, "keep what cannot be lifted as onnx.subgraph layers run by the executor")
 	fl.StringVar(&f.name, "name", "", "name of the lifted model (default \"lifted\")")
 	fl.IntVar(&f.opset, "opset", export.DefaultOpset, "ONNX opset of the written graph")
@@ -99,25 +104,47 @@ func importModel(w io.Writer, lim *limits, path string, f importFlags) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	printLift(w, res)
 	out, note, err := lift.Export(src, res, export.Options{Opset: f.opset})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	// Every file is written before the report is printed: `import ... |
+	// head` closes the pipe early, and the process may die writing to it.
 	if err := onnxio.WriteModel(f.output, out); err != nil {
 		return err
 	}
+	written := []string{f.output}
+	if f.configOut != "" {
+		if err := atomicfile.WriteFile(f.configOut, []byte(configHeader(path, f)+res.Config), 0o644); err != nil {
+			return err
+		}
+		written = append(written, f.configOut)
+	}
+	if f.stateDict != "" {
+		if err := writeStateDict(f.stateDict, res.Model); err != nil {
+			return err
+		}
+		written = append(written, f.stateDict)
+	}
+	printLift(w, res)
 	if note != "" {
 		fmt.Fprintf(w, "\nnote: %s\n", note)
 	}
-	fmt.Fprintf(w, "\nwrote %s\n", f.output)
-	if f.configOut != "" {
-		if err := atomicfile.WriteFile(f.configOut, []byte(res.Config), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "wrote %s\n", f.configOut)
+	fmt.Fprintln(w)
+	for _, name := range written {
+		fmt.Fprintf(w, "wrote %s\n", name)
 	}
 	return nil
+}
+
+// configHeader is the comment --config-out starts with: where the
+// config's weights are, so that a run of it can be given them.
+func configHeader(path string, f importFlags) string {
+	weights := "--weights " + f.output
+	if f.stateDict != "" {
+		weights += " or --weights " + f.stateDict
+	}
+	return fmt.Sprintf("%s%s by attnrun import; its weights: %s\n", liftedHeader, path, weights)
 }
 
 // printLift shows what was lifted: the config, the mapping table, the

@@ -46,7 +46,9 @@ func TestImportPyTorchFixtures(t *testing.T) {
 			assert.Contains(t, stdout, "checked against the graph")
 			config, err := os.ReadFile(yaml)
 			require.NoError(t, err)
-			assert.Contains(t, stdout, string(config))
+			header, body, _ := strings.Cut(string(config), "\n")
+			assert.Equal(t, "# lifted from "+filepath.Join(dir, "model.onnx")+" by attnrun import; its weights: --weights "+out, header)
+			assert.Contains(t, stdout, body)
 			_, err = models.Parse(config, yaml)
 			require.NoError(t, err)
 			assertSameInterface(t, filepath.Join(dir, "model.onnx"), out)
@@ -219,7 +221,7 @@ func TestImportUsage(t *testing.T) {
 		{[]string{"import", in}, "import needs -o OUT.onnx"},
 		{[]string{"import", in, "-o", "out.yaml"}, "must end in .onnx"},
 		{[]string{"import", in, "-o", "out.onnx", "--opset", "9"}, "--opset 9"},
-		{[]string{"import"}, "takes one argument"},
+		{[]string{"import"}, "import needs one argument, an ONNX file"},
 	}
 	for _, c := range cases {
 		status, _, stderr := attnrun(c.args...)

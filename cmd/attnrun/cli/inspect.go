@@ -90,10 +90,13 @@ func parseShapes(flags []string) ([]tensor.Shape, error) {
 func inspectModel(out io.Writer, lim *limits, target string, shapes []tensor.Shape) error {
 	var m *models.Model
 	var preset *models.Preset
-	var err error
 	opts := lim.models()
 	opts.ShapesOnly = true
-	if isConfigPath(target) {
+	kind, err := resolveModel(target)
+	if err != nil {
+		return err
+	}
+	if kind == modelConfig {
 		m, err = opts.Load(target)
 	} else if preset, err = models.LookupPreset(target); err == nil {
 		m, err = preset.ModelWith(opts)

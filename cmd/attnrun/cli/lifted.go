@@ -10,6 +10,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/lift"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -27,6 +28,9 @@ type onnxFile struct {
 	graph  *exec.Graph
 	lifted *liftedFile
 	lim    *limits
+	// source is the file as read, which --attention copies to add the
+	// weights to the graph's outputs.
+	source *onnxpb.ModelProto
 }
 
 // openONNX reads an ONNX file once and prepares it for run and check,
@@ -51,7 +55,7 @@ func openONNX(warn io.Writer, lim *limits, path string, executor bool) (*onnxFil
 	for _, w := range g.Warnings() {
 		fmt.Fprintf(warn, "attnrun: warning: %s: %s\n", path, w)
 	}
-	return &onnxFile{graph: g, lim: lim}, nil
+	return &onnxFile{graph: g, lim: lim, source: m}, nil
 }
 
 // inputNames lists what the file takes, for messages.
@@ -153,31 +157,88 @@ func (f *onnxFile) runArrays(inputs []*array.Array) ([]*array.Array, error) {
 }
 
 // runONNX executes an ONNX file on --input tensors given in the order of
-// its inputs, and prints the outputs or writes them (writeOutputs).
-func runONNX(stdout, stderr io.Writer, lim *limits, path string, executor bool, inputPaths, outputPaths []string) error {
-	f, err := openONNX(stderr, lim, path, executor)
+// its inputs (or --random-input ones), and prints the outputs or writes
+// them (writeOutputs); with --attention, the weights of that layer (on
+// attnrun's layers) or graph node (on the executor) instead.
+func runONNX(stdout, stderr io.Writer, lim *limits, path string, f runFlags) error {
+	file, err := openONNX(stderr, lim, path, f.executor)
 	if err != nil {
 		return err
 	}
-	if len(inputPaths) != f.numInputs() {
-		return usageError{fmt.Errorf("%s takes %d input(s) (%s), got %d --input", path, f.numInputs(), f.inputNames(), len(inputPaths))}
+	given := len(f.inputs) + len(f.randomInputs)
+	if given != file.numInputs() {
+		return usageError{fmt.Errorf("%s takes %d input(s) (%s), got %d --input", path, file.numInputs(), file.inputNames(), given)}
 	}
-	names := f.outputNames()
-	dest, err := outputDestination(path, names, outputPaths)
+	names := file.outputNames()
+	if f.attention != "" {
+		names = []string{f.attention}
+	}
+	dest, err := outputDestination(path, names, f.outputs)
 	if err != nil {
 		return err
 	}
-	var inputs []*array.Array
-	for _, p := range inputPaths {
-		a, err := lim.readArray(p)
+	inputs, err := onnxInputs(lim, f)
+	if err != nil {
+		return err
+	}
+	var outs []*array.Array
+	if f.attention != "" {
+		w, err := file.attention(path, f.attention, inputs)
 		if err != nil {
 			return err
 		}
-		inputs = append(inputs, a)
-	}
-	outs, err := f.runArrays(inputs)
-	if err != nil {
+		outs = []*array.Array{w}
+	} else if outs, err = file.runArrays(inputs); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return dest.write(stdout, names, outs)
+}
+
+// onnxInputs reads the --input files, or draws the --random-input ones.
+func onnxInputs(lim *limits, f runFlags) ([]*array.Array, error) {
+	var inputs []*array.Array
+	for _, p := range f.inputs {
+		a, err := lim.readArray(p)
+		if err != nil {
+			return nil, err
+		}
+		inputs = append(inputs, a)
+	}
+	random, err := f.randomTensors()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range random {
+		a, err := array.FromDense(d)
+		if err != nil {
+			return nil, err
+		}
+		inputs = append(inputs, a)
+	}
+	return inputs, nil
+}
+
+// attention returns the attention weights --attention names: a layer's,
+// through the hook, on attnrun's layers; a graph value on the executor
+// (graphAttention).
+func (f *onnxFile) attention(path, name string, inputs []*array.Array) (*array.Array, error) {
+	if f.graph != nil {
+		return graphAttention(f.lim, path, f.source, name, inputs)
+	}
+	args := make([]*tensor.Dense, len(inputs))
+	for i, a := range inputs {
+		d, err := a.Dense()
+		if err == nil {
+			d, err = lift.ModelInput(d)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		args[i] = d
+	}
+	w, err := forward(&source{model: f.lifted.model, lim: f.lim}, &registry.Run{Context: f.lim.ctx}, args, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return array.FromDense(w)
 }

@@ -13,9 +13,22 @@ import (
 	"github.com/attnrun/attnrun/tensorio"
 )
 
-// isONNX tells an ONNX file from a config or preset by its extension.
+// isONNX tells an ONNX file from a config or preset: by its content when
+// the file exists (sniffPath), else by its extension.
 func isONNX(target string) bool {
-	return strings.EqualFold(filepath.Ext(target), ".onnx")
+	switch sniffPath(target).kind {
+	case kindONNX:
+		return true
+	case kindMissing, kindYAML:
+		return hasONNXExt(target) // text named .onnx: the ONNX reader says what it is
+	}
+	return false
+}
+
+// hasONNXExt reports whether a file name ends in .onnx, as the files
+// attnrun writes must.
+func hasONNXExt(path string) bool {
+	return strings.EqualFold(filepath.Ext(path), ".onnx")
 }
 
 // readArray reads an input from .npy or a serialized TensorProto (.pb) as

@@ -4,26 +4,27 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/torchrand"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/registry"
 	"github.com/attnrun/attnrun/tensorio"
 )
 
 type runFlags struct {
-	weights   string
-	inputs    []string
-	outputs   []string
-	seed      uint64
-	train     bool
-	attention string
-	executor  bool
+	weights string
+	inputs  []string
+	outputs []string
+	// randomInputs are the shapes of --random-input, one per model input.
+	randomInputs []string
+	seed         uint64
+	train        bool
+	attention    string
+	executor     bool
 	// incremental is the number of tokens per step of a token-by-token
 	// run; 0 runs the whole sequence at once.
 	incremental int
@@ -32,58 +33,44 @@ type runFlags struct {
 func newRunCommand() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run MODEL.yaml|PRESET|FILE.onnx",
-		Short: "Run a model or preset and print or save its output",
-		Long: `run builds the model (a YAML config or a built-in preset), loads its weights
-(--weights, else the preset's embedded weights, else a seeded PyTorch-style
-initialization), runs it in eval mode (--train enables dropout) and prints the
-output as PyTorch prints tensors, or writes it with --output.
+		Use:   "run MODEL.yaml|PRESET|FILE.onnx [--input X.npy | --random-input B,T,D] [--weights W.npz] [-o Y.npy]",
+		Short: "Run a model, preset or ONNX file and print or save its output",
+		Example: `  attnrun run seed-mha-wrapper                        # a preset, on its own input
+  attnrun run model.yaml --seed 1 --random-input 1,6,3  # random weights and input
+  attnrun run model.yaml --weights w.npz --input x.npy -o y.npy
+  attnrun run model.onnx --input x.npy                 # ONNX: one --input per graph input
+  attnrun run seed-self-attention-v2 --attention attn  # a layer's attention weights
+  attnrun run model.yaml --weights w.npz --input inputs/ -o outputs/   # every .npy of a folder
+  attnrun run llama-block.yaml --seed 1 --input x.npy --incremental=4  # 4 tokens per step`,
+		Long: `Weights come from --weights (.npz, .safetensors, or an ONNX file attnrun
+wrote), else the preset's or the ONNX file's own, else PyTorch's initialization
+drawn with --seed (a config attnrun import lifted needs --weights or --seed).
+The output prints as PyTorch prints tensors, or goes to -o (.npy; .pb for ONNX
+outputs). A preset runs on its example input; --random-input draws
+torch.randn of a shape after torch.manual_seed(--seed).
 
-A preset runs on its embedded example input unless --input is given. An ONNX
-file runs on attnrun's graph executor, with one --input per graph input; a
-file attnrun wrote (attnrun export, attnrun import) runs on attnrun's layers,
-rebuilt from its metadata, unless --executor is given. With
---attention LAYER the command prints that layer's attention weights, shaped
-(B, H, Tq, Tk) with leading axes of size 1 dropped, instead of the output.
-
-Many inputs: --input DIR runs the model once per .npy (or .pb) file of DIR,
-in name order, and --input X.npz once per array of the archive. The outputs
-are printed under the inputs' names, or written with --output DIR (one .npy
-per input, with the input's name) or --output Y.npz (one array per input,
-with the input's key). A terminal shows a progress bar on stderr; a summary
-line (inputs, time, failures) ends the run. An input that fails is reported
-and the others still run; the exit status is then 1.
-
---incremental runs the model token by token, as a decoder does: it feeds
-the first input's tokens one at a time (--incremental=N: N at a time)
-through every layer's KV cache (models.Decode) and joins the outputs, which
-equal the full pass. Every layer must be causal attention, a position
-layer or a token-wise layer; the error names the first that is not. It
-prints the output even for presets that show attention weights, and it
-does not combine with --attention (each step sees only its rows of the
-weights). ONNX files run whole.`,
-		Example: `  attnrun run seed-mha-wrapper
-  attnrun run seed-masked-weights            # prints attention weights
-  attnrun run model.yaml --weights w.npz --input x.npy --output y.npy
-  attnrun run seed-self-attention-v2 --attention attn
-  attnrun run model.onnx --input x.npy
-  attnrun run model.yaml --input inputs/ --output outputs/   # every .npy of inputs/
-  attnrun run seed-mha-wrapper --input batch.npz --output out.npz
-  attnrun run seed-mha-wrapper --incremental                 # token by token
-  attnrun run llama-block.yaml --input x.npy --incremental=4 # 4 tokens per step`,
-		Args: oneArg("a model config or preset name"),
+--input DIR or X.npz runs once per tensor in it, writing -o DIR or -o Y.npz,
+with a progress bar on a terminal.
+--attention LAYER prints that layer's weights (B, H, Tq, Tk) instead of the
+output; on an ONNX graph LAYER is a Softmax node or its scope, or an
+Attention op. --incremental[=N] feeds the tokens N at a time through the KV
+caches (causal models); write the value after '='. A file attnrun wrote runs
+on attnrun's layers unless --executor is given. Exit status: 0 ok, 1 error,
+2 misuse.`,
+		Args: oneArg("a model config, preset name or ONNX file"),
 	}
 	lim := addLimitFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return lim.run(func() error { return runModel(cmd, args[0], f, lim) })
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.weights, "weights", "", "state dict (.npz or .safetensors) with the model's parameters")
+	fl.StringVar(&f.weights, "weights", "", "state dict with the model's parameters: .npz, .safetensors, or an ONNX file attnrun wrote")
 	fl.StringArrayVar(&f.inputs, "input", nil, "input tensor (.npy; .pb TensorProto for ONNX); repeat for several inputs, in order; a directory or .npz runs each tensor in it")
+	fl.StringArrayVar(&f.randomInputs, "random-input", nil, "run on torch.randn of this shape, e.g. 1,6,3 (seeded by --seed); repeat for several inputs")
 	fl.StringArrayVarP(&f.outputs, "output", "o", nil, "write the result to this .npy file instead of printing it (ONNX: one per graph output); a directory or .npz for many inputs")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed for weight initialization and dropout")
 	fl.BoolVar(&f.train, "train", false, "train mode: dropout is active")
-	fl.StringVar(&f.attention, "attention", "", "print this layer's attention weights instead of the output")
+	fl.StringVar(&f.attention, "attention", "", "print this layer's attention weights instead of the output (ONNX graphs: a Softmax node, its module scope, or an Attention op)")
 	fl.BoolVar(&f.executor, "executor", false, "run a file attnrun wrote on its ONNX graph, not on attnrun's layers")
 	fl.IntVar(&f.incremental, "incremental", 0, "run token by token through the KV caches, N tokens per step (--incremental=N; alone: 1)")
 	fl.Lookup("incremental").NoOptDefVal = "1"
@@ -91,23 +78,20 @@ weights). ONNX files run whole.`,
 }
 
 func runModel(cmd *cobra.Command, target string, f runFlags, lim *limits) error {
-	if err := f.checkIncremental(cmd, target); err != nil {
+	if err := f.check(cmd, target); err != nil {
 		return err
 	}
 	batch, isBatch := batchInput(f.inputs)
-	if isBatch && len(f.outputs) > 1 {
-		return usageError{fmt.Errorf("a run over %s takes one --output (a directory or .npz), got %d", batch, len(f.outputs))}
-	}
 	if isONNX(target) {
 		if isBatch {
 			return runONNXBatch(cmd, target, batch, f, lim)
 		}
-		return runONNX(cmd.OutOrStdout(), cmd.ErrOrStderr(), lim, target, f.executor, f.inputs, f.outputs)
+		return runONNX(cmd.OutOrStdout(), cmd.ErrOrStderr(), lim, target, f)
 	}
 	if len(f.outputs) > 1 {
 		return usageError{fmt.Errorf("a model has one output, got %d --output", len(f.outputs))}
 	}
-	src, err := openSource(lim, target, f.weights, f.seed)
+	src, err := openSourceWith(lim, target, sourceOptions{weights: f.weights, seed: f.seed, seedGiven: cmd.Flags().Changed("seed")})
 	if err != nil {
 		return err
 	}
@@ -127,6 +111,12 @@ func runModel(cmd *cobra.Command, target string, f runFlags, lim *limits) error 
 		})
 	}
 	inputs, err := src.inputs(f.inputs)
+	if len(f.randomInputs) > 0 {
+		inputs, err = f.randomTensors()
+		if err == nil {
+			err = src.checkInputCount(len(inputs), "--random-input")
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -139,6 +129,61 @@ func runModel(cmd *cobra.Command, target string, f runFlags, lim *limits) error 
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), formatTensor(out.Data().([]float32), out.Shape()))
 	return nil
+}
+
+// check rejects flags that do not go together, and files given to flags
+// that do not take them, before any work is done.
+func (f runFlags) check(cmd *cobra.Command, target string) error {
+	if err := f.checkIncremental(cmd, target); err != nil {
+		return err
+	}
+	for _, in := range f.inputs {
+		if err := checkFileFlag("input", in, kindNPY, kindTensorProto, kindNPZ, kindDir); err != nil {
+			return err
+		}
+	}
+	if f.weights != "" && isONNX(target) {
+		return usageError{fmt.Errorf("--weights %s: %s carries its own weights (--weights applies to configs and presets)", f.weights, target)}
+	}
+	if f.weights != "" {
+		if err := checkFileFlag("weights", f.weights, kindNPZ, kindSafetensors, kindONNX); err != nil {
+			return err
+		}
+	}
+	if len(f.randomInputs) > 0 && len(f.inputs) > 0 && !isONNX(target) {
+		return usageError{errors.New("--random-input and --input do not combine for a model: give one or the other")}
+	}
+	batch, isBatch := batchInput(f.inputs)
+	if !isBatch {
+		return nil
+	}
+	switch {
+	case len(f.randomInputs) > 0:
+		return usageError{fmt.Errorf("--random-input does not combine with --input %s, which runs many inputs", batch)}
+	case f.attention != "" && isONNX(target):
+		return usageError{fmt.Errorf("--attention on an ONNX file takes one input set, not --input %s", batch)}
+	case len(f.outputs) > 1:
+		return usageError{fmt.Errorf("a run over %s takes one --output (a directory or .npz), got %d", batch, len(f.outputs))}
+	case len(f.outputs) == 1:
+		return checkBatchDest(batch, f.outputs[0])
+	}
+	return nil
+}
+
+// randomTensors draws the --random-input tensors in order from one
+// generator seeded with --seed, as torch.randn calls after
+// torch.manual_seed(seed) would.
+func (f runFlags) randomTensors() ([]*tensor.Dense, error) {
+	g := torchrand.New(f.seed)
+	out := make([]*tensor.Dense, len(f.randomInputs))
+	for i, spec := range f.randomInputs {
+		x, err := torchRandn(spec, f.seed, g)
+		if err != nil {
+			return nil, fmt.Errorf("--random-input: %w", err)
+		}
+		out[i] = x
+	}
+	return out, nil
 }
 
 // checkIncremental rejects --incremental where it has no meaning.
@@ -259,61 +304,12 @@ func presetResult(src *source) (*tensor.Dense, error) {
 	return forward(src, &registry.Run{Context: src.lim.ctx}, inputs, src.preset.Attention)
 }
 
-// source is what run, check and export work on: a model with its weights,
-// and the preset it came from, if any.
-type source struct {
-	model  *models.Model
-	preset *models.Preset
-	// lim are the command's limits, which the model was built within.
-	lim *limits
-}
-
-// openSource resolves MODEL.yaml or a preset name and loads weights:
-// --weights first, then the preset's own, then a seeded initialization.
-func openSource(lim *limits, target, weights string, seed uint64) (*source, error) {
-	src := source{lim: lim}
-	var err error
-	if isConfigPath(target) {
-		src.model, err = lim.models().Load(target)
-	} else {
-		src.preset, err = models.LookupPreset(target)
-		if err == nil {
-			src.model, err = src.preset.ModelWith(lim.models())
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case weights != "":
-		if err := src.model.LoadWeights(weights); err != nil {
-			return nil, err
-		}
-	case src.preset == nil:
-		if err := src.model.Init(seed); err != nil {
-			return nil, err
-		}
-	}
-	return &src, nil
-}
-
-// isConfigPath tells a config file from a preset name: presets have no
-// extension and no slash.
-func isConfigPath(target string) bool {
-	ext := strings.ToLower(filepath.Ext(target))
-	if ext == ".yaml" || ext == ".yml" || strings.ContainsRune(target, os.PathSeparator) {
-		return true
-	}
-	_, err := os.Stat(target)
-	return err == nil
-}
-
 // inputs reads the --input files, or the preset's example input.
 func (s *source) inputs(paths []string) ([]*tensor.Dense, error) {
 	want := len(s.model.Config().Inputs)
 	if len(paths) == 0 {
 		if s.preset == nil {
-			return nil, usageError{fmt.Errorf("model %q needs --input (%d .npy file(s): %s)",
+			return nil, usageError{fmt.Errorf("model %q needs --input (%d .npy file(s): %s), or --random-input B,T,D for random ones (attnrun input B,T,D -o x.npy writes one)",
 				s.model.Name(), want, strings.Join(s.model.Config().Inputs, ", "))}
 		}
 		x, err := s.preset.Input()
@@ -322,9 +318,8 @@ func (s *source) inputs(paths []string) ([]*tensor.Dense, error) {
 		}
 		return []*tensor.Dense{x}, nil
 	}
-	if len(paths) != want {
-		return nil, usageError{fmt.Errorf("model %q takes %d input(s) (%s), got %d --input",
-			s.model.Name(), want, strings.Join(s.model.Config().Inputs, ", "), len(paths))}
+	if err := s.checkInputCount(len(paths), "--input"); err != nil {
+		return nil, err
 	}
 	out := make([]*tensor.Dense, len(paths))
 	for i, p := range paths {
@@ -337,6 +332,16 @@ func (s *source) inputs(paths []string) ([]*tensor.Dense, error) {
 		}
 	}
 	return out, nil
+}
+
+// checkInputCount refuses a number of inputs the model does not take.
+func (s *source) checkInputCount(n int, flag string) error {
+	names := s.model.Config().Inputs
+	if n != len(names) {
+		return usageError{fmt.Errorf("model %q takes %d input(s) (%s), got %d %s",
+			s.model.Name(), len(names), strings.Join(names, ", "), n, flag)}
+	}
+	return nil
 }
 
 // floatInput checks that a model input is float32 or float64 and returns
