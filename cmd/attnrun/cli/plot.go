@@ -31,12 +31,15 @@ type plotFlags struct {
 	weights string
 	inputs  []string
 	seed    uint64
-	labels  string
-	tokens  string
-	layers  []string
-	heads   string
-	batch   int
-	output  string
+	// seedGiven records --seed on the command line: a lifted config runs
+	// on random weights only when asked.
+	seedGiven bool
+	labels    string
+	tokens    string
+	layers    []string
+	heads     string
+	batch     int
+	output    string
 }
 
 func newPlotCommand() *cobra.Command {
@@ -78,6 +81,7 @@ them first). A config that attnrun import lifted needs its weights: --weights.`,
 	}
 	lim := addLimitFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		f.seedGiven = cmd.Flags().Changed("seed")
 		return lim.run(func() error { return plotAttention(cmd.OutOrStdout(), lim, args[0], f) })
 	}
 	fl := cmd.Flags()
@@ -231,47 +235,14 @@ func panels(s layerWeights, batch int, heads []int, qs, ks span) []plot.Heatmap 
 	return row
 }
 
-// openPlotSource opens the model as run does: a config or preset through
-// openSource, an ONNX file attnrun wrote through its metadata and
-// initializers. Two cases that run would draw random weights for are
-// refused instead, since a picture of random attention looks like an
-// answer: an ONNX file attnrun did not write (its weights are in a graph
-// plot cannot look inside), and a config attnrun import lifted, given
-// without the weights it was lifted with.
+// openPlotSource opens the model as run does (openSourceWith): a config,
+// a preset, or an ONNX file attnrun wrote with the weights of its
+// initializers. Other ONNX files are refused (their weights are in a graph
+// plot cannot look inside), and so is a config attnrun import lifted given
+// without its weights, unless --seed asks for random ones: a picture of
+// random attention looks like an answer.
 func openPlotSource(lim *limits, target string, f plotFlags) (*source, error) {
-	if isONNX(target) {
-		m, err := lim.readModel(target)
-		if err != nil {
-			return nil, err
-		}
-		if !lift.IsAttnrun(m) {
-			return nil, fmt.Errorf("%s: plot draws ONNX files attnrun wrote (attnrun export, attnrun import), and this one it did not: lift it first with attnrun import %s -o lifted.onnx, then plot lifted.onnx", target, target)
-		}
-		model, _, err := lim.loadAttnrun(m)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", target, err)
-		}
-		if f.weights != "" {
-			if err := model.LoadWeights(f.weights); err != nil {
-				return nil, err
-			}
-		}
-		return &source{model: model, lim: lim}, nil
-	}
-	src, err := openSource(lim, target, f.weights, f.seed)
-	if err != nil {
-		return nil, err
-	}
-	if src.preset == nil && f.weights == "" && isLifted(src.model) {
-		return nil, usageError{fmt.Errorf("%s: a config attnrun import lifted has no weights of its own, and random ones would draw a random picture: give them with --weights (a state dict), or plot the .onnx file import wrote", target)}
-	}
-	return src, nil
-}
-
-// isLifted reports whether attnrun import wrote the model's config: the
-// lifter describes every config it writes as "lifted from ONNX ...".
-func isLifted(m *models.Model) bool {
-	return strings.HasPrefix(m.Config().Description, "lifted from ONNX")
+	return openSourceWith(lim, target, sourceOptions{weights: f.weights, seed: f.seed, seedGiven: f.seedGiven})
 }
 
 // plotInputs reads the --input tensors: as run reads them for a config or

@@ -637,9 +637,9 @@ func TestPlotAttnrunONNX(t *testing.T) {
 
 	checkFailures(t, []failure{
 		{"onnx attnrun did not write", []string{"plot", filepath.Join(fixture, "model.onnx"), "--input", input, "-o", out}, 1,
-			"plot draws ONNX files attnrun wrote (attnrun export, attnrun import), and this one it did not: lift it first with attnrun import"},
+			"was not written by attnrun (it has no attnrun config in its metadata): attnrun import"},
 		{"lifted config without weights", []string{"plot", config, "--input", input, "-o", out}, 2,
-			"lifted.yaml: a config attnrun import lifted has no weights of its own, and random ones would draw a random picture: give them with --weights"},
+			"lifted.yaml: model \"lifted\" was lifted from an ONNX file by attnrun import, and its weights are in the files import wrote: give --weights"},
 		{"lifted file with an input too many", []string{"plot", lifted, "--input", input, "--input", input, "-o", out}, 2,
 			"lifted.onnx takes 1 input(s) (x), got 2 --input"},
 	})

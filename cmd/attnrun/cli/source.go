@@ -34,8 +34,8 @@ type sourceOptions struct {
 // wrote, and loads weights: --weights first, then the preset's or the
 // file's own, then a seeded initialization. A config attnrun import lifted
 // is refused without weights: its weights are in the file import wrote,
-// and random ones would be silently wrong. plot calls it; the other
-// commands call openSourceWith, which knows whether --seed was given.
+// and random ones would be silently wrong. check calls it; the commands
+// with a --seed flag call openSourceWith, which knows whether it was given.
 func openSource(lim *limits, target, weights string, seed uint64) (*source, error) {
 	return openSourceWith(lim, target, sourceOptions{weights: weights, seed: seed})
 }
