@@ -184,6 +184,9 @@ type sdpaPrepared struct {
 var (
 	_ registry.Provisioner = (*SDPA)(nil)
 	_ registry.Stepper     = (*SDPA)(nil)
+
+	_ registry.OutputShaper = (*SDPA)(nil)
+	_ registry.FLOPCounter  = (*SDPA)(nil)
 )
 
 // sdpaRopeFields are attention.sdpa's rotary field names.
@@ -663,4 +666,84 @@ func perSequence(x []float32, seqs, n int) [][]float32 {
 		out[b] = x[b*n : (b+1)*n : (b+1)*n]
 	}
 	return out
+}
+
+// OutputShape is x's shape: the output has x's width d.
+func (s *SDPA) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	streams := len(inputs)
+	if s.Mask != "" {
+		streams--
+	}
+	if streams < 1 || streams > 2 {
+		return nil, fmt.Errorf("takes [x] or [x, memory] (then the mask, if configured), got %d input(s)", len(inputs))
+	}
+	x, err := shapeSeqs(inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	if err := x.expectWidth("d", s.D); err != nil {
+		return nil, err
+	}
+	if streams == 2 {
+		dMemory := s.DMemory
+		if dMemory == 0 {
+			dMemory = s.D
+		}
+		m, err := shapeSeqs(inputs[1])
+		if err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+		if m.D != dMemory {
+			return nil, fmt.Errorf("d_memory mismatch: memory last dim %d, layer expects d_memory %d", m.D, dMemory)
+		}
+		if m.B != x.B || m.batched != x.batched {
+			return nil, fmt.Errorf("memory shape %s does not match x %s: want the same batch", fmtShape(m.shape(m.D)), fmtShape(x.shape(x.D)))
+		}
+	}
+	return x.shape(x.D), nil
+}
+
+// FLOPs counts q_proj on x, k_proj and v_proj on the keys' source (x, or
+// the memory of cross-attention), the attention products of num_heads
+// query heads (grouped-query attention shares keys, not products), and
+// out_proj. RoPE, ALiBi, softcap, qk_norm, sinks, score modifications and
+// masks are elementwise: not counted.
+func (s *SDPA) FLOPs(inputs []tensor.Shape) (int64, error) {
+	if err := positive("num_heads", s.NumHeads); err != nil {
+		return 0, err
+	}
+	// The defaults Validate resolves.
+	dMemory, kvHeads, headDim := s.DMemory, s.NumKVHeads, s.HeadDim
+	if dMemory == 0 {
+		dMemory = s.D
+	}
+	if kvHeads == 0 {
+		kvHeads = s.NumHeads
+	}
+	if headDim == 0 {
+		headDim = s.D / s.NumHeads
+	}
+	streams := len(inputs)
+	if s.Mask != "" {
+		streams-- // the mask, last, is elementwise
+	}
+	if streams < 1 || streams > 2 {
+		return 0, fmt.Errorf("takes [x] or [x, memory] (then the mask, if configured), got %d input(s)", len(inputs))
+	}
+	x, err := flopInput("x", inputs[0], "d", s.D)
+	if err != nil {
+		return 0, err
+	}
+	kv := x
+	if streams == 2 {
+		if kv, err = flopInput("memory", inputs[1], "d_memory", dMemory); err != nil {
+			return 0, err
+		}
+	}
+	var c flopCount
+	c.linear(x.rows(), s.D, s.NumHeads*headDim)
+	c.linear(kv.rows(), kv.D, 2*kvHeads*headDim)
+	c.attention(x.B, s.NumHeads, x.T, kv.T, headDim, headDim)
+	c.linear(x.rows(), s.NumHeads*headDim, s.D)
+	return c.result()
 }

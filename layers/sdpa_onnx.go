@@ -8,7 +8,10 @@ import (
 	"github.com/attnrun/attnrun/registry"
 )
 
-var _ registry.Exporter = (*SDPA)(nil)
+var (
+	_ registry.Exporter  = (*SDPA)(nil)
+	_ registry.InputDims = (*SDPA)(nil)
+)
 
 // ONNXInputDims reports the mask input, last when mask is configured, as
 // a 4-D mask (batch, heads, queries, keys), each dimension its size or 1

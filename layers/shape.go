@@ -30,13 +30,9 @@ func readSeqs(x *tensor.Dense) (seqs, error) {
 		return seqs{}, errors.New("input is nil: want a (T, d) or (B, T, d) float32 tensor")
 	}
 	shape := x.Shape()
-	if len(shape) != 2 && len(shape) != 3 {
-		return seqs{}, fmt.Errorf("input shape %s: want (T, d) or (B, T, d)", fmtShape(shape))
-	}
-	for _, n := range shape {
-		if n <= 0 {
-			return seqs{}, fmt.Errorf("input shape %s has an empty dimension", fmtShape(shape))
-		}
+	s, err := shapeSeqs(shape)
+	if err != nil {
+		return s, err
 	}
 	if x.Dtype() != tensor.Float32 {
 		return seqs{}, fmt.Errorf("input dtype %v: want float32", x.Dtype())
@@ -55,10 +51,7 @@ func readSeqs(x *tensor.Dense) (seqs, error) {
 		return seqs{}, fmt.Errorf("input shape %s: backing array holds %d float32 values, want %d",
 			fmtShape(shape), len(data), volume(shape))
 	}
-	s := seqs{B: 1, T: shape[0], D: shape[1], data: data[:volume(shape)], dense: x}
-	if len(shape) == 3 {
-		s = seqs{B: shape[0], T: shape[1], D: shape[2], batched: true, data: s.data, dense: x}
-	}
+	s.data, s.dense = data[:volume(shape)], x
 	return s, nil
 }
 
@@ -107,8 +100,13 @@ func (s seqs) rows() int { return s.B * s.T }
 // expectWidth checks the input's last dimension against the layer field
 // that fixes it (d_in, or d for position.learned).
 func (s seqs) expectWidth(field string, want int) error {
+	return s.expectNamedWidth("input", field, want)
+}
+
+// expectNamedWidth is expectWidth for the input called name.
+func (s seqs) expectNamedWidth(name, field string, want int) error {
 	if s.D != want {
-		return fmt.Errorf("%s mismatch: input last dim %d, layer expects %s %d", field, s.D, field, want)
+		return fmt.Errorf("%s mismatch: %s last dim %d, layer expects %s %d", field, name, s.D, field, want)
 	}
 	return nil
 }
@@ -224,4 +222,90 @@ func fmtShape(shape []int) string {
 		return "(" + parts[0] + ",)"
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// Output shapes from input shapes alone (registry.OutputShaper): `attnrun
+// inspect` describes a model with them, allocating nothing. Each layer's
+// OutputShape, in its file, reads the exported config fields resolved to
+// their defaults as Validate resolves them, and checks what the forward
+// pass checks of the shapes; mask inputs are counted, not checked: they do
+// not shape the output.
+
+// shapeSeqs is readSeqs for a shape: a (T, d) or (B, T, d) input with no
+// empty dimension.
+func shapeSeqs(shape tensor.Shape) (seqs, error) { return namedShapeSeqs("input", shape) }
+
+// namedShapeSeqs is shapeSeqs for the input called name, for errors.
+func namedShapeSeqs(name string, shape []int) (seqs, error) {
+	if len(shape) != 2 && len(shape) != 3 {
+		return seqs{}, fmt.Errorf("%s shape %s: want (T, d) or (B, T, d)", name, fmtShape(shape))
+	}
+	for _, n := range shape {
+		if n <= 0 {
+			return seqs{}, fmt.Errorf("%s shape %s has an empty dimension", name, fmtShape(shape))
+		}
+	}
+	if len(shape) == 3 {
+		return seqs{B: shape[0], T: shape[1], D: shape[2], batched: true}, nil
+	}
+	return seqs{B: 1, T: shape[0], D: shape[1]}, nil
+}
+
+// widthShape is the output shape of a single-input layer mapping width
+// field = in to width out, with at most contextLength tokens (0: any).
+func widthShape(inputs []tensor.Shape, field string, in, contextLength, out int) (tensor.Shape, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
+	}
+	x, err := shapeSeqs(inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	if err := x.expectWidth(field, in); err != nil {
+		return nil, err
+	}
+	if contextLength > 0 {
+		if err := checkContext(x.T, contextLength); err != nil {
+			return nil, err
+		}
+	}
+	return x.shape(out), nil
+}
+
+// sameShape is the output shape of a single-input layer that keeps the
+// shape; field, unless empty, names the width it requires.
+func sameShape(inputs []tensor.Shape, field string, width int) (tensor.Shape, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
+	}
+	x, err := shapeSeqs(inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	if field != "" {
+		if err := x.expectWidth(field, width); err != nil {
+			return nil, err
+		}
+	}
+	return x.shape(x.D), nil
+}
+
+// shapeAll is readAll for shapes.
+func shapeAll(inputs []tensor.Shape, rule string, fits func(first, s seqs) bool) ([]seqs, error) {
+	if len(inputs) == 0 {
+		return nil, errors.New("takes 1 or more inputs, got 0")
+	}
+	ins := make([]seqs, len(inputs))
+	for i, shape := range inputs {
+		s, err := shapeSeqs(shape)
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		if i > 0 && !fits(ins[0], s) {
+			return nil, fmt.Errorf("input %d has shape %s, want %s input 0 %s",
+				i, fmtShape(s.shape(s.D)), rule, fmtShape(ins[0].shape(ins[0].D)))
+		}
+		ins[i] = s
+	}
+	return ins, nil
 }

@@ -95,6 +95,9 @@ type mhaPrepared struct {
 var (
 	_ registry.Provisioner = (*TorchMHA)(nil)
 	_ registry.Stepper     = (*TorchMHA)(nil)
+
+	_ registry.OutputShaper = (*TorchMHA)(nil)
+	_ registry.FLOPCounter  = (*TorchMHA)(nil)
 )
 
 // Validate checks the fields as nn.MultiheadAttention's constructor does and
@@ -614,4 +617,104 @@ func averageHeads(w *tensor.Dense) *tensor.Dense {
 		}
 	}
 	return tensor.New(tensor.WithShape(b, 1, shape[2], shape[3]), tensor.WithBacking(data))
+}
+
+// OutputShape is the query's shape, in its layout (sequence first unless
+// batch_first): nn.MultiheadAttention's attn_output.
+func (m *TorchMHA) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	e, kdim, vdim := m.EmbedDim, m.KDim, m.VDim
+	if kdim == 0 {
+		kdim = e
+	}
+	if vdim == 0 {
+		vdim = e
+	}
+	streams := len(inputs)
+	for _, mask := range []string{m.KeyPaddingMask, m.AttnMask} {
+		if mask != "" {
+			streams--
+		}
+	}
+	if streams < 1 || streams > 3 {
+		return nil, fmt.Errorf("takes [query], [query, memory] or [query, key, value], then the masks; got %d input(s)", len(inputs))
+	}
+	names, widths := []string{"query", "key", "value"}, []int{e, kdim, vdim}
+	var ins [3]seqs
+	for i := range ins {
+		s, err := shapeSeqs(inputs[min(i, streams-1)])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", names[i], err)
+		}
+		if s.D != widths[i] {
+			return nil, fmt.Errorf("%s has width %d, want %d", names[i], s.D, widths[i])
+		}
+		if s.batched && !m.BatchFirst { // (L, B, E): sequence first
+			s.B, s.T = s.T, s.B
+		}
+		ins[i] = s
+	}
+	q, k, v := ins[0], ins[1], ins[2]
+	if k.batched != q.batched || k.B != q.B {
+		return nil, fmt.Errorf("key shape %s does not match query shape %s: want the same batch",
+			fmtShape(inputs[min(1, streams-1)]), fmtShape(inputs[0]))
+	}
+	if v.batched != k.batched || v.B != k.B || v.T != k.T {
+		return nil, fmt.Errorf("value shape %s does not match key shape %s: want the same batch and length",
+			fmtShape(inputs[streams-1]), fmtShape(inputs[min(1, streams-1)]))
+	}
+	return inputs[0].Clone(), nil
+}
+
+// FLOPs counts the in-projections of query, key and value, the attention
+// products over the keys (bias_k and the zero key of add_zero_attn
+// included) and out_proj: with L queries, S keys and E = embed_dim,
+// 2·B·L·E² + 2·B·S·(kdim+vdim)·E + 4·B·L·S'·E + 2·B·L·E², S' = S + extras.
+func (m *TorchMHA) FLOPs(inputs []tensor.Shape) (int64, error) {
+	if err := positive("num_heads", m.NumHeads); err != nil {
+		return 0, err
+	}
+	e, kdim, vdim := m.EmbedDim, m.KDim, m.VDim
+	if kdim == 0 {
+		kdim = e
+	}
+	if vdim == 0 {
+		vdim = e
+	}
+	streams := len(inputs)
+	for _, mask := range []string{m.KeyPaddingMask, m.AttnMask} {
+		if mask != "" {
+			streams--
+		}
+	}
+	if streams < 1 || streams > 3 {
+		return 0, fmt.Errorf("takes [query], [query, memory] or [query, key, value] (then the masks), got %d input(s)", len(inputs))
+	}
+	names, fields := []string{"query", "key", "value"}, []string{"embed_dim", "kdim", "vdim"}
+	widths := []int{e, kdim, vdim}
+	var ins [3]seqs
+	for i := range ins {
+		shape := inputs[min(i, streams-1)]
+		if len(shape) == 3 && !m.BatchFirst { // (L, B, E): sequence first
+			shape = tensor.Shape{shape[1], shape[0], shape[2]}
+		}
+		var err error
+		if ins[i], err = flopInput(names[i], shape, fields[i], widths[i]); err != nil {
+			return 0, err
+		}
+	}
+	q, k := ins[0], ins[1]
+	keys := k.T
+	if m.AddBiasKV {
+		keys++
+	}
+	if m.AddZeroAttn {
+		keys++
+	}
+	var c flopCount
+	c.linear(q.rows(), e, e)
+	c.linear(k.rows(), kdim, e)
+	c.linear(ins[2].rows(), vdim, e)
+	c.attention(q.B, m.NumHeads, q.T, keys, e/m.NumHeads, e/m.NumHeads)
+	c.linear(q.rows(), e, e)
+	return c.result()
 }

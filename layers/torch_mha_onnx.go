@@ -7,7 +7,10 @@ import (
 	"github.com/attnrun/attnrun/registry"
 )
 
-var _ registry.Exporter = (*TorchMHA)(nil)
+var (
+	_ registry.Exporter  = (*TorchMHA)(nil)
+	_ registry.InputDims = (*TorchMHA)(nil)
+)
 
 // ONNXInputDims reports how the inputs are declared in an export: the
 // token inputs (seq, batch, d) unless batch_first, and the mask inputs that
