@@ -1,7 +1,6 @@
 package tensorio
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,56 +10,33 @@ import (
 )
 
 // ErrLimit is wrapped by every error that rejects a file for exceeding a
-// Limits bound, so callers can tell "too big" from "malformed".
-var ErrLimit = errors.New("limit exceeded")
+// Limits bound, so callers can tell "too big" from "malformed"; it is
+// onnxio.ErrLimit too.
+var ErrLimit = budget.ErrLimit
 
 // Limits bounds what the readers accept from a file. Sizes read from a file
 // are checked against them before anything is allocated, so a hostile or
-// corrupted file cannot make a reader exhaust memory. A zero field means the
-// default.
-type Limits struct {
-	// MaxBytes is the largest amount of tensor data, decoded into Go
-	// values, that one call may return: one .npy, or all the tensors of an
-	// .npz or .safetensors file together.
-	MaxBytes int64
-	// MaxRank is the largest number of dimensions of a tensor.
-	MaxRank int
+// corrupted file cannot make a reader exhaust memory. It is the type of
+// onnxio.Limits (see budget.Limits for the fields): the readers here use
+// MaxTensorBytes (one tensor), MaxTotalBytes (all the tensors one call
+// returns, decoded into Go values), MaxDims, MaxMemory and Budget. A zero
+// field means its DefaultLimits value, a negative one no limit.
+type Limits budget.Limits
 
-	// MaxMemory is the memory budget of one call, in bytes: every tensor
-	// it decodes is reserved from it before it is allocated, and the
-	// reservations add up within the call. Zero means budget.DefaultLimit
-	// (4 GiB). Exceeding it is an error matching budget.ErrExceeded.
-	MaxMemory int64
-	// Budget, when set, is the budget a call reserves from instead of a
-	// fresh one of MaxMemory bytes, so that one budget can bound a whole
-	// command. A call holds its reservations while it runs and releases
-	// them when it returns.
-	Budget *budget.Budget
-}
+// DefaultLimits are the bounds the package-level read functions use: 4 GiB
+// per tensor and per call, rank at most 32, and the default memory budget.
+var DefaultLimits = Limits(budget.DefaultLimits)
 
 // scope returns the reservations of one call: from l.Budget when set, else
 // from a fresh budget of MaxMemory bytes.
-func (l Limits) scope() *budget.Scope {
-	if l.Budget != nil {
-		return budget.NewScope(l.Budget)
-	}
-	return budget.NewScope(budget.New(l.MaxMemory))
-}
+func (l Limits) scope() *budget.Scope { return budget.Limits(l).Scope() }
 
-// DefaultLimits are the bounds the package-level read functions use: 4 GiB
-// of tensor data and rank 8.
-var DefaultLimits = Limits{MaxBytes: 4 << 30, MaxRank: 8}
+// resolved returns l with its zero fields defaulted; see budget.Limits.
+func (l Limits) resolved() Limits { return Limits(budget.Limits(l).Resolved()) }
 
-// withDefaults fills the zero fields from DefaultLimits.
-func (l Limits) withDefaults() Limits {
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = DefaultLimits.MaxBytes
-	}
-	if l.MaxRank <= 0 {
-		l.MaxRank = DefaultLimits.MaxRank
-	}
-	return l
-}
+// room is what the next tensor may take: at most MaxTensorBytes, and no
+// more than left, what remains of MaxTotalBytes. l is resolved.
+func (l Limits) room(left int64) int64 { return min(l.MaxTensorBytes, left) }
 
 // checkShape validates a shape read from a file and returns its number of
 // elements, as checkArrayShape does; a shape of zero elements, which
@@ -75,7 +51,7 @@ func checkShape(shape []int64, elemSize int, maxRank int, room int64) (int, erro
 
 // checkArrayShape validates a shape read from a file and returns its
 // number of elements, which may be 0. elemSize is the size of one element
-// once decoded into Go. room is how many bytes of MaxBytes the caller may
+// once decoded into Go. room is how many bytes the caller may
 // still allocate.
 func checkArrayShape(shape []int64, elemSize int, maxRank int, room int64) (int, error) {
 	if len(shape) > maxRank {

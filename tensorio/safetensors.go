@@ -72,7 +72,7 @@ func (l Limits) ReadSafetensorsFrom(r io.ReaderAt, size int64) (names []string, 
 	if size < 0 {
 		return nil, nil, nil, fmt.Errorf("negative file size %d", size)
 	}
-	l = l.withDefaults()
+	l = l.resolved()
 	header, dataStart, err := readSafetensorsHeader(r, size, l)
 	if err != nil {
 		return nil, nil, nil, err
@@ -105,7 +105,7 @@ func readSafetensorsHeader(r io.ReaderAt, size int64, l Limits) ([]byte, int64, 
 		return nil, 0, errors.New("not a .safetensors file: shorter than the 8-byte header length")
 	}
 	n := binary.LittleEndian.Uint64(prefix[:])
-	limit := min(int64(maxSafetensorsHeader), l.MaxBytes)
+	limit := min(int64(maxSafetensorsHeader), l.MaxTotalBytes)
 	if n > uint64(limit) {
 		return nil, 0, fmt.Errorf("header length %d is more than the limit of %d: %w", n, limit, ErrLimit)
 	}
@@ -152,7 +152,7 @@ func parseSafetensorsHeader(header []byte, l Limits, dataLen int64, mem *budget.
 		entries  []stEntry
 		metadata map[string]string
 		seen     = map[string]bool{}
-		room     = l.MaxBytes
+		room     = l.MaxTotalBytes
 	)
 	for dec.More() {
 		tok, err := dec.Token()
@@ -177,7 +177,7 @@ func parseSafetensorsHeader(header []byte, l Limits, dataLen int64, mem *budget.
 		if err := dec.Decode(&raw); err != nil {
 			return nil, nil, fmt.Errorf("malformed header: tensor %q: %w", name, err)
 		}
-		e, err := checkSafetensorsEntry(name, raw, l.MaxRank, room)
+		e, err := checkSafetensorsEntry(name, raw, l.MaxDims, l.room(room))
 		if err != nil {
 			return nil, nil, fmt.Errorf("tensor %q: %w", name, err)
 		}
