@@ -293,7 +293,7 @@ func (w attnWindow) visible(pos, total int) (from, to int) {
 func (p *attnPlan) readShapes(n *node, q, k, v *value) error {
 	qHeads, kvHeads := int(n.attrInt("q_num_heads", 0)), int(n.attrInt("kv_num_heads", 0))
 	if q.rank() != k.rank() || q.rank() != v.rank() || (q.rank() != 3 && q.rank() != 4) {
-		return fmt.Errorf("Q %s, K %s and V %s must all be 3-D (batch, seq, hidden) or all 4-D (batch, heads, seq, head_size)",
+		return fmt.Errorf("inputs Q %s, K %s and V %s must all be 3-D (batch, seq, hidden) or all 4-D (batch, heads, seq, head_size)",
 			shapeString(q.shape), shapeString(k.shape), shapeString(v.shape))
 	}
 	p.batch = q.shape[0]
@@ -320,23 +320,23 @@ func (p *attnPlan) readShapes(n *node, q, k, v *value) error {
 			}
 		}
 		if k.shape[2] != kvHeads*p.d {
-			return fmt.Errorf("K %s: hidden size %d, want kv_num_heads %d × Q's head size %d", shapeString(k.shape), k.shape[2], kvHeads, p.d)
+			return fmt.Errorf("input K %s: hidden size %d, want kv_num_heads %d × Q's head size %d", shapeString(k.shape), k.shape[2], kvHeads, p.d)
 		}
 	} else {
 		p.qHeads, p.qLen, p.d = q.shape[1], q.shape[2], q.shape[3]
 		p.kvHeads, p.kvLen, p.dv = k.shape[1], k.shape[2], v.shape[3]
 		if k.shape[3] != p.d {
-			return fmt.Errorf("K %s: head size %d, Q %s has %d", shapeString(k.shape), k.shape[3], shapeString(q.shape), p.d)
+			return fmt.Errorf("input K %s: head size %d, Q %s has %d", shapeString(k.shape), k.shape[3], shapeString(q.shape), p.d)
 		}
 		if v.shape[1] != p.kvHeads {
-			return fmt.Errorf("V %s has %d heads, K %s has %d", shapeString(v.shape), v.shape[1], shapeString(k.shape), p.kvHeads)
+			return fmt.Errorf("input V %s has %d heads, K %s has %d", shapeString(v.shape), v.shape[1], shapeString(k.shape), p.kvHeads)
 		}
 		if (qHeads != 0 && qHeads != p.qHeads) || (kvHeads != 0 && kvHeads != p.kvHeads) {
 			return fmt.Errorf("q_num_heads %d and kv_num_heads %d disagree with 4-D Q %s and K %s", qHeads, kvHeads, shapeString(q.shape), shapeString(k.shape))
 		}
 	}
 	if v.shape[v.rank()-2] != p.kvLen {
-		return fmt.Errorf("K %s and V %s have different sequence lengths", shapeString(k.shape), shapeString(v.shape))
+		return fmt.Errorf("inputs K %s and V %s have different sequence lengths", shapeString(k.shape), shapeString(v.shape))
 	}
 	if p.kvHeads == 0 || p.qHeads%p.kvHeads != 0 {
 		return fmt.Errorf("q_num_heads %d is not a multiple of kv_num_heads %d", p.qHeads, p.kvHeads)

@@ -108,12 +108,12 @@ func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	rows, cols := numel(x.shape[:axis]), numel(norm)
 	sc, err := broadcastTo(rc, n, scale, norm)
 	if err != nil {
-		return nil, fmt.Errorf("Scale: %w", err)
+		return nil, fmt.Errorf("input Scale: %w", err)
 	}
 	var b []float64
 	if bias != nil {
 		if b, err = broadcastTo(rc, n, bias, norm); err != nil {
-			return nil, fmt.Errorf("B: %w", err)
+			return nil, fmt.Errorf("input B: %w", err)
 		}
 	}
 	statShape := slices.Concat(x.shape[:axis], slices.Repeat([]int{1}, r-axis))
