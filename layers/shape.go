@@ -3,7 +3,8 @@ package layers
 import (
 	"errors"
 	"fmt"
-	"strings"
+
+	attnarray "github.com/attnrun/attnrun/array"
 
 	"github.com/attnrun/attnrun/internal/kernels"
 	"gorgonia.org/tensor"
@@ -212,18 +213,6 @@ func volume(shape []int) int {
 	return n
 }
 
-// fmtShape prints a shape as PyTorch users read it: (2, 6, 3).
-func fmtShape(shape []int) string {
-	parts := make([]string, len(shape))
-	for i, d := range shape {
-		parts[i] = fmt.Sprint(d)
-	}
-	if len(shape) == 1 {
-		return "(" + parts[0] + ",)"
-	}
-	return "(" + strings.Join(parts, ", ") + ")"
-}
-
 // Output shapes from input shapes alone (registry.OutputShaper): `attnrun
 // inspect` describes a model with them, allocating nothing. Each layer's
 // OutputShape, in its file, reads the exported config fields resolved to
@@ -309,3 +298,8 @@ func shapeAll(inputs []tensor.Shape, rule string, fits func(first, s seqs) bool)
 	}
 	return ins, nil
 }
+
+// fmtShape prints a shape as PyTorch users read it, (2, 6, 3): it is
+// array.FormatShape (imported under another name: the tests have an
+// array helper).
+func fmtShape(shape []int) string { return attnarray.FormatShape(shape) }

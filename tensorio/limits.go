@@ -2,9 +2,8 @@ package tensorio
 
 import (
 	"fmt"
+	"github.com/attnrun/attnrun/array"
 	"math"
-	"strconv"
-	"strings"
 
 	"github.com/attnrun/attnrun/internal/budget"
 )
@@ -44,7 +43,7 @@ func (l Limits) room(left int64) int64 { return min(l.MaxTensorBytes, left) }
 func checkShape(shape []int64, elemSize int, maxRank int, room int64) (int, error) {
 	n, err := checkArrayShape(shape, elemSize, maxRank, room)
 	if err == nil && n == 0 {
-		return 0, fmt.Errorf("shape %s has no elements (empty tensors are not supported)", formatShape(shape))
+		return 0, fmt.Errorf("shape %s has no elements (empty tensors are not supported)", array.FormatShape(shape))
 	}
 	return n, err
 }
@@ -56,12 +55,12 @@ func checkShape(shape []int64, elemSize int, maxRank int, room int64) (int, erro
 func checkArrayShape(shape []int64, elemSize int, maxRank int, room int64) (int, error) {
 	if len(shape) > maxRank {
 		return 0, fmt.Errorf("shape %s has rank %d, more than the limit %d: %w",
-			formatShape(shape), len(shape), maxRank, ErrLimit)
+			array.FormatShape(shape), len(shape), maxRank, ErrLimit)
 	}
 	n := int64(1)
 	for _, d := range shape {
 		if d < 0 {
-			return 0, fmt.Errorf("shape %s has a negative dimension", formatShape(shape))
+			return 0, fmt.Errorf("shape %s has a negative dimension", array.FormatShape(shape))
 		}
 		if d == 0 {
 			n = 0
@@ -72,27 +71,15 @@ func checkArrayShape(shape []int64, elemSize int, maxRank int, room int64) (int,
 			break
 		}
 		if n > math.MaxInt64/d {
-			return 0, fmt.Errorf("shape %s has more elements than fit in 64 bits: %w", formatShape(shape), ErrLimit)
+			return 0, fmt.Errorf("shape %s has more elements than fit in 64 bits: %w", array.FormatShape(shape), ErrLimit)
 		}
 		n *= d
 	}
 	if n > room/int64(elemSize) {
-		return 0, fmt.Errorf("shape %s needs more than the limit of %d bytes: %w", formatShape(shape), room, ErrLimit)
+		return 0, fmt.Errorf("shape %s needs more than the limit of %d bytes: %w", array.FormatShape(shape), room, ErrLimit)
 	}
 	if n > math.MaxInt {
-		return 0, fmt.Errorf("shape %s has more elements than this platform can index: %w", formatShape(shape), ErrLimit)
+		return 0, fmt.Errorf("shape %s has more elements than this platform can index: %w", array.FormatShape(shape), ErrLimit)
 	}
 	return int(n), nil
-}
-
-// formatShape writes a shape as Python prints a tuple: (), (3,), (2, 3).
-func formatShape(shape []int64) string {
-	parts := make([]string, len(shape))
-	for i, d := range shape {
-		parts[i] = strconv.FormatInt(d, 10)
-	}
-	if len(parts) == 1 {
-		return "(" + parts[0] + ",)"
-	}
-	return "(" + strings.Join(parts, ", ") + ")"
 }

@@ -152,7 +152,7 @@ func readNPY(r io.Reader, avail int64, maxRank int, room int64, mem *budget.Scop
 		return nil, 0, fmt.Errorf("data truncated: want %d bytes, got %d", want, max(avail-used, 0))
 	}
 	decoded := int64(n) * int64(e.goSize)
-	if err := mem.Reserve(decoded, fmt.Sprintf("%s %s", e.dt, formatShape(h.shape))); err != nil {
+	if err := mem.Reserve(decoded, fmt.Sprintf("%s %s", e.dt, array.FormatShape(h.shape))); err != nil {
 		return nil, 0, err
 	}
 	data, err := readElements(r, e, n, order)

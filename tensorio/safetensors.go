@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/attnrun/attnrun/array"
 	"io"
 	"maps"
 	"slices"
@@ -182,7 +183,7 @@ func parseSafetensorsHeader(header []byte, l Limits, dataLen int64, mem *budget.
 			return nil, nil, fmt.Errorf("tensor %q: %w", name, err)
 		}
 		decoded := int64(e.count) * int64(e.elem.goSize)
-		if err := mem.Reserve(decoded, fmt.Sprintf("tensor %q: %s %s", name, e.elem.st, formatShape(e.shape))); err != nil {
+		if err := mem.Reserve(decoded, fmt.Sprintf("tensor %q: %s %s", name, e.elem.st, array.FormatShape(e.shape))); err != nil {
 			return nil, nil, err
 		}
 		room -= decoded
@@ -222,7 +223,7 @@ func checkSafetensorsEntry(name string, raw stEntryJSON, maxRank int, room int64
 	start, end := raw.DataOffsets[0], raw.DataOffsets[1]
 	if start > end || end-start != uint64(count)*uint64(elem.size) {
 		return stEntry{}, fmt.Errorf("data_offsets [%d, %d] hold %d bytes, but shape %s of %s needs %d",
-			start, end, end-start, formatShape(*raw.Shape), elem.st, uint64(count)*uint64(elem.size))
+			start, end, end-start, array.FormatShape(*raw.Shape), elem.st, uint64(count)*uint64(elem.size))
 	}
 	return stEntry{name: name, elem: elem, shape: *raw.Shape, count: count, start: start, end: end}, nil
 }
