@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/internal/kernels"
 )
 
@@ -861,25 +862,7 @@ func fillNegInf(s []float32) {
 
 // roundFloat16 rounds x to the nearest IEEE half-precision value (ties to
 // even), returned as a float32: ±Inf beyond the largest half, 65504.
-func roundFloat16(x float32) float32 { return roundTo(x, 10, -14, 65504) }
+func roundFloat16(x float32) float32 { return array.RoundFloat(array.Float16, float64(x), false) }
 
 // roundBFloat16 rounds x to the nearest bfloat16 value (ties to even).
-func roundBFloat16(x float32) float32 { return roundTo(x, 7, -126, 0x1.fep127) }
-
-// roundTo rounds x to a binary format with mant explicit mantissa bits,
-// smallest normal exponent minExp and largest finite value maxFinite. In
-// float64 the division by the format's spacing at x is exact, so one
-// RoundToEven does it.
-func roundTo(x float32, mant, minExp int, maxFinite float64) float32 {
-	f := float64(x)
-	if f == 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-		return x
-	}
-	_, exp := math.Frexp(math.Abs(f)) // |f| = frac·2^exp with frac in [0.5, 1)
-	spacing := math.Ldexp(1, max(exp-1, minExp)-mant)
-	r := math.RoundToEven(f/spacing) * spacing
-	if math.Abs(r) > maxFinite {
-		return float32(math.Copysign(math.Inf(1), f))
-	}
-	return float32(r)
-}
+func roundBFloat16(x float32) float32 { return array.RoundFloat(array.BFloat16, float64(x), false) }
