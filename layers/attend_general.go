@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/internal/kernels"
 )
 
@@ -112,7 +113,7 @@ func (a *attention) run(weights []float32) {
 // head is the kernels.Head view of query head h of sequence b, with the
 // head's sink.
 func (a *attention) head(b, h int) kernels.Head {
-	g := h / (a.qHeads / a.kvHeads)
+	g := attn.KVHead(h, a.qHeads, a.kvHeads)
 	row := b * a.tq
 	hd := kernels.Head{
 		Q: a.q[row*a.ldq+h*a.dk:], LdQ: a.ldq,
@@ -288,17 +289,13 @@ func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
 	return buf
 }
 
-// attendExact computes one head (sequence b, head h) step by step, for
-// what the fused kernel does not do: logit soft-capping, score
-// modifications, and hiding keys by replacement when a hidden score may be
-// NaN or +Inf. It forms the head's Tq×Tk scores with a GEMM, caps and
-// modifies them, replaces the hidden ones by −Inf (or adds −Inf, with
-// addsHidden) and adds the rest of the bias (a.bias, built for this head),
-// takes the softmax row by row, with the head's sink if any (a query that
-// sees no key, its bias all −Inf, gets weights of 0 unless nanRows keeps
-// the softmax's NaN), applies dropout and multiplies by V. Dropout draws
-// one number per weight, row by row, as kernels.Attend does. w, if
-// non-nil, receives the weights.
+// attendExact computes one head (sequence b, head h) step by step with
+// attn.Exact, for what the fused kernel does not do: logit soft-capping,
+// score modifications, and hiding keys by replacement when a hidden score
+// may be NaN or +Inf. a.bias, built for this head, is the rest of the
+// bias; a hidden key's score is replaced by −Inf (or, with addsHidden,
+// −Inf is added). A query that sees no key gets weights of 0 unless
+// nanRows keeps the softmax's NaN. w, if non-nil, receives the weights.
 func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 	r := &a.rule
 	s := w
@@ -306,68 +303,28 @@ func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 		a.scratch = growFloats(a.scratch, hd.Tq*hd.Tk)
 		s = a.scratch
 	}
-	kernels.Gemm(false, true, hd.Tq, hd.Tk, hd.D, r.scale, hd.Q, hd.LdQ, hd.K, hd.LdK, 0, s, hd.Tk)
-	if r.softcap != 0 {
-		c := float64(r.softcap)
-		for i, v := range s {
-			s[i] = float32(c * math.Tanh(float64(v)/c))
-		}
+	e := attn.Exact{
+		Scale: r.scale, Softcap: r.softcap, Bias: a.bias,
+		EmptyRowsNaN: r.nanRows, Dropout: r.dropout, RNG: r.rng,
 	}
-	for i := 0; len(r.mods) > 0 && i < hd.Tq; i++ {
-		row := s[i*hd.Tk : (i+1)*hd.Tk]
-		for _, m := range r.mods {
-			m.Modify(row, b, h, r.qIndex+i, r.kPos)
-		}
-	}
-	for i := range hd.Tq {
-		for j := range hd.Tk {
-			x, bias := &s[i*hd.Tk+j], a.bias[i*hd.Tk+j]
-			if !r.addsHidden && math.IsInf(float64(bias), -1) && r.hides(b, h, i, j) {
-				*x = negInf
-			} else {
-				*x += bias
+	if len(r.mods) > 0 {
+		e.Modify = func(row []float32, i int) {
+			for _, m := range r.mods {
+				m.Modify(row, b, h, r.qIndex+i, r.kPos)
 			}
 		}
 	}
-	if hd.Sink != nil {
-		kernels.SoftmaxRowsSink(s, hd.Tq, hd.Tk, *hd.Sink)
-	} else {
-		kernels.SoftmaxRows(s, hd.Tq, hd.Tk)
-	}
-	if !r.nanRows && !sinkPoisons(hd.Sink) {
-		for i := range hd.Tq {
-			if allNegInf(a.bias[i*hd.Tk : (i+1)*hd.Tk]) {
-				clear(s[i*hd.Tk : (i+1)*hd.Tk])
+	if !r.addsHidden {
+		e.Hide = func(row []float32, i int) {
+			bias := a.bias[i*hd.Tk : (i+1)*hd.Tk]
+			for j := range row {
+				if math.IsInf(float64(bias[j]), -1) && r.hides(b, h, i, j) {
+					row[j] = negInf
+				}
 			}
 		}
 	}
-	if r.dropout > 0 {
-		keep := 1 / (1 - r.dropout)
-		for i := range s {
-			if r.rng.Float32() < r.dropout {
-				s[i] *= 0 // a NaN weight stays NaN, as PyTorch's dropout multiplies
-			} else {
-				s[i] *= keep
-			}
-		}
-	}
-	kernels.Gemm(false, false, hd.Tq, hd.Dv, hd.Tk, 1, s, hd.Tk, hd.V, hd.LdV, 0, hd.Out, hd.LdOut)
-}
-
-// sinkPoisons reports whether a sink makes every weight NaN: it is NaN or
-// +Inf (see kernels.Head.Sink).
-func sinkPoisons(sink *float32) bool {
-	return sink != nil && (math.IsNaN(float64(*sink)) || math.IsInf(float64(*sink), 1))
-}
-
-// allNegInf reports whether every value of row is −Inf.
-func allNegInf(row []float32) bool {
-	for _, v := range row {
-		if !math.IsInf(float64(v), -1) {
-			return false
-		}
-	}
-	return true
+	_ = e.Attend(*hd, s) // without a context, Attend cannot fail
 }
 
 // growFloats returns buf resliced to n, reallocated if it is too short.

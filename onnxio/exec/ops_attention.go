@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/attnrun/attnrun/array"
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/internal/kernels"
 )
 
@@ -426,7 +427,7 @@ func (p *attnPlan) present(rc *runCtx, n *node, past *value, cur heads, size int
 
 // kvHead is the K and V head query head h reads: GQA and MQA repeat each of
 // the kv_heads for q_heads/kv_heads consecutive query heads.
-func (p *attnPlan) kvHead(h int) int { return h / (p.qHeads / p.kvHeads) }
+func (p *attnPlan) kvHead(h int) int { return attn.KVHead(h, p.qHeads, p.kvHeads) }
 
 // causalOffset is the shift of the causal frontier in batch entry b: query
 // i may see key j iff j ≤ i + offset.
@@ -551,10 +552,12 @@ func (p *attnPlan) padValuesMeetZeroWeights() {
 	}
 }
 
-// attendStepwise computes each head step by step, as the specification
-// writes it, keeping the intermediate scores qk_matmul_output asks for:
-// scores, softcap, bias, softmax (in softmax_precision), product with V.
-// There is at least one query and one key.
+// attendStepwise computes each head step by step with attn.Exact, as the
+// specification writes it, keeping the intermediate scores
+// qk_matmul_output asks for: scores, softcap, bias, softmax (in
+// softmax_precision), product with V. A query that can see no key (its
+// bias all −Inf) gets zeros, as the specification's errata says. There is
+// at least one query and one key.
 func (p *attnPlan) attendStepwise(rc *runCtx, n *node, qk *value) error {
 	scores, err := scratch[float32](rc, n, p.qLen*p.total, "attention scores")
 	if err != nil {
@@ -564,111 +567,49 @@ func (p *attnPlan) attendStepwise(rc *runCtx, n *node, qk *value) error {
 	if err != nil {
 		return err
 	}
-	var qkData []float32
-	if qk != nil {
-		qkData = qk.data.([]float32)
-	}
-	snapshot := func(mode, b, h int) {
-		if p.mode == mode {
-			off := (b*p.qHeads + h) * len(scores)
-			copy(qkData[off:off+len(scores)], scores)
-		}
-	}
+	e := attn.Exact{Scale: p.scale, Softcap: p.softcap, Bias: bias, Precision: array.DType(p.precision), Ctx: rc.ctx}
 	for b := range p.batch {
+		if p.nonpad != nil {
+			e.Hide = func(row []float32, i int) { p.hidePadding(row, b, i) }
+		}
 		for h := range p.qHeads {
 			kv := p.kvHead(h)
 			if err := rc.err(); err != nil {
 				return err
 			}
-			if p.d > 0 {
-				if err := kernels.GemmContext(rc.ctx, false, true, p.qLen, p.total, p.d, p.scale, p.q.at(b, h), p.q.row, p.k.at(b, kv), p.k.row, 0, scores, p.total); err != nil {
-					return err
-				}
-			} else {
-				clear(scores) // no features: every score is 0
-			}
-			snapshot(0, b, h)
-			if c := float64(p.softcap); c > 0 {
-				for i, x := range scores {
-					scores[i] = float32(c * math.Tanh(float64(x)/c))
+			if qk != nil {
+				e.Snapshot = func(st attn.Stage, s []float32) {
+					if int(st) == p.mode {
+						copy(qk.data.([]float32)[(b*p.qHeads+h)*len(s):], s)
+					}
 				}
 			}
-			snapshot(1, b, h)
 			p.bias.fill(bias, b, h, p.causal)
-			for i, x := range bias {
-				scores[i] += x
+			head := kernels.Head{
+				Q: p.q.at(b, h), LdQ: p.q.row,
+				K: p.k.at(b, kv), LdK: p.k.row,
+				V: p.v.at(b, kv), LdV: p.v.row,
+				Out: p.y.at(b, h), LdOut: p.y.row,
+				Tq: p.qLen, Tk: p.total, D: p.d, Dv: p.dv,
 			}
-			p.hidePadding(scores, b)
-			snapshot(2, b, h)
-			p.softmax(scores, bias)
-			snapshot(3, b, h)
-			if p.dv > 0 {
-				if err := kernels.GemmContext(rc.ctx, false, false, p.qLen, p.dv, p.total, 1, scores, p.total, p.v.at(b, kv), p.v.row, 0, p.y.at(b, h), p.y.row); err != nil {
-					return err
-				}
+			if err := e.Attend(head, scores); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-// hidePadding replaces by −Inf the scores that ONNX Runtime never computes
-// with nonpad_kv_seqlen: the padding's and, with is_causal, those past the
-// frontier. (The bias added −Inf to them, which leaves a NaN or +Inf score
-// NaN.)
-func (p *attnPlan) hidePadding(scores []float32, b int) {
-	if p.nonpad == nil {
-		return
+// hidePadding replaces by −Inf the scores of query i in batch entry b that
+// ONNX Runtime never computes with nonpad_kv_seqlen: the padding's and,
+// with is_causal, those past the frontier. (The bias added −Inf to them,
+// which leaves a NaN or +Inf score NaN.)
+func (p *attnPlan) hidePadding(row []float32, b, i int) {
+	from := p.nonpad[b]
+	if p.causal {
+		from = min(from, max(0, i+p.causalOffset(b)+1))
 	}
-	for i := range p.qLen {
-		from := p.nonpad[b]
-		if p.causal {
-			from = min(from, max(0, i+p.causalOffset(b)+1))
-		}
-		fillNegInf(scores[i*p.total+from : (i+1)*p.total])
-	}
-}
-
-// softmax normalizes each row of the scores in place: with
-// kernels.SoftmaxRows in float32; in float64 for softmax_precision float64,
-// and for float16 and bfloat16, whose scores are rounded to the narrow type
-// first and the weights after. A row that can see no key (its bias all
-// −Inf) becomes zeros, as the specification's errata says, whatever its
-// scores; any other row is a plain softmax, NaN if it holds a NaN or a
-// +Inf or nothing but −Inf.
-func (p *attnPlan) softmax(scores, bias []float32) {
-	defer func() {
-		for i := range p.qLen {
-			if allNegInf(bias[i*p.total : (i+1)*p.total]) {
-				clear(scores[i*p.total : (i+1)*p.total])
-			}
-		}
-	}()
-	round := func(x float32) float32 { return x }
-	switch p.precision {
-	case Float32:
-		kernels.SoftmaxRows(scores, p.qLen, p.total)
-		return
-	case attnFloat16:
-		round = roundFloat16
-	case attnBFloat16:
-		round = roundBFloat16
-	}
-	for i := range p.qLen {
-		row := scores[i*p.total : (i+1)*p.total]
-		top := math.Inf(-1)
-		for j, x := range row {
-			row[j] = round(x)
-			top = max(top, float64(row[j])) // NaN if either is NaN
-		}
-		var sum float64
-		for _, x := range row {
-			sum += math.Exp(float64(x) - top)
-		}
-		for j, x := range row {
-			row[j] = round(float32(math.Exp(float64(x)-top) / sum))
-		}
-	}
+	attn.FillNegInf(row[from:])
 }
 
 // heads addresses the heads of a (batch, heads, seq, size) or (batch, seq,
@@ -797,7 +738,7 @@ func (ab *attnBias) fill(dst []float32, b, h int, causal bool) {
 	if p.nonpad != nil {
 		for i := range p.qLen {
 			row := dst[i*p.total : (i+1)*p.total]
-			fillNegInf(row[p.nonpad[b]:])
+			attn.FillNegInf(row[p.nonpad[b]:])
 		}
 	}
 }
@@ -825,7 +766,7 @@ func (ab *attnBias) fillMask(dst []float32, b, h int) {
 				}
 			}
 		}
-		fillNegInf(row[ab.cols:])
+		attn.FillNegInf(row[ab.cols:])
 	}
 }
 
@@ -834,7 +775,7 @@ func (ab *attnBias) addCausal(dst []float32, offset int) {
 	p := ab.p
 	for i := range p.qLen {
 		row := dst[i*p.total : (i+1)*p.total]
-		fillNegInf(row[min(p.total, max(0, i+offset+1)):])
+		attn.FillNegInf(row[min(p.total, max(0, i+offset+1)):])
 	}
 }
 
@@ -848,21 +789,7 @@ func (ab *attnBias) addWindow(dst []float32, offset int) {
 	for i := range p.qLen {
 		row := dst[i*p.total : (i+1)*p.total]
 		from, to := p.window.visible(i+offset, p.total)
-		fillNegInf(row[:from])
-		fillNegInf(row[to:])
+		attn.FillNegInf(row[:from])
+		attn.FillNegInf(row[to:])
 	}
 }
-
-// fillNegInf sets every element of s to −Inf.
-func fillNegInf(s []float32) {
-	for i := range s {
-		s[i] = float32(math.Inf(-1))
-	}
-}
-
-// roundFloat16 rounds x to the nearest IEEE half-precision value (ties to
-// even), returned as a float32: ±Inf beyond the largest half, 65504.
-func roundFloat16(x float32) float32 { return array.RoundFloat(array.Float16, float64(x), false) }
-
-// roundBFloat16 rounds x to the nearest bfloat16 value (ties to even).
-func roundBFloat16(x float32) float32 { return array.RoundFloat(array.BFloat16, float64(x), false) }

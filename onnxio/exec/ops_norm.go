@@ -50,16 +50,6 @@ func softmax(rc *runCtx, n *node, x *value, outer, d, inner int) (*value, error)
 	return cast(rc, n, y, x.dtype)
 }
 
-// allNegInf reports whether a non-empty row holds only -Inf.
-func allNegInf(row []float32) bool {
-	for _, v := range row {
-		if !math.IsInf(float64(v), -1) {
-			return false
-		}
-	}
-	return len(row) > 0
-}
-
 // softmaxStrided normalizes y viewed as (outer, d, inner) along d, in
 // float64: e^(x - max) / Σ e^(x - max).
 func softmaxStrided(y []float64, outer, d, inner int) {
