@@ -208,7 +208,7 @@ func (a *attention) biasHides(b int) bool {
 // mayHide reports whether the causal frontier, the window or a bool mask
 // may hide a key from one of tq queries over tk keys.
 func (r *scoreRule) mayHide(tq, tk int) bool {
-	if (r.causal && r.kPos+tk-1 > r.qPos) || (r.window > 0 && r.qPos+tq-1-r.kPos >= r.window) {
+	if r.frontier().MayHide(r.qPos, tq, r.kPos, tk) {
 		return true
 	}
 	for _, m := range r.masks {
@@ -223,7 +223,7 @@ func (r *scoreRule) mayHide(tq, tk int) bool {
 // hides key j from query i of sequence b, head h.
 func (r *scoreRule) hides(b, h, i, j int) bool {
 	qp, kp := r.qPos+i, r.kPos+j
-	if (r.causal && kp > qp) || (r.window > 0 && qp-kp >= r.window) {
+	if r.frontier().Hides(qp, kp) {
 		return true
 	}
 	for m := range r.masks {
@@ -232,6 +232,16 @@ func (r *scoreRule) hides(b, h, i, j int) bool {
 		}
 	}
 	return len(r.mods) > 0 && scoreModsHide(r.mods, b, h, r.qIndex+i, kp)
+}
+
+// frontier is the rule's causal frontier and window: a window of w keys
+// sees the query and the w−1 keys before it.
+func (r *scoreRule) frontier() attn.Frontier {
+	f := attn.Frontier{Causal: r.causal, Left: -1, Right: -1}
+	if r.window > 0 {
+		f.Left = r.window - 1
+	}
+	return f
 }
 
 // biasVaries reports whether the additive bias differs between sequences
@@ -252,6 +262,7 @@ func (r *scoreRule) biasVaries() (bySeq, byHead bool) {
 // −Inf where the causal mask, the window or a score modification hides a
 // key, otherwise the ALiBi term plus the masks.
 func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
+	frontier := r.frontier()
 	var modded []float32
 	if len(r.mods) > 0 {
 		modded = make([]float32, tk)
@@ -261,7 +272,7 @@ func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
 		row := buf[i*tk : (i+1)*tk]
 		for j := range row {
 			kp := r.kPos + j
-			if (r.causal && kp > qp) || (r.window > 0 && qp-kp >= r.window) {
+			if frontier.Hides(qp, kp) {
 				row[j] = negInf
 				continue
 			}

@@ -102,10 +102,10 @@ type attnPlan struct {
 	rank3                  bool
 	scale, softcap         float32
 	causal                 bool
-	window                 attnWindow
-	mode                   int   // qk_matmul_output_mode, -1 when the output is not asked for
-	precision              DType // softmax_precision; Float32 when absent
-	q, k, v, y             heads // k and v address total keys: the present cache when there is a past
+	window                 attn.Frontier // left_window_size and right_window_size, never causal
+	mode                   int           // qk_matmul_output_mode, -1 when the output is not asked for
+	precision              DType         // softmax_precision; Float32 when absent
+	q, k, v, y             heads         // k and v address total keys: the present cache when there is a past
 	bias                   attnBias
 	nonpad                 []int // nonpad_kv_seqlen per batch, nil when absent
 }
@@ -178,7 +178,7 @@ func planAttention(rc *runCtx, n *node, in []*value) (p *attnPlan, presentK, pre
 		}
 	}
 	if !p.windowHides() {
-		p.window = noWindow // a window as wide as the keys is no window
+		p.window = attn.Unbounded // a window as wide as the keys is no window
 	}
 	if p.bias, err = p.newBias(mask); err != nil {
 		return nil, nil, nil, err
@@ -243,21 +243,14 @@ func (p *attnPlan) readAttributes(n *node) error {
 	return nil
 }
 
-// attnWindow is the sliding window of Attention-25: a query at position p
-// sees keys p − left to p + right; a side of -1 is unbounded.
-type attnWindow struct{ left, right int }
-
-// noWindow is the window of a node without the attributes: it hides nothing.
-var noWindow = attnWindow{left: -1, right: -1}
-
 // readWindow decodes left_window_size and right_window_size, attributes
 // from opset 25 on.
-func readWindow(n *node) (attnWindow, error) {
-	w := noWindow
+func readWindow(n *node) (attn.Frontier, error) {
+	w := attn.Unbounded
 	for _, a := range []struct {
 		name string
 		size *int
-	}{{"left_window_size", &w.left}, {"right_window_size", &w.right}} {
+	}{{"left_window_size", &w.Left}, {"right_window_size", &w.Right}} {
 		if !n.has(a.name) {
 			continue
 		}
@@ -271,22 +264,6 @@ func readWindow(n *node) (attnWindow, error) {
 		*a.size = int(size)
 	}
 	return w, nil
-}
-
-// bounded reports whether the window bounds either side.
-func (w attnWindow) bounded() bool { return w.left >= 0 || w.right >= 0 }
-
-// visible returns the keys [from, to) the window lets a query at position
-// pos see among total keys.
-func (w attnWindow) visible(pos, total int) (from, to int) {
-	from, to = 0, total
-	if w.left >= 0 {
-		from = min(total, max(0, pos-w.left))
-	}
-	if w.right >= 0 {
-		to = max(from, min(total, pos+w.right+1))
-	}
-	return from, to
 }
 
 // readShapes sizes the call from Q, K and V: all (batch, heads, seq,
@@ -444,16 +421,12 @@ func (p *attnPlan) causalOffset(b int) int {
 // windowHides reports whether the window hides a key from some query that
 // the causal frontier, if any, does not hide already.
 func (p *attnPlan) windowHides() bool {
-	if !p.window.bounded() {
-		return false
+	w := p.window
+	if p.causal {
+		w.Right = -1 // the causal frontier hides every key after the query
 	}
 	for b := range p.batch {
-		first := p.causalOffset(b) // the position of query 0
-		last := first + p.qLen - 1
-		if p.window.left >= 0 && last-p.window.left > 0 {
-			return true
-		}
-		if p.window.right >= 0 && !p.causal && first+p.window.right < p.total-1 {
+		if w.MayHide(p.causalOffset(b), p.qLen, 0, p.total) { // query 0 sits at causalOffset(b)
 			return true
 		}
 	}
@@ -651,7 +624,7 @@ type attnBias struct {
 // newBias checks attn_mask against the scores it is added to.
 func (p *attnPlan) newBias(mask *value) (attnBias, error) {
 	ab := attnBias{p: p, mb: 1, mh: 1}
-	if p.window.bounded() && p.nonpad != nil {
+	if p.window != attn.Unbounded && p.nonpad != nil {
 		ab.mb = p.batch // the window's offset depends on nonpad_kv_seqlen[b]
 	}
 	if mask == nil {
@@ -703,7 +676,7 @@ func (ab *attnBias) index(b, h int) int { return (b%ab.mb)*ab.mh + h%ab.mh }
 // window, or nil when nothing is to be added. nonpad_kv_seqlen is left
 // out: the fused kernel is given fewer keys instead.
 func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32, error) {
-	if ab.mask == nil && !withCausal && !ab.p.window.bounded() {
+	if ab.mask == nil && !withCausal && ab.p.window == attn.Unbounded {
 		return nil, nil
 	}
 	p := ab.p
@@ -715,10 +688,7 @@ func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32,
 				return nil, err
 			}
 			ab.fillMask(buf, b, h)
-			if withCausal {
-				ab.addCausal(buf, p.causalOffset(b))
-			}
-			ab.addWindow(buf, p.causalOffset(b))
+			ab.addFrontier(buf, p.causalOffset(b), withCausal)
 			out[ab.index(b, h)] = buf
 		}
 	}
@@ -731,10 +701,7 @@ func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32,
 func (ab *attnBias) fill(dst []float32, b, h int, causal bool) {
 	p := ab.p
 	ab.fillMask(dst, b, h)
-	if causal {
-		ab.addCausal(dst, p.causalOffset(b))
-	}
-	ab.addWindow(dst, p.causalOffset(b))
+	ab.addFrontier(dst, p.causalOffset(b), causal)
 	if p.nonpad != nil {
 		for i := range p.qLen {
 			row := dst[i*p.total : (i+1)*p.total]
@@ -770,26 +737,17 @@ func (ab *attnBias) fillMask(dst []float32, b, h int) {
 	}
 }
 
-// addCausal masks the keys after each query's causal frontier j ≤ i + offset.
-func (ab *attnBias) addCausal(dst []float32, offset int) {
+// addFrontier masks the keys outside each query's window and, when
+// causal, after its causal frontier j ≤ i + offset: the query i sits at
+// position i + offset.
+func (ab *attnBias) addFrontier(dst []float32, offset int, causal bool) {
 	p := ab.p
-	for i := range p.qLen {
-		row := dst[i*p.total : (i+1)*p.total]
-		attn.FillNegInf(row[min(p.total, max(0, i+offset+1)):])
-	}
-}
-
-// addWindow masks the keys outside each query's window, the query i
-// sitting at position i + offset. Without a window it does nothing.
-func (ab *attnBias) addWindow(dst []float32, offset int) {
-	p := ab.p
-	if !p.window.bounded() {
+	f := p.window
+	f.Causal = causal
+	if f == attn.Unbounded {
 		return
 	}
 	for i := range p.qLen {
-		row := dst[i*p.total : (i+1)*p.total]
-		from, to := p.window.visible(i+offset, p.total)
-		attn.FillNegInf(row[:from])
-		attn.FillNegInf(row[to:])
+		f.HideOutside(dst[i*p.total:(i+1)*p.total], i+offset, 0)
 	}
 }
