@@ -77,12 +77,18 @@ func readyInput(ready bool, inputs []*tensor.Dense) (seqs, error) {
 // each against the first with fits; rule says what fits requires, for the
 // error.
 func readAll(inputs []*tensor.Dense, rule string, fits func(first, s seqs) bool) ([]seqs, error) {
+	return allSeqs(inputs, readSeqs, rule, fits)
+}
+
+// allSeqs reads one or more inputs (tensors or shapes) with read and
+// checks each against the first with fits.
+func allSeqs[T any](inputs []T, read func(T) (seqs, error), rule string, fits func(first, s seqs) bool) ([]seqs, error) {
 	if len(inputs) == 0 {
 		return nil, errors.New("takes 1 or more inputs, got 0")
 	}
 	ins := make([]seqs, len(inputs))
 	for i, x := range inputs {
-		s, err := readSeqs(x)
+		s, err := read(x)
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
@@ -281,22 +287,7 @@ func sameShape(inputs []tensor.Shape, field string, width int) (tensor.Shape, er
 
 // shapeAll is readAll for shapes.
 func shapeAll(inputs []tensor.Shape, rule string, fits func(first, s seqs) bool) ([]seqs, error) {
-	if len(inputs) == 0 {
-		return nil, errors.New("takes 1 or more inputs, got 0")
-	}
-	ins := make([]seqs, len(inputs))
-	for i, shape := range inputs {
-		s, err := shapeSeqs(shape)
-		if err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
-		}
-		if i > 0 && !fits(ins[0], s) {
-			return nil, fmt.Errorf("input %d has shape %s, want %s input 0 %s",
-				i, fmtShape(s.shape(s.D)), rule, fmtShape(ins[0].shape(ins[0].D)))
-		}
-		ins[i] = s
-	}
-	return ins, nil
+	return allSeqs(inputs, shapeSeqs, rule, fits)
 }
 
 // fmtShape prints a shape as PyTorch users read it, (2, 6, 3): it is

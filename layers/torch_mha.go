@@ -622,45 +622,8 @@ func averageHeads(w *tensor.Dense) *tensor.Dense {
 // OutputShape is the query's shape, in its layout (sequence first unless
 // batch_first): nn.MultiheadAttention's attn_output.
 func (m *TorchMHA) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
-	e, kdim, vdim := m.EmbedDim, m.KDim, m.VDim
-	if kdim == 0 {
-		kdim = e
-	}
-	if vdim == 0 {
-		vdim = e
-	}
-	streams := len(inputs)
-	for _, mask := range []string{m.KeyPaddingMask, m.AttnMask} {
-		if mask != "" {
-			streams--
-		}
-	}
-	if streams < 1 || streams > 3 {
-		return nil, fmt.Errorf("takes [query], [query, memory] or [query, key, value], then the masks; got %d input(s)", len(inputs))
-	}
-	names, widths := []string{"query", "key", "value"}, []int{e, kdim, vdim}
-	var ins [3]seqs
-	for i := range ins {
-		s, err := shapeSeqs(inputs[min(i, streams-1)])
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", names[i], err)
-		}
-		if s.D != widths[i] {
-			return nil, fmt.Errorf("%s has width %d, want %d", names[i], s.D, widths[i])
-		}
-		if s.batched && !m.BatchFirst { // (L, B, E): sequence first
-			s.B, s.T = s.T, s.B
-		}
-		ins[i] = s
-	}
-	q, k, v := ins[0], ins[1], ins[2]
-	if k.batched != q.batched || k.B != q.B {
-		return nil, fmt.Errorf("key shape %s does not match query shape %s: want the same batch",
-			fmtShape(inputs[min(1, streams-1)]), fmtShape(inputs[0]))
-	}
-	if v.batched != k.batched || v.B != k.B || v.T != k.T {
-		return nil, fmt.Errorf("value shape %s does not match key shape %s: want the same batch and length",
-			fmtShape(inputs[streams-1]), fmtShape(inputs[min(1, streams-1)]))
+	if _, err := m.streamShapes(inputs); err != nil {
+		return nil, err
 	}
 	return inputs[0].Clone(), nil
 }
@@ -673,6 +636,34 @@ func (m *TorchMHA) FLOPs(inputs []tensor.Shape) (int64, error) {
 	if err := positive("num_heads", m.NumHeads); err != nil {
 		return 0, err
 	}
+	ins, err := m.streamShapes(inputs)
+	if err != nil {
+		return 0, err
+	}
+	q, k, v := ins[0], ins[1], ins[2]
+	keys := k.T
+	if m.AddBiasKV {
+		keys++
+	}
+	if m.AddZeroAttn {
+		keys++
+	}
+	e := m.EmbedDim
+	var c flopCount
+	c.linear(q.rows(), e, e)
+	c.linear(k.rows(), k.D, e)
+	c.linear(v.rows(), v.D, e)
+	c.attention(q.B, m.NumHeads, q.T, keys, e/m.NumHeads, e/m.NumHeads)
+	c.linear(q.rows(), e, e)
+	return c.result()
+}
+
+// streamShapes reads the shapes of the query, key and value streams
+// ([query] is all three, [query, memory] shares key and value), with B and
+// T in place whatever the layout, and checks their widths against
+// embed_dim, kdim and vdim and their batches and lengths against each
+// other. The masks after them are counted, not checked.
+func (m *TorchMHA) streamShapes(inputs []tensor.Shape) (ins [3]seqs, err error) {
 	e, kdim, vdim := m.EmbedDim, m.KDim, m.VDim
 	if kdim == 0 {
 		kdim = e
@@ -687,34 +678,30 @@ func (m *TorchMHA) FLOPs(inputs []tensor.Shape) (int64, error) {
 		}
 	}
 	if streams < 1 || streams > 3 {
-		return 0, fmt.Errorf("takes [query], [query, memory] or [query, key, value] (then the masks), got %d input(s)", len(inputs))
+		return ins, fmt.Errorf("takes [query], [query, memory] or [query, key, value], then the masks; got %d input(s)", len(inputs))
 	}
-	names, fields := []string{"query", "key", "value"}, []string{"embed_dim", "kdim", "vdim"}
-	widths := []int{e, kdim, vdim}
-	var ins [3]seqs
+	names, fields, widths := []string{"query", "key", "value"}, []string{"embed_dim", "kdim", "vdim"}, []int{e, kdim, vdim}
 	for i := range ins {
-		shape := inputs[min(i, streams-1)]
-		if len(shape) == 3 && !m.BatchFirst { // (L, B, E): sequence first
-			shape = tensor.Shape{shape[1], shape[0], shape[2]}
+		s, err := shapeSeqs(inputs[min(i, streams-1)])
+		if err != nil {
+			return ins, fmt.Errorf("%s: %w", names[i], err)
 		}
-		var err error
-		if ins[i], err = flopInput(names[i], shape, fields[i], widths[i]); err != nil {
-			return 0, err
+		if s.D != widths[i] {
+			return ins, fmt.Errorf("%s mismatch: %s has width %d, want %d", fields[i], names[i], s.D, widths[i])
 		}
+		if s.batched && !m.BatchFirst { // (L, B, E): sequence first
+			s.B, s.T = s.T, s.B
+		}
+		ins[i] = s
 	}
-	q, k := ins[0], ins[1]
-	keys := k.T
-	if m.AddBiasKV {
-		keys++
+	q, k, v := ins[0], ins[1], ins[2]
+	if k.batched != q.batched || k.B != q.B {
+		return ins, fmt.Errorf("key shape %s does not match query shape %s: want the same batch",
+			fmtShape(inputs[min(1, streams-1)]), fmtShape(inputs[0]))
 	}
-	if m.AddZeroAttn {
-		keys++
+	if v.batched != k.batched || v.B != k.B || v.T != k.T {
+		return ins, fmt.Errorf("value shape %s does not match key shape %s: want the same batch and length",
+			fmtShape(inputs[streams-1]), fmtShape(inputs[min(1, streams-1)]))
 	}
-	var c flopCount
-	c.linear(q.rows(), e, e)
-	c.linear(k.rows(), kdim, e)
-	c.linear(ins[2].rows(), vdim, e)
-	c.attention(q.B, m.NumHeads, q.T, keys, e/m.NumHeads, e/m.NumHeads)
-	c.linear(q.rows(), e, e)
-	return c.result()
+	return ins, nil
 }
