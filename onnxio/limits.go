@@ -18,14 +18,22 @@ var ErrLimit = budget.ErrLimit
 // limit (MaxMemory: zero or negative is the default budget of 4 GiB).
 type Limits budget.Limits
 
-// DefaultLimits is what a zero Limits field stands for: 2 GiB per file
-// (protobuf cannot encode larger messages), 4 GiB per tensor and of
-// external data per model, rank at most 32, and a memory budget of
-// budget.DefaultLimit (4 GiB) per call.
-var DefaultLimits = Limits(budget.DefaultLimits)
+// DefaultLimits is what ReadModel and the other package-level functions
+// use, and what a zero Limits field stands for: 2 GiB per file and per
+// tensor (protobuf cannot encode larger messages), 4 GiB of external data
+// per model, rank at most 32, and a memory budget of budget.DefaultLimit
+// (4 GiB) per call.
+var DefaultLimits = Limits{
+	MaxFileBytes:   2 << 30,
+	MaxTensorBytes: 2 << 30,
+	MaxTotalBytes:  4 << 30,
+	MaxDims:        32,
+}
 
 // resolved returns l with its zero fields defaulted; see budget.Limits.
-func (l Limits) resolved() Limits { return Limits(budget.Limits(l).Resolved()) }
+func (l Limits) resolved() Limits {
+	return Limits(budget.Limits(l).Resolved(budget.Limits(DefaultLimits)))
+}
 
 // scope returns the reservations of one call: from l.Budget when set, else
 // from a fresh budget of MaxMemory bytes.

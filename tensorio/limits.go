@@ -22,16 +22,19 @@ var ErrLimit = budget.ErrLimit
 // field means its DefaultLimits value, a negative one no limit.
 type Limits budget.Limits
 
-// DefaultLimits are the bounds the package-level read functions use: 4 GiB
-// per tensor and per call, rank at most 32, and the default memory budget.
-var DefaultLimits = Limits(budget.DefaultLimits)
+// DefaultLimits are the bounds the package-level read functions use, and
+// what a zero Limits field stands for: 4 GiB of tensor data per call (one
+// tensor or all of them), rank at most 8, and the default memory budget.
+var DefaultLimits = Limits{MaxTensorBytes: 4 << 30, MaxTotalBytes: 4 << 30, MaxDims: 8}
 
 // scope returns the reservations of one call: from l.Budget when set, else
 // from a fresh budget of MaxMemory bytes.
 func (l Limits) scope() *budget.Scope { return budget.Limits(l).Scope() }
 
 // resolved returns l with its zero fields defaulted; see budget.Limits.
-func (l Limits) resolved() Limits { return Limits(budget.Limits(l).Resolved()) }
+func (l Limits) resolved() Limits {
+	return Limits(budget.Limits(l).Resolved(budget.Limits(DefaultLimits)))
+}
 
 // room is what the next tensor may take: at most MaxTensorBytes, and no
 // more than left, what remains of MaxTotalBytes. l is resolved.

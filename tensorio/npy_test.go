@@ -157,7 +157,7 @@ func TestReadNPYRejectsMalformedInput(t *testing.T) {
 		{"absurd dimension", npyWithHeader(header("<f4", "False", "(99999999999999999999,)"), nil), "dimension 99999999999999999999 is too large"},
 		{"overflowing shape", npyWithHeader(header("<f4", "False", "(4294967296, 4294967296)"), nil), "more elements than fit in 64 bits"},
 		{"over the byte limit", npyWithHeader(header("<f4", "False", "(1073741824, 2)"), nil), "needs more than the limit of 4294967296 bytes"},
-		{"rank over the limit", npyWithHeader(header("<f4", "False", "("+strings.Repeat("1, ", 33)+")"), f4(1)), "has rank 33, more than the limit 32"},
+		{"rank over the limit", npyWithHeader(header("<f4", "False", "(1, 1, 1, 1, 1, 1, 1, 1, 1)"), f4(1)), "has rank 9, more than the limit 8"},
 		{"fortran not a bool", npyWithHeader(header("<f4", "0", "(2,)"), f4(2)), "fortran_order: want True or False"},
 		{"descr not a string", npyWithHeader("{'descr': 4, 'fortran_order': False, 'shape': (2,), }\n", f4(2)), "descr: want a quoted string"},
 		{"unterminated string", npyWithHeader("{'descr: 4\n", nil), "unterminated string"},

@@ -14,9 +14,11 @@ var ErrLimit = errors.New("limit exceeded")
 // from strangers: a 40-byte file can declare a tensor of 2^60 elements, so
 // sizes are checked against these numbers first.
 //
-// Every field means the same in both packages: zero takes the value of
-// DefaultLimits, a negative value means no limit (MaxMemory aside: zero
-// or negative is DefaultLimit, never "no limit").
+// Every field means the same in both packages: zero takes the value of the
+// package's DefaultLimits (its formats' sizes differ: protobuf caps an ONNX
+// tensor at 2 GiB, a NumPy array has no such cap), a negative value means
+// no limit. MaxMemory aside: zero or negative is DefaultLimit, never "no
+// limit".
 type Limits struct {
 	// MaxFileBytes caps the size of a file read into memory whole (an
 	// .onnx or .pb file).
@@ -52,33 +54,23 @@ type Limits struct {
 	ExternalSizesOnly bool
 }
 
-// DefaultLimits is what a zero field stands for: 2 GiB per file (protobuf
-// cannot encode larger messages), 4 GiB per tensor and per call, rank at
-// most 32, and a memory budget of DefaultLimit per call.
-var DefaultLimits = Limits{
-	MaxFileBytes:   2 << 30,
-	MaxTensorBytes: 4 << 30,
-	MaxTotalBytes:  4 << 30,
-	MaxDims:        32,
-}
-
-// Resolved returns l with every zero field taken from DefaultLimits and
-// every negative one (no limit) set to the largest value, so that readers
-// compare sizes against the fields without further cases.
-func (l Limits) Resolved() Limits {
-	l.MaxFileBytes = resolve(l.MaxFileBytes, DefaultLimits.MaxFileBytes, math.MaxInt64)
-	l.MaxTensorBytes = resolve(l.MaxTensorBytes, DefaultLimits.MaxTensorBytes, math.MaxInt64)
-	l.MaxTotalBytes = resolve(l.MaxTotalBytes, DefaultLimits.MaxTotalBytes, math.MaxInt64)
-	l.MaxDims = resolve(l.MaxDims, DefaultLimits.MaxDims, math.MaxInt)
+// Resolved returns l with every zero field taken from defaults and every
+// negative one (no limit; so is a zero default) set to the largest value,
+// so that readers compare sizes against the fields without further cases.
+func (l Limits) Resolved(defaults Limits) Limits {
+	l.MaxFileBytes = resolve(l.MaxFileBytes, defaults.MaxFileBytes, math.MaxInt64)
+	l.MaxTensorBytes = resolve(l.MaxTensorBytes, defaults.MaxTensorBytes, math.MaxInt64)
+	l.MaxTotalBytes = resolve(l.MaxTotalBytes, defaults.MaxTotalBytes, math.MaxInt64)
+	l.MaxDims = resolve(l.MaxDims, defaults.MaxDims, math.MaxInt)
 	return l
 }
 
 // resolve is one field of Resolved.
 func resolve[T int | int64](v, def, unlimited T) T {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
+	if v == 0 {
+		v = def
+	}
+	if v <= 0 {
 		return unlimited
 	}
 	return v
