@@ -70,7 +70,7 @@ type scoreRule struct {
 	slopes []float32
 	// masks are added too; their key axis is absolute: key j reads column
 	// kPos+j.
-	masks []maskView
+	masks []attn.Mask
 	// nanRows makes a query that sees no key output NaN (as
 	// nn.MultiheadAttention does) instead of zeros.
 	nanRows bool
@@ -212,7 +212,7 @@ func (r *scoreRule) mayHide(tq, tk int) bool {
 		return true
 	}
 	for _, m := range r.masks {
-		if m.kind != maskAdd {
+		if m.Hides() {
 			return true
 		}
 	}
@@ -227,7 +227,7 @@ func (r *scoreRule) hides(b, h, i, j int) bool {
 		return true
 	}
 	for m := range r.masks {
-		if r.masks[m].kind != maskAdd && math.IsInf(float64(r.masks[m].at(b, h, i, kp)), -1) {
+		if r.masks[m].Hides() && math.IsInf(float64(r.masks[m].At(b, h, i, kp)), -1) {
 			return true
 		}
 	}
@@ -252,7 +252,7 @@ func (r *scoreRule) biasVaries() (bySeq, byHead bool) {
 	}
 	byHead = r.slopes != nil
 	for i := range r.masks {
-		s, h := r.masks[i].varies()
+		s, h := r.masks[i].Varies()
 		bySeq, byHead = bySeq || s, byHead || h
 	}
 	return bySeq, byHead
@@ -281,7 +281,7 @@ func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
 				v = r.slopes[h] * float32(kp-qp)
 			}
 			for m := range r.masks {
-				v += r.masks[m].at(b, h, i, kp)
+				v += r.masks[m].At(b, h, i, kp)
 			}
 			row[j] = v
 		}

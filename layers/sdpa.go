@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 
 	"github.com/attnrun/attnrun/registry"
@@ -169,7 +170,7 @@ type sdpaPrepared struct {
 	scale, softcap   float32
 	window           int
 	dropout          float64
-	mask             maskKind // 0: no mask input
+	mask             attn.MaskKind // 0: no mask input
 	nanRows          bool
 	rot              *rotary
 	slopes           []float32
@@ -296,7 +297,7 @@ func (s *SDPA) prepareScores(c *sdpaPrepared) error {
 		if s.MaskPolarity != "" {
 			return errors.New("mask_polarity is set but mask is not \"bool\"")
 		}
-		c.mask = maskAdd
+		c.mask = attn.MaskAdd
 	default:
 		return fmt.Errorf("mask %q is not \"\" (none), \"bool\" or \"additive\"", s.Mask)
 	}
@@ -534,7 +535,7 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 		if err != nil {
 			return nil, err
 		}
-		rule.masks = []maskView{m}
+		rule.masks = []attn.Mask{m}
 	}
 	weights, err := newStepWeights(run, x.B, c.heads, x.T, rule.kPos+tk)
 	if err != nil {

@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 
 	"github.com/attnrun/attnrun/registry"
@@ -247,11 +248,11 @@ func (c *sdpaPrepared) scoreMask(g registry.GraphBuilder, in sdpaONNXInputs, cau
 		c.positionMask(g, in, causal, &m)
 	}
 	switch c.mask {
-	case maskAdd: // after ALiBi, as Forward adds them
+	case attn.MaskAdd: // after ALiBi, as Forward adds them
 		m.add(g, in.mask)
-	case maskKeep: // zero is hidden
+	case attn.MaskKeep: // zero is hidden
 		m.hide(g, g.Node("Equal", operands(in.mask, g.ScalarFloat(0))))
-	case maskDrop: // nonzero is hidden
+	case attn.MaskDrop: // nonzero is hidden
 		m.hide(g, g.Node("Not", operands(g.Node("Equal", operands(in.mask, g.ScalarFloat(0))))))
 	}
 	return m

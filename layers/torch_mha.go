@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 	"slices"
 
@@ -87,7 +88,7 @@ type mhaPrepared struct {
 	biasK, biasV                *tensor.Dense // (1, 1, E), or nil
 	out                         *linearWeights
 	zeroAttn, batchFirst        bool
-	kpm, attn                   maskKind // 0: no such input
+	kpm, attn                   attn.MaskKind // 0: no such input
 	average, nanRows            bool
 	dropout                     float64
 }
@@ -157,14 +158,14 @@ func (m *TorchMHA) prepare(a paramAlloc) (*mhaPrepared, error) {
 }
 
 // mhaMaskKind maps a mask field to how its input is read.
-func mhaMaskKind(field, kind string) (maskKind, error) {
+func mhaMaskKind(field, kind string) (attn.MaskKind, error) {
 	switch kind {
 	case "":
 		return 0, nil
 	case "bool":
-		return maskDrop, nil
+		return attn.MaskDrop, nil
 	case "float":
-		return maskAdd, nil
+		return attn.MaskAdd, nil
 	}
 	return 0, fmt.Errorf("%s %q is not \"\" (none), \"bool\" (True masks out, as PyTorch) or \"float\" (added to the scores)", field, kind)
 }
@@ -442,8 +443,8 @@ func (c *mhaPrepared) stepCache(in mhaInputs, st *attentionState) (*kvCache, err
 
 // masks reads the mask inputs for l queries against s keys (before the
 // extra ones, which no mask hides).
-func (c *mhaPrepared) masks(in mhaInputs, b, l, s int) ([]maskView, error) {
-	var views []maskView
+func (c *mhaPrepared) masks(in mhaInputs, b, l, s int) ([]attn.Mask, error) {
+	var views []attn.Mask
 	if c.kpm != 0 {
 		mv, err := c.keyPaddingView(in.kpm, in.query.batched, b, s)
 		if err != nil {
@@ -566,35 +567,35 @@ func (c *mhaPrepared) project(y []float32, x seqs, which int) {
 
 // keyPaddingView reads key_padding_mask: (B, S), or (S) for an unbatched
 // query.
-func (c *mhaPrepared) keyPaddingView(x *tensor.Dense, batched bool, b, s int) (maskView, error) {
+func (c *mhaPrepared) keyPaddingView(x *tensor.Dense, batched bool, b, s int) (attn.Mask, error) {
 	data, shape, err := maskData("key_padding_mask", x)
 	if err != nil {
-		return maskView{}, err
+		return attn.Mask{}, err
 	}
 	want := []int{b, s}
 	if !batched {
 		want = []int{s}
 	}
 	if !slices.Equal(shape, want) {
-		return maskView{}, fmt.Errorf("key_padding_mask has shape %s, want %s", fmtShape(shape), fmtShape(want))
+		return attn.Mask{}, fmt.Errorf("key_padding_mask has shape %s, want %s", fmtShape(shape), fmtShape(want))
 	}
-	return maskView{kind: c.kpm, data: data, sb: s, sj: 1, cols: s}, nil
+	return attn.Mask{Kind: c.kpm, Values: data, SB: s, SJ: 1, Cols: s}, nil
 }
 
 // attnMaskView reads attn_mask: (L, S) for every sequence and head, or
 // (B·num_heads, L, S).
-func (c *mhaPrepared) attnMaskView(x *tensor.Dense, b, l, s int) (maskView, error) {
+func (c *mhaPrepared) attnMaskView(x *tensor.Dense, b, l, s int) (attn.Mask, error) {
 	data, shape, err := maskData("attn_mask", x)
 	if err != nil {
-		return maskView{}, err
+		return attn.Mask{}, err
 	}
 	switch {
 	case slices.Equal(shape, []int{l, s}):
-		return maskView{kind: c.attn, data: data, si: s, sj: 1, cols: s}, nil
+		return attn.Mask{Kind: c.attn, Values: data, SI: s, SJ: 1, Cols: s}, nil
 	case slices.Equal(shape, []int{b * c.heads, l, s}):
-		return maskView{kind: c.attn, data: data, sb: c.heads * l * s, sh: l * s, si: s, sj: 1, cols: s}, nil
+		return attn.Mask{Kind: c.attn, Values: data, SB: c.heads * l * s, SH: l * s, SI: s, SJ: 1, Cols: s}, nil
 	}
-	return maskView{}, fmt.Errorf("attn_mask has shape %s, want %s or %s",
+	return attn.Mask{}, fmt.Errorf("attn_mask has shape %s, want %s or %s",
 		fmtShape(shape), fmtShape([]int{l, s}), fmtShape([]int{b * c.heads, l, s}))
 }
 

@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 
 	"github.com/attnrun/attnrun/registry"
@@ -188,8 +189,8 @@ func (c *mhaPrepared) extrasONNX(g registry.GraphBuilder, k, v string) (string, 
 // a bool mask adds −Inf where it is nonzero, a float mask its values;
 // the extra keys get 0. It returns "" without masks.
 func (c *mhaPrepared) maskBiasONNX(g registry.GraphBuilder, in mhaONNXInputs) string {
-	additive := func(x string, kind maskKind) string {
-		if kind == maskAdd {
+	additive := func(x string, kind attn.MaskKind) string {
+		if kind == attn.MaskAdd {
 			return x
 		}
 		keep := g.Node("Equal", operands(x, g.ScalarFloat(0)))

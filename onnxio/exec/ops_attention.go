@@ -614,11 +614,9 @@ func (x heads) view() view { return view{strides: []int{x.batch, x.head, x.row, 
 // scores of each head: 0 where a query may see a key, the float mask's
 // value, or −Inf.
 type attnBias struct {
-	p       *attnPlan
-	mask    *value // bool or float32, nil when absent
-	strides [3]int // of the mask's batch, head and query axes; 0 where broadcast
-	cols    int    // the mask's last dimension; the columns after it are −Inf
-	mb, mh  int    // the mask's batch and head sizes after broadcasting: 1 or the full size
+	p      *attnPlan
+	mask   *attn.Mask // attn_mask (bool: true attends; float32: added), nil when absent
+	mb, mh int        // the mask's batch and head sizes after broadcasting: 1 or the full size
 }
 
 // newBias checks attn_mask against the scores it is added to.
@@ -656,8 +654,14 @@ func (p *attnPlan) newBias(mask *value) (attnBias, error) {
 	if shape[3] > p.total {
 		return ab, fmt.Errorf("attn_mask %s is longer than the %d keys (past and new)", shapeString(mask.shape), p.total)
 	}
-	ab.mask, ab.cols = mask, shape[3]
-	ab.strides = [3]int{strides[0], strides[1], strides[2]}
+	// The columns after the mask's last are −Inf (false).
+	ab.mask = &attn.Mask{Kind: attn.MaskAdd, SB: strides[0], SH: strides[1], SI: strides[2], SJ: 1, Cols: shape[3], Past: float32(math.Inf(-1))}
+	switch data := mask.data.(type) {
+	case []float32:
+		ab.mask.Values = data
+	case []bool:
+		ab.mask.Bools = data
+	}
 	if strides[0] != 0 {
 		ab.mb = p.batch
 	}
@@ -720,20 +724,7 @@ func (ab *attnBias) fillMask(dst []float32, b, h int) {
 		return
 	}
 	for i := range p.qLen {
-		row := dst[i*p.total : (i+1)*p.total]
-		base := b*ab.strides[0] + h*ab.strides[1] + i*ab.strides[2]
-		switch m := ab.mask.data.(type) {
-		case []float32:
-			copy(row, m[base:base+ab.cols])
-		case []bool:
-			for j, ok := range m[base : base+ab.cols] {
-				row[j] = 0
-				if !ok {
-					row[j] = float32(math.Inf(-1))
-				}
-			}
-		}
-		attn.FillNegInf(row[ab.cols:])
+		ab.mask.Row(dst[i*p.total:(i+1)*p.total], b, h, i)
 	}
 }
 
