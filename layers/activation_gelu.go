@@ -28,9 +28,8 @@ type GELU struct {
 }
 
 var (
-	_ registry.Layer     = (*GELU)(nil)
-	_ registry.TokenWise = (*GELU)(nil)
-
+	_ registry.Layer        = (*GELU)(nil)
+	_ registry.TokenWise    = (*GELU)(nil)
 	_ registry.OutputShaper = (*GELU)(nil)
 	_ registry.FLOPCounter  = (*GELU)(nil)
 )

@@ -87,10 +87,9 @@ type LinearAttention struct {
 }
 
 var (
-	_ registry.Provisioner = (*LinearAttention)(nil)
-	_ registry.Stepper     = (*LinearAttention)(nil)
-	_ registry.FLOPCounter = (*LinearAttention)(nil)
-
+	_ registry.Provisioner  = (*LinearAttention)(nil)
+	_ registry.Stepper      = (*LinearAttention)(nil)
+	_ registry.FLOPCounter  = (*LinearAttention)(nil)
 	_ registry.OutputShaper = (*LinearAttention)(nil)
 )
 

@@ -86,10 +86,9 @@ type MLA struct {
 }
 
 var (
-	_ registry.Provisioner = (*MLA)(nil)
-	_ registry.Stepper     = (*MLA)(nil)
-	_ registry.FLOPCounter = (*MLA)(nil)
-
+	_ registry.Provisioner  = (*MLA)(nil)
+	_ registry.Stepper      = (*MLA)(nil)
+	_ registry.FLOPCounter  = (*MLA)(nil)
 	_ registry.OutputShaper = (*MLA)(nil)
 )
 

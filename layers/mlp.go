@@ -49,9 +49,8 @@ type mlpPrepared struct {
 }
 
 var (
-	_ registry.Provisioner = (*MLP)(nil)
-	_ registry.TokenWise   = (*MLP)(nil)
-
+	_ registry.Provisioner  = (*MLP)(nil)
+	_ registry.TokenWise    = (*MLP)(nil)
 	_ registry.OutputShaper = (*MLP)(nil)
 	_ registry.FLOPCounter  = (*MLP)(nil)
 )

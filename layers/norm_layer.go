@@ -32,9 +32,8 @@ type LayerNorm struct {
 }
 
 var (
-	_ registry.Provisioner = (*LayerNorm)(nil)
-	_ registry.TokenWise   = (*LayerNorm)(nil)
-
+	_ registry.Provisioner  = (*LayerNorm)(nil)
+	_ registry.TokenWise    = (*LayerNorm)(nil)
 	_ registry.OutputShaper = (*LayerNorm)(nil)
 	_ registry.FLOPCounter  = (*LayerNorm)(nil)
 )

@@ -28,9 +28,8 @@ type RMSNorm struct {
 }
 
 var (
-	_ registry.Provisioner = (*RMSNorm)(nil)
-	_ registry.TokenWise   = (*RMSNorm)(nil)
-
+	_ registry.Provisioner  = (*RMSNorm)(nil)
+	_ registry.TokenWise    = (*RMSNorm)(nil)
 	_ registry.OutputShaper = (*RMSNorm)(nil)
 	_ registry.FLOPCounter  = (*RMSNorm)(nil)
 )

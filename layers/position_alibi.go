@@ -40,9 +40,8 @@ type ALiBi struct {
 }
 
 var (
-	_ registry.Layer   = (*ALiBi)(nil)
-	_ registry.Stepper = (*ALiBi)(nil)
-
+	_ registry.Layer        = (*ALiBi)(nil)
+	_ registry.Stepper      = (*ALiBi)(nil)
 	_ registry.OutputShaper = (*ALiBi)(nil)
 	_ registry.FLOPCounter  = (*ALiBi)(nil)
 )

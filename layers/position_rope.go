@@ -47,9 +47,8 @@ type RoPE struct {
 }
 
 var (
-	_ registry.Layer   = (*RoPE)(nil)
-	_ registry.Stepper = (*RoPE)(nil)
-
+	_ registry.Layer        = (*RoPE)(nil)
+	_ registry.Stepper      = (*RoPE)(nil)
 	_ registry.OutputShaper = (*RoPE)(nil)
 	_ registry.FLOPCounter  = (*RoPE)(nil)
 )

@@ -37,9 +37,8 @@ type SinusoidalPosition struct {
 }
 
 var (
-	_ registry.Layer   = (*SinusoidalPosition)(nil)
-	_ registry.Stepper = (*SinusoidalPosition)(nil)
-
+	_ registry.Layer        = (*SinusoidalPosition)(nil)
+	_ registry.Stepper      = (*SinusoidalPosition)(nil)
 	_ registry.OutputShaper = (*SinusoidalPosition)(nil)
 	_ registry.FLOPCounter  = (*SinusoidalPosition)(nil)
 )

@@ -183,9 +183,8 @@ type sdpaPrepared struct {
 }
 
 var (
-	_ registry.Provisioner = (*SDPA)(nil)
-	_ registry.Stepper     = (*SDPA)(nil)
-
+	_ registry.Provisioner  = (*SDPA)(nil)
+	_ registry.Stepper      = (*SDPA)(nil)
 	_ registry.OutputShaper = (*SDPA)(nil)
 	_ registry.FLOPCounter  = (*SDPA)(nil)
 )

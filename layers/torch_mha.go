@@ -94,9 +94,8 @@ type mhaPrepared struct {
 }
 
 var (
-	_ registry.Provisioner = (*TorchMHA)(nil)
-	_ registry.Stepper     = (*TorchMHA)(nil)
-
+	_ registry.Provisioner  = (*TorchMHA)(nil)
+	_ registry.Stepper      = (*TorchMHA)(nil)
 	_ registry.OutputShaper = (*TorchMHA)(nil)
 	_ registry.FLOPCounter  = (*TorchMHA)(nil)
 )
