@@ -284,35 +284,56 @@ type mhaInputs struct {
 	self bool
 }
 
+// mhaSorted is a torch_mha layer's inputs in their roles: tensors for a
+// forward pass, value names for an export, shapes for OutputShape. A
+// memory serves as key and value, a lone query as all three; a mask not
+// configured is the zero T.
+type mhaSorted[T any] struct {
+	query, key, value T
+	kpm, attn         T
+}
+
+// sortMHAInputs sorts [query], [query, memory] or [query, key, value],
+// then the masks configured (key_padding_mask if kpm, attn_mask if attn).
+func sortMHAInputs[T any](inputs []T, kpm, attn bool) (mhaSorted[T], error) {
+	var s mhaSorted[T]
+	masks := 0
+	if kpm {
+		masks++
+	}
+	if attn {
+		masks++
+	}
+	n := len(inputs) - masks
+	if n < 1 || n > 3 {
+		return s, fmt.Errorf("takes [query], [query, memory] or [query, key, value], then %d mask input(s); got %d input(s)", masks, len(inputs))
+	}
+	s.query, s.key, s.value = inputs[0], inputs[min(1, n-1)], inputs[n-1]
+	tail := inputs[n:]
+	if kpm {
+		s.kpm, tail = tail[0], tail[1:]
+	}
+	if attn {
+		s.attn = tail[0]
+	}
+	return s, nil
+}
+
 // split sorts the inputs into query, key, value and the masks, checks
 // their widths, and makes them batch-major.
 func (c *mhaPrepared) split(inputs []*tensor.Dense) (mhaInputs, error) {
 	var in mhaInputs
-	n := len(inputs)
-	masks := 0
-	if c.kpm != 0 {
-		masks++
+	sorted, err := sortMHAInputs(inputs, c.kpm != 0, c.attn != 0)
+	if err != nil {
+		return in, err
 	}
-	if c.attn != 0 {
-		masks++
-	}
-	n -= masks
-	if n < 1 || n > 3 {
-		return in, fmt.Errorf("takes [query], [query, memory] or [query, key, value], then %d mask input(s); got %d input(s)", masks, len(inputs))
-	}
-	tail := inputs[n:]
-	if c.kpm != 0 {
-		in.kpm, tail = tail[0], tail[1:]
-	}
-	if c.attn != 0 {
-		in.attn = tail[0]
-	}
+	in.kpm, in.attn = sorted.kpm, sorted.attn
+	streams := [3]*tensor.Dense{sorted.query, sorted.key, sorted.value}
 	names := []string{"query", "key", "value"}
 	widths := []int{c.embed, c.kdim, c.vdim}
 	var ins [3]seqs
-	for i := range 3 {
-		x := inputs[min(i, n-1)]
-		if i > 0 && x == inputs[min(i-1, n-1)] && widths[i] == widths[i-1] {
+	for i, x := range streams {
+		if i > 0 && x == streams[i-1] && widths[i] == widths[i-1] {
 			ins[i] = ins[i-1] // the same tensor: read (and transpose) it once
 			continue
 		}
@@ -326,7 +347,7 @@ func (c *mhaPrepared) split(inputs []*tensor.Dense) (mhaInputs, error) {
 		ins[i] = c.batchMajor(s)
 	}
 	in.query, in.key, in.value = ins[0], ins[1], ins[2]
-	in.self = n == 1 || inputs[1] == inputs[0]
+	in.self = sorted.key == sorted.query
 	if in.key.batched != in.query.batched || in.key.B != in.query.B {
 		return in, fmt.Errorf("key shape %s does not match query shape %s: want the same batch",
 			fmtShape(in.key.dense.Shape()), fmtShape(in.query.dense.Shape()))
@@ -658,11 +679,11 @@ func (m *TorchMHA) FLOPs(inputs []tensor.Shape) (int64, error) {
 	return c.result()
 }
 
-// streamShapes reads the shapes of the query, key and value streams
-// ([query] is all three, [query, memory] shares key and value), with B and
-// T in place whatever the layout, and checks their widths against
-// embed_dim, kdim and vdim and their batches and lengths against each
-// other. The masks after them are counted, not checked.
+// streamShapes reads the shapes of the query, key and value streams (see
+// sortMHAInputs), with B and T in place whatever the layout, and checks
+// their widths against embed_dim, kdim and vdim and their batches and
+// lengths against each other. The masks after them are counted, not
+// checked.
 func (m *TorchMHA) streamShapes(inputs []tensor.Shape) (ins [3]seqs, err error) {
 	e, kdim, vdim := m.EmbedDim, m.KDim, m.VDim
 	if kdim == 0 {
@@ -671,18 +692,14 @@ func (m *TorchMHA) streamShapes(inputs []tensor.Shape) (ins [3]seqs, err error) 
 	if vdim == 0 {
 		vdim = e
 	}
-	streams := len(inputs)
-	for _, mask := range []string{m.KeyPaddingMask, m.AttnMask} {
-		if mask != "" {
-			streams--
-		}
+	sorted, err := sortMHAInputs(inputs, m.KeyPaddingMask != "", m.AttnMask != "")
+	if err != nil {
+		return ins, err
 	}
-	if streams < 1 || streams > 3 {
-		return ins, fmt.Errorf("takes [query], [query, memory] or [query, key, value], then the masks; got %d input(s)", len(inputs))
-	}
+	shapes := [3]tensor.Shape{sorted.query, sorted.key, sorted.value}
 	names, fields, widths := []string{"query", "key", "value"}, []string{"embed_dim", "kdim", "vdim"}, []int{e, kdim, vdim}
-	for i := range ins {
-		s, err := shapeSeqs(inputs[min(i, streams-1)])
+	for i, shape := range shapes {
+		s, err := shapeSeqs(shape)
 		if err != nil {
 			return ins, fmt.Errorf("%s: %w", names[i], err)
 		}
@@ -697,11 +714,11 @@ func (m *TorchMHA) streamShapes(inputs []tensor.Shape) (ins [3]seqs, err error) 
 	q, k, v := ins[0], ins[1], ins[2]
 	if k.batched != q.batched || k.B != q.B {
 		return ins, fmt.Errorf("key shape %s does not match query shape %s: want the same batch",
-			fmtShape(inputs[min(1, streams-1)]), fmtShape(inputs[0]))
+			fmtShape(sorted.key), fmtShape(sorted.query))
 	}
 	if v.batched != k.batched || v.B != k.B || v.T != k.T {
 		return ins, fmt.Errorf("value shape %s does not match key shape %s: want the same batch and length",
-			fmtShape(inputs[streams-1]), fmtShape(inputs[min(1, streams-1)]))
+			fmtShape(sorted.value), fmtShape(sorted.key))
 	}
 	return ins, nil
 }
