@@ -30,15 +30,9 @@ func oneFLOPInput(inputs []tensor.Shape, field string, width int) (seqs, error) 
 	if len(inputs) != 1 {
 		return seqs{}, fmt.Errorf("takes 1 input, got %d", len(inputs))
 	}
-	return flopInput("input", inputs[0], field, width)
-}
-
-// flopInput reads a (T, d) or (B, T, d) shape, checking its width against
-// field (unless field is empty). name says which input it is, for errors.
-func flopInput(name string, shape tensor.Shape, field string, width int) (seqs, error) {
-	s, err := namedShapeSeqs(name, shape)
+	s, err := shapeSeqs(inputs[0])
 	if err == nil && field != "" {
-		err = s.expectNamedWidth(name, field, width)
+		err = s.expectWidth(field, width)
 	}
 	return s, err
 }

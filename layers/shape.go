@@ -107,13 +107,8 @@ func (s seqs) rows() int { return s.B * s.T }
 // expectWidth checks the input's last dimension against the layer field
 // that fixes it (d_in, or d for position.learned).
 func (s seqs) expectWidth(field string, want int) error {
-	return s.expectNamedWidth("input", field, want)
-}
-
-// expectNamedWidth is expectWidth for the input called name.
-func (s seqs) expectNamedWidth(name, field string, want int) error {
 	if s.D != want {
-		return fmt.Errorf("%s mismatch: %s last dim %d, layer expects %s %d", field, name, s.D, field, want)
+		return fmt.Errorf("%s mismatch: input last dim %d, layer expects %s %d", field, s.D, field, want)
 	}
 	return nil
 }
@@ -228,16 +223,13 @@ func volume(shape []int) int {
 
 // shapeSeqs is readSeqs for a shape: a (T, d) or (B, T, d) input with no
 // empty dimension.
-func shapeSeqs(shape tensor.Shape) (seqs, error) { return namedShapeSeqs("input", shape) }
-
-// namedShapeSeqs is shapeSeqs for the input called name, for errors.
-func namedShapeSeqs(name string, shape []int) (seqs, error) {
+func shapeSeqs(shape tensor.Shape) (seqs, error) {
 	if len(shape) != 2 && len(shape) != 3 {
-		return seqs{}, fmt.Errorf("%s shape %s: want (T, d) or (B, T, d)", name, fmtShape(shape))
+		return seqs{}, fmt.Errorf("input shape %s: want (T, d) or (B, T, d)", fmtShape(shape))
 	}
 	for _, n := range shape {
 		if n <= 0 {
-			return seqs{}, fmt.Errorf("%s shape %s has an empty dimension", name, fmtShape(shape))
+			return seqs{}, fmt.Errorf("input shape %s has an empty dimension", fmtShape(shape))
 		}
 	}
 	if len(shape) == 3 {
