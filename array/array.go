@@ -133,10 +133,11 @@ func (a *Array) String() string {
 }
 
 // FormatShape writes a shape as Python prints a tuple: (), (3,), (2, 3).
-func FormatShape(shape []int) string {
+// It is attnrun's shape formatter for errors and listings.
+func FormatShape[T ~int | ~int64](shape []T) string {
 	parts := make([]string, len(shape))
 	for i, d := range shape {
-		parts[i] = strconv.Itoa(d)
+		parts[i] = strconv.FormatInt(int64(d), 10)
 	}
 	if len(parts) == 1 {
 		return "(" + parts[0] + ",)"
@@ -152,6 +153,13 @@ var denseTypes = map[reflect.Type]tensor.Dtype{
 	reflect.TypeFor[uint64](): tensor.Uint64, reflect.TypeFor[uint32](): tensor.Uint32,
 	reflect.TypeFor[uint16](): tensor.Uint16, reflect.TypeFor[uint8](): tensor.Uint8,
 	reflect.TypeFor[bool](): tensor.Bool,
+}
+
+// DenseDtype is gorgonia's element type for the storage of d (float32 for
+// float16, int8 for int4); ok is false when a *tensor.Dense cannot hold d.
+func (d DType) DenseDtype() (dt tensor.Dtype, ok bool) {
+	dt, ok = denseTypes[d.Storage()]
+	return dt, ok
 }
 
 // Dense returns a as a *tensor.Dense sharing its data. A narrow type

@@ -136,7 +136,7 @@ func TestNoPanic(t *testing.T) {
 			_ = FloatFromBits(dt, 3)
 			_ = IsValue(dt, 1)
 			RoundSlice(dt, []float32{1})
-			_ = dt.String() + FormatShape(nil)
+			_ = dt.String() + FormatShape[int](nil)
 			_, _ = New(dt, 2)
 		}
 	})

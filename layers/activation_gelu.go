@@ -28,8 +28,10 @@ type GELU struct {
 }
 
 var (
-	_ registry.Layer     = (*GELU)(nil)
-	_ registry.TokenWise = (*GELU)(nil)
+	_ registry.Layer        = (*GELU)(nil)
+	_ registry.TokenWise    = (*GELU)(nil)
+	_ registry.OutputShaper = (*GELU)(nil)
+	_ registry.FLOPCounter  = (*GELU)(nil)
 )
 
 // Validate checks approximate.
@@ -91,3 +93,11 @@ var activations = map[string]func(float64) float64{
 	"silu":      silu,
 	"relu":      relu,
 }
+
+// OutputShape is the input's shape.
+func (g *GELU) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "", 0)
+}
+
+// FLOPs returns 0: the activation is elementwise.
+func (g *GELU) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }

@@ -19,7 +19,12 @@ func init() {
 // connections; in PyTorch, x + sublayer(x).
 type Add struct{}
 
-var _ registry.Layer = (*Add)(nil)
+var (
+	_ registry.Layer        = (*Add)(nil)
+	_ registry.OutputShaper = (*Add)(nil)
+	_ registry.FLOPCounter  = (*Add)(nil)
+	_ registry.TokenWise    = (*Add)(nil)
+)
 
 // Validate accepts the layer: it has no configuration.
 func (a *Add) Validate() error { return nil }
@@ -44,3 +49,20 @@ func (a *Add) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense,
 	}
 	return out, nil
 }
+
+// OutputShape is the inputs' common shape.
+func (a *Add) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	ins, err := shapeAll(inputs, "the shape of", func(first, s seqs) bool {
+		return first.batched == s.batched && first.B == s.B && first.T == s.T && first.D == s.D
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ins[0].shape(ins[0].D), nil
+}
+
+// FLOPs returns 0: the sum is elementwise.
+func (a *Add) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }
+
+// TokenWise marks nn.add as token-wise for incremental decoding.
+func (a *Add) TokenWise() {}

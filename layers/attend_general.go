@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/internal/kernels"
 )
 
@@ -69,7 +70,7 @@ type scoreRule struct {
 	slopes []float32
 	// masks are added too; their key axis is absolute: key j reads column
 	// kPos+j.
-	masks []maskView
+	masks []attn.Mask
 	// nanRows makes a query that sees no key output NaN (as
 	// nn.MultiheadAttention does) instead of zeros.
 	nanRows bool
@@ -112,7 +113,7 @@ func (a *attention) run(weights []float32) {
 // head is the kernels.Head view of query head h of sequence b, with the
 // head's sink.
 func (a *attention) head(b, h int) kernels.Head {
-	g := h / (a.qHeads / a.kvHeads)
+	g := attn.KVHead(h, a.qHeads, a.kvHeads)
 	row := b * a.tq
 	hd := kernels.Head{
 		Q: a.q[row*a.ldq+h*a.dk:], LdQ: a.ldq,
@@ -207,11 +208,11 @@ func (a *attention) biasHides(b int) bool {
 // mayHide reports whether the causal frontier, the window or a bool mask
 // may hide a key from one of tq queries over tk keys.
 func (r *scoreRule) mayHide(tq, tk int) bool {
-	if (r.causal && r.kPos+tk-1 > r.qPos) || (r.window > 0 && r.qPos+tq-1-r.kPos >= r.window) {
+	if r.frontier().MayHide(r.qPos, tq, r.kPos, tk) {
 		return true
 	}
 	for _, m := range r.masks {
-		if m.kind != maskAdd {
+		if m.Hides() {
 			return true
 		}
 	}
@@ -222,15 +223,25 @@ func (r *scoreRule) mayHide(tq, tk int) bool {
 // hides key j from query i of sequence b, head h.
 func (r *scoreRule) hides(b, h, i, j int) bool {
 	qp, kp := r.qPos+i, r.kPos+j
-	if (r.causal && kp > qp) || (r.window > 0 && qp-kp >= r.window) {
+	if r.frontier().Hides(qp, kp) {
 		return true
 	}
 	for m := range r.masks {
-		if r.masks[m].kind != maskAdd && math.IsInf(float64(r.masks[m].at(b, h, i, kp)), -1) {
+		if r.masks[m].Hides() && math.IsInf(float64(r.masks[m].At(b, h, i, kp)), -1) {
 			return true
 		}
 	}
 	return len(r.mods) > 0 && scoreModsHide(r.mods, b, h, r.qIndex+i, kp)
+}
+
+// frontier is the rule's causal frontier and window: a window of w keys
+// sees the query and the w−1 keys before it.
+func (r *scoreRule) frontier() attn.Frontier {
+	f := attn.Frontier{Causal: r.causal, Left: -1, Right: -1}
+	if r.window > 0 {
+		f.Left = r.window - 1
+	}
+	return f
 }
 
 // biasVaries reports whether the additive bias differs between sequences
@@ -241,7 +252,7 @@ func (r *scoreRule) biasVaries() (bySeq, byHead bool) {
 	}
 	byHead = r.slopes != nil
 	for i := range r.masks {
-		s, h := r.masks[i].varies()
+		s, h := r.masks[i].Varies()
 		bySeq, byHead = bySeq || s, byHead || h
 	}
 	return bySeq, byHead
@@ -251,6 +262,7 @@ func (r *scoreRule) biasVaries() (bySeq, byHead bool) {
 // −Inf where the causal mask, the window or a score modification hides a
 // key, otherwise the ALiBi term plus the masks.
 func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
+	frontier := r.frontier()
 	var modded []float32
 	if len(r.mods) > 0 {
 		modded = make([]float32, tk)
@@ -260,7 +272,7 @@ func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
 		row := buf[i*tk : (i+1)*tk]
 		for j := range row {
 			kp := r.kPos + j
-			if (r.causal && kp > qp) || (r.window > 0 && qp-kp >= r.window) {
+			if frontier.Hides(qp, kp) {
 				row[j] = negInf
 				continue
 			}
@@ -269,7 +281,7 @@ func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
 				v = r.slopes[h] * float32(kp-qp)
 			}
 			for m := range r.masks {
-				v += r.masks[m].at(b, h, i, kp)
+				v += r.masks[m].At(b, h, i, kp)
 			}
 			row[j] = v
 		}
@@ -288,17 +300,13 @@ func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
 	return buf
 }
 
-// attendExact computes one head (sequence b, head h) step by step, for
-// what the fused kernel does not do: logit soft-capping, score
-// modifications, and hiding keys by replacement when a hidden score may be
-// NaN or +Inf. It forms the head's Tq×Tk scores with a GEMM, caps and
-// modifies them, replaces the hidden ones by −Inf (or adds −Inf, with
-// addsHidden) and adds the rest of the bias (a.bias, built for this head),
-// takes the softmax row by row, with the head's sink if any (a query that
-// sees no key, its bias all −Inf, gets weights of 0 unless nanRows keeps
-// the softmax's NaN), applies dropout and multiplies by V. Dropout draws
-// one number per weight, row by row, as kernels.Attend does. w, if
-// non-nil, receives the weights.
+// attendExact computes one head (sequence b, head h) step by step with
+// attn.Exact, for what the fused kernel does not do: logit soft-capping,
+// score modifications, and hiding keys by replacement when a hidden score
+// may be NaN or +Inf. a.bias, built for this head, is the rest of the
+// bias; a hidden key's score is replaced by −Inf (or, with addsHidden,
+// −Inf is added). A query that sees no key gets weights of 0 unless
+// nanRows keeps the softmax's NaN. w, if non-nil, receives the weights.
 func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 	r := &a.rule
 	s := w
@@ -306,68 +314,28 @@ func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 		a.scratch = growFloats(a.scratch, hd.Tq*hd.Tk)
 		s = a.scratch
 	}
-	kernels.Gemm(false, true, hd.Tq, hd.Tk, hd.D, r.scale, hd.Q, hd.LdQ, hd.K, hd.LdK, 0, s, hd.Tk)
-	if r.softcap != 0 {
-		c := float64(r.softcap)
-		for i, v := range s {
-			s[i] = float32(c * math.Tanh(float64(v)/c))
-		}
+	e := attn.Exact{
+		Scale: r.scale, Softcap: r.softcap, Bias: a.bias,
+		EmptyRowsNaN: r.nanRows, Dropout: r.dropout, RNG: r.rng,
 	}
-	for i := 0; len(r.mods) > 0 && i < hd.Tq; i++ {
-		row := s[i*hd.Tk : (i+1)*hd.Tk]
-		for _, m := range r.mods {
-			m.Modify(row, b, h, r.qIndex+i, r.kPos)
-		}
-	}
-	for i := range hd.Tq {
-		for j := range hd.Tk {
-			x, bias := &s[i*hd.Tk+j], a.bias[i*hd.Tk+j]
-			if !r.addsHidden && math.IsInf(float64(bias), -1) && r.hides(b, h, i, j) {
-				*x = negInf
-			} else {
-				*x += bias
+	if len(r.mods) > 0 {
+		e.Modify = func(row []float32, i int) {
+			for _, m := range r.mods {
+				m.Modify(row, b, h, r.qIndex+i, r.kPos)
 			}
 		}
 	}
-	if hd.Sink != nil {
-		kernels.SoftmaxRowsSink(s, hd.Tq, hd.Tk, *hd.Sink)
-	} else {
-		kernels.SoftmaxRows(s, hd.Tq, hd.Tk)
-	}
-	if !r.nanRows && !sinkPoisons(hd.Sink) {
-		for i := range hd.Tq {
-			if allNegInf(a.bias[i*hd.Tk : (i+1)*hd.Tk]) {
-				clear(s[i*hd.Tk : (i+1)*hd.Tk])
+	if !r.addsHidden {
+		e.Hide = func(row []float32, i int) {
+			bias := a.bias[i*hd.Tk : (i+1)*hd.Tk]
+			for j := range row {
+				if math.IsInf(float64(bias[j]), -1) && r.hides(b, h, i, j) {
+					row[j] = negInf
+				}
 			}
 		}
 	}
-	if r.dropout > 0 {
-		keep := 1 / (1 - r.dropout)
-		for i := range s {
-			if r.rng.Float32() < r.dropout {
-				s[i] *= 0 // a NaN weight stays NaN, as PyTorch's dropout multiplies
-			} else {
-				s[i] *= keep
-			}
-		}
-	}
-	kernels.Gemm(false, false, hd.Tq, hd.Dv, hd.Tk, 1, s, hd.Tk, hd.V, hd.LdV, 0, hd.Out, hd.LdOut)
-}
-
-// sinkPoisons reports whether a sink makes every weight NaN: it is NaN or
-// +Inf (see kernels.Head.Sink).
-func sinkPoisons(sink *float32) bool {
-	return sink != nil && (math.IsNaN(float64(*sink)) || math.IsInf(float64(*sink), 1))
-}
-
-// allNegInf reports whether every value of row is −Inf.
-func allNegInf(row []float32) bool {
-	for _, v := range row {
-		if !math.IsInf(float64(v), -1) {
-			return false
-		}
-	}
-	return true
+	_ = e.Attend(*hd, s) // without a context, Attend cannot fail
 }
 
 // growFloats returns buf resliced to n, reallocated if it is too short.

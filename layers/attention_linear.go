@@ -87,9 +87,10 @@ type LinearAttention struct {
 }
 
 var (
-	_ registry.Provisioner = (*LinearAttention)(nil)
-	_ registry.Stepper     = (*LinearAttention)(nil)
-	_ registry.FLOPCounter = (*LinearAttention)(nil)
+	_ registry.Provisioner  = (*LinearAttention)(nil)
+	_ registry.Stepper      = (*LinearAttention)(nil)
+	_ registry.FLOPCounter  = (*LinearAttention)(nil)
+	_ registry.OutputShaper = (*LinearAttention)(nil)
 )
 
 // updateRule is what an update rule does to the state: decay it (gated)
@@ -571,4 +572,9 @@ func (l *LinearAttention) FLOPs(inputs []tensor.Shape) (int64, error) {
 	c.product(x.rows(), s.heads, reads, s.dk, s.dv)
 	c.linear(x.rows(), s.valueDim, s.d)
 	return c.result()
+}
+
+// OutputShape is the input's shape.
+func (l *LinearAttention) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "d", l.D)
 }

@@ -86,9 +86,10 @@ type MLA struct {
 }
 
 var (
-	_ registry.Provisioner = (*MLA)(nil)
-	_ registry.Stepper     = (*MLA)(nil)
-	_ registry.FLOPCounter = (*MLA)(nil)
+	_ registry.Provisioner  = (*MLA)(nil)
+	_ registry.Stepper      = (*MLA)(nil)
+	_ registry.FLOPCounter  = (*MLA)(nil)
+	_ registry.OutputShaper = (*MLA)(nil)
 )
 
 // mlaRopeFields are attention.mla's rotary field names.
@@ -425,7 +426,12 @@ func (m *MLA) FLOPs(inputs []tensor.Shape) (int64, error) {
 	}
 	c.linear(x.rows(), m.D, m.KVLoRARank+m.QKRopeHeadDim)
 	c.linear(x.rows(), m.KVLoRARank, h*(m.QKNopeHeadDim+m.VHeadDim))
-	c.attention(x.b, h, x.t, x.t, dqk, m.VHeadDim)
+	c.attention(x.B, h, x.T, x.T, dqk, m.VHeadDim)
 	c.linear(x.rows(), h*m.VHeadDim, m.D)
 	return c.result()
+}
+
+// OutputShape is the input's shape.
+func (m *MLA) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "d", m.D)
 }

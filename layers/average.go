@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"math"
 
 	"github.com/attnrun/attnrun/registry"
@@ -22,7 +23,12 @@ func init() {
 // the mean directly, in O(T·d), and builds those weights only for a hook.
 type Average struct{}
 
-var _ registry.Layer = (*Average)(nil)
+var (
+	_ registry.Layer        = (*Average)(nil)
+	_ registry.OutputShaper = (*Average)(nil)
+	_ registry.FLOPCounter  = (*Average)(nil)
+	_ registry.Stepper      = (*Average)(nil)
+)
 
 // Validate accepts the layer: it has no configuration.
 func (a *Average) Validate() error { return nil }
@@ -100,4 +106,55 @@ func laterNonFinite(in seqs, out []float32) {
 			}
 		}
 	}
+}
+
+// OutputShape is the input's shape.
+func (a *Average) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "", 0)
+}
+
+// FLOPs returns 0: the layer computes running means, with no matrix
+// product (as attention with equal scores it would count 4·B·T²·d).
+func (a *Average) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }
+
+// averageState is attention.average's memory: the running sum of every
+// sequence's tokens.
+type averageState struct {
+	tokens int
+	seqs   int
+	sums   []float32 // B·d
+}
+
+// Tokens reports how many tokens of each sequence the layer has seen.
+func (s *averageState) Tokens() int { return s.tokens }
+
+// NewState starts a session with empty sums.
+func (a *Average) NewState() registry.State { return &averageState{} }
+
+// Step returns the running means at the new tokens.
+func (a *Average) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	in, err := singleInput(inputs)
+	if err != nil {
+		return nil, err
+	}
+	st, ok := state.(*averageState)
+	switch {
+	case !ok || st == nil:
+		return nil, errors.New("state is not from attention.average's NewState")
+	case st.seqs != 0 && (st.seqs != in.B || len(st.sums) != in.B*in.D):
+		return nil, errors.New("step's batch size or width differs from the session's first step")
+	}
+	total := st.tokens + in.T
+	weights, err := newStepWeights(run, in.B, 1, in.T, total)
+	if err != nil {
+		return nil, err
+	}
+	if st.sums == nil {
+		st.sums = make([]float32, in.B*in.D)
+	}
+	out, data := in.newOutput(in.D)
+	runningMeans(in, st.tokens, st.sums, data, weightData(weights))
+	st.seqs, st.tokens = in.B, total
+	observe(run, weights)
+	return out, nil
 }

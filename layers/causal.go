@@ -33,7 +33,12 @@ type Causal struct {
 	head *head
 }
 
-var _ registry.Provisioner = (*Causal)(nil)
+var (
+	_ registry.Provisioner  = (*Causal)(nil)
+	_ registry.OutputShaper = (*Causal)(nil)
+	_ registry.FLOPCounter  = (*Causal)(nil)
+	_ registry.Stepper      = (*Causal)(nil)
+)
 
 // Validate checks the sizes and the dropout probability, and allocates
 // zeroed parameters.
@@ -89,4 +94,40 @@ func (c *Causal) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 		return nil, errNotValidated
 	}
 	return c.head.forward(run, inputs)
+}
+
+// OutputShape is the input's shape with width d_out; T may not exceed
+// context_length.
+func (c *Causal) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return widthShape(inputs, "d_in", c.DIn, c.ContextLength, c.DOut)
+}
+
+// FLOPs counts the three projections and the attention products:
+// 2·B·T·d_in·3·d_out + 4·B·T²·d_out, the causal half included.
+func (c *Causal) FLOPs(inputs []tensor.Shape) (int64, error) {
+	return headFLOPs(inputs, 1, c.DIn, c.DOut)
+}
+
+// NewState starts a decoding session with an empty KV cache.
+func (c *Causal) NewState() registry.State { return &attentionState{} }
+
+// Step attends the new tokens to every token so far; the session may not
+// grow past context_length.
+func (c *Causal) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if c.head == nil {
+		return nil, errNotValidated
+	}
+	h := c.head
+	in, st, err := stepStart(state, inputs, h.proj.in, h.contextLength, 1, h.proj.out)
+	if err != nil {
+		return nil, err
+	}
+	out, data := in.newOutput(h.proj.out)
+	w, err := causalStep(run, in, h.proj, st.caches[0], 1, h.scale, h.dropout, data, h.proj.out)
+	if err != nil {
+		return nil, err
+	}
+	st.seqs, st.tokens = in.B, st.tokens+in.T
+	observe(run, asWeights(w, in.B, 1, in.T, st.tokens))
+	return out, nil
 }

@@ -1,6 +1,8 @@
 package layers
 
 import (
+	"errors"
+	"math"
 	"slices"
 
 	"github.com/attnrun/attnrun/registry"
@@ -20,7 +22,12 @@ func init() {
 // position embedding before a shared output projection.
 type Concat struct{}
 
-var _ registry.Layer = (*Concat)(nil)
+var (
+	_ registry.Layer        = (*Concat)(nil)
+	_ registry.OutputShaper = (*Concat)(nil)
+	_ registry.FLOPCounter  = (*Concat)(nil)
+	_ registry.TokenWise    = (*Concat)(nil)
+)
 
 // Validate accepts the layer: it has no configuration.
 func (c *Concat) Validate() error { return nil }
@@ -51,3 +58,28 @@ func (c *Concat) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 	}
 	return out, nil
 }
+
+// OutputShape is the inputs' shape with their widths summed; the leading
+// dimensions must agree.
+func (c *Concat) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	ins, err := shapeAll(inputs, "the leading dimensions of", func(first, s seqs) bool {
+		return first.batched == s.batched && first.B == s.B && first.T == s.T
+	})
+	if err != nil {
+		return nil, err
+	}
+	width := 0
+	for _, in := range ins {
+		if width > math.MaxInt-in.D {
+			return nil, errors.New("the summed width overflows int")
+		}
+		width += in.D
+	}
+	return ins[0].shape(width), nil
+}
+
+// FLOPs returns 0: concatenation moves data only.
+func (c *Concat) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }
+
+// TokenWise marks nn.concat as token-wise for incremental decoding.
+func (c *Concat) TokenWise() {}

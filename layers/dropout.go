@@ -21,7 +21,12 @@ type Dropout struct {
 	P float64 `yaml:"p"`
 }
 
-var _ registry.Layer = (*Dropout)(nil)
+var (
+	_ registry.Layer        = (*Dropout)(nil)
+	_ registry.OutputShaper = (*Dropout)(nil)
+	_ registry.FLOPCounter  = (*Dropout)(nil)
+	_ registry.TokenWise    = (*Dropout)(nil)
+)
 
 // Validate checks that p is in [0, 1).
 func (d *Dropout) Validate() error { return probability("p", d.P) }
@@ -55,3 +60,14 @@ func (d *Dropout) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.De
 	}
 	return out, nil
 }
+
+// OutputShape is the input's shape.
+func (d *Dropout) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "", 0)
+}
+
+// FLOPs returns 0: dropout is elementwise.
+func (d *Dropout) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }
+
+// TokenWise marks nn.dropout as token-wise for incremental decoding.
+func (d *Dropout) TokenWise() {}

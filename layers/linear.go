@@ -27,7 +27,12 @@ type Linear struct {
 	weights *linearWeights
 }
 
-var _ registry.Provisioner = (*Linear)(nil)
+var (
+	_ registry.Provisioner  = (*Linear)(nil)
+	_ registry.OutputShaper = (*Linear)(nil)
+	_ registry.FLOPCounter  = (*Linear)(nil)
+	_ registry.TokenWise    = (*Linear)(nil)
+)
 
 // Validate checks the sizes and allocates zeroed parameters.
 func (l *Linear) Validate() error { return l.Provision(nil) }
@@ -69,3 +74,23 @@ func (l *Linear) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 	l.weights.apply(data, in.data, in.rows())
 	return out, nil
 }
+
+// OutputShape is the input's shape with width d_out.
+func (l *Linear) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return widthShape(inputs, "d_in", l.DIn, 0, l.DOut)
+}
+
+// FLOPs counts the product with the weight, 2·B·T·d_in·d_out; the bias
+// add is elementwise.
+func (l *Linear) FLOPs(inputs []tensor.Shape) (int64, error) {
+	x, err := oneFLOPInput(inputs, "d_in", l.DIn)
+	if err != nil {
+		return 0, err
+	}
+	var c flopCount
+	c.linear(x.rows(), l.DIn, l.DOut)
+	return c.result()
+}
+
+// TokenWise marks nn.linear as token-wise for incremental decoding.
+func (l *Linear) TokenWise() {}

@@ -49,8 +49,10 @@ type mlpPrepared struct {
 }
 
 var (
-	_ registry.Provisioner = (*MLP)(nil)
-	_ registry.TokenWise   = (*MLP)(nil)
+	_ registry.Provisioner  = (*MLP)(nil)
+	_ registry.TokenWise    = (*MLP)(nil)
+	_ registry.OutputShaper = (*MLP)(nil)
+	_ registry.FLOPCounter  = (*MLP)(nil)
 )
 
 // Validate checks the sizes and the activation and allocates zeroed
@@ -136,3 +138,24 @@ func (m *MLP) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense,
 
 // TokenWise marks the layer as token-wise for incremental decoding.
 func (m *MLP) TokenWise() {}
+
+// OutputShape is the input's shape.
+func (m *MLP) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "d", m.D)
+}
+
+// FLOPs counts the projections: 2·B·T·d·d_hidden for each of fc1 and fc2,
+// or of gate_proj, up_proj and down_proj.
+func (m *MLP) FLOPs(inputs []tensor.Shape) (int64, error) {
+	x, err := oneFLOPInput(inputs, "d", m.D)
+	if err != nil {
+		return 0, err
+	}
+	projections := 2
+	if m.Gated {
+		projections = 3
+	}
+	var c flopCount
+	c.linear(x.rows(), m.D, projections*m.DHidden)
+	return c.result()
+}

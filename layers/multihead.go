@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/attnrun/attnrun/registry"
@@ -47,7 +48,12 @@ type MultiHead struct {
 	dropout       float64
 }
 
-var _ registry.Provisioner = (*MultiHead)(nil)
+var (
+	_ registry.Provisioner  = (*MultiHead)(nil)
+	_ registry.OutputShaper = (*MultiHead)(nil)
+	_ registry.FLOPCounter  = (*MultiHead)(nil)
+	_ registry.Stepper      = (*MultiHead)(nil)
+)
 
 // Validate checks the sizes, that num_heads divides d_out and the dropout
 // probability, and allocates zeroed parameters.
@@ -148,5 +154,58 @@ func (m *MultiHead) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.
 	out, data := in.newOutput(dOut)
 	m.outProj.apply(data, context, rows)
 	observe(run, weights)
+	return out, nil
+}
+
+// OutputShape is the input's shape with width d_out; T may not exceed
+// context_length.
+func (m *MultiHead) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return widthShape(inputs, "d_in", m.DIn, m.ContextLength, m.DOut)
+}
+
+// FLOPs counts the q, k, v projections, the attention products of all
+// heads and out_proj: 2·B·T·d_in·3·d_out + 4·B·T²·d_out + 2·B·T·d_out².
+func (m *MultiHead) FLOPs(inputs []tensor.Shape) (int64, error) {
+	if err := positive("num_heads", m.NumHeads); err != nil {
+		return 0, err
+	}
+	x, err := oneFLOPInput(inputs, "d_in", m.DIn)
+	if err != nil {
+		return 0, err
+	}
+	var c flopCount
+	c.linear(x.rows(), m.DIn, 3*m.DOut)
+	c.attention(x.B, m.NumHeads, x.T, x.T, m.DOut/m.NumHeads, m.DOut/m.NumHeads)
+	c.linear(x.rows(), m.DOut, m.DOut)
+	return c.result()
+}
+
+// NewState starts a decoding session with an empty KV cache.
+func (m *MultiHead) NewState() registry.State { return &attentionState{} }
+
+// Step attends the new tokens to every token so far and projects the heads
+// with out_proj; the layer must be causal, and the session may not grow
+// past context_length.
+func (m *MultiHead) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if m.outProj == nil {
+		return nil, errNotValidated
+	}
+	if !m.causal {
+		return nil, errors.New("a step of non-causal attention would see future tokens: only causal: true runs incrementally")
+	}
+	in, st, err := stepStart(state, inputs, m.proj.in, m.contextLength, 1, m.proj.out)
+	if err != nil {
+		return nil, err
+	}
+	dOut := m.proj.out
+	context := make([]float32, in.rows()*dOut)
+	w, err := causalStep(run, in, m.proj, st.caches[0], m.numHeads, invSqrt(dOut/m.numHeads), m.dropout, context, dOut)
+	if err != nil {
+		return nil, err
+	}
+	out, data := in.newOutput(dOut)
+	m.outProj.apply(data, context, in.rows())
+	st.seqs, st.tokens = in.B, st.tokens+in.T
+	observe(run, asWeights(w, in.B, m.numHeads, in.T, st.tokens))
 	return out, nil
 }

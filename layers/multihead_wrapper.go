@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
@@ -38,7 +39,12 @@ type MultiHeadWrapper struct {
 	heads []*head
 }
 
-var _ registry.Provisioner = (*MultiHeadWrapper)(nil)
+var (
+	_ registry.Provisioner  = (*MultiHeadWrapper)(nil)
+	_ registry.OutputShaper = (*MultiHeadWrapper)(nil)
+	_ registry.FLOPCounter  = (*MultiHeadWrapper)(nil)
+	_ registry.Stepper      = (*MultiHeadWrapper)(nil)
+)
 
 // Validate checks the fields and allocates zeroed parameters for every head.
 func (m *MultiHeadWrapper) Validate() error { return m.Provision(nil) }
@@ -138,6 +144,64 @@ func (m *MultiHeadWrapper) Forward(run *registry.Run, inputs []*tensor.Dense) (*
 			all.one(i).attend(opt, w)
 		}
 	}
+	observe(run, weights)
+	return out, nil
+}
+
+// OutputShape is the input's shape with width num_heads·d_out; T may not
+// exceed context_length.
+func (m *MultiHeadWrapper) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	if m.NumHeads <= 0 || m.DOut <= 0 || m.DOut > math.MaxInt/m.NumHeads {
+		return nil, fmt.Errorf("num_heads %d × d_out %d is not a width", m.NumHeads, m.DOut)
+	}
+	return widthShape(inputs, "d_in", m.DIn, m.ContextLength, m.NumHeads*m.DOut)
+}
+
+// FLOPs counts num_heads single heads:
+// H·(2·B·T·d_in·3·d_out + 4·B·T²·d_out).
+func (m *MultiHeadWrapper) FLOPs(inputs []tensor.Shape) (int64, error) {
+	if err := positive("num_heads", m.NumHeads); err != nil {
+		return 0, err
+	}
+	return headFLOPs(inputs, m.NumHeads, m.DIn, m.DOut)
+}
+
+// NewState starts a decoding session with an empty KV cache per head.
+func (m *MultiHeadWrapper) NewState() registry.State { return &attentionState{} }
+
+// Step runs every head's step, each with its own cache; the session may
+// not grow past context_length.
+func (m *MultiHeadWrapper) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if m.heads == nil {
+		return nil, errNotValidated
+	}
+	first := m.heads[0]
+	in, st, err := stepStart(state, inputs, first.proj.in, first.contextLength, len(m.heads), first.proj.out)
+	if err != nil {
+		return nil, err
+	}
+	dOut := first.proj.out
+	width := len(m.heads) * dOut
+	out, data := in.newOutput(width)
+	total := st.tokens + in.T
+	weights, err := newStepWeights(run, in.B, len(m.heads), in.T, total)
+	if err != nil {
+		return nil, err
+	}
+	all := weightData(weights)
+	for i, h := range m.heads {
+		w, err := causalStep(run, in, h.proj, st.caches[i], 1, h.scale, h.dropout, data[i*dOut:], width)
+		if err != nil {
+			return nil, err
+		}
+		if all != nil {
+			n := in.T * total
+			for b := range in.B {
+				copy(all[(b*len(m.heads)+i)*n:], w[b*n:(b+1)*n])
+			}
+		}
+	}
+	st.seqs, st.tokens = in.B, total
 	observe(run, weights)
 	return out, nil
 }

@@ -32,8 +32,10 @@ type LayerNorm struct {
 }
 
 var (
-	_ registry.Provisioner = (*LayerNorm)(nil)
-	_ registry.TokenWise   = (*LayerNorm)(nil)
+	_ registry.Provisioner  = (*LayerNorm)(nil)
+	_ registry.TokenWise    = (*LayerNorm)(nil)
+	_ registry.OutputShaper = (*LayerNorm)(nil)
+	_ registry.FLOPCounter  = (*LayerNorm)(nil)
 )
 
 // Validate checks d and eps and allocates weight (ones) and bias (zeros)
@@ -163,3 +165,11 @@ func (n *tokenNorm) forward(inputs []*tensor.Dense, centered bool) (*tensor.Dens
 	}
 	return out, nil
 }
+
+// OutputShape is the input's shape.
+func (n *LayerNorm) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "d", n.D)
+}
+
+// FLOPs returns 0: normalization is elementwise.
+func (n *LayerNorm) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }

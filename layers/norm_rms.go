@@ -28,8 +28,10 @@ type RMSNorm struct {
 }
 
 var (
-	_ registry.Provisioner = (*RMSNorm)(nil)
-	_ registry.TokenWise   = (*RMSNorm)(nil)
+	_ registry.Provisioner  = (*RMSNorm)(nil)
+	_ registry.TokenWise    = (*RMSNorm)(nil)
+	_ registry.OutputShaper = (*RMSNorm)(nil)
+	_ registry.FLOPCounter  = (*RMSNorm)(nil)
 )
 
 // Validate checks d and eps and allocates the weight (ones).
@@ -66,3 +68,11 @@ func (n *RMSNorm) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.De
 
 // TokenWise marks the layer as token-wise for incremental decoding.
 func (n *RMSNorm) TokenWise() {}
+
+// OutputShape is the input's shape.
+func (n *RMSNorm) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "d", n.D)
+}
+
+// FLOPs returns 0: normalization is elementwise.
+func (n *RMSNorm) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }

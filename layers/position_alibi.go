@@ -40,8 +40,10 @@ type ALiBi struct {
 }
 
 var (
-	_ registry.Layer   = (*ALiBi)(nil)
-	_ registry.Stepper = (*ALiBi)(nil)
+	_ registry.Layer        = (*ALiBi)(nil)
+	_ registry.Stepper      = (*ALiBi)(nil)
+	_ registry.OutputShaper = (*ALiBi)(nil)
+	_ registry.FLOPCounter  = (*ALiBi)(nil)
 )
 
 // Validate checks num_heads and computes the slopes.
@@ -122,3 +124,18 @@ func alibiSlopes(n int) []float32 {
 	}
 	return slopes
 }
+
+// OutputShape is (num_heads, T, T), the bias for the input's T tokens.
+func (a *ALiBi) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
+	}
+	x, err := shapeSeqs(inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Shape{a.NumHeads, x.T, x.T}, nil
+}
+
+// FLOPs returns 0: the bias is computed element by element.
+func (a *ALiBi) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }

@@ -26,7 +26,12 @@ type LearnedPosition struct {
 	weight *tensor.Dense
 }
 
-var _ registry.Provisioner = (*LearnedPosition)(nil)
+var (
+	_ registry.Provisioner  = (*LearnedPosition)(nil)
+	_ registry.OutputShaper = (*LearnedPosition)(nil)
+	_ registry.FLOPCounter  = (*LearnedPosition)(nil)
+	_ registry.Stepper      = (*LearnedPosition)(nil)
+)
 
 // Validate checks the sizes and allocates the zeroed (context_length, d)
 // weight.
@@ -84,4 +89,24 @@ func (p *LearnedPosition) add(in seqs, pos0 int) (*tensor.Dense, error) {
 		}
 	}
 	return out, nil
+}
+
+// OutputShape is the input's shape; T may not exceed context_length.
+func (p *LearnedPosition) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return widthShape(inputs, "d", p.D, p.ContextLength, p.D)
+}
+
+// FLOPs returns 0: adding the embedding is elementwise.
+func (p *LearnedPosition) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }
+
+// NewState starts a session at position 0.
+func (p *LearnedPosition) NewState() registry.State { return &positionState{} }
+
+// Step adds the embeddings of the new tokens' positions; the session may
+// not grow past context_length.
+func (p *LearnedPosition) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if p.weight == nil {
+		return nil, errNotValidated
+	}
+	return positionStep(state, inputs, p.add)
 }

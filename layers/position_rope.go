@@ -47,8 +47,10 @@ type RoPE struct {
 }
 
 var (
-	_ registry.Layer   = (*RoPE)(nil)
-	_ registry.Stepper = (*RoPE)(nil)
+	_ registry.Layer        = (*RoPE)(nil)
+	_ registry.Stepper      = (*RoPE)(nil)
+	_ registry.OutputShaper = (*RoPE)(nil)
+	_ registry.FLOPCounter  = (*RoPE)(nil)
 )
 
 // Validate checks head_dim, the style, the base and rotary_dim.
@@ -181,3 +183,18 @@ func (r *rotary) rotateHead(x, cos, sin []float32) {
 		x[b] = xb*cos[i] + xa*sin[i]
 	}
 }
+
+// OutputShape is the input's shape, whose width head_dim must divide.
+func (r *RoPE) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	shape, err := sameShape(inputs, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	if d := shape[len(shape)-1]; r.HeadDim <= 0 || d%r.HeadDim != 0 {
+		return nil, fmt.Errorf("head_dim %d does not divide the input width %d", r.HeadDim, d)
+	}
+	return shape, nil
+}
+
+// FLOPs returns 0: the rotation is elementwise.
+func (r *RoPE) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }

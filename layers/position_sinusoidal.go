@@ -37,8 +37,10 @@ type SinusoidalPosition struct {
 }
 
 var (
-	_ registry.Layer   = (*SinusoidalPosition)(nil)
-	_ registry.Stepper = (*SinusoidalPosition)(nil)
+	_ registry.Layer        = (*SinusoidalPosition)(nil)
+	_ registry.Stepper      = (*SinusoidalPosition)(nil)
+	_ registry.OutputShaper = (*SinusoidalPosition)(nil)
+	_ registry.FLOPCounter  = (*SinusoidalPosition)(nil)
 )
 
 // Validate checks d and the base.
@@ -109,3 +111,11 @@ func sinusoid(pe []float32, pos int, base float64) {
 		}
 	}
 }
+
+// OutputShape is the input's shape.
+func (p *SinusoidalPosition) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "d", p.D)
+}
+
+// FLOPs returns 0: adding the encoding is elementwise.
+func (p *SinusoidalPosition) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }

@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 
 	"github.com/attnrun/attnrun/registry"
@@ -169,7 +170,7 @@ type sdpaPrepared struct {
 	scale, softcap   float32
 	window           int
 	dropout          float64
-	mask             maskKind // 0: no mask input
+	mask             attn.MaskKind // 0: no mask input
 	nanRows          bool
 	rot              *rotary
 	slopes           []float32
@@ -182,8 +183,10 @@ type sdpaPrepared struct {
 }
 
 var (
-	_ registry.Provisioner = (*SDPA)(nil)
-	_ registry.Stepper     = (*SDPA)(nil)
+	_ registry.Provisioner  = (*SDPA)(nil)
+	_ registry.Stepper      = (*SDPA)(nil)
+	_ registry.OutputShaper = (*SDPA)(nil)
+	_ registry.FLOPCounter  = (*SDPA)(nil)
 )
 
 // sdpaRopeFields are attention.sdpa's rotary field names.
@@ -293,7 +296,7 @@ func (s *SDPA) prepareScores(c *sdpaPrepared) error {
 		if s.MaskPolarity != "" {
 			return errors.New("mask_polarity is set but mask is not \"bool\"")
 		}
-		c.mask = maskAdd
+		c.mask = attn.MaskAdd
 	default:
 		return fmt.Errorf("mask %q is not \"\" (none), \"bool\" or \"additive\"", s.Mask)
 	}
@@ -449,41 +452,71 @@ type sdpaInputs struct {
 	mask   *tensor.Dense // nil without a mask input
 }
 
-// split sorts the inputs into x, an optional memory and the mask (last,
-// if configured), and checks their widths and batch sizes.
-func (c *sdpaPrepared) split(inputs []*tensor.Dense) (sdpaInputs, error) {
-	var in sdpaInputs
+// sdpaSorted is an attention.sdpa layer's inputs in their roles: tensors
+// for a forward pass, value names for an export, shapes for OutputShape.
+// memory is the keys' and values' tokens: the memory of cross-attention,
+// or x itself; a mask not configured is the zero T.
+type sdpaSorted[T any] struct {
+	x, memory, mask T
+	cross           bool
+}
+
+// sortSDPAInputs sorts [x] or [x, memory], then the mask if one is
+// configured.
+func sortSDPAInputs[T any](inputs []T, mask bool) (sdpaSorted[T], error) {
+	var s sdpaSorted[T]
 	n := len(inputs)
-	if c.mask != 0 {
+	if mask {
 		n--
 	}
 	if n < 1 || n > 2 {
 		want := "[x] or [x, memory]"
-		if c.mask != 0 {
+		if mask {
 			want = "[x, mask] or [x, memory, mask]"
 		}
-		return in, fmt.Errorf("takes %s, got %d input(s)", want, len(inputs))
+		return s, fmt.Errorf("takes %s, got %d input(s)", want, len(inputs))
 	}
-	if c.mask != 0 {
-		in.mask = inputs[n]
+	s.x, s.memory, s.cross = inputs[0], inputs[n-1], n == 2
+	if mask {
+		s.mask = inputs[n]
 	}
-	var err error
-	if in.x, err = readSeqs(inputs[0]); err != nil {
+	return s, nil
+}
+
+// checkMemory checks the memory of cross-attention against x: width
+// dMemory, and x's batch.
+func checkMemory(x, m seqs, dMemory int) error {
+	if m.D != dMemory {
+		return fmt.Errorf("d_memory mismatch: memory last dim %d, layer expects d_memory %d", m.D, dMemory)
+	}
+	if m.B != x.B || m.batched != x.batched {
+		return fmt.Errorf("memory shape %s does not match x %s: want the same batch", fmtShape(m.shape(m.D)), fmtShape(x.shape(x.D)))
+	}
+	return nil
+}
+
+// split sorts the inputs into x, an optional memory and the mask (last,
+// if configured), and checks their widths and batch sizes.
+func (c *sdpaPrepared) split(inputs []*tensor.Dense) (sdpaInputs, error) {
+	var in sdpaInputs
+	sorted, err := sortSDPAInputs(inputs, c.mask != 0)
+	if err != nil {
+		return in, err
+	}
+	in.mask = sorted.mask
+	if in.x, err = readSeqs(sorted.x); err != nil {
 		return in, err
 	}
 	if err := in.x.expectWidth("d", c.d); err != nil {
 		return in, err
 	}
-	if n == 2 {
-		m, err := readSeqs(inputs[1])
+	if sorted.cross {
+		m, err := readSeqs(sorted.memory)
 		if err != nil {
 			return in, fmt.Errorf("memory: %w", err)
 		}
-		if m.D != c.dMemory {
-			return in, fmt.Errorf("d_memory mismatch: memory last dim %d, layer expects d_memory %d", m.D, c.dMemory)
-		}
-		if m.B != in.x.B || m.batched != in.x.batched {
-			return in, fmt.Errorf("memory shape %s does not match x %s: want the same batch", fmtShape(m.shape(m.D)), fmtShape(in.x.shape(in.x.D)))
+		if err := checkMemory(in.x, m, c.dMemory); err != nil {
+			return in, err
 		}
 		if c.rot != nil || c.slopes != nil {
 			return in, errors.New("rope and alibi apply to self-attention; this layer got a memory input")
@@ -531,7 +564,7 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 		if err != nil {
 			return nil, err
 		}
-		rule.masks = []maskView{m}
+		rule.masks = []attn.Mask{m}
 	}
 	weights, err := newStepWeights(run, x.B, c.heads, x.T, rule.kPos+tk)
 	if err != nil {
@@ -663,4 +696,69 @@ func perSequence(x []float32, seqs, n int) [][]float32 {
 		out[b] = x[b*n : (b+1)*n : (b+1)*n]
 	}
 	return out
+}
+
+// OutputShape is x's shape: the output has x's width d.
+func (s *SDPA) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	x, _, err := s.streamShapes(inputs)
+	if err != nil {
+		return nil, err
+	}
+	return x.shape(x.D), nil
+}
+
+// FLOPs counts q_proj on x, k_proj and v_proj on the keys' source (x, or
+// the memory of cross-attention), the attention products of num_heads
+// query heads (grouped-query attention shares keys, not products), and
+// out_proj. RoPE, ALiBi, softcap, qk_norm, sinks, score modifications and
+// masks are elementwise: not counted.
+func (s *SDPA) FLOPs(inputs []tensor.Shape) (int64, error) {
+	if err := positive("num_heads", s.NumHeads); err != nil {
+		return 0, err
+	}
+	// The defaults Validate resolves.
+	kvHeads, headDim := s.NumKVHeads, s.HeadDim
+	if kvHeads == 0 {
+		kvHeads = s.NumHeads
+	}
+	if headDim == 0 {
+		headDim = s.D / s.NumHeads
+	}
+	x, kv, err := s.streamShapes(inputs)
+	if err != nil {
+		return 0, err
+	}
+	var c flopCount
+	c.linear(x.rows(), s.D, s.NumHeads*headDim)
+	c.linear(kv.rows(), kv.D, 2*kvHeads*headDim)
+	c.attention(x.B, s.NumHeads, x.T, kv.T, headDim, headDim)
+	c.linear(x.rows(), s.NumHeads*headDim, s.D)
+	return c.result()
+}
+
+// streamShapes reads the shapes of x and of the keys' tokens (x, or the
+// memory), checked as split checks the tensors. The mask, last, is
+// counted, not checked: it does not shape the output.
+func (s *SDPA) streamShapes(inputs []tensor.Shape) (x, kv seqs, err error) {
+	sorted, err := sortSDPAInputs(inputs, s.Mask != "")
+	if err != nil {
+		return x, kv, err
+	}
+	if x, err = shapeSeqs(sorted.x); err != nil {
+		return x, kv, err
+	}
+	if err := x.expectWidth("d", s.D); err != nil {
+		return x, kv, err
+	}
+	if !sorted.cross {
+		return x, x, nil
+	}
+	dMemory := s.DMemory
+	if dMemory == 0 {
+		dMemory = s.D
+	}
+	if kv, err = shapeSeqs(sorted.memory); err != nil {
+		return x, kv, fmt.Errorf("memory: %w", err)
+	}
+	return x, kv, checkMemory(x, kv, dMemory)
 }

@@ -19,7 +19,7 @@ const previewDomain = "ai.onnx.preview"
 // zero: K and V get a row of zeros, and score_mod sets that key's score to
 // the head's sink logit, after modifying the others, so the softmax has
 // the sink's column and the product with V drops it.
-func (c *sdpaPrepared) exportFlexAttention(g registry.GraphBuilder, d registry.DomainBuilder, in sdpaONNXInputs) string {
+func (c *sdpaPrepared) exportFlexAttention(g registry.GraphBuilder, d registry.DomainBuilder, in sdpaSorted[string]) string {
 	q, k, v := c.headsONNX(g, in)
 	rule := onnxScoreRule{scale: c.scale, softcap: c.softcap, mods: c.mods, mask: c.scoreMask(g, in, true), nanRows: c.nanRows}
 	var sees string

@@ -2,13 +2,16 @@ package layers
 
 import (
 	"errors"
-	"fmt"
+	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 
 	"github.com/attnrun/attnrun/registry"
 )
 
-var _ registry.Exporter = (*SDPA)(nil)
+var (
+	_ registry.Exporter  = (*SDPA)(nil)
+	_ registry.InputDims = (*SDPA)(nil)
+)
 
 // ONNXInputDims reports the mask input, last when mask is configured, as
 // a 4-D mask (batch, heads, queries, keys), each dimension its size or 1
@@ -65,60 +68,36 @@ func (s *SDPA) ExportONNX(g registry.GraphBuilder, inputs []string) (string, err
 	return c.exportDecomposed(g, in), nil
 }
 
-// sdpaONNXInputs are the values an export reads: the queries' tokens, the
-// keys' and values' tokens (x itself, or the memory), and the mask.
-type sdpaONNXInputs struct {
-	x, src, mask string
-	cross        bool
-}
-
 // onnxInputs sorts the input values as split sorts tensors.
-func (c *sdpaPrepared) onnxInputs(inputs []string) (sdpaONNXInputs, error) {
-	n := len(inputs)
-	if c.mask != 0 {
-		n--
+func (c *sdpaPrepared) onnxInputs(inputs []string) (sdpaSorted[string], error) {
+	in, err := sortSDPAInputs(inputs, c.mask != 0)
+	if err == nil && in.cross && (c.rot != nil || c.slopes != nil) {
+		err = errors.New("rope and alibi apply to self-attention; this layer got a memory input")
 	}
-	if n < 1 || n > 2 {
-		want := "[x] or [x, memory]"
-		if c.mask != 0 {
-			want = "[x, mask] or [x, memory, mask]"
-		}
-		return sdpaONNXInputs{}, fmt.Errorf("takes %s, got %d input(s)", want, len(inputs))
-	}
-	in := sdpaONNXInputs{x: inputs[0], src: inputs[0]}
-	if n == 2 {
-		if c.rot != nil || c.slopes != nil {
-			return in, errors.New("rope and alibi apply to self-attention; this layer got a memory input")
-		}
-		in.src, in.cross = inputs[1], true
-	}
-	if c.mask != 0 {
-		in.mask = inputs[n]
-	}
-	return in, nil
+	return in, err
 }
 
 // mayHideRows reports whether some query may see no key: a mask can hide
 // anything, and a bottom-right causal frontier hides every key from the
 // first Tq − Tk queries. Causal self-attention and windows always keep the
 // query's own key.
-func (c *sdpaPrepared) mayHideRows(in sdpaONNXInputs) bool {
+func (c *sdpaPrepared) mayHideRows(in sdpaSorted[string]) bool {
 	return c.mask != 0 || (in.cross && c.causal && !c.topLeft)
 }
 
 // fitsAttentionOp reports whether the Attention op computes the layer: it
 // has no sinks and no score_mod, and gives zeros to queries that see no
 // key.
-func (c *sdpaPrepared) fitsAttentionOp(in sdpaONNXInputs) bool {
+func (c *sdpaPrepared) fitsAttentionOp(in sdpaSorted[string]) bool {
 	return c.scale > 0 && !(c.nanRows && c.mayHideRows(in)) && c.sinks == nil && c.mods.Len() == 0
 }
 
 // exportAttentionOp writes the projections, RotaryEmbedding, one
 // Attention node and the output projection.
-func (c *sdpaPrepared) exportAttentionOp(g registry.GraphBuilder, in sdpaONNXInputs) string {
+func (c *sdpaPrepared) exportAttentionOp(g registry.GraphBuilder, in sdpaSorted[string]) string {
 	q := linearONNX(g, c.q, "q_proj", in.x)
-	k := linearONNX(g, c.k, "k_proj", in.src)
-	v := linearONNX(g, c.v, "v_proj", in.src)
+	k := linearONNX(g, c.k, "k_proj", in.memory)
+	v := linearONNX(g, c.v, "v_proj", in.memory)
 	if c.qNorm != nil { // per head: (B, T, H·d) → (B, T, H, d) and back
 		q = mergeLastONNX(g, c.qkNormONNX(g, "q_norm", splitLastONNX(g, q, c.heads, c.headDim)), c.hdim)
 		k = mergeLastONNX(g, c.qkNormONNX(g, "k_norm", splitLastONNX(g, k, c.kvHeads, c.headDim)), c.kvHeads*c.headDim)
@@ -138,7 +117,7 @@ func (c *sdpaPrepared) exportAttentionOp(g registry.GraphBuilder, in sdpaONNXInp
 		unwindowed.window = 0
 		masked = &unwindowed
 	}
-	mask := attentionMaskONNX(g, masked.scoreMask(g, in, !isCausal), in.x, in.src)
+	mask := attentionMaskONNX(g, masked.scoreMask(g, in, !isCausal), in.x, in.memory)
 	return linearONNX(g, c.out, c.outName, op.node(g, q, k, v, mask))
 }
 
@@ -185,7 +164,7 @@ func (op attentionOp) node(g registry.GraphBuilder, q, k, v, mask string) string
 }
 
 // exportDecomposed writes the attention out of standard ops.
-func (c *sdpaPrepared) exportDecomposed(g registry.GraphBuilder, in sdpaONNXInputs) string {
+func (c *sdpaPrepared) exportDecomposed(g registry.GraphBuilder, in sdpaSorted[string]) string {
 	q, k, v := c.headsONNX(g, in)
 	if c.kvHeads < c.heads {
 		k = repeatHeadsONNX(g, k, c.kvHeads, c.heads, c.headDim)
@@ -201,10 +180,10 @@ func (c *sdpaPrepared) exportDecomposed(g registry.GraphBuilder, in sdpaONNXInpu
 
 // headsONNX writes the projections split into heads, q (B, heads, Tq, d),
 // k and v (B, kv_heads, Tk, d), with qk_norm and RoPE.
-func (c *sdpaPrepared) headsONNX(g registry.GraphBuilder, in sdpaONNXInputs) (q, k, v string) {
+func (c *sdpaPrepared) headsONNX(g registry.GraphBuilder, in sdpaSorted[string]) (q, k, v string) {
 	q = splitHeadsONNX(g, linearONNX(g, c.q, "q_proj", in.x), c.heads, c.headDim)
-	k = splitHeadsONNX(g, linearONNX(g, c.k, "k_proj", in.src), c.kvHeads, c.headDim)
-	v = splitHeadsONNX(g, linearONNX(g, c.v, "v_proj", in.src), c.kvHeads, c.headDim)
+	k = splitHeadsONNX(g, linearONNX(g, c.k, "k_proj", in.memory), c.kvHeads, c.headDim)
+	v = splitHeadsONNX(g, linearONNX(g, c.v, "v_proj", in.memory), c.kvHeads, c.headDim)
 	if c.qNorm != nil {
 		q, k = c.qkNormONNX(g, "q_norm", q), c.qkNormONNX(g, "k_norm", k)
 	}
@@ -237,18 +216,18 @@ func mergeLastONNX(g registry.GraphBuilder, y string, width int) string {
 // scoreMask builds what the layer adds to the scores besides scale and
 // softcap: the causal frontier (when causal is set: the Attention op's
 // is_causal may carry it instead), the window, ALiBi and the mask input.
-func (c *sdpaPrepared) scoreMask(g registry.GraphBuilder, in sdpaONNXInputs, causal bool) onnxScoreMask {
+func (c *sdpaPrepared) scoreMask(g registry.GraphBuilder, in sdpaSorted[string], causal bool) onnxScoreMask {
 	m := onnxScoreMask{empty: c.mayHideRows(in)}
 	causal = causal && c.causal
 	if causal || c.window > 0 || c.slopes != nil {
 		c.positionMask(g, in, causal, &m)
 	}
 	switch c.mask {
-	case maskAdd: // after ALiBi, as Forward adds them
+	case attn.MaskAdd: // after ALiBi, as Forward adds them
 		m.add(g, in.mask)
-	case maskKeep: // zero is hidden
+	case attn.MaskKeep: // zero is hidden
 		m.hide(g, g.Node("Equal", operands(in.mask, g.ScalarFloat(0))))
-	case maskDrop: // nonzero is hidden
+	case attn.MaskDrop: // nonzero is hidden
 		m.hide(g, g.Node("Not", operands(g.Node("Equal", operands(in.mask, g.ScalarFloat(0))))))
 	}
 	return m
@@ -256,12 +235,12 @@ func (c *sdpaPrepared) scoreMask(g registry.GraphBuilder, in sdpaONNXInputs, cau
 
 // positionMask adds to m what depends on the positions of queries and
 // keys: the causal frontier (if causal), the window and ALiBi.
-func (c *sdpaPrepared) positionMask(g registry.GraphBuilder, in sdpaONNXInputs, causal bool, m *onnxScoreMask) {
+func (c *sdpaPrepared) positionMask(g registry.GraphBuilder, in sdpaSorted[string], causal bool, m *onnxScoreMask) {
 	qLen := dimONNX(g, in.x, 1)
 	qPos := g.Node("Range", operands(g.ScalarInt64(0), qLen, g.ScalarInt64(1)))
 	kPos := qPos
 	if in.cross {
-		kLen := dimONNX(g, in.src, 1)
+		kLen := dimONNX(g, in.memory, 1)
 		kPos = g.Node("Range", operands(g.ScalarInt64(0), kLen, g.ScalarInt64(1)))
 		if !c.topLeft { // bottom-right: query i sits at position i + Tk − Tq
 			qPos = g.Node("Add", operands(qPos, g.Node("Sub", operands(kLen, qLen))))

@@ -38,7 +38,11 @@ type Self struct {
 	head *head
 }
 
-var _ registry.Provisioner = (*Self)(nil)
+var (
+	_ registry.Provisioner  = (*Self)(nil)
+	_ registry.OutputShaper = (*Self)(nil)
+	_ registry.FLOPCounter  = (*Self)(nil)
+)
 
 // Validate checks the sizes and the weights kind, and allocates zeroed
 // parameters.
@@ -91,4 +95,15 @@ func (s *Self) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense
 		return nil, errNotValidated
 	}
 	return s.head.forward(run, inputs)
+}
+
+// OutputShape is the input's shape with width d_out.
+func (s *Self) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return widthShape(inputs, "d_in", s.DIn, 0, s.DOut)
+}
+
+// FLOPs counts the three projections and the attention products:
+// 2·B·T·d_in·3·d_out + 4·B·T²·d_out.
+func (s *Self) FLOPs(inputs []tensor.Shape) (int64, error) {
+	return headFLOPs(inputs, 1, s.DIn, s.DOut)
 }

@@ -3,7 +3,8 @@ package layers
 import (
 	"errors"
 	"fmt"
-	"strings"
+
+	attnarray "github.com/attnrun/attnrun/array"
 
 	"github.com/attnrun/attnrun/internal/kernels"
 	"gorgonia.org/tensor"
@@ -30,13 +31,9 @@ func readSeqs(x *tensor.Dense) (seqs, error) {
 		return seqs{}, errors.New("input is nil: want a (T, d) or (B, T, d) float32 tensor")
 	}
 	shape := x.Shape()
-	if len(shape) != 2 && len(shape) != 3 {
-		return seqs{}, fmt.Errorf("input shape %s: want (T, d) or (B, T, d)", fmtShape(shape))
-	}
-	for _, n := range shape {
-		if n <= 0 {
-			return seqs{}, fmt.Errorf("input shape %s has an empty dimension", fmtShape(shape))
-		}
+	s, err := shapeSeqs(shape)
+	if err != nil {
+		return s, err
 	}
 	if x.Dtype() != tensor.Float32 {
 		return seqs{}, fmt.Errorf("input dtype %v: want float32", x.Dtype())
@@ -55,10 +52,7 @@ func readSeqs(x *tensor.Dense) (seqs, error) {
 		return seqs{}, fmt.Errorf("input shape %s: backing array holds %d float32 values, want %d",
 			fmtShape(shape), len(data), volume(shape))
 	}
-	s := seqs{B: 1, T: shape[0], D: shape[1], data: data[:volume(shape)], dense: x}
-	if len(shape) == 3 {
-		s = seqs{B: shape[0], T: shape[1], D: shape[2], batched: true, data: s.data, dense: x}
-	}
+	s.data, s.dense = data[:volume(shape)], x
 	return s, nil
 }
 
@@ -83,12 +77,18 @@ func readyInput(ready bool, inputs []*tensor.Dense) (seqs, error) {
 // each against the first with fits; rule says what fits requires, for the
 // error.
 func readAll(inputs []*tensor.Dense, rule string, fits func(first, s seqs) bool) ([]seqs, error) {
+	return allSeqs(inputs, readSeqs, rule, fits)
+}
+
+// allSeqs reads one or more inputs (tensors or shapes) with read and
+// checks each against the first with fits.
+func allSeqs[T any](inputs []T, read func(T) (seqs, error), rule string, fits func(first, s seqs) bool) ([]seqs, error) {
 	if len(inputs) == 0 {
 		return nil, errors.New("takes 1 or more inputs, got 0")
 	}
 	ins := make([]seqs, len(inputs))
 	for i, x := range inputs {
-		s, err := readSeqs(x)
+		s, err := read(x)
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
@@ -214,14 +214,75 @@ func volume(shape []int) int {
 	return n
 }
 
-// fmtShape prints a shape as PyTorch users read it: (2, 6, 3).
-func fmtShape(shape []int) string {
-	parts := make([]string, len(shape))
-	for i, d := range shape {
-		parts[i] = fmt.Sprint(d)
+// Output shapes from input shapes alone (registry.OutputShaper): `attnrun
+// inspect` describes a model with them, allocating nothing. Each layer's
+// OutputShape, in its file, reads the exported config fields resolved to
+// their defaults as Validate resolves them, and checks what the forward
+// pass checks of the shapes; mask inputs are counted, not checked: they do
+// not shape the output.
+
+// shapeSeqs is readSeqs for a shape: a (T, d) or (B, T, d) input with no
+// empty dimension.
+func shapeSeqs(shape tensor.Shape) (seqs, error) {
+	if len(shape) != 2 && len(shape) != 3 {
+		return seqs{}, fmt.Errorf("input shape %s: want (T, d) or (B, T, d)", fmtShape(shape))
 	}
-	if len(shape) == 1 {
-		return "(" + parts[0] + ",)"
+	for _, n := range shape {
+		if n <= 0 {
+			return seqs{}, fmt.Errorf("input shape %s has an empty dimension", fmtShape(shape))
+		}
 	}
-	return "(" + strings.Join(parts, ", ") + ")"
+	if len(shape) == 3 {
+		return seqs{B: shape[0], T: shape[1], D: shape[2], batched: true}, nil
+	}
+	return seqs{B: 1, T: shape[0], D: shape[1]}, nil
 }
+
+// widthShape is the output shape of a single-input layer mapping width
+// field = in to width out, with at most contextLength tokens (0: any).
+func widthShape(inputs []tensor.Shape, field string, in, contextLength, out int) (tensor.Shape, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
+	}
+	x, err := shapeSeqs(inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	if err := x.expectWidth(field, in); err != nil {
+		return nil, err
+	}
+	if contextLength > 0 {
+		if err := checkContext(x.T, contextLength); err != nil {
+			return nil, err
+		}
+	}
+	return x.shape(out), nil
+}
+
+// sameShape is the output shape of a single-input layer that keeps the
+// shape; field, unless empty, names the width it requires.
+func sameShape(inputs []tensor.Shape, field string, width int) (tensor.Shape, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
+	}
+	x, err := shapeSeqs(inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	if field != "" {
+		if err := x.expectWidth(field, width); err != nil {
+			return nil, err
+		}
+	}
+	return x.shape(x.D), nil
+}
+
+// shapeAll is readAll for shapes.
+func shapeAll(inputs []tensor.Shape, rule string, fits func(first, s seqs) bool) ([]seqs, error) {
+	return allSeqs(inputs, shapeSeqs, rule, fits)
+}
+
+// fmtShape prints a shape as PyTorch users read it, (2, 6, 3): it is
+// array.FormatShape (imported under another name: the tests have an
+// array helper).
+func fmtShape(shape []int) string { return attnarray.FormatShape(shape) }

@@ -24,7 +24,11 @@ type Simple struct {
 	Causal bool `yaml:"causal"`
 }
 
-var _ registry.Layer = (*Simple)(nil)
+var (
+	_ registry.Layer        = (*Simple)(nil)
+	_ registry.OutputShaper = (*Simple)(nil)
+	_ registry.FLOPCounter  = (*Simple)(nil)
+)
 
 // Validate accepts every configuration: both fields are plain switches.
 func (s *Simple) Validate() error { return nil }
@@ -62,4 +66,21 @@ func (s *Simple) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 	}.attendAll(opt, w, sc)
 	observe(run, weights)
 	return out, nil
+}
+
+// OutputShape is the input's shape: the attention keeps the width.
+func (s *Simple) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	return sameShape(inputs, "", 0)
+}
+
+// FLOPs counts QKᵀ and the weights times X over the input itself:
+// 4·B·T²·d.
+func (s *Simple) FLOPs(inputs []tensor.Shape) (int64, error) {
+	x, err := oneFLOPInput(inputs, "", 0)
+	if err != nil {
+		return 0, err
+	}
+	var c flopCount
+	c.attention(x.B, 1, x.T, x.T, x.D, x.D)
+	return c.result()
 }

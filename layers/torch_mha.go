@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 	"slices"
 
@@ -87,14 +88,16 @@ type mhaPrepared struct {
 	biasK, biasV                *tensor.Dense // (1, 1, E), or nil
 	out                         *linearWeights
 	zeroAttn, batchFirst        bool
-	kpm, attn                   maskKind // 0: no such input
+	kpm, attn                   attn.MaskKind // 0: no such input
 	average, nanRows            bool
 	dropout                     float64
 }
 
 var (
-	_ registry.Provisioner = (*TorchMHA)(nil)
-	_ registry.Stepper     = (*TorchMHA)(nil)
+	_ registry.Provisioner  = (*TorchMHA)(nil)
+	_ registry.Stepper      = (*TorchMHA)(nil)
+	_ registry.OutputShaper = (*TorchMHA)(nil)
+	_ registry.FLOPCounter  = (*TorchMHA)(nil)
 )
 
 // Validate checks the fields as nn.MultiheadAttention's constructor does and
@@ -154,14 +157,14 @@ func (m *TorchMHA) prepare(a paramAlloc) (*mhaPrepared, error) {
 }
 
 // mhaMaskKind maps a mask field to how its input is read.
-func mhaMaskKind(field, kind string) (maskKind, error) {
+func mhaMaskKind(field, kind string) (attn.MaskKind, error) {
 	switch kind {
 	case "":
 		return 0, nil
 	case "bool":
-		return maskDrop, nil
+		return attn.MaskDrop, nil
 	case "float":
-		return maskAdd, nil
+		return attn.MaskAdd, nil
 	}
 	return 0, fmt.Errorf("%s %q is not \"\" (none), \"bool\" (True masks out, as PyTorch) or \"float\" (added to the scores)", field, kind)
 }
@@ -281,35 +284,56 @@ type mhaInputs struct {
 	self bool
 }
 
+// mhaSorted is a torch_mha layer's inputs in their roles: tensors for a
+// forward pass, value names for an export, shapes for OutputShape. A
+// memory serves as key and value, a lone query as all three; a mask not
+// configured is the zero T.
+type mhaSorted[T any] struct {
+	query, key, value T
+	kpm, attn         T
+}
+
+// sortMHAInputs sorts [query], [query, memory] or [query, key, value],
+// then the masks configured (key_padding_mask if kpm, attn_mask if attn).
+func sortMHAInputs[T any](inputs []T, kpm, attn bool) (mhaSorted[T], error) {
+	var s mhaSorted[T]
+	masks := 0
+	if kpm {
+		masks++
+	}
+	if attn {
+		masks++
+	}
+	n := len(inputs) - masks
+	if n < 1 || n > 3 {
+		return s, fmt.Errorf("takes [query], [query, memory] or [query, key, value], then %d mask input(s); got %d input(s)", masks, len(inputs))
+	}
+	s.query, s.key, s.value = inputs[0], inputs[min(1, n-1)], inputs[n-1]
+	tail := inputs[n:]
+	if kpm {
+		s.kpm, tail = tail[0], tail[1:]
+	}
+	if attn {
+		s.attn = tail[0]
+	}
+	return s, nil
+}
+
 // split sorts the inputs into query, key, value and the masks, checks
 // their widths, and makes them batch-major.
 func (c *mhaPrepared) split(inputs []*tensor.Dense) (mhaInputs, error) {
 	var in mhaInputs
-	n := len(inputs)
-	masks := 0
-	if c.kpm != 0 {
-		masks++
+	sorted, err := sortMHAInputs(inputs, c.kpm != 0, c.attn != 0)
+	if err != nil {
+		return in, err
 	}
-	if c.attn != 0 {
-		masks++
-	}
-	n -= masks
-	if n < 1 || n > 3 {
-		return in, fmt.Errorf("takes [query], [query, memory] or [query, key, value], then %d mask input(s); got %d input(s)", masks, len(inputs))
-	}
-	tail := inputs[n:]
-	if c.kpm != 0 {
-		in.kpm, tail = tail[0], tail[1:]
-	}
-	if c.attn != 0 {
-		in.attn = tail[0]
-	}
+	in.kpm, in.attn = sorted.kpm, sorted.attn
+	streams := [3]*tensor.Dense{sorted.query, sorted.key, sorted.value}
 	names := []string{"query", "key", "value"}
 	widths := []int{c.embed, c.kdim, c.vdim}
 	var ins [3]seqs
-	for i := range 3 {
-		x := inputs[min(i, n-1)]
-		if i > 0 && x == inputs[min(i-1, n-1)] && widths[i] == widths[i-1] {
+	for i, x := range streams {
+		if i > 0 && x == streams[i-1] && widths[i] == widths[i-1] {
 			ins[i] = ins[i-1] // the same tensor: read (and transpose) it once
 			continue
 		}
@@ -323,7 +347,7 @@ func (c *mhaPrepared) split(inputs []*tensor.Dense) (mhaInputs, error) {
 		ins[i] = c.batchMajor(s)
 	}
 	in.query, in.key, in.value = ins[0], ins[1], ins[2]
-	in.self = n == 1 || inputs[1] == inputs[0]
+	in.self = sorted.key == sorted.query
 	if in.key.batched != in.query.batched || in.key.B != in.query.B {
 		return in, fmt.Errorf("key shape %s does not match query shape %s: want the same batch",
 			fmtShape(in.key.dense.Shape()), fmtShape(in.query.dense.Shape()))
@@ -439,8 +463,8 @@ func (c *mhaPrepared) stepCache(in mhaInputs, st *attentionState) (*kvCache, err
 
 // masks reads the mask inputs for l queries against s keys (before the
 // extra ones, which no mask hides).
-func (c *mhaPrepared) masks(in mhaInputs, b, l, s int) ([]maskView, error) {
-	var views []maskView
+func (c *mhaPrepared) masks(in mhaInputs, b, l, s int) ([]attn.Mask, error) {
+	var views []attn.Mask
 	if c.kpm != 0 {
 		mv, err := c.keyPaddingView(in.kpm, in.query.batched, b, s)
 		if err != nil {
@@ -563,35 +587,35 @@ func (c *mhaPrepared) project(y []float32, x seqs, which int) {
 
 // keyPaddingView reads key_padding_mask: (B, S), or (S) for an unbatched
 // query.
-func (c *mhaPrepared) keyPaddingView(x *tensor.Dense, batched bool, b, s int) (maskView, error) {
+func (c *mhaPrepared) keyPaddingView(x *tensor.Dense, batched bool, b, s int) (attn.Mask, error) {
 	data, shape, err := maskData("key_padding_mask", x)
 	if err != nil {
-		return maskView{}, err
+		return attn.Mask{}, err
 	}
 	want := []int{b, s}
 	if !batched {
 		want = []int{s}
 	}
 	if !slices.Equal(shape, want) {
-		return maskView{}, fmt.Errorf("key_padding_mask has shape %s, want %s", fmtShape(shape), fmtShape(want))
+		return attn.Mask{}, fmt.Errorf("key_padding_mask has shape %s, want %s", fmtShape(shape), fmtShape(want))
 	}
-	return maskView{kind: c.kpm, data: data, sb: s, sj: 1, cols: s}, nil
+	return attn.Mask{Kind: c.kpm, Values: data, SB: s, SJ: 1, Cols: s}, nil
 }
 
 // attnMaskView reads attn_mask: (L, S) for every sequence and head, or
 // (B·num_heads, L, S).
-func (c *mhaPrepared) attnMaskView(x *tensor.Dense, b, l, s int) (maskView, error) {
+func (c *mhaPrepared) attnMaskView(x *tensor.Dense, b, l, s int) (attn.Mask, error) {
 	data, shape, err := maskData("attn_mask", x)
 	if err != nil {
-		return maskView{}, err
+		return attn.Mask{}, err
 	}
 	switch {
 	case slices.Equal(shape, []int{l, s}):
-		return maskView{kind: c.attn, data: data, si: s, sj: 1, cols: s}, nil
+		return attn.Mask{Kind: c.attn, Values: data, SI: s, SJ: 1, Cols: s}, nil
 	case slices.Equal(shape, []int{b * c.heads, l, s}):
-		return maskView{kind: c.attn, data: data, sb: c.heads * l * s, sh: l * s, si: s, sj: 1, cols: s}, nil
+		return attn.Mask{Kind: c.attn, Values: data, SB: c.heads * l * s, SH: l * s, SI: s, SJ: 1, Cols: s}, nil
 	}
-	return maskView{}, fmt.Errorf("attn_mask has shape %s, want %s or %s",
+	return attn.Mask{}, fmt.Errorf("attn_mask has shape %s, want %s or %s",
 		fmtShape(shape), fmtShape([]int{l, s}), fmtShape([]int{b * c.heads, l, s}))
 }
 
@@ -614,4 +638,87 @@ func averageHeads(w *tensor.Dense) *tensor.Dense {
 		}
 	}
 	return tensor.New(tensor.WithShape(b, 1, shape[2], shape[3]), tensor.WithBacking(data))
+}
+
+// OutputShape is the query's shape, in its layout (sequence first unless
+// batch_first): nn.MultiheadAttention's attn_output.
+func (m *TorchMHA) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	if _, err := m.streamShapes(inputs); err != nil {
+		return nil, err
+	}
+	return inputs[0].Clone(), nil
+}
+
+// FLOPs counts the in-projections of query, key and value, the attention
+// products over the keys (bias_k and the zero key of add_zero_attn
+// included) and out_proj: with L queries, S keys and E = embed_dim,
+// 2·B·L·E² + 2·B·S·(kdim+vdim)·E + 4·B·L·S'·E + 2·B·L·E², S' = S + extras.
+func (m *TorchMHA) FLOPs(inputs []tensor.Shape) (int64, error) {
+	if err := positive("num_heads", m.NumHeads); err != nil {
+		return 0, err
+	}
+	ins, err := m.streamShapes(inputs)
+	if err != nil {
+		return 0, err
+	}
+	q, k, v := ins[0], ins[1], ins[2]
+	keys := k.T
+	if m.AddBiasKV {
+		keys++
+	}
+	if m.AddZeroAttn {
+		keys++
+	}
+	e := m.EmbedDim
+	var c flopCount
+	c.linear(q.rows(), e, e)
+	c.linear(k.rows(), k.D, e)
+	c.linear(v.rows(), v.D, e)
+	c.attention(q.B, m.NumHeads, q.T, keys, e/m.NumHeads, e/m.NumHeads)
+	c.linear(q.rows(), e, e)
+	return c.result()
+}
+
+// streamShapes reads the shapes of the query, key and value streams (see
+// sortMHAInputs), with B and T in place whatever the layout, and checks
+// their widths against embed_dim, kdim and vdim and their batches and
+// lengths against each other. The masks after them are counted, not
+// checked.
+func (m *TorchMHA) streamShapes(inputs []tensor.Shape) (ins [3]seqs, err error) {
+	e, kdim, vdim := m.EmbedDim, m.KDim, m.VDim
+	if kdim == 0 {
+		kdim = e
+	}
+	if vdim == 0 {
+		vdim = e
+	}
+	sorted, err := sortMHAInputs(inputs, m.KeyPaddingMask != "", m.AttnMask != "")
+	if err != nil {
+		return ins, err
+	}
+	shapes := [3]tensor.Shape{sorted.query, sorted.key, sorted.value}
+	names, fields, widths := []string{"query", "key", "value"}, []string{"embed_dim", "kdim", "vdim"}, []int{e, kdim, vdim}
+	for i, shape := range shapes {
+		s, err := shapeSeqs(shape)
+		if err != nil {
+			return ins, fmt.Errorf("%s: %w", names[i], err)
+		}
+		if s.D != widths[i] {
+			return ins, fmt.Errorf("%s mismatch: %s has width %d, want %d", fields[i], names[i], s.D, widths[i])
+		}
+		if s.batched && !m.BatchFirst { // (L, B, E): sequence first
+			s.B, s.T = s.T, s.B
+		}
+		ins[i] = s
+	}
+	q, k, v := ins[0], ins[1], ins[2]
+	if k.batched != q.batched || k.B != q.B {
+		return ins, fmt.Errorf("key shape %s does not match query shape %s: want the same batch",
+			fmtShape(sorted.key), fmtShape(sorted.query))
+	}
+	if v.batched != k.batched || v.B != k.B || v.T != k.T {
+		return ins, fmt.Errorf("value shape %s does not match key shape %s: want the same batch and length",
+			fmtShape(sorted.value), fmtShape(sorted.key))
+	}
+	return ins, nil
 }

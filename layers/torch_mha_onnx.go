@@ -1,13 +1,16 @@
 package layers
 
 import (
-	"fmt"
+	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 
 	"github.com/attnrun/attnrun/registry"
 )
 
-var _ registry.Exporter = (*TorchMHA)(nil)
+var (
+	_ registry.Exporter  = (*TorchMHA)(nil)
+	_ registry.InputDims = (*TorchMHA)(nil)
+)
 
 // ONNXInputDims reports how the inputs are declared in an export: the
 // token inputs (seq, batch, d) unless batch_first, and the mask inputs that
@@ -55,7 +58,7 @@ func (m *TorchMHA) ExportONNX(g registry.GraphBuilder, inputs []string) (string,
 	if c == nil {
 		return "", errNotValidated
 	}
-	in, err := c.onnxInputs(inputs)
+	in, err := sortMHAInputs(inputs, c.kpm != 0, c.attn != 0)
 	if err != nil {
 		return "", err
 	}
@@ -101,39 +104,6 @@ func (m *TorchMHA) ExportONNX(g registry.GraphBuilder, inputs []string) (string,
 		y = g.Node("Transpose", operands(y), registry.IntsAttr("perm", 1, 0, 2))
 	}
 	return y, nil
-}
-
-// mhaONNXInputs are the values an export reads, as split sorts tensors.
-type mhaONNXInputs struct {
-	query, key, value string
-	kpm, attn         string // "" when not configured
-}
-
-// onnxInputs sorts the input values: [query], [query, memory] or [query,
-// key, value], then the configured masks.
-func (c *mhaPrepared) onnxInputs(inputs []string) (mhaONNXInputs, error) {
-	var in mhaONNXInputs
-	n := len(inputs)
-	masks := 0
-	if c.kpm != 0 {
-		masks++
-	}
-	if c.attn != 0 {
-		masks++
-	}
-	n -= masks
-	if n < 1 || n > 3 {
-		return in, fmt.Errorf("takes [query], [query, memory] or [query, key, value], then %d mask input(s); got %d input(s)", masks, len(inputs))
-	}
-	in.query, in.key, in.value = inputs[0], inputs[min(1, n-1)], inputs[n-1]
-	tail := inputs[n:]
-	if c.kpm != 0 {
-		in.kpm, tail = tail[0], tail[1:]
-	}
-	if c.attn != 0 {
-		in.attn = tail[0]
-	}
-	return in, nil
 }
 
 // inProjONNX applies in-projection which (0 query, 1 key, 2 value) to the
@@ -184,9 +154,9 @@ func (c *mhaPrepared) extrasONNX(g registry.GraphBuilder, k, v string) (string, 
 // one additive float mask that broadcasts to (B, H, L, S + extra keys):
 // a bool mask adds −Inf where it is nonzero, a float mask its values;
 // the extra keys get 0. It returns "" without masks.
-func (c *mhaPrepared) maskBiasONNX(g registry.GraphBuilder, in mhaONNXInputs) string {
-	additive := func(x string, kind maskKind) string {
-		if kind == maskAdd {
+func (c *mhaPrepared) maskBiasONNX(g registry.GraphBuilder, in mhaSorted[string]) string {
+	additive := func(x string, kind attn.MaskKind) string {
+		if kind == attn.MaskAdd {
 			return x
 		}
 		keep := g.Node("Equal", operands(x, g.ScalarFloat(0)))

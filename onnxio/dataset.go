@@ -58,8 +58,8 @@ func (l Limits) readTensorFile(path string, mem *budget.Scope) (*onnxpb.TensorPr
 // DecodeTensor decodes and validates a serialized TensorProto. External
 // data is not followed: test-data files hold their data inline.
 func DecodeTensor(data []byte, lim Limits) (*onnxpb.TensorProto, error) {
-	if lim.MaxFileBytes > 0 && int64(len(data)) > lim.MaxFileBytes {
-		return nil, fmt.Errorf("tensor is %d bytes, over the limit of %d: %w", len(data), lim.MaxFileBytes, ErrLimit)
+	if max := lim.resolved().MaxFileBytes; int64(len(data)) > max {
+		return nil, fmt.Errorf("tensor is %d bytes, over the limit of %d: %w", len(data), max, ErrLimit)
 	}
 	t := &onnxpb.TensorProto{}
 	if err := proto.Unmarshal(data, t); err != nil {

@@ -22,7 +22,7 @@ import (
 // It works in two passes. locate checks every entry against its file
 // (location inside the model's directory, a regular file, offset and length
 // within it, length matching the tensor's shape) without reading data; load
-// then checks the total against MaxExternalBytes and the memory budget
+// then checks the total against MaxTotalBytes and the memory budget
 // before it reads anything, so a model cannot load 4 GiB and then be
 // refused. With ExternalSizesOnly only the first pass runs.
 //
@@ -145,16 +145,17 @@ func (x *externalLoader) open(name, path string) (*os.File, error) {
 }
 
 // load reads every located entry into its tensor's raw_data. Before it
-// reads anything, it checks the running total against lim.MaxExternalBytes
+// reads anything, it checks the running total against lim.MaxTotalBytes
 // and reserves each entry from mem, so that the error names the tensor
 // that crosses the line.
 func (x *externalLoader) load(lim Limits, mem *budget.Scope) error {
+	lim = lim.resolved()
 	var total int64
 	for _, r := range x.refs {
 		total = min(total, math.MaxInt64-r.length) + r.length // saturating
-		if lim.MaxExternalBytes > 0 && total > lim.MaxExternalBytes {
+		if total > lim.MaxTotalBytes {
 			return fmt.Errorf("%s: external data file %s: loading %d more bytes brings the model's external data to %d, over the limit of %d bytes per model: %w",
-				r.where, r.path, r.length, total, lim.MaxExternalBytes, ErrLimit)
+				r.where, r.path, r.length, total, lim.MaxTotalBytes, ErrLimit)
 		}
 		if err := mem.Reserve(r.length, fmt.Sprintf("%s: external data file %s", r.where, r.path)); err != nil {
 			return err

@@ -114,7 +114,7 @@ func TestExternalDataBadInput(t *testing.T) {
 		{"offset past the end", "weights.bin", map[string]string{"offset": "1000"}, DefaultLimits, "", "offset 1000 is past its end"},
 		{"negative offset", "weights.bin", map[string]string{"offset": "-8"}, DefaultLimits, "", `offset "-8" is not a non-negative integer`},
 		{"garbage length", "weights.bin", map[string]string{"length": "lots"}, DefaultLimits, "", `length "lots"`},
-		{"over the external limit", "weights.bin", nil, Limits{MaxExternalBytes: 8}, "", "limit of 8 bytes per model"},
+		{"over the external limit", "weights.bin", nil, Limits{MaxTotalBytes: 8}, "", "limit of 8 bytes per model"},
 		{"directory unknown", "weights.bin", nil, DefaultLimits, "-", "the model's directory is unknown"},
 	}
 	for _, tc := range tests {

@@ -13,6 +13,7 @@ import (
 // device or a directory is refused without blocking. Errors start with the
 // path.
 func (l Limits) readFile(path string, mem *budget.Scope) ([]byte, error) {
+	l = l.resolved()
 	f, err := regularfile.Open(path)
 	if err != nil {
 		return nil, err // names the path
@@ -22,7 +23,7 @@ func (l Limits) readFile(path string, mem *budget.Scope) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.MaxFileBytes > 0 && info.Size() > l.MaxFileBytes {
+	if info.Size() > l.MaxFileBytes {
 		return nil, fmt.Errorf("%s: file is %d bytes, over the limit of %d: %w", path, info.Size(), l.MaxFileBytes, ErrLimit)
 	}
 	if err := mem.Reserve(info.Size(), path); err != nil {

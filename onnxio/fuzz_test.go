@@ -17,7 +17,7 @@ import (
 
 // fuzzLimits keep the fuzzer's allocations small, so that what it finds is
 // a missed check, not a slow run.
-var fuzzLimits = Limits{MaxFileBytes: 1 << 20, MaxTensorBytes: 1 << 20, MaxExternalBytes: 1 << 20, MaxDims: 8}
+var fuzzLimits = Limits{MaxFileBytes: 1 << 20, MaxTensorBytes: 1 << 20, MaxTotalBytes: 1 << 20, MaxDims: 8}
 
 // FuzzDecodeModel feeds arbitrary bytes to the model decoder. Whatever it
 // decodes must convert without panicking and re-encode stably. The model

@@ -44,7 +44,7 @@ func (l Limits) ReadModel(path string) (*onnxpb.ModelProto, error) {
 // Tensors stored as external data are read from files relative to dir and
 // moved into raw_data, so the returned model is self-contained; dir may be
 // "" when the model has none. Every entry is checked against its file before
-// any is read, and the total against MaxExternalBytes and the memory budget.
+// any is read, and the total against MaxTotalBytes and the memory budget.
 // With lim.ExternalSizesOnly the entries are checked but not read. Fields
 // the schema subset does not declare are kept as unknown fields and written
 // back by EncodeModel.
@@ -55,8 +55,8 @@ func DecodeModel(data []byte, dir string, lim Limits) (*onnxpb.ModelProto, error
 }
 
 func (l Limits) decodeModel(data []byte, dir string, mem *budget.Scope) (*onnxpb.ModelProto, error) {
-	if l.MaxFileBytes > 0 && int64(len(data)) > l.MaxFileBytes {
-		return nil, fmt.Errorf("model is %d bytes, over the limit of %d: %w", len(data), l.MaxFileBytes, ErrLimit)
+	if max := l.resolved().MaxFileBytes; int64(len(data)) > max {
+		return nil, fmt.Errorf("model is %d bytes, over the limit of %d: %w", len(data), max, ErrLimit)
 	}
 	m := &onnxpb.ModelProto{}
 	if err := proto.Unmarshal(data, m); err != nil {

@@ -112,3 +112,20 @@ type DomainBuilder interface {
 	// returns the output's name; the model then imports the domain.
 	DomainNode(domain, op string, inputs []string, attrs ...Attr) string
 }
+
+// InputDims is the optional interface of an exporting layer some of whose
+// inputs are not token streams (batch, seq, d): attention masks, or token
+// streams in another order (a sequence-first nn.MultiheadAttention's (seq,
+// batch, d)). The exporter declares a model input that such a layer reads
+// with the dimensions the layer gives, and probes widths with inputs of
+// that rank.
+type InputDims interface {
+	// ONNXInputDims returns, for the layer given n inputs, a name for each
+	// dimension of the inputs that are not (batch, seq, d) token streams,
+	// by input position. The names "batch", "seq" and "d" make a token
+	// stream with its axes in that order; any other names make a mask,
+	// float32, every dimension symbolic and prefixed with the input's name:
+	// a (Tq, Tk) mask {"queries", "keys"} is declared
+	// (mask_queries, mask_keys). Inputs not in the map are (batch, seq, d).
+	ONNXInputDims(n int) map[int][]string
+}

@@ -3,7 +3,6 @@ package tensorio
 import (
 	"bytes"
 	"io"
-	"math"
 	"path/filepath"
 	"testing"
 
@@ -61,11 +60,11 @@ func TestReadersGoThroughTheBudget(t *testing.T) {
 // TestMaxMemoryZeroIsTheDefaultBudget: a zero MaxMemory means
 // budget.DefaultLimit, as in onnxio, never "no limit".
 func TestMaxMemoryZeroIsTheDefaultBudget(t *testing.T) {
-	// 2^30 float64 = 8 GiB: within MaxBytes when that is raised, over
+	// 2^30 float64 = 8 GiB: within MaxTotalBytes and MaxTensorBytes when that is raised, over
 	// the default budget of 4 GiB.
 	data := npyPreamble(formatNPYHeader("<f8", []int64{1 << 30}))
 	stream := struct{ io.Reader }{bytes.NewReader(data)} // no Len: the size is unknown
-	_, err := Limits{MaxBytes: math.MaxInt64}.ReadNPY(stream)
+	_, err := Limits{MaxTotalBytes: -1, MaxTensorBytes: -1}.ReadNPY(stream)
 	require.ErrorIs(t, err, budget.ErrExceeded)
 	assert.EqualError(t, err, "float64 (1073741824,) needs 8 GiB, over the memory budget of 4 GiB")
 }

@@ -26,21 +26,11 @@ type elemType struct {
 
 // newElemType describes dt, whose sizes come from package array.
 func newElemType(dt array.DType, npy, st string) elemType {
-	dense, ok := denseOf[dt.Storage()]
+	dense, ok := dt.DenseDtype()
 	if !ok {
 		panic("tensorio: no *tensor.Dense type for " + dt.String())
 	}
 	return elemType{dt: dt, dtype: dense, npy: npy, st: st, size: dt.Bits() / 8, goSize: dt.Size()}
-}
-
-// denseOf maps the storage types of package array to gorgonia's.
-var denseOf = map[reflect.Type]tensor.Dtype{
-	reflect.TypeFor[float32](): tensor.Float32, reflect.TypeFor[float64](): tensor.Float64,
-	reflect.TypeFor[int64](): tensor.Int64, reflect.TypeFor[int32](): tensor.Int32,
-	reflect.TypeFor[int16](): tensor.Int16, reflect.TypeFor[int8](): tensor.Int8,
-	reflect.TypeFor[uint64](): tensor.Uint64, reflect.TypeFor[uint32](): tensor.Uint32,
-	reflect.TypeFor[uint16](): tensor.Uint16, reflect.TypeFor[uint8](): tensor.Uint8,
-	reflect.TypeFor[bool](): tensor.Bool,
 }
 
 // The element types of .safetensors files, in the order error messages

@@ -14,7 +14,7 @@ import (
 
 // fuzzLimits keeps each fuzz input's allowed allocation small, so that a
 // reader that allocates from a size it did not check shows up at once.
-var fuzzLimits = Limits{MaxBytes: 1 << 20, MaxRank: 8}
+var fuzzLimits = Limits{MaxTotalBytes: 1 << 20, MaxDims: 8}
 
 // heapAllocated returns the bytes allocated on the heap so far by the whole
 // program (a cumulative counter, read without stopping the world).
@@ -29,7 +29,7 @@ func heapAllocated() uint64 {
 func checkAllocation(t *testing.T, before uint64, input []byte) {
 	t.Helper()
 	used := heapAllocated() - before
-	bound := uint64(4*fuzzLimits.MaxBytes) + 8*uint64(len(input)) + 1<<20
+	bound := uint64(4*fuzzLimits.MaxTotalBytes) + 8*uint64(len(input)) + 1<<20
 	if used > bound {
 		t.Fatalf("reading %d input bytes allocated %d bytes, more than the bound %d", len(input), used, bound)
 	}

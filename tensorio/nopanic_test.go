@@ -49,10 +49,13 @@ func TestNoPanicOnAnyArgument(t *testing.T) {
 		"WriteSafetensors(nil tensor)": func() error {
 			return WriteSafetensors(filepath.Join(dir, "x.st"), []string{"a"}, []*tensor.Dense{nil}, nil)
 		},
-		"WriteSafetensorsTo(nil writer)":    func() error { return WriteSafetensorsTo(nil, []string{"a"}, []*tensor.Dense{x}, nil) },
-		"WriteSafetensorsTo(empty name)":    func() error { return WriteSafetensorsTo(io.Discard, []string{""}, []*tensor.Dense{x}, nil) },
-		"WriteSafetensorsTo(zero Dense)":    func() error { return WriteSafetensorsTo(io.Discard, []string{"a"}, []*tensor.Dense{{}}, nil) },
-		"Limits{-1, -1}.ReadNPY(empty)":     func() error { _, err := Limits{MaxBytes: -1, MaxRank: -1}.ReadNPY(bytes.NewReader(nil)); return err },
+		"WriteSafetensorsTo(nil writer)": func() error { return WriteSafetensorsTo(nil, []string{"a"}, []*tensor.Dense{x}, nil) },
+		"WriteSafetensorsTo(empty name)": func() error { return WriteSafetensorsTo(io.Discard, []string{""}, []*tensor.Dense{x}, nil) },
+		"WriteSafetensorsTo(zero Dense)": func() error { return WriteSafetensorsTo(io.Discard, []string{"a"}, []*tensor.Dense{{}}, nil) },
+		"Limits{-1, -1}.ReadNPY(empty)": func() error {
+			_, err := Limits{MaxTotalBytes: -1, MaxDims: -1}.ReadNPY(bytes.NewReader(nil))
+			return err
+		},
 		"Limits{MaxMemory: -1}.ReadNPYFile": func() error { _, err := Limits{MaxMemory: -1}.ReadNPYFile(""); return err },
 	}
 	for name, call := range calls {

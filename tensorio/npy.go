@@ -82,14 +82,14 @@ func (l Limits) ReadNPYArray(r io.Reader) (*array.Array, error) {
 	if isNil(r) {
 		return nil, errors.New("nil io.Reader")
 	}
-	l = l.withDefaults()
+	l = l.resolved()
 	avail := int64(-1)
 	if sized, ok := r.(interface{ Len() int }); ok { // bytes.Reader, strings.Reader, ...
 		avail = int64(sized.Len())
 	}
 	mem := l.scope()
 	defer mem.Release()
-	a, _, err := readNPY(r, avail, l.MaxRank, l.MaxBytes, mem)
+	a, _, err := readNPY(r, avail, l.MaxDims, l.room(l.MaxTotalBytes), mem)
 	return a, err
 }
 
@@ -106,11 +106,11 @@ func (l Limits) ReadNPYArrayFile(path string) (*array.Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	l = l.withDefaults()
+	l = l.resolved()
 	mem := l.scope()
 	defer mem.Release()
 	br := bufio.NewReader(f)
-	a, _, err := readNPY(br, info.Size(), l.MaxRank, l.MaxBytes, mem)
+	a, _, err := readNPY(br, info.Size(), l.MaxDims, l.room(l.MaxTotalBytes), mem)
 	if err == nil {
 		err = expectEOF(br)
 	}
@@ -152,7 +152,7 @@ func readNPY(r io.Reader, avail int64, maxRank int, room int64, mem *budget.Scop
 		return nil, 0, fmt.Errorf("data truncated: want %d bytes, got %d", want, max(avail-used, 0))
 	}
 	decoded := int64(n) * int64(e.goSize)
-	if err := mem.Reserve(decoded, fmt.Sprintf("%s %s", e.dt, formatShape(h.shape))); err != nil {
+	if err := mem.Reserve(decoded, fmt.Sprintf("%s %s", e.dt, array.FormatShape(h.shape))); err != nil {
 		return nil, 0, err
 	}
 	data, err := readElements(r, e, n, order)

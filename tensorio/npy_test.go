@@ -177,15 +177,15 @@ func TestReadNPYRejectsMalformedInput(t *testing.T) {
 
 func TestReadNPYLimitErrorsWrapErrLimit(t *testing.T) {
 	data := npyBytes(t, pattern(tensor.Float32, 4, 4)) // 64 bytes of data
-	_, err := Limits{MaxBytes: 63}.ReadNPY(bytes.NewReader(data))
+	_, err := Limits{MaxTotalBytes: 63}.ReadNPY(bytes.NewReader(data))
 	require.ErrorIs(t, err, ErrLimit)
 	assert.Contains(t, err.Error(), "shape (4, 4) needs more than the limit of 63 bytes")
 
-	got, err := Limits{MaxBytes: 64}.ReadNPY(bytes.NewReader(data))
+	got, err := Limits{MaxTotalBytes: 64}.ReadNPY(bytes.NewReader(data))
 	require.NoError(t, err)
 	assert.Equal(t, []int{4, 4}, []int(got.Shape()))
 
-	_, err = Limits{MaxRank: 1}.ReadNPY(bytes.NewReader(data))
+	_, err = Limits{MaxDims: 1}.ReadNPY(bytes.NewReader(data))
 	require.ErrorIs(t, err, ErrLimit)
 }
 

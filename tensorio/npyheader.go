@@ -3,6 +3,7 @@ package tensorio
 import (
 	"errors"
 	"fmt"
+	"github.com/attnrun/attnrun/array"
 	"strconv"
 	"strings"
 )
@@ -195,7 +196,7 @@ func clip(s string) string {
 // place, so that files written here are byte-identical to NumPy's.
 func formatNPYHeader(descr string, shape []int64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, formatShape(shape))
+	fmt.Fprintf(&b, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, array.FormatShape(shape))
 	if len(shape) > 0 {
 		const growthAxisMaxDigits = 21 // numpy.lib.format.GROWTH_AXIS_MAX_DIGITS
 		b.WriteString(strings.Repeat(" ", growthAxisMaxDigits-len(strconv.FormatInt(shape[0], 10))))

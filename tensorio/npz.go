@@ -100,7 +100,7 @@ func denseMembers(names []string, arrays []*array.Array) ([]*tensor.Dense, error
 
 // ReadNPZArraysFrom reads a .npz archive of size bytes from r; see
 // Limits.ReadNPZArrays. The total decoded size of all arrays is held to
-// l.MaxBytes and reserved from the memory budget, checked against each
+// l.MaxTotalBytes and reserved from the memory budget, checked against each
 // member's declared sizes before reading it, and no member is read past
 // the array its header declares, so a zip bomb cannot inflate.
 func (l Limits) ReadNPZArraysFrom(r io.ReaderAt, size int64) (names []string, arrays []*array.Array, err error) {
@@ -110,14 +110,14 @@ func (l Limits) ReadNPZArraysFrom(r io.ReaderAt, size int64) (names []string, ar
 	if size < 0 {
 		return nil, nil, fmt.Errorf("negative archive size %d", size)
 	}
-	l = l.withDefaults()
+	l = l.resolved()
 	zr, err := zip.NewReader(r, size)
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
 		return nil, nil, fmt.Errorf("not a valid .npz (zip) archive: %w", err)
 	}
 	mem := l.scope()
 	defer mem.Release()
-	room := l.MaxBytes
+	room := l.MaxTotalBytes
 	seen := map[string]bool{}
 	for _, f := range zr.File {
 		name, ok := strings.CutSuffix(f.Name, ".npy")
@@ -128,7 +128,7 @@ func (l Limits) ReadNPZArraysFrom(r io.ReaderAt, size int64) (names []string, ar
 			return nil, nil, fmt.Errorf("member %q appears twice", f.Name)
 		}
 		seen[name] = true
-		a, used, err := readNPZMember(f, l.MaxRank, room, mem)
+		a, used, err := readNPZMember(f, l.MaxDims, l.room(room), mem)
 		if err != nil {
 			return nil, nil, fmt.Errorf("member %q: %w", f.Name, err)
 		}

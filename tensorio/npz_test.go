@@ -177,8 +177,8 @@ func TestReadNPZRejectsMalformedArchives(t *testing.T) {
 		{"unknown method", buildZip(t, zipMember{name: "a.npy", data: good, method: 99}), Limits{}, "compression method 99 not supported (want stored or deflated)"},
 		{"declared size over limit", buildZip(t, zipMember{name: "a.npy", data: good, declared: 1 << 40}), Limits{}, "declares 1099511627776 bytes, more than the limit of 4294967296"},
 		{"declared size lies", buildZip(t, zipMember{name: "a.npy", data: good, declared: uint64(len(good)) + 10}), Limits{}, `member "a.npy"`},
-		{"header over limit", buildZip(t, zipMember{name: "a.npy", data: hugeHeader, method: zip.Deflate}), Limits{MaxBytes: 1 << 20}, "needs more than the limit of 1048576 bytes"},
-		{"total over limit", buildZip(t, zipMember{name: "a.npy", data: good}, zipMember{name: "b.npy", data: good}), Limits{MaxBytes: 40}, `member "b.npy": shape (2, 3) needs more than the limit of 16 bytes`},
+		{"header over limit", buildZip(t, zipMember{name: "a.npy", data: hugeHeader, method: zip.Deflate}), Limits{MaxTotalBytes: 1 << 20}, "needs more than the limit of 1048576 bytes"},
+		{"total over limit", buildZip(t, zipMember{name: "a.npy", data: good}, zipMember{name: "b.npy", data: good}), Limits{MaxTotalBytes: 40}, `member "b.npy": shape (2, 3) needs more than the limit of 16 bytes`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := writeTemp(t, "x.npz", c.input)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/attnrun/attnrun/array"
 	"io"
 	"maps"
 	"slices"
@@ -72,7 +73,7 @@ func (l Limits) ReadSafetensorsFrom(r io.ReaderAt, size int64) (names []string, 
 	if size < 0 {
 		return nil, nil, nil, fmt.Errorf("negative file size %d", size)
 	}
-	l = l.withDefaults()
+	l = l.resolved()
 	header, dataStart, err := readSafetensorsHeader(r, size, l)
 	if err != nil {
 		return nil, nil, nil, err
@@ -105,7 +106,7 @@ func readSafetensorsHeader(r io.ReaderAt, size int64, l Limits) ([]byte, int64, 
 		return nil, 0, errors.New("not a .safetensors file: shorter than the 8-byte header length")
 	}
 	n := binary.LittleEndian.Uint64(prefix[:])
-	limit := min(int64(maxSafetensorsHeader), l.MaxBytes)
+	limit := min(int64(maxSafetensorsHeader), l.MaxTotalBytes)
 	if n > uint64(limit) {
 		return nil, 0, fmt.Errorf("header length %d is more than the limit of %d: %w", n, limit, ErrLimit)
 	}
@@ -152,7 +153,7 @@ func parseSafetensorsHeader(header []byte, l Limits, dataLen int64, mem *budget.
 		entries  []stEntry
 		metadata map[string]string
 		seen     = map[string]bool{}
-		room     = l.MaxBytes
+		room     = l.MaxTotalBytes
 	)
 	for dec.More() {
 		tok, err := dec.Token()
@@ -177,12 +178,12 @@ func parseSafetensorsHeader(header []byte, l Limits, dataLen int64, mem *budget.
 		if err := dec.Decode(&raw); err != nil {
 			return nil, nil, fmt.Errorf("malformed header: tensor %q: %w", name, err)
 		}
-		e, err := checkSafetensorsEntry(name, raw, l.MaxRank, room)
+		e, err := checkSafetensorsEntry(name, raw, l.MaxDims, l.room(room))
 		if err != nil {
 			return nil, nil, fmt.Errorf("tensor %q: %w", name, err)
 		}
 		decoded := int64(e.count) * int64(e.elem.goSize)
-		if err := mem.Reserve(decoded, fmt.Sprintf("tensor %q: %s %s", name, e.elem.st, formatShape(e.shape))); err != nil {
+		if err := mem.Reserve(decoded, fmt.Sprintf("tensor %q: %s %s", name, e.elem.st, array.FormatShape(e.shape))); err != nil {
 			return nil, nil, err
 		}
 		room -= decoded
@@ -222,7 +223,7 @@ func checkSafetensorsEntry(name string, raw stEntryJSON, maxRank int, room int64
 	start, end := raw.DataOffsets[0], raw.DataOffsets[1]
 	if start > end || end-start != uint64(count)*uint64(elem.size) {
 		return stEntry{}, fmt.Errorf("data_offsets [%d, %d] hold %d bytes, but shape %s of %s needs %d",
-			start, end, end-start, formatShape(*raw.Shape), elem.st, uint64(count)*uint64(elem.size))
+			start, end, end-start, array.FormatShape(*raw.Shape), elem.st, uint64(count)*uint64(elem.size))
 	}
 	return stEntry{name: name, elem: elem, shape: *raw.Shape, count: count, start: start, end: end}, nil
 }

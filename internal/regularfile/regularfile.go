@@ -113,7 +113,7 @@ func ReadAll(f *os.File, path string, max int64) ([]byte, error) {
 	}
 	// The cap also holds for a file that grows while it is read.
 	r := io.Reader(f)
-	if max > 0 {
+	if max > 0 && max+1 > max { // max+1 wraps for math.MaxInt64, which caps nothing
 		r = io.LimitReader(f, max+1)
 	}
 	// Room for the whole file and the read that sees its end, so that

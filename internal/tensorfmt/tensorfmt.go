@@ -13,6 +13,7 @@ package tensorfmt
 
 import (
 	"fmt"
+	"github.com/attnrun/attnrun/array"
 	"math"
 	"strconv"
 	"strings"
@@ -78,7 +79,7 @@ func Dense(t *tensor.Dense) string {
 	case []bool:
 		return format(shape, n, &bools{values: d[:n]}, "")
 	}
-	return fmt.Sprintf("<%v tensor of shape %s>", t.Dtype(), pythonTuple(shape))
+	return fmt.Sprintf("<%v tensor of shape %s>", t.Dtype(), array.FormatShape(shape))
 }
 
 // scalarSlice turns the value gorgonia returns for a scalar's Data into a
@@ -132,7 +133,7 @@ func format(shape []int, n int, c cells, dtype string) string {
 	var suffixes []string
 	if n == 0 {
 		if len(shape) != 1 {
-			suffixes = append(suffixes, "size="+pythonTuple(shape))
+			suffixes = append(suffixes, "size="+array.FormatShape(shape))
 		}
 		if dtype != "" {
 			suffixes = append(suffixes, "dtype="+dtype)
@@ -285,18 +286,6 @@ func pad(s string, width int) string {
 		return s
 	}
 	return strings.Repeat(" ", width-len(s)) + s
-}
-
-// pythonTuple writes a shape as Python writes a tuple: (2, 0), (0,), ().
-func pythonTuple(shape []int) string {
-	parts := make([]string, len(shape))
-	for i, d := range shape {
-		parts[i] = strconv.Itoa(d)
-	}
-	if len(parts) == 1 {
-		return "(" + parts[0] + ",)"
-	}
-	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 // floatMode is how a floating tensor writes its numbers.

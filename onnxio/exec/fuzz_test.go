@@ -35,7 +35,7 @@ const (
 
 // fuzzLimits decode at most a megabyte, with no external data (DecodeModel
 // is given no directory).
-var fuzzLimits = onnxio.Limits{MaxFileBytes: 1 << 20, MaxTensorBytes: 1 << 20, MaxExternalBytes: 1 << 20, MaxDims: 16}
+var fuzzLimits = onnxio.Limits{MaxFileBytes: 1 << 20, MaxTensorBytes: 1 << 20, MaxTotalBytes: 1 << 20, MaxDims: 16}
 
 // FuzzExecutor decodes arbitrary bytes as a model, prepares it and runs it
 // on random inputs (drawn from a seed derived from the bytes) under a 64 MiB

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/attnrun/attnrun/array"
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/internal/kernels"
 )
 
@@ -100,10 +102,10 @@ type attnPlan struct {
 	rank3                  bool
 	scale, softcap         float32
 	causal                 bool
-	window                 attnWindow
-	mode                   int   // qk_matmul_output_mode, -1 when the output is not asked for
-	precision              DType // softmax_precision; Float32 when absent
-	q, k, v, y             heads // k and v address total keys: the present cache when there is a past
+	window                 attn.Frontier // left_window_size and right_window_size, never causal
+	mode                   int           // qk_matmul_output_mode, -1 when the output is not asked for
+	precision              DType         // softmax_precision; Float32 when absent
+	q, k, v, y             heads         // k and v address total keys: the present cache when there is a past
 	bias                   attnBias
 	nonpad                 []int // nonpad_kv_seqlen per batch, nil when absent
 }
@@ -176,7 +178,7 @@ func planAttention(rc *runCtx, n *node, in []*value) (p *attnPlan, presentK, pre
 		}
 	}
 	if !p.windowHides() {
-		p.window = noWindow // a window as wide as the keys is no window
+		p.window = attn.Unbounded // a window as wide as the keys is no window
 	}
 	if p.bias, err = p.newBias(mask); err != nil {
 		return nil, nil, nil, err
@@ -241,21 +243,14 @@ func (p *attnPlan) readAttributes(n *node) error {
 	return nil
 }
 
-// attnWindow is the sliding window of Attention-25: a query at position p
-// sees keys p − left to p + right; a side of -1 is unbounded.
-type attnWindow struct{ left, right int }
-
-// noWindow is the window of a node without the attributes: it hides nothing.
-var noWindow = attnWindow{left: -1, right: -1}
-
 // readWindow decodes left_window_size and right_window_size, attributes
 // from opset 25 on.
-func readWindow(n *node) (attnWindow, error) {
-	w := noWindow
+func readWindow(n *node) (attn.Frontier, error) {
+	w := attn.Unbounded
 	for _, a := range []struct {
 		name string
 		size *int
-	}{{"left_window_size", &w.left}, {"right_window_size", &w.right}} {
+	}{{"left_window_size", &w.Left}, {"right_window_size", &w.Right}} {
 		if !n.has(a.name) {
 			continue
 		}
@@ -271,29 +266,13 @@ func readWindow(n *node) (attnWindow, error) {
 	return w, nil
 }
 
-// bounded reports whether the window bounds either side.
-func (w attnWindow) bounded() bool { return w.left >= 0 || w.right >= 0 }
-
-// visible returns the keys [from, to) the window lets a query at position
-// pos see among total keys.
-func (w attnWindow) visible(pos, total int) (from, to int) {
-	from, to = 0, total
-	if w.left >= 0 {
-		from = min(total, max(0, pos-w.left))
-	}
-	if w.right >= 0 {
-		to = max(from, min(total, pos+w.right+1))
-	}
-	return from, to
-}
-
 // readShapes sizes the call from Q, K and V: all (batch, heads, seq,
 // head_size), or all (batch, seq, heads·head_size) with the head counts as
 // attributes.
 func (p *attnPlan) readShapes(n *node, q, k, v *value) error {
 	qHeads, kvHeads := int(n.attrInt("q_num_heads", 0)), int(n.attrInt("kv_num_heads", 0))
 	if q.rank() != k.rank() || q.rank() != v.rank() || (q.rank() != 3 && q.rank() != 4) {
-		return fmt.Errorf("Q %s, K %s and V %s must all be 3-D (batch, seq, hidden) or all 4-D (batch, heads, seq, head_size)",
+		return fmt.Errorf("inputs Q %s, K %s and V %s must all be 3-D (batch, seq, hidden) or all 4-D (batch, heads, seq, head_size)",
 			shapeString(q.shape), shapeString(k.shape), shapeString(v.shape))
 	}
 	p.batch = q.shape[0]
@@ -320,23 +299,23 @@ func (p *attnPlan) readShapes(n *node, q, k, v *value) error {
 			}
 		}
 		if k.shape[2] != kvHeads*p.d {
-			return fmt.Errorf("K %s: hidden size %d, want kv_num_heads %d × Q's head size %d", shapeString(k.shape), k.shape[2], kvHeads, p.d)
+			return fmt.Errorf("input K %s: hidden size %d, want kv_num_heads %d × Q's head size %d", shapeString(k.shape), k.shape[2], kvHeads, p.d)
 		}
 	} else {
 		p.qHeads, p.qLen, p.d = q.shape[1], q.shape[2], q.shape[3]
 		p.kvHeads, p.kvLen, p.dv = k.shape[1], k.shape[2], v.shape[3]
 		if k.shape[3] != p.d {
-			return fmt.Errorf("K %s: head size %d, Q %s has %d", shapeString(k.shape), k.shape[3], shapeString(q.shape), p.d)
+			return fmt.Errorf("input K %s: head size %d, Q %s has %d", shapeString(k.shape), k.shape[3], shapeString(q.shape), p.d)
 		}
 		if v.shape[1] != p.kvHeads {
-			return fmt.Errorf("V %s has %d heads, K %s has %d", shapeString(v.shape), v.shape[1], shapeString(k.shape), p.kvHeads)
+			return fmt.Errorf("input V %s has %d heads, K %s has %d", shapeString(v.shape), v.shape[1], shapeString(k.shape), p.kvHeads)
 		}
 		if (qHeads != 0 && qHeads != p.qHeads) || (kvHeads != 0 && kvHeads != p.kvHeads) {
 			return fmt.Errorf("q_num_heads %d and kv_num_heads %d disagree with 4-D Q %s and K %s", qHeads, kvHeads, shapeString(q.shape), shapeString(k.shape))
 		}
 	}
 	if v.shape[v.rank()-2] != p.kvLen {
-		return fmt.Errorf("K %s and V %s have different sequence lengths", shapeString(k.shape), shapeString(v.shape))
+		return fmt.Errorf("inputs K %s and V %s have different sequence lengths", shapeString(k.shape), shapeString(v.shape))
 	}
 	if p.kvHeads == 0 || p.qHeads%p.kvHeads != 0 {
 		return fmt.Errorf("q_num_heads %d is not a multiple of kv_num_heads %d", p.qHeads, p.kvHeads)
@@ -425,7 +404,7 @@ func (p *attnPlan) present(rc *runCtx, n *node, past *value, cur heads, size int
 
 // kvHead is the K and V head query head h reads: GQA and MQA repeat each of
 // the kv_heads for q_heads/kv_heads consecutive query heads.
-func (p *attnPlan) kvHead(h int) int { return h / (p.qHeads / p.kvHeads) }
+func (p *attnPlan) kvHead(h int) int { return attn.KVHead(h, p.qHeads, p.kvHeads) }
 
 // causalOffset is the shift of the causal frontier in batch entry b: query
 // i may see key j iff j ≤ i + offset.
@@ -442,16 +421,12 @@ func (p *attnPlan) causalOffset(b int) int {
 // windowHides reports whether the window hides a key from some query that
 // the causal frontier, if any, does not hide already.
 func (p *attnPlan) windowHides() bool {
-	if !p.window.bounded() {
-		return false
+	w := p.window
+	if p.causal {
+		w.Right = -1 // the causal frontier hides every key after the query
 	}
 	for b := range p.batch {
-		first := p.causalOffset(b) // the position of query 0
-		last := first + p.qLen - 1
-		if p.window.left >= 0 && last-p.window.left > 0 {
-			return true
-		}
-		if p.window.right >= 0 && !p.causal && first+p.window.right < p.total-1 {
+		if w.MayHide(p.causalOffset(b), p.qLen, 0, p.total) { // query 0 sits at causalOffset(b)
 			return true
 		}
 	}
@@ -550,10 +525,12 @@ func (p *attnPlan) padValuesMeetZeroWeights() {
 	}
 }
 
-// attendStepwise computes each head step by step, as the specification
-// writes it, keeping the intermediate scores qk_matmul_output asks for:
-// scores, softcap, bias, softmax (in softmax_precision), product with V.
-// There is at least one query and one key.
+// attendStepwise computes each head step by step with attn.Exact, as the
+// specification writes it, keeping the intermediate scores
+// qk_matmul_output asks for: scores, softcap, bias, softmax (in
+// softmax_precision), product with V. A query that can see no key (its
+// bias all −Inf) gets zeros, as the specification's errata says. There is
+// at least one query and one key.
 func (p *attnPlan) attendStepwise(rc *runCtx, n *node, qk *value) error {
 	scores, err := scratch[float32](rc, n, p.qLen*p.total, "attention scores")
 	if err != nil {
@@ -563,111 +540,49 @@ func (p *attnPlan) attendStepwise(rc *runCtx, n *node, qk *value) error {
 	if err != nil {
 		return err
 	}
-	var qkData []float32
-	if qk != nil {
-		qkData = qk.data.([]float32)
-	}
-	snapshot := func(mode, b, h int) {
-		if p.mode == mode {
-			off := (b*p.qHeads + h) * len(scores)
-			copy(qkData[off:off+len(scores)], scores)
-		}
-	}
+	e := attn.Exact{Scale: p.scale, Softcap: p.softcap, Bias: bias, Precision: array.DType(p.precision), Ctx: rc.ctx}
 	for b := range p.batch {
+		if p.nonpad != nil {
+			e.Hide = func(row []float32, i int) { p.hidePadding(row, b, i) }
+		}
 		for h := range p.qHeads {
 			kv := p.kvHead(h)
 			if err := rc.err(); err != nil {
 				return err
 			}
-			if p.d > 0 {
-				if err := kernels.GemmContext(rc.ctx, false, true, p.qLen, p.total, p.d, p.scale, p.q.at(b, h), p.q.row, p.k.at(b, kv), p.k.row, 0, scores, p.total); err != nil {
-					return err
-				}
-			} else {
-				clear(scores) // no features: every score is 0
-			}
-			snapshot(0, b, h)
-			if c := float64(p.softcap); c > 0 {
-				for i, x := range scores {
-					scores[i] = float32(c * math.Tanh(float64(x)/c))
+			if qk != nil {
+				e.Snapshot = func(st attn.Stage, s []float32) {
+					if int(st) == p.mode {
+						copy(qk.data.([]float32)[(b*p.qHeads+h)*len(s):], s)
+					}
 				}
 			}
-			snapshot(1, b, h)
 			p.bias.fill(bias, b, h, p.causal)
-			for i, x := range bias {
-				scores[i] += x
+			head := kernels.Head{
+				Q: p.q.at(b, h), LdQ: p.q.row,
+				K: p.k.at(b, kv), LdK: p.k.row,
+				V: p.v.at(b, kv), LdV: p.v.row,
+				Out: p.y.at(b, h), LdOut: p.y.row,
+				Tq: p.qLen, Tk: p.total, D: p.d, Dv: p.dv,
 			}
-			p.hidePadding(scores, b)
-			snapshot(2, b, h)
-			p.softmax(scores, bias)
-			snapshot(3, b, h)
-			if p.dv > 0 {
-				if err := kernels.GemmContext(rc.ctx, false, false, p.qLen, p.dv, p.total, 1, scores, p.total, p.v.at(b, kv), p.v.row, 0, p.y.at(b, h), p.y.row); err != nil {
-					return err
-				}
+			if err := e.Attend(head, scores); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-// hidePadding replaces by −Inf the scores that ONNX Runtime never computes
-// with nonpad_kv_seqlen: the padding's and, with is_causal, those past the
-// frontier. (The bias added −Inf to them, which leaves a NaN or +Inf score
-// NaN.)
-func (p *attnPlan) hidePadding(scores []float32, b int) {
-	if p.nonpad == nil {
-		return
+// hidePadding replaces by −Inf the scores of query i in batch entry b that
+// ONNX Runtime never computes with nonpad_kv_seqlen: the padding's and,
+// with is_causal, those past the frontier. (The bias added −Inf to them,
+// which leaves a NaN or +Inf score NaN.)
+func (p *attnPlan) hidePadding(row []float32, b, i int) {
+	from := p.nonpad[b]
+	if p.causal {
+		from = min(from, max(0, i+p.causalOffset(b)+1))
 	}
-	for i := range p.qLen {
-		from := p.nonpad[b]
-		if p.causal {
-			from = min(from, max(0, i+p.causalOffset(b)+1))
-		}
-		fillNegInf(scores[i*p.total+from : (i+1)*p.total])
-	}
-}
-
-// softmax normalizes each row of the scores in place: with
-// kernels.SoftmaxRows in float32; in float64 for softmax_precision float64,
-// and for float16 and bfloat16, whose scores are rounded to the narrow type
-// first and the weights after. A row that can see no key (its bias all
-// −Inf) becomes zeros, as the specification's errata says, whatever its
-// scores; any other row is a plain softmax, NaN if it holds a NaN or a
-// +Inf or nothing but −Inf.
-func (p *attnPlan) softmax(scores, bias []float32) {
-	defer func() {
-		for i := range p.qLen {
-			if allNegInf(bias[i*p.total : (i+1)*p.total]) {
-				clear(scores[i*p.total : (i+1)*p.total])
-			}
-		}
-	}()
-	round := func(x float32) float32 { return x }
-	switch p.precision {
-	case Float32:
-		kernels.SoftmaxRows(scores, p.qLen, p.total)
-		return
-	case attnFloat16:
-		round = roundFloat16
-	case attnBFloat16:
-		round = roundBFloat16
-	}
-	for i := range p.qLen {
-		row := scores[i*p.total : (i+1)*p.total]
-		top := math.Inf(-1)
-		for j, x := range row {
-			row[j] = round(x)
-			top = max(top, float64(row[j])) // NaN if either is NaN
-		}
-		var sum float64
-		for _, x := range row {
-			sum += math.Exp(float64(x) - top)
-		}
-		for j, x := range row {
-			row[j] = round(float32(math.Exp(float64(x)-top) / sum))
-		}
-	}
+	attn.FillNegInf(row[from:])
 }
 
 // heads addresses the heads of a (batch, heads, seq, size) or (batch, seq,
@@ -699,17 +614,15 @@ func (x heads) view() view { return view{strides: []int{x.batch, x.head, x.row, 
 // scores of each head: 0 where a query may see a key, the float mask's
 // value, or −Inf.
 type attnBias struct {
-	p       *attnPlan
-	mask    *value // bool or float32, nil when absent
-	strides [3]int // of the mask's batch, head and query axes; 0 where broadcast
-	cols    int    // the mask's last dimension; the columns after it are −Inf
-	mb, mh  int    // the mask's batch and head sizes after broadcasting: 1 or the full size
+	p      *attnPlan
+	mask   *attn.Mask // attn_mask (bool: true attends; float32: added), nil when absent
+	mb, mh int        // the mask's batch and head sizes after broadcasting: 1 or the full size
 }
 
 // newBias checks attn_mask against the scores it is added to.
 func (p *attnPlan) newBias(mask *value) (attnBias, error) {
 	ab := attnBias{p: p, mb: 1, mh: 1}
-	if p.window.bounded() && p.nonpad != nil {
+	if p.window != attn.Unbounded && p.nonpad != nil {
 		ab.mb = p.batch // the window's offset depends on nonpad_kv_seqlen[b]
 	}
 	if mask == nil {
@@ -741,8 +654,14 @@ func (p *attnPlan) newBias(mask *value) (attnBias, error) {
 	if shape[3] > p.total {
 		return ab, fmt.Errorf("attn_mask %s is longer than the %d keys (past and new)", shapeString(mask.shape), p.total)
 	}
-	ab.mask, ab.cols = mask, shape[3]
-	ab.strides = [3]int{strides[0], strides[1], strides[2]}
+	// The columns after the mask's last are −Inf (false).
+	ab.mask = &attn.Mask{Kind: attn.MaskAdd, SB: strides[0], SH: strides[1], SI: strides[2], SJ: 1, Cols: shape[3], Past: float32(math.Inf(-1))}
+	switch data := mask.data.(type) {
+	case []float32:
+		ab.mask.Values = data
+	case []bool:
+		ab.mask.Bools = data
+	}
 	if strides[0] != 0 {
 		ab.mb = p.batch
 	}
@@ -761,7 +680,7 @@ func (ab *attnBias) index(b, h int) int { return (b%ab.mb)*ab.mh + h%ab.mh }
 // window, or nil when nothing is to be added. nonpad_kv_seqlen is left
 // out: the fused kernel is given fewer keys instead.
 func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32, error) {
-	if ab.mask == nil && !withCausal && !ab.p.window.bounded() {
+	if ab.mask == nil && !withCausal && ab.p.window == attn.Unbounded {
 		return nil, nil
 	}
 	p := ab.p
@@ -773,10 +692,7 @@ func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32,
 				return nil, err
 			}
 			ab.fillMask(buf, b, h)
-			if withCausal {
-				ab.addCausal(buf, p.causalOffset(b))
-			}
-			ab.addWindow(buf, p.causalOffset(b))
+			ab.addFrontier(buf, p.causalOffset(b), withCausal)
 			out[ab.index(b, h)] = buf
 		}
 	}
@@ -789,14 +705,11 @@ func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32,
 func (ab *attnBias) fill(dst []float32, b, h int, causal bool) {
 	p := ab.p
 	ab.fillMask(dst, b, h)
-	if causal {
-		ab.addCausal(dst, p.causalOffset(b))
-	}
-	ab.addWindow(dst, p.causalOffset(b))
+	ab.addFrontier(dst, p.causalOffset(b), causal)
 	if p.nonpad != nil {
 		for i := range p.qLen {
 			row := dst[i*p.total : (i+1)*p.total]
-			fillNegInf(row[p.nonpad[b]:])
+			attn.FillNegInf(row[p.nonpad[b]:])
 		}
 	}
 }
@@ -811,75 +724,21 @@ func (ab *attnBias) fillMask(dst []float32, b, h int) {
 		return
 	}
 	for i := range p.qLen {
-		row := dst[i*p.total : (i+1)*p.total]
-		base := b*ab.strides[0] + h*ab.strides[1] + i*ab.strides[2]
-		switch m := ab.mask.data.(type) {
-		case []float32:
-			copy(row, m[base:base+ab.cols])
-		case []bool:
-			for j, ok := range m[base : base+ab.cols] {
-				row[j] = 0
-				if !ok {
-					row[j] = float32(math.Inf(-1))
-				}
-			}
-		}
-		fillNegInf(row[ab.cols:])
+		ab.mask.Row(dst[i*p.total:(i+1)*p.total], b, h, i)
 	}
 }
 
-// addCausal masks the keys after each query's causal frontier j ≤ i + offset.
-func (ab *attnBias) addCausal(dst []float32, offset int) {
+// addFrontier masks the keys outside each query's window and, when
+// causal, after its causal frontier j ≤ i + offset: the query i sits at
+// position i + offset.
+func (ab *attnBias) addFrontier(dst []float32, offset int, causal bool) {
 	p := ab.p
-	for i := range p.qLen {
-		row := dst[i*p.total : (i+1)*p.total]
-		fillNegInf(row[min(p.total, max(0, i+offset+1)):])
-	}
-}
-
-// addWindow masks the keys outside each query's window, the query i
-// sitting at position i + offset. Without a window it does nothing.
-func (ab *attnBias) addWindow(dst []float32, offset int) {
-	p := ab.p
-	if !p.window.bounded() {
+	f := p.window
+	f.Causal = causal
+	if f == attn.Unbounded {
 		return
 	}
 	for i := range p.qLen {
-		row := dst[i*p.total : (i+1)*p.total]
-		from, to := p.window.visible(i+offset, p.total)
-		fillNegInf(row[:from])
-		fillNegInf(row[to:])
+		f.HideOutside(dst[i*p.total:(i+1)*p.total], i+offset, 0)
 	}
-}
-
-// fillNegInf sets every element of s to −Inf.
-func fillNegInf(s []float32) {
-	for i := range s {
-		s[i] = float32(math.Inf(-1))
-	}
-}
-
-// roundFloat16 rounds x to the nearest IEEE half-precision value (ties to
-// even), returned as a float32: ±Inf beyond the largest half, 65504.
-func roundFloat16(x float32) float32 { return roundTo(x, 10, -14, 65504) }
-
-// roundBFloat16 rounds x to the nearest bfloat16 value (ties to even).
-func roundBFloat16(x float32) float32 { return roundTo(x, 7, -126, 0x1.fep127) }
-
-// roundTo rounds x to a binary format with mant explicit mantissa bits,
-// smallest normal exponent minExp and largest finite value maxFinite. In
-// float64 the division by the format's spacing at x is exact, so one
-// RoundToEven does it.
-func roundTo(x float32, mant, minExp int, maxFinite float64) float32 {
-	f := float64(x)
-	if f == 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-		return x
-	}
-	_, exp := math.Frexp(math.Abs(f)) // |f| = frac·2^exp with frac in [0.5, 1)
-	spacing := math.Ldexp(1, max(exp-1, minExp)-mant)
-	r := math.RoundToEven(f/spacing) * spacing
-	if math.Abs(r) > maxFinite {
-		return float32(math.Copysign(math.Inf(1), f))
-	}
-	return float32(r)
 }

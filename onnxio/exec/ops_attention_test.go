@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"github.com/attnrun/attnrun/array"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -586,3 +587,11 @@ func BenchmarkAttention(b *testing.B) {
 		})
 	}
 }
+
+// roundFloat16 rounds x, as softmax_precision float16 does (package
+// array's rounding), to the nearest IEEE half-precision value (ties to
+// even), returned as a float32: ±Inf beyond the largest half, 65504.
+func roundFloat16(x float32) float32 { return array.RoundFloat(array.Float16, float64(x), false) }
+
+// roundBFloat16 rounds x to the nearest bfloat16 value (ties to even).
+func roundBFloat16(x float32) float32 { return array.RoundFloat(array.BFloat16, float64(x), false) }

@@ -181,7 +181,7 @@ func gemmOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, errDType(a, "a numeric type")
 	}
 	if a.rank() != 2 || b.rank() != 2 {
-		return nil, fmt.Errorf("A and B must be 2-D, got %s and %s", shapeString(a.shape), shapeString(b.shape))
+		return nil, fmt.Errorf("inputs A and B must be 2-D, got %s and %s", shapeString(a.shape), shapeString(b.shape))
 	}
 	transA, transB := n.attrInt("transA", 0) != 0, n.attrInt("transB", 0) != 0
 	alpha, beta := n.attrFloat("alpha", 1), n.attrFloat("beta", 1)
@@ -201,7 +201,7 @@ func gemmOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	var err error
 	if c != nil {
 		if bc, err := broadcastShapes(c.shape, shape); err != nil || !equalShapes(bc, shape) {
-			return nil, fmt.Errorf("C of shape %s does not broadcast to the %s result", shapeString(c.shape), shapeString(shape))
+			return nil, fmt.Errorf("input C of shape %s does not broadcast to the %s result", shapeString(c.shape), shapeString(shape))
 		}
 		out, err = gather(rc, n, c, view{strides: broadcastStrides(c.shape, shape)}, shape)
 	} else {

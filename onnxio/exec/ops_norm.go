@@ -50,16 +50,6 @@ func softmax(rc *runCtx, n *node, x *value, outer, d, inner int) (*value, error)
 	return cast(rc, n, y, x.dtype)
 }
 
-// allNegInf reports whether a non-empty row holds only -Inf.
-func allNegInf(row []float32) bool {
-	for _, v := range row {
-		if !math.IsInf(float64(v), -1) {
-			return false
-		}
-	}
-	return len(row) > 0
-}
-
 // softmaxStrided normalizes y viewed as (outer, d, inner) along d, in
 // float64: e^(x - max) / Σ e^(x - max).
 func softmaxStrided(y []float64, outer, d, inner int) {
@@ -108,12 +98,12 @@ func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	rows, cols := numel(x.shape[:axis]), numel(norm)
 	sc, err := broadcastTo(rc, n, scale, norm)
 	if err != nil {
-		return nil, fmt.Errorf("Scale: %w", err)
+		return nil, fmt.Errorf("input Scale: %w", err)
 	}
 	var b []float64
 	if bias != nil {
 		if b, err = broadcastTo(rc, n, bias, norm); err != nil {
-			return nil, fmt.Errorf("B: %w", err)
+			return nil, fmt.Errorf("input B: %w", err)
 		}
 	}
 	statShape := slices.Concat(x.shape[:axis], slices.Repeat([]int{1}, r-axis))

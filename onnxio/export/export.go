@@ -362,7 +362,7 @@ func paramInitializers(m *models.Model) ([]*onnxpb.TensorProto, error) {
 // inputInfos declares the graph inputs: float32 (batch, seq, d). The first
 // input's axes are "seq" and "d"; another input's are suffixed with its
 // name, since a second input (cross-attention memory) may differ in length.
-// An input a layer reads otherwise (see InputDims) has the dimensions that
+// An input a layer reads otherwise (see registry.InputDims) has the dimensions that
 // layer gives: a mask its own, a token stream its axes in its order.
 func inputInfos(inputs []string, widths map[string]int, layouts map[string][]string) []*onnxpb.ValueInfoProto {
 	infos := make([]*onnxpb.ValueInfoProto, len(inputs))

@@ -10,32 +10,12 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
+	"github.com/attnrun/attnrun/registry"
 )
-
-// InputDims is the optional interface of an exporting layer some of whose
-// inputs are not token streams (batch, seq, d): attention masks
-// (attention.sdpa's mask, attention.torch_mha's key_padding_mask and
-// attn_mask), or token streams in another order (a sequence-first
-// nn.MultiheadAttention's (seq, batch, d)). Model declares a model input
-// that such a layer reads with the dimensions the layer gives, and probes
-// widths with inputs of that rank.
-//
-// The method uses only built-in types, so that a layer implements it
-// without importing this package.
-type InputDims interface {
-	// ONNXInputDims returns, for the layer given n inputs, a name for each
-	// dimension of the inputs that are not (batch, seq, d) token streams,
-	// by input position. The names "batch", "seq" and "d" make a token
-	// stream with its axes in that order; any other names make a mask,
-	// float32, every dimension symbolic and prefixed with the input's name:
-	// a (Tq, Tk) mask {"queries", "keys"} is declared
-	// (mask_queries, mask_keys). Inputs not in the map are (batch, seq, d).
-	ONNXInputDims(n int) map[int][]string
-}
 
 // layerDims returns the declared dimensions of a layer's inputs.
 func layerDims(spec *models.LayerSpec) map[int][]string {
-	if m, ok := spec.Layer.(InputDims); ok {
+	if m, ok := spec.Layer.(registry.InputDims); ok {
 		return m.ONNXInputDims(len(spec.Inputs))
 	}
 	return nil

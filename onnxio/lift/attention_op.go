@@ -96,7 +96,7 @@ func (l *opLayer) build() (*region, error) {
 	}
 	rank4 := len(qShape) == 4
 	if !rank4 && len(qShape) != 3 {
-		return nil, fmt.Errorf("Q has shape %s, want 3-D or 4-D", fmtShape(qShape))
+		return nil, fmt.Errorf("input Q has shape %s, want 3-D or 4-D", fmtShape(qShape))
 	}
 
 	var ops [3]opOperand
@@ -360,7 +360,7 @@ func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error
 	var op opOperand
 	if pn := a.g.producer[v]; pn != nil && pn.GetOpType() == "RotaryEmbedding" && a.g.data[v] {
 		if !rotates {
-			return op, fmt.Errorf("V is rotated by RotaryEmbedding %s; RoPE rotates queries and keys", pn.label())
+			return op, fmt.Errorf("input V is rotated by RotaryEmbedding %s; RoPE rotates queries and keys", pn.label())
 		}
 		op.rope = pn
 		l.nodes = append(l.nodes, pn)
@@ -398,11 +398,11 @@ func (l *opLayer) heads(ops [3]opOperand, rank4 bool) (heads, kvHeads, d int, er
 		}
 		q, k, v := ops[0].lin, ops[1].lin, ops[2].lin
 		if q.dOut%heads != 0 {
-			return 0, 0, 0, fmt.Errorf("Q has %d features, not a multiple of %d heads", q.dOut, heads)
+			return 0, 0, 0, fmt.Errorf("input Q has %d features, not a multiple of %d heads", q.dOut, heads)
 		}
 		d = q.dOut / heads
 		if k.dOut != kvHeads*d || v.dOut != kvHeads*d {
-			return 0, 0, 0, fmt.Errorf("K and V have %d and %d features; attention.sdpa's are kv_num_heads·head_dim = %d", k.dOut, v.dOut, kvHeads*d)
+			return 0, 0, 0, fmt.Errorf("inputs K and V have %d and %d features; attention.sdpa's are kv_num_heads·head_dim = %d", k.dOut, v.dOut, kvHeads*d)
 		}
 		if heads%kvHeads != 0 {
 			return 0, 0, 0, fmt.Errorf("kv_num_heads %d does not divide q_num_heads %d", kvHeads, heads)
@@ -420,7 +420,7 @@ func (l *opLayer) heads(ops [3]opOperand, rank4 bool) (heads, kvHeads, d int, er
 		}
 	}
 	if counts[1] != counts[2] || sizes[0] != sizes[1] || sizes[1] != sizes[2] {
-		return 0, 0, 0, fmt.Errorf("Q, K and V have %v heads of %v features; attention.sdpa needs K and V alike and one head size", counts, sizes)
+		return 0, 0, 0, fmt.Errorf("inputs Q, K and V have %v heads of %v features; attention.sdpa needs K and V alike and one head size", counts, sizes)
 	}
 	if counts[0]%counts[1] != 0 {
 		return 0, 0, 0, fmt.Errorf("%d KV heads do not divide %d query heads", counts[1], counts[0])

@@ -27,7 +27,7 @@ import (
 //	go test ./onnxio/lift -run '^$' -fuzz '^FuzzLift$' -fuzztime 30s
 
 // fuzzLimits bound what the codec decodes from a fuzzed file.
-var fuzzLimits = onnxio.Limits{MaxFileBytes: 1 << 20, MaxTensorBytes: 1 << 20, MaxExternalBytes: 1 << 20, MaxDims: 8}
+var fuzzLimits = onnxio.Limits{MaxFileBytes: 1 << 20, MaxTensorBytes: 1 << 20, MaxTotalBytes: 1 << 20, MaxDims: 8}
 
 // fuzzBudget is the memory budget of models built from fuzzed configs.
 const fuzzBudget = 64 << 20

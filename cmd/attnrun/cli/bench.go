@@ -18,12 +18,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/internal/kernels"
 	"github.com/attnrun/attnrun/models"
-	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
@@ -433,114 +431,11 @@ func modelFlops(m *models.Model, shape []int) (flopCount, error) {
 	return flopCount{total: float64(p.FLOPs), source: "counted by the layers as attnrun inspect does", missed: p.Uncounted}, nil
 }
 
-// graphFlops counts an ONNX graph's MatMul and Gemm nodes, 2·m·n·k each
-// (times the broadcast batch of MatMul), with shapes observed on one run
-// of the graph changed to also output the operands of those nodes (m is
-// modified).
+// graphFlops counts an ONNX graph's MatMul and Gemm nodes with the shapes
+// of one run (exec.CountFLOPs).
 func graphFlops(lim *limits, m *onnxpb.ModelProto, feeds map[string]*tensor.Dense) (flopCount, error) {
-	c := flopCount{source: "counted on the graph's MatMul and Gemm nodes"}
-	g := m.GetGraph()
-	exposed := map[string]bool{}
-	for _, out := range g.GetOutput() {
-		exposed[out.GetName()] = true
-	}
-	var products []*onnxpb.NodeProto
-	other := map[string]int{}
-	for _, n := range g.GetNode() {
-		switch n.GetOpType() {
-		case "MatMul", "Gemm":
-			if n.GetDomain() != "" || len(n.GetInput()) < 2 {
-				continue
-			}
-			products = append(products, n)
-			for _, name := range n.GetInput()[:2] {
-				if !exposed[name] {
-					exposed[name] = true
-					g.Output = append(g.Output, floatValueInfo(name))
-				}
-			}
-		case "Attention", "MultiHeadAttention", "Einsum", "Conv", "MatMulInteger", "QLinearMatMul":
-			other[n.GetOpType()]++
-		}
-	}
-	for op, n := range other {
-		c.missed = append(c.missed, fmt.Sprintf("%d %s node(s)", n, op))
-	}
-	slices.Sort(c.missed)
-	if len(products) == 0 {
-		return c, nil
-	}
-	probe, err := lim.newGraph(m)
-	if err != nil {
-		return c, err
-	}
-	values, err := lim.runGraph(probe, feeds)
-	if err != nil {
-		return c, err
-	}
-	for _, n := range products {
-		a, b := values[n.GetInput()[0]].Shape(), values[n.GetInput()[1]].Shape()
-		f, err := productFlops(n, a, b)
-		if err != nil {
-			return c, fmt.Errorf("node %q (%s): %w", n.GetName(), n.GetOpType(), err)
-		}
-		c.total += f
-	}
-	return c, nil
-}
-
-// floatValueInfo declares a float32 tensor value of any shape.
-func floatValueInfo(name string) *onnxpb.ValueInfoProto {
-	return &onnxpb.ValueInfoProto{
-		Name: proto.String(name),
-		Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
-			ElemType: proto.Int32(int32(onnxio.Float)),
-		}}},
-	}
-}
-
-// productFlops is 2·batch·m·n·k for MatMul (numpy's matmul: 1-D operands
-// are promoted, batch axes broadcast) and for Gemm (2-D, transA/transB).
-func productFlops(n *onnxpb.NodeProto, a, b []int) (float64, error) {
-	if n.GetOpType() == "Gemm" {
-		if len(a) != 2 || len(b) != 2 {
-			return 0, fmt.Errorf("operands of shapes %v and %v, want matrices", a, b)
-		}
-		m, k := a[0], a[1]
-		nn := b[1]
-		for _, at := range n.GetAttribute() {
-			if at.GetName() == "transA" && at.GetI() != 0 {
-				m, k = k, m
-			}
-			if at.GetName() == "transB" && at.GetI() != 0 {
-				nn = b[0]
-			}
-		}
-		return 2 * float64(m) * float64(nn) * float64(k), nil
-	}
-	if len(a) == 0 || len(b) == 0 {
-		return 0, fmt.Errorf("scalar operand (shapes %v and %v)", a, b)
-	}
-	if len(a) == 1 {
-		a = []int{1, a[0]}
-	}
-	if len(b) == 1 {
-		b = []int{b[0], 1}
-	}
-	m, k, nn := a[len(a)-2], a[len(a)-1], b[len(b)-1]
-	batch := 1.0
-	ba, bb := a[:len(a)-2], b[:len(b)-2]
-	for i := range max(len(ba), len(bb)) {
-		da, db := 1, 1
-		if j := len(ba) - 1 - i; j >= 0 {
-			da = ba[j]
-		}
-		if j := len(bb) - 1 - i; j >= 0 {
-			db = bb[j]
-		}
-		batch *= float64(max(da, db))
-	}
-	return 2 * batch * float64(m) * float64(nn) * float64(k), nil
+	n, err := exec.CountFLOPs(lim.ctx, m, feeds, exec.Options{MaxMemory: int64(lim.maxMemory)})
+	return flopCount{total: n.FLOPs, source: "counted on the graph's MatMul and Gemm nodes", missed: n.Uncounted}, err
 }
 
 // allocCount is the heap allocation counters of runtime/metrics.

@@ -14,13 +14,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/proto"
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/export"
-	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
 // benchCommand runs `attnrun bench` in-process, built on its own like
@@ -196,40 +194,6 @@ layers:
 		"--shape", "2,8,16", "--iters", "3")
 	require.NoError(t, err)
 	assert.Contains(t, out, "40960 FLOP per forward pass (matrix products, attention over all T×T pairs), counted by the layers as attnrun inspect does; not counted: custom\n")
-}
-
-func TestProductFlops(t *testing.T) {
-	node := func(op string, attrs ...*onnxpb.AttributeProto) *onnxpb.NodeProto {
-		return &onnxpb.NodeProto{OpType: proto.String(op), Attribute: attrs}
-	}
-	flag := func(name string) *onnxpb.AttributeProto {
-		return &onnxpb.AttributeProto{Name: proto.String(name), I: proto.Int64(1)}
-	}
-	cases := []struct {
-		name string
-		n    *onnxpb.NodeProto
-		a, b []int
-		want float64
-	}{
-		{"matrices", node("MatMul"), []int{3, 4}, []int{4, 5}, 2 * 3 * 4 * 5},
-		{"batched by a matrix", node("MatMul"), []int{2, 7, 3, 4}, []int{4, 5}, 2 * 14 * 3 * 4 * 5},
-		{"broadcast batch", node("MatMul"), []int{2, 1, 3, 4}, []int{6, 4, 5}, 2 * 12 * 3 * 4 * 5},
-		{"vector times matrix", node("MatMul"), []int{4}, []int{4, 5}, 2 * 4 * 5},
-		{"matrix times vector", node("MatMul"), []int{3, 4}, []int{4}, 2 * 3 * 4},
-		{"gemm", node("Gemm"), []int{3, 4}, []int{4, 5}, 2 * 3 * 4 * 5},
-		{"gemm transposed", node("Gemm", flag("transA"), flag("transB")), []int{4, 3}, []int{5, 4}, 2 * 3 * 4 * 5},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := productFlops(c.n, c.a, c.b)
-			require.NoError(t, err)
-			assert.Equal(t, c.want, got)
-		})
-	}
-	_, err := productFlops(node("Gemm"), []int{2, 3, 4}, []int{4, 5})
-	assert.ErrorContains(t, err, "want matrices")
-	_, err = productFlops(node("MatMul"), []int{}, []int{4, 5})
-	assert.ErrorContains(t, err, "scalar operand")
 }
 
 func TestSummarize(t *testing.T) {

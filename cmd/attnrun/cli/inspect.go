@@ -131,7 +131,7 @@ func inspectModel(out io.Writer, lim *limits, target string, shapes []tensor.Sha
 func inspectONNX(out io.Writer, lim *limits, path string, shapes []tensor.Shape) error {
 	sizes := lim.codec()
 	sizes.ExternalSizesOnly = true
-	sizes.MaxTensorBytes = 0 // nothing external is loaded: any size can be described
+	sizes.MaxTensorBytes = -1 // nothing external is loaded: any size can be described
 	m, err := sizes.ReadModel(path)
 	if err != nil {
 		return err
