@@ -11,6 +11,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/tensorfmt"
 	"github.com/attnrun/attnrun/tensorio"
 )
 
@@ -199,7 +200,7 @@ func (s *batchSink) put(it batchItem, outs []*tensor.Dense) error {
 			} else {
 				fmt.Fprintf(s.stdout, "%s:\n", it.name)
 			}
-			fmt.Fprintln(s.stdout, formatDense(out))
+			fmt.Fprintln(s.stdout, tensorfmt.Dense(out))
 		}
 	}
 	return nil

@@ -78,12 +78,3 @@ func describeInfos(infos []exec.TensorInfo) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// formatDense prints any numeric tensor the way PyTorch would.
-func formatDense(t *tensor.Dense) string {
-	a, err := array.FromDense(t)
-	if err != nil {
-		return fmt.Sprintf("<%v tensor of shape %v>", t.Dtype(), t.Shape())
-	}
-	return formatArray(a)
-}

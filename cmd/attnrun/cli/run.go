@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/tensorfmt"
 	"github.com/attnrun/attnrun/internal/torchrand"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/registry"
@@ -127,7 +128,7 @@ func runModel(cmd *cobra.Command, target string, f runFlags, lim *limits) error 
 	if len(f.outputs) == 1 {
 		return tensorio.WriteNPYFile(f.outputs[0], out)
 	}
-	fmt.Fprintln(cmd.OutOrStdout(), formatTensor(out.Data().([]float32), out.Shape()))
+	fmt.Fprintln(cmd.OutOrStdout(), tensorfmt.Dense(out))
 	return nil
 }
 

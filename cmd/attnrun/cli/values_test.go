@@ -136,39 +136,6 @@ func TestOutputKeys(t *testing.T) {
 	assert.ErrorContains(t, err, `output ".." cannot name a file`)
 }
 
-// The strings are what PyTorch 1.13 prints for the same tensors.
-func TestFormatArrayAsPyTorch(t *testing.T) {
-	for _, c := range []struct {
-		a    *array.Array
-		want string
-	}{
-		{array.FromSlice([]int{0}, []float32{}), "tensor([])"},
-		{array.FromSlice([]int{2, 0}, []float32{}), "tensor([], size=(2, 0))"},
-		{array.FromSlice([]int{0}, []int64{}), "tensor([], dtype=torch.int64)"},
-		{array.FromSlice([]int{0, 3}, []int32{}), "tensor([], size=(0, 3), dtype=torch.int32)"},
-		{&array.Array{DType: array.Float16, Shape: []int{0, 3}, Data: []float32{}}, "tensor([], size=(0, 3), dtype=torch.float16)"},
-		{array.FromSlice([]int{2}, []int64{1, 2}), "tensor([1, 2])"},
-		{array.FromSlice([]int{3}, []int32{1, -20, 300}), "tensor([  1, -20, 300], dtype=torch.int32)"},
-		{array.FromSlice([]int{2, 2}, []int8{1, 2, 3, 4}), "tensor([[1, 2],\n        [3, 4]], dtype=torch.int8)"},
-		{array.FromSlice([]int{3}, []bool{true, false, true}), "tensor([ True, False,  True])"},
-		{array.FromSlice([]int{}, []bool{true}), "tensor(True)"},
-		{array.FromSlice([]int{}, []int64{5}), "tensor(5)"},
-		{array.FromSlice([]int{}, []int16{5}), "tensor(5, dtype=torch.int16)"},
-		{array.FromSlice([]int{}, []float32{2.5}), "tensor(2.5000)"},
-		{&array.Array{DType: array.Float16, Shape: []int{2}, Data: []float32{1.5, 2.25}}, "tensor([1.5000, 2.2500], dtype=torch.float16)"},
-		{array.FromSlice([]int{2}, []float64{1, 2}), "tensor([1., 2.], dtype=torch.float64)"},
-		{&array.Array{DType: array.BFloat16, Shape: []int{1}, Data: []float32{1.5}}, "tensor([1.5000], dtype=torch.bfloat16)"},
-		{array.FromSlice([]int{2, 1}, []bool{true, false}), "tensor([[ True],\n        [False]])"},
-		{array.FromSlice([]int{2}, []uint8{255, 0}), "tensor([255,   0], dtype=torch.uint8)"},
-		{&array.Array{DType: array.Float16, Shape: []int{}, Data: []float32{float32(math.NaN())}}, "tensor(nan, dtype=torch.float16)"},
-		{array.FromSlice([]int{2, 1, 2}, []int64{1, 2, 3, 4}), "tensor([[[1, 2]],\n\n        [[3, 4]]])"},
-		{&array.Array{DType: array.Float8E4M3FN, Shape: []int{1}, Data: []float32{448}}, "tensor([448.], dtype=torch.float8_e4m3fn)"},
-		{&array.Array{DType: array.Int4, Shape: []int{2}, Data: []int8{-8, 7}}, "tensor([-8,  7], dtype=int4)"},
-	} {
-		assert.Equal(t, c.want, formatArray(c.a), c.a.String())
-	}
-}
-
 func TestCompareArrays(t *testing.T) {
 	big := int64(1) << 53
 	c, err := compareArrays(array.FromSlice([]int{2}, []int64{big + 1, 3}), array.FromSlice([]int{2}, []int64{big, 3}), 1, 1)
