@@ -300,6 +300,21 @@ func TestReadTensor(t *testing.T) {
 	assert.EqualError(t, err, "x.txt: want a .npy array or a .pb TensorProto")
 	_, err = attnrun.ReadTensor("missing.npy")
 	assert.ErrorIs(t, err, fs.ErrNotExist)
+
+	// Both formats are read within the budget.
+	for _, p := range []string{path, torchData + "input_0.pb"} {
+		_, err = attnrun.ReadTensor(p, attnrun.WithMaxMemory(64))
+		assert.ErrorIs(t, err, attnrun.ErrMemoryBudget, p)
+	}
+
+	// ReadArray reads what a *tensor.Dense cannot hold.
+	empty := filepath.Join(t.TempDir(), "empty.npy")
+	require.NoError(t, tensorio.WriteNPYArrayFile(empty, &array.Array{DType: array.Float16, Shape: []int{0, 3}, Data: []float32{}}))
+	a, err := attnrun.ReadArray(empty)
+	require.NoError(t, err)
+	assert.Equal(t, "float16 (0, 3)", a.String())
+	_, err = attnrun.ReadTensor(empty)
+	assert.EqualError(t, err, empty+": array: float16 (0, 3) has zero elements, which *tensor.Dense cannot hold (attnrun.ReadArray reads it)")
 }
 
 // CompareArrays holds every element type: integers and bools exactly

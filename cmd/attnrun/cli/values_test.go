@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,10 +136,17 @@ func TestOutputKeys(t *testing.T) {
 	assert.ErrorContains(t, err, `output ".." cannot name a file`)
 }
 
-// An output of another element type fails whatever its values.
-func TestCompareOutputTypes(t *testing.T) {
+// An output of another element type fails whatever its values; a finite
+// value against an infinite reference fails (check used to pass it, its
+// tolerance being infinite too) and is reported as infinitely far.
+func TestCompareOutput(t *testing.T) {
 	_, err := compareOutput(array.FromSlice([]int{1}, []int32{1}), array.FromSlice([]int{1}, []int64{1}), 0, 0)
 	assert.EqualError(t, err, "dtype int32, want int64")
+	inf := float32(math.Inf(1))
+	c, err := compareOutput(array.FromSlice([]int{2}, []float32{1, -inf}), array.FromSlice([]int{2}, []float32{inf, inf}), 1e-5, 1e-6)
+	require.NoError(t, err)
+	assert.Equal(t, 2, c.Mismatches)
+	assert.Equal(t, math.Inf(1), c.MaxRel, "never NaN")
 }
 
 // copyDataSet copies a test-data set into a temporary directory.
