@@ -183,7 +183,7 @@ func TestLoadErrors(t *testing.T) {
 		want string
 	}{
 		{"w.npz", nil, "w.npz is a state dict, not a model: pass it with attnrun.WithWeights to Load of a model config"},
-		{"x.npy", nil, "x.npy is a tensor, not a model: read it with tensorio.ReadNPYFile (or onnxio.ReadTensorFile) and pass it to Forward"},
+		{"x.npy", nil, "x.npy is a tensor, not a model: read it with attnrun.ReadTensor and pass it to Forward"},
 		{"model.txt", nil, "model.txt: want a model config (.yaml, .yml), an ONNX file (.onnx) or a preset name"},
 		{dir, nil, dir + ": want a model config (.yaml, .yml), an ONNX file (.onnx) or a preset name"},
 		{"seed-nope", nil, `unknown preset "seed-nope"; available: seed-simple`},

@@ -136,7 +136,7 @@ func kindOf(path string) (kind, error) {
 	case ".npz", ".safetensors":
 		return 0, fmt.Errorf("%s is a state dict, not a model: pass it with attnrun.WithWeights to Load of a model config", path)
 	case ".npy", ".pb":
-		return 0, fmt.Errorf("%s is a tensor, not a model: read it with tensorio.ReadNPYFile (or onnxio.ReadTensorFile) and pass it to Forward", path)
+		return 0, fmt.Errorf("%s is a tensor, not a model: read it with attnrun.ReadTensor and pass it to Forward", path)
 	}
 	if _, err := os.Stat(path); err == nil || ext != "" || strings.ContainsRune(path, os.PathSeparator) {
 		return 0, fmt.Errorf("%s: want a model config (.yaml, .yml), an ONNX file (.onnx) or a preset name", path)

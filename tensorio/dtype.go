@@ -24,23 +24,18 @@ type elemType struct {
 	goSize int          // bytes per element once decoded
 }
 
-// newElemType describes dt, whose sizes come from package array.
+// newElemType describes dt, whose sizes and *tensor.Dense type come from
+// package array.
 func newElemType(dt array.DType, npy, st string) elemType {
-	dense, ok := denseOf[dt.Storage()]
-	if !ok {
-		panic("tensorio: no *tensor.Dense type for " + dt.String())
+	one, err := array.New(dt, 1)
+	if err != nil {
+		panic("tensorio: " + err.Error())
 	}
-	return elemType{dt: dt, dtype: dense, npy: npy, st: st, size: dt.Bits() / 8, goSize: dt.Size()}
-}
-
-// denseOf maps the storage types of package array to gorgonia's.
-var denseOf = map[reflect.Type]tensor.Dtype{
-	reflect.TypeFor[float32](): tensor.Float32, reflect.TypeFor[float64](): tensor.Float64,
-	reflect.TypeFor[int64](): tensor.Int64, reflect.TypeFor[int32](): tensor.Int32,
-	reflect.TypeFor[int16](): tensor.Int16, reflect.TypeFor[int8](): tensor.Int8,
-	reflect.TypeFor[uint64](): tensor.Uint64, reflect.TypeFor[uint32](): tensor.Uint32,
-	reflect.TypeFor[uint16](): tensor.Uint16, reflect.TypeFor[uint8](): tensor.Uint8,
-	reflect.TypeFor[bool](): tensor.Bool,
+	dense, err := one.Dense()
+	if err != nil {
+		panic("tensorio: " + err.Error())
+	}
+	return elemType{dt: dt, dtype: dense.Dtype(), npy: npy, st: st, size: dt.Bits() / 8, goSize: dt.Size()}
 }
 
 // The element types of .safetensors files, in the order error messages
