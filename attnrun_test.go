@@ -13,6 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun"
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/export"
@@ -182,7 +183,7 @@ func TestLoadErrors(t *testing.T) {
 		want string
 	}{
 		{"w.npz", nil, "w.npz is a state dict, not a model: pass it with attnrun.WithWeights to Load of a model config"},
-		{"x.npy", nil, "x.npy is a tensor, not a model: read it with tensorio.ReadNPYFile (or onnxio.ReadTensorFile) and pass it to Forward"},
+		{"x.npy", nil, "x.npy is a tensor, not a model: read it with attnrun.ReadTensor and pass it to Forward"},
 		{"model.txt", nil, "model.txt: want a model config (.yaml, .yml), an ONNX file (.onnx) or a preset name"},
 		{dir, nil, dir + ": want a model config (.yaml, .yml), an ONNX file (.onnx) or a preset name"},
 		{"seed-nope", nil, `unknown preset "seed-nope"; available: seed-simple`},
@@ -299,4 +300,63 @@ func TestReadTensor(t *testing.T) {
 	assert.EqualError(t, err, "x.txt: want a .npy array or a .pb TensorProto")
 	_, err = attnrun.ReadTensor("missing.npy")
 	assert.ErrorIs(t, err, fs.ErrNotExist)
+
+	// Both formats are read within the budget.
+	for _, p := range []string{path, torchData + "input_0.pb"} {
+		_, err = attnrun.ReadTensor(p, attnrun.WithMaxMemory(64))
+		assert.ErrorIs(t, err, attnrun.ErrMemoryBudget, p)
+	}
+
+	// ReadArray reads what a *tensor.Dense cannot hold.
+	empty := filepath.Join(t.TempDir(), "empty.npy")
+	require.NoError(t, tensorio.WriteNPYArrayFile(empty, &array.Array{DType: array.Float16, Shape: []int{0, 3}, Data: []float32{}}))
+	a, err := attnrun.ReadArray(empty)
+	require.NoError(t, err)
+	assert.Equal(t, "float16 (0, 3)", a.String())
+	_, err = attnrun.ReadTensor(empty)
+	assert.EqualError(t, err, empty+": array: float16 (0, 3) has zero elements, which *tensor.Dense cannot hold (attnrun.ReadArray reads it)")
+}
+
+// CompareArrays holds every element type: integers and bools exactly
+// (beyond 2^53 too), narrow floats at their epsilon, empty tensors by shape.
+func TestCompareArrays(t *testing.T) {
+	big := int64(1) << 53
+	c, err := attnrun.CompareArrays(array.FromSlice([]int{2}, []int64{big + 1, 3}), array.FromSlice([]int{2}, []int64{big, 3}), 1, 1)
+	require.NoError(t, err)
+	assert.False(t, c.OK(), "2^53+1 is not 2^53, though float64 cannot tell them apart")
+	assert.Equal(t, 1, c.Mismatches)
+
+	c, err = attnrun.CompareArrays(array.FromSlice([]int{2}, []uint64{math.MaxUint64, 0}), array.FromSlice([]int{2}, []uint64{math.MaxUint64, 0}), 0, 0)
+	require.NoError(t, err)
+	assert.True(t, c.OK())
+	c, err = attnrun.CompareArrays(array.FromSlice([]int{1}, []int64{math.MinInt64}), array.FromSlice([]int{1}, []uint64{1 << 63}), 0, 0)
+	require.NoError(t, err)
+	assert.False(t, c.OK(), "-2^63 is not 2^63")
+
+	c, err = attnrun.CompareArrays(array.FromSlice([]int{3}, []bool{true, false, true}), array.FromSlice([]int{3}, []bool{true, true, true}), 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, attnrun.Comparison{MaxAbs: 1, MaxRel: 1, Worst: 1, Mismatches: 1, Elements: 3, Exact: true}, c)
+	c, err = attnrun.CompareArrays(array.FromSlice([]int{3}, []int32{1, 5, 100}), array.FromSlice([]int{3}, []int32{1, 6, 90}), 1, 100)
+	require.NoError(t, err)
+	assert.Equal(t, attnrun.Comparison{MaxAbs: 10, MaxRel: 1.0 / 6, Worst: 1, Mismatches: 2, Elements: 3, Exact: true}, c,
+		"integers must be equal whatever the tolerance; the first that differs is reported")
+
+	h := func(x ...float32) *array.Array {
+		return &array.Array{DType: array.Float16, Shape: []int{len(x)}, Data: x}
+	}
+	c, err = attnrun.CompareArrays(h(1+0x1p-10, 2), h(1, 2), 1e-5, 1e-6)
+	require.NoError(t, err)
+	assert.True(t, c.OK(), "one float16 ulp at 1 is within float16's epsilon")
+	assert.Equal(t, 0x1p-10, c.RTol)
+	c, err = attnrun.CompareArrays(h(1+3*0x1p-10), h(1), 1e-5, 1e-6)
+	require.NoError(t, err)
+	assert.False(t, c.OK(), "three ulps are not: atol + rtol·1 is two")
+
+	c, err = attnrun.CompareArrays(array.FromSlice([]int{0, 3}, []float32{}), array.FromSlice([]int{0, 3}, []float32{}), 0, 0)
+	require.NoError(t, err)
+	assert.True(t, c.OK())
+	_, err = attnrun.CompareArrays(array.FromSlice([]int{0, 3}, []float32{}), array.FromSlice([]int{3, 0}, []float32{}), 0, 0)
+	assert.EqualError(t, err, "shape (0, 3), want (3, 0)")
+	_, err = attnrun.CompareArrays(nil, h(1), 0, 0)
+	assert.EqualError(t, err, "array: nil *Array")
 }

@@ -17,7 +17,9 @@
 // Models built from layers also report their attention weights
 // (AttentionWeights) and their parameters in PyTorch's state_dict names
 // (StateDict), ready for tensorio.WriteNPZ. Compare and AllClose hold an
-// output against a reference the way PyTorch's tests do, NaN-aware.
+// output against a reference the way PyTorch's tests do, NaN-aware;
+// CompareArrays, FormatArray and ReadArray do the same for array.Array
+// values (float16, empty tensors), as the attnrun command does.
 //
 // The packages underneath stay available for what this one does not
 // cover: models (configs, incremental decoding), registry (writing a

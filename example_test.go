@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun"
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/tensorio"
 )
 
@@ -95,6 +96,17 @@ func ExampleFormat() {
 	//          1.2488e+02],
 	//         [1.2500e+02, 1.2512e+02, 1.2525e+02,  ..., 2.4962e+02, 2.4975e+02,
 	//          2.4988e+02]])
+}
+
+// FormatArray prints what ReadArray reads: float16 values, empty tensors
+// (the output is PyTorch 1.13's for the same tensors).
+func ExampleFormatArray() {
+	half := &array.Array{DType: array.Float16, Shape: []int{2}, Data: []float32{1.5, 0.0999755859375}}
+	fmt.Println(attnrun.FormatArray(half))
+	fmt.Println(attnrun.FormatArray(array.FromSlice([]int{0, 3}, []int64{})))
+	// Output:
+	// tensor([1.5000, 0.1000], dtype=torch.float16)
+	// tensor([], size=(0, 3), dtype=torch.int64)
 }
 
 // Compare reports how far a result is from its reference; NaN matches NaN,

@@ -3,6 +3,7 @@ package attnrun
 import (
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/internal/tensorfmt"
 )
 
@@ -15,3 +16,8 @@ import (
 // integer and bool tensors are supported; a dtype PyTorch prints in a
 // suffix gets it (", dtype=torch.float64").
 func Format(t *tensor.Dense) string { return tensorfmt.Dense(t) }
+
+// FormatArray writes an array.Array as Format writes a tensor, for every
+// element type and for tensors of zero elements, which a *tensor.Dense
+// cannot hold ("tensor([], size=(0, 3), dtype=torch.float16)").
+func FormatArray(a *array.Array) string { return tensorfmt.Array(a) }

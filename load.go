@@ -15,7 +15,8 @@ import (
 	"github.com/attnrun/attnrun/onnxio/lift"
 )
 
-// An Option adjusts how Load builds a model.
+// An Option adjusts how Load builds a model (or how ReadTensor and
+// ReadArray read a file).
 type Option func(*settings)
 
 // settings are the options of one Load.
@@ -25,6 +26,23 @@ type settings struct {
 	seeded    bool
 	maxMemory int64
 	executor  bool
+}
+
+// settingsOf applies the options in order.
+func settingsOf(opts []Option) settings {
+	var s settings
+	for _, o := range opts {
+		o(&s)
+	}
+	return s
+}
+
+// codec is what the ONNX codec accepts: its default limits, within the
+// memory budget.
+func (s settings) codec() onnxio.Limits {
+	lim := onnxio.DefaultLimits
+	lim.MaxMemory = s.maxMemory
+	return lim
 }
 
 // WithWeights loads the model's weights from a state dict, an .npz or
@@ -45,9 +63,9 @@ func WithSeed(seed uint64) Option { return func(s *settings) { s.seed, s.seeded 
 var ErrMemoryBudget = budget.ErrExceeded
 
 // WithMaxMemory bounds, in bytes, what reading an ONNX file holds in
-// memory and what each run of the graph executor holds at once; exceeding
-// it is an error matching ErrMemoryBudget, raised before allocating.
-// 0 means the default, 4 GiB. Models on attnrun's layers allocate what
+// memory, what each run of the graph executor holds at once, and what
+// ReadTensor and ReadArray read; exceeding it is an error matching
+// ErrMemoryBudget, raised before allocating. 0 means the default, 4 GiB. Models on attnrun's layers allocate what
 // their layers need; the bound does not apply to them.
 func WithMaxMemory(bytes int64) Option { return func(s *settings) { s.maxMemory = bytes } }
 
@@ -67,10 +85,7 @@ func WithExecutor() Option { return func(s *settings) { s.executor = true } }
 //
 // Errors name the file and what was expected.
 func Load(path string, opts ...Option) (*Model, error) {
-	var s settings
-	for _, o := range opts {
-		o(&s)
-	}
+	s := settingsOf(opts)
 	if s.weights != "" && s.seeded {
 		return nil, errors.New("attnrun.Load: WithWeights and WithSeed both set the weights; give one")
 	}
@@ -121,7 +136,7 @@ func kindOf(path string) (kind, error) {
 	case ".npz", ".safetensors":
 		return 0, fmt.Errorf("%s is a state dict, not a model: pass it with attnrun.WithWeights to Load of a model config", path)
 	case ".npy", ".pb":
-		return 0, fmt.Errorf("%s is a tensor, not a model: read it with tensorio.ReadNPYFile (or onnxio.ReadTensorFile) and pass it to Forward", path)
+		return 0, fmt.Errorf("%s is a tensor, not a model: read it with attnrun.ReadTensor and pass it to Forward", path)
 	}
 	if _, err := os.Stat(path); err == nil || ext != "" || strings.ContainsRune(path, os.PathSeparator) {
 		return 0, fmt.Errorf("%s: want a model config (.yaml, .yml), an ONNX file (.onnx) or a preset name", path)
@@ -132,9 +147,7 @@ func kindOf(path string) (kind, error) {
 // loadONNX reads an ONNX file and prepares it to run on layers or on the
 // executor.
 func loadONNX(path string, s settings) (*Model, error) {
-	limits := onnxio.DefaultLimits
-	limits.MaxMemory = s.maxMemory
-	file, err := limits.ReadModel(path)
+	file, err := s.codec().ReadModel(path)
 	if err != nil {
 		return nil, err
 	}

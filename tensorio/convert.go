@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/array"
 )
 
 // ToFloat32 returns t as a float32 tensor of the same shape, the type model
@@ -18,12 +20,12 @@ func ToFloat32(t *tensor.Dense) (*tensor.Dense, error) {
 	if t.Dtype() == tensor.Float32 {
 		return t, nil
 	}
-	data, e, shape, err := contiguousData(t)
+	a, _, err := denseArray(t)
 	if err != nil {
 		return nil, err
 	}
 	var out []float32
-	switch s := data.(type) {
+	switch s := a.Data.(type) {
 	case []float64:
 		out = convertSlice(s)
 	case []int64:
@@ -35,9 +37,9 @@ func ToFloat32(t *tensor.Dense) (*tensor.Dense, error) {
 	case []int8:
 		out = convertSlice(s)
 	default:
-		return nil, fmt.Errorf("cannot convert a %s tensor to float32 (want float32, float64 or an integer type)", e.dtype)
+		return nil, fmt.Errorf("cannot convert a %s tensor to float32 (want float32, float64 or an integer type)", a.DType)
 	}
-	return newDense(shape, out), nil
+	return array.FromSlice(a.Shape, out).Dense()
 }
 
 // convertSlice converts numbers to float32 with Go's conversion, which rounds

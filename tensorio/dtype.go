@@ -24,7 +24,8 @@ type elemType struct {
 	goSize int          // bytes per element once decoded
 }
 
-// newElemType describes dt, whose sizes come from package array.
+// newElemType describes dt, whose sizes and *tensor.Dense type come from
+// package array.
 func newElemType(dt array.DType, npy, st string) elemType {
 	dense, ok := dt.DenseDtype()
 	if !ok {

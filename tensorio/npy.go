@@ -11,7 +11,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/array"
-	"github.com/attnrun/attnrun/internal/atomicfile"
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/regularfile"
 )
@@ -240,40 +239,17 @@ func WriteNPY(w io.Writer, t *tensor.Dense) error {
 	if isNil(w) {
 		return errors.New("nil io.Writer")
 	}
-	a, err := denseArray(t)
+	a, _, err := denseArray(t)
 	if err != nil {
 		return err
 	}
 	return WriteNPYArray(w, a)
 }
 
-// denseArray returns t as an Array (views copied out in logical order),
-// refusing element types .npy files do not hold.
-func denseArray(t *tensor.Dense) (a *array.Array, err error) {
-	if t == nil {
-		return nil, errors.New("tensor is nil")
-	}
-	defer func() { // a Dense built by hand can make gorgonia panic
-		if r := recover(); r != nil {
-			a, err = nil, fmt.Errorf("malformed tensor: %v", r)
-		}
-	}()
-	if _, err := elemTypeOf(t.Dtype()); err != nil {
-		return nil, err
-	}
-	return array.FromDense(t)
-}
-
 // WriteNPYFile writes t to the .npy file at path atomically: the file is
 // either complete or, on any error, unchanged.
 func WriteNPYFile(path string, t *tensor.Dense) error {
-	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		if err := WriteNPY(bw, t); err != nil {
-			return err
-		}
-		return bw.Flush()
-	})
+	return writeFile(path, func(w io.Writer) error { return WriteNPY(w, t) })
 }
 
 // WriteNPYArray writes a to w in .npy format as WriteNPY does, zero
@@ -308,13 +284,7 @@ func WriteNPYArray(w io.Writer, a *array.Array) error {
 
 // WriteNPYArrayFile writes a to the .npy file at path atomically.
 func WriteNPYArrayFile(path string, a *array.Array) error {
-	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		if err := WriteNPYArray(bw, a); err != nil {
-			return err
-		}
-		return bw.Flush()
-	})
+	return writeFile(path, func(w io.Writer) error { return WriteNPYArray(w, a) })
 }
 
 // npyPreamble frames a header dict the way NumPy does: magic, version,

@@ -13,7 +13,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/array"
-	"github.com/attnrun/attnrun/internal/atomicfile"
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/regularfile"
 )
@@ -187,13 +186,7 @@ var npzTime = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
 // stores them, in the order given and with a fixed timestamp, so the same
 // tensors always give the same bytes.
 func WriteNPZ(path string, names []string, tensors []*tensor.Dense) error {
-	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		if err := WriteNPZTo(bw, names, tensors); err != nil {
-			return err
-		}
-		return bw.Flush()
-	})
+	return writeFile(path, func(w io.Writer) error { return WriteNPZTo(w, names, tensors) })
 }
 
 // WriteNPZTo writes the .npz archive WriteNPZ writes to w.
@@ -206,7 +199,7 @@ func WriteNPZTo(w io.Writer, names []string, tensors []*tensor.Dense) error {
 	}
 	arrays := make([]*array.Array, len(tensors))
 	for i, t := range tensors {
-		a, err := denseArray(t)
+		a, _, err := denseArray(t)
 		if err != nil {
 			return fmt.Errorf("tensor %q: %w", names[i], err)
 		}
@@ -219,13 +212,7 @@ func WriteNPZTo(w io.Writer, names []string, tensors []*tensor.Dense) error {
 // WriteNPZ writes tensors, with each array's dtype as WriteNPYArray writes
 // it; zero elements included.
 func WriteNPZArrays(path string, names []string, arrays []*array.Array) error {
-	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		if err := WriteNPZArraysTo(bw, names, arrays); err != nil {
-			return err
-		}
-		return bw.Flush()
-	})
+	return writeFile(path, func(w io.Writer) error { return WriteNPZArraysTo(w, names, arrays) })
 }
 
 // WriteNPZArraysTo writes the .npz archive WriteNPZArrays writes to w.

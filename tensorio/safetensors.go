@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/attnrun/attnrun/array"
 	"io"
 	"maps"
 	"slices"
@@ -15,7 +14,7 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/attnrun/attnrun/internal/atomicfile"
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/regularfile"
 )
@@ -280,13 +279,7 @@ func safetensorsElemType(name string) (elemType, error) {
 // map, to the .safetensors file at path, atomically. See WriteSafetensorsTo
 // for the layout.
 func WriteSafetensors(path string, names []string, tensors []*tensor.Dense, metadata map[string]string) error {
-	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		if err := WriteSafetensorsTo(bw, names, tensors, metadata); err != nil {
-			return err
-		}
-		return bw.Flush()
-	})
+	return writeFile(path, func(w io.Writer) error { return WriteSafetensorsTo(w, names, tensors, metadata) })
 }
 
 // WriteSafetensorsTo writes a .safetensors file to w. The layout is the
@@ -303,21 +296,23 @@ func WriteSafetensorsTo(w io.Writer, names []string, tensors []*tensor.Dense, me
 		return err
 	}
 	type item struct {
-		name  string
-		data  any
-		elem  elemType
-		shape []int64
+		name string
+		a    *array.Array
+		elem elemType
 	}
 	items := make([]item, len(names))
 	for i, name := range names {
 		if name == metadataKey {
 			return fmt.Errorf("tensor name %q is reserved", name)
 		}
-		data, e, shape, err := contiguousData(tensors[i])
+		a, e, err := denseArray(tensors[i])
 		if err != nil {
 			return fmt.Errorf("tensor %q: %w", name, err)
 		}
-		items[i] = item{name, data, e, shape}
+		if e.st == "" {
+			return fmt.Errorf("tensor %q: dtype %s not supported in .safetensors (want float32, float64, int64, int32, int8, uint8 or bool)", name, a.DType)
+		}
+		items[i] = item{name, a, e}
 	}
 	slices.SortFunc(items, func(a, b item) int {
 		if d := stWriteRank(b.elem) - stWriteRank(a.elem); d != 0 {
@@ -346,10 +341,10 @@ func WriteSafetensorsTo(w io.Writer, names []string, tensors []*tensor.Dense, me
 		if i > 0 || len(metadata) > 0 {
 			header.WriteByte(',')
 		}
-		n := uint64(sliceLen(it.data)) * uint64(it.elem.size)
+		n := uint64(it.a.Len()) * uint64(it.elem.size)
 		writeJSONString(&header, it.name)
 		fmt.Fprintf(&header, `:{"dtype":"%s","shape":%s,"data_offsets":[%d,%d]}`,
-			it.elem.st, jsonInts(it.shape), offset, offset+n)
+			it.elem.st, jsonInts(it.a.Shape), offset, offset+n)
 		offset += n
 	}
 	header.WriteByte('}')
@@ -366,7 +361,7 @@ func WriteSafetensorsTo(w io.Writer, names []string, tensors []*tensor.Dense, me
 		return err
 	}
 	for _, it := range items {
-		if err := writeElements(w, it.data); err != nil {
+		if err := writeElements(w, it.a.Data); err != nil {
 			return fmt.Errorf("tensor %q: %w", it.name, err)
 		}
 	}
@@ -389,7 +384,7 @@ func writeJSONString(b *bytes.Buffer, s string) {
 }
 
 // jsonInts formats a shape as a compact JSON array.
-func jsonInts(v []int64) string {
+func jsonInts(v []int) string {
 	parts := make([]string, len(v))
 	for i, d := range v {
 		parts[i] = fmt.Sprint(d)

@@ -263,3 +263,11 @@ func TestWriteSafetensorsRejectsReservedName(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `tensor name "__metadata__" is reserved`)
 }
+
+// A dtype .npy holds but this .safetensors writer does not offer is
+// refused (it used to be written with an empty dtype).
+func TestWriteSafetensorsRejectsUnofferedDtype(t *testing.T) {
+	var buf bytes.Buffer
+	err := WriteSafetensorsTo(&buf, []string{"a"}, []*tensor.Dense{tensor.New(tensor.WithShape(1), tensor.WithBacking([]int16{1}))}, nil)
+	assert.EqualError(t, err, `tensor "a": dtype int16 not supported in .safetensors (want float32, float64, int64, int32, int8, uint8 or bool)`)
+}

@@ -8,17 +8,23 @@
 // elements share one width, computed from the nonzero finite ones; rows
 // wrap at 80 columns; a tensor of more than 1000 elements is summarized
 // with the first and last 3 entries of every axis around "..."; dtypes
-// other than float32, int64 and bool are named in a suffix.
+// other than float32, int64 and bool are named in a suffix (every dtype but
+// float32 for a tensor of zero elements).
+//
+// Array prints every element type of package array, the CLI's values;
+// Dense prints the *tensor.Dense of the public API through it.
 package tensorfmt
 
 import (
 	"fmt"
-	"github.com/attnrun/attnrun/array"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/array"
 )
 
 // PyTorch's default print options.
@@ -32,87 +38,54 @@ const (
 // prefix opens every tensor's text; nested rows align under its bracket.
 const prefix = "tensor("
 
-// Float32 formats float32 values of the given shape (empty for a scalar),
-// row-major, as PyTorch prints a float32 tensor.
-func Float32(data []float32, shape []int) string {
-	values := make([]float64, len(data))
-	for i, v := range data {
-		values[i] = float64(v)
+// Array formats a as PyTorch prints a tensor of the same dtype and
+// values: every numeric dtype and bool, zero elements included. A dtype
+// PyTorch has no name for (int4, float4e2m1, ...) is named as ONNX names it.
+func Array(a *array.Array) string {
+	if a == nil {
+		return "<nil tensor>"
 	}
-	return format(shape, len(values), &floats{values: values}, "")
+	if err := a.Check(); err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return format(a.Shape, a.Len(), cellsOf(a.Data), a.DType)
 }
 
-// Dense formats a tensor as PyTorch prints one of the same dtype and
-// values: floating, integer and bool dtypes; other dtypes print as
-// "<dtype tensor of shape (…)>".
+// Dense formats a tensor as Array does; a dtype an Array cannot hold
+// prints as "<dtype tensor of shape (…)>".
 func Dense(t *tensor.Dense) string {
 	if t == nil {
 		return "<nil tensor>"
 	}
-	shape := []int(t.Shape())
-	if t.RequiresIterator() {
-		if dense, ok := t.Materialize().(*tensor.Dense); ok {
-			t = dense
-		}
+	a, err := array.FromDense(t)
+	if err != nil {
+		return fmt.Sprintf("<%v tensor of shape %s>", t.Dtype(), array.FormatShape(t.Shape()))
 	}
-	data := t.Data()
-	if t.IsScalar() {
-		shape = nil
-		data = scalarSlice(data)
-	}
-	n := tensor.Shape(shape).TotalSize()
+	return Array(a)
+}
+
+// cellsOf wraps an Array's data, one of array's storage slices.
+func cellsOf(data any) cells {
 	switch d := data.(type) {
 	case []float32:
-		return format(shape, n, &floats{values: widen[float32, float64](d[:n])}, "")
+		values := make([]float64, len(d))
+		for i, v := range d {
+			values[i] = float64(v)
+		}
+		return &floats{values: values}
 	case []float64:
-		return format(shape, n, &floats{values: d[:n]}, "torch.float64")
-	case []int64:
-		return format(shape, n, &ints{values: d[:n]}, "")
-	case []int32:
-		return format(shape, n, &ints{values: widen[int32, int64](d[:n])}, "torch.int32")
-	case []int16:
-		return format(shape, n, &ints{values: widen[int16, int64](d[:n])}, "torch.int16")
-	case []int8:
-		return format(shape, n, &ints{values: widen[int8, int64](d[:n])}, "torch.int8")
-	case []uint8:
-		return format(shape, n, &ints{values: widen[uint8, int64](d[:n])}, "torch.uint8")
+		return &floats{values: d}
 	case []bool:
-		return format(shape, n, &bools{values: d[:n]}, "")
+		return &plain{text: func(i int) string { return pythonBool[d[i]] }}
 	}
-	return fmt.Sprintf("<%v tensor of shape %s>", t.Dtype(), array.FormatShape(shape))
-}
-
-// scalarSlice turns the value gorgonia returns for a scalar's Data into a
-// slice of one element.
-func scalarSlice(v any) any {
-	switch s := v.(type) {
-	case float32:
-		return []float32{s}
-	case float64:
-		return []float64{s}
-	case int64:
-		return []int64{s}
-	case int32:
-		return []int32{s}
-	case int16:
-		return []int16{s}
-	case int8:
-		return []int8{s}
-	case uint8:
-		return []uint8{s}
-	case bool:
-		return []bool{s}
-	}
-	return v
-}
-
-// widen converts numbers to a wider type without loss.
-func widen[T, W int8 | int16 | int32 | uint8 | int64 | float32 | float64](in []T) []W {
-	out := make([]W, len(in))
-	for i, v := range in {
-		out[i] = W(v)
-	}
-	return out
+	v := reflect.ValueOf(data) // an integer type
+	return &plain{text: func(i int) string {
+		x := v.Index(i)
+		if x.CanInt() {
+			return strconv.FormatInt(x.Int(), 10)
+		}
+		return strconv.FormatUint(x.Uint(), 10)
+	}}
 }
 
 // cells knows how to write each element of a tensor, given the elements
@@ -129,22 +102,21 @@ type cells interface {
 }
 
 // format writes the tensor's text: the nested rows and the suffixes.
-func format(shape []int, n int, c cells, dtype string) string {
+func format(shape []int, n int, c cells, dt array.DType) string {
 	var suffixes []string
 	if n == 0 {
 		if len(shape) != 1 {
 			suffixes = append(suffixes, "size="+array.FormatShape(shape))
 		}
-		if dtype != "" {
-			suffixes = append(suffixes, "dtype="+dtype)
+		if dt != array.Float32 { // nothing to tell an int64 tensor by
+			suffixes = append(suffixes, "dtype="+torchName(dt))
 		}
 		return addSuffixes(prefix+"[]", suffixes)
 	}
-	if dtype != "" {
-		suffixes = append(suffixes, "dtype="+dtype)
+	if dt != array.Float32 && dt != array.Int64 && dt != array.Bool {
+		suffixes = append(suffixes, "dtype="+torchName(dt))
 	}
-	summarize := n > threshold
-	p := printer{shape: shape, summarize: summarize, cells: c}
+	p := printer{shape: shape, summarize: n > threshold, cells: c}
 	c.layout(p.shown(0, 0))
 	var b strings.Builder
 	b.WriteString(prefix)
@@ -154,6 +126,27 @@ func format(shape []int, n int, c cells, dtype string) string {
 		p.write(&b, 0, 0, len(prefix))
 	}
 	return addSuffixes(b.String(), suffixes)
+}
+
+// torchNames are PyTorch's names of the types it calls otherwise than
+// "torch." and the ONNX name.
+var torchNames = map[array.DType]string{
+	array.Float8E8M0: "torch.float8_e8m0fnu", array.Float8E4M3FN: "torch.float8_e4m3fn",
+	array.Float8E4M3FNUZ: "torch.float8_e4m3fnuz", array.Float8E5M2: "torch.float8_e5m2",
+	array.Float8E5M2FNUZ: "torch.float8_e5m2fnuz",
+}
+
+// torchName is the name PyTorch prints for dt ("torch.int32"), or the
+// ONNX name of a type PyTorch has not.
+func torchName(dt array.DType) string {
+	if name, ok := torchNames[dt]; ok {
+		return name
+	}
+	switch dt {
+	case array.Int4, array.Uint4, array.Int2, array.Uint2, array.Float4E2M1:
+		return dt.String()
+	}
+	return "torch." + dt.String()
 }
 
 // addSuffixes closes the text as _add_suffixes does: each suffix after a
@@ -357,41 +350,22 @@ func (c *floats) text(v float64) string {
 func (c *floats) cell(i int) string { return pad(c.text(c.values[i]), c.w) }
 func (c *floats) width() int        { return c.w }
 
-// ints writes integers as Python's str does.
-type ints struct {
-	values []int64
-	w      int
+// pythonBool is how Python writes a bool.
+var pythonBool = map[bool]string{true: "True", false: "False"}
+
+// plain writes integers and bools as Python's str does, all to one
+// width.
+type plain struct {
+	text func(i int) string
+	w    int
 }
 
-func (c *ints) layout(shown []int) {
+func (c *plain) layout(shown []int) {
 	c.w = 1
 	for _, i := range shown {
-		c.w = max(c.w, len(strconv.FormatInt(c.values[i], 10)))
+		c.w = max(c.w, len(c.text(i)))
 	}
 }
 
-func (c *ints) cell(i int) string { return pad(strconv.FormatInt(c.values[i], 10), c.w) }
-func (c *ints) width() int        { return c.w }
-
-// bools writes True and False.
-type bools struct {
-	values []bool
-	w      int
-}
-
-func (c *bools) layout(shown []int) {
-	c.w = 1
-	for _, i := range shown {
-		c.w = max(c.w, len(c.text(c.values[i])))
-	}
-}
-
-func (c *bools) text(v bool) string {
-	if v {
-		return "True"
-	}
-	return "False"
-}
-
-func (c *bools) cell(i int) string { return pad(c.text(c.values[i]), c.w) }
-func (c *bools) width() int        { return c.w }
+func (c *plain) cell(i int) string { return pad(c.text(i), c.w) }
+func (c *plain) width() int        { return c.w }

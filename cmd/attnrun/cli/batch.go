@@ -11,6 +11,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/tensorfmt"
 	"github.com/attnrun/attnrun/tensorio"
 )
 
@@ -32,6 +33,8 @@ type batchItem struct {
 	// is read already.
 	path   string
 	tensor *tensor.Dense
+	// lim bounds reading the file.
+	lim *limits
 }
 
 // load returns the item's tensor, reading its file if it has one.
@@ -39,7 +42,8 @@ func (it batchItem) load() (*tensor.Dense, error) {
 	if it.path == "" {
 		return it.tensor, nil
 	}
-	return readTensor(it.path)
+	x, err := it.lim.readTensor(it.path)
+	return x, it.lim.explain(err)
 }
 
 // batchInput tells whether the --input flags ask for a batch run: one
@@ -57,9 +61,9 @@ func batchInput(paths []string) (string, bool) {
 
 // listBatch lists the inputs of a batch: the .npy and .pb files of a
 // directory, sorted by name, or the arrays of an .npz archive.
-func listBatch(path string) ([]batchItem, error) {
+func listBatch(lim *limits, path string) ([]batchItem, error) {
 	if strings.EqualFold(filepath.Ext(path), ".npz") {
-		names, tensors, err := tensorio.ReadNPZ(path)
+		names, tensors, err := lim.files().ReadNPZ(path)
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +92,7 @@ func listBatch(path string) ([]batchItem, error) {
 			return nil, fmt.Errorf("%s: %s and %s would both write the output %s.npy", path, other, e.Name(), stem)
 		}
 		stems[stem] = e.Name()
-		items = append(items, batchItem{name: e.Name(), stem: stem, path: filepath.Join(path, e.Name())})
+		items = append(items, batchItem{name: e.Name(), stem: stem, path: filepath.Join(path, e.Name()), lim: lim})
 	}
 	if len(items) == 0 {
 		return nil, fmt.Errorf("%s: no .npy or .pb files to run", path)
@@ -199,7 +203,7 @@ func (s *batchSink) put(it batchItem, outs []*tensor.Dense) error {
 			} else {
 				fmt.Fprintf(s.stdout, "%s:\n", it.name)
 			}
-			fmt.Fprintln(s.stdout, formatDense(out))
+			fmt.Fprintln(s.stdout, tensorfmt.Dense(out))
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
 
+	attnrunlib "github.com/attnrun/attnrun"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/tensorio"
@@ -46,9 +47,9 @@ func presetForward(t *testing.T, name string, x *tensor.Dense) *tensor.Dense {
 func assertClose(t *testing.T, want, got *tensor.Dense, msg string) {
 	t.Helper()
 	require.Equal(t, want.Shape(), got.Shape(), msg)
-	c, err := compare(got, want, 1e-5, 1e-6)
+	c, err := attnrunlib.Compare(got, want, 1e-5, 1e-6)
 	require.NoError(t, err, msg)
-	assert.True(t, c.ok, "%s: max abs %g", msg, c.maxAbs)
+	assert.True(t, c.OK(), "%s: %v", msg, c)
 }
 
 // summaryLine is the line a batch or check ends with on stderr.

@@ -6,9 +6,11 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"reflect"
 
 	"github.com/spf13/cobra"
 
+	attnrunlib "github.com/attnrun/attnrun"
 	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/onnxio"
 )
@@ -79,35 +81,50 @@ type tally struct {
 }
 
 func (t *tally) add(where, output string, got, want *array.Array) {
-	c, err := compareArrays(got, want, t.rtol, t.atol)
+	c, err := compareOutput(got, want, t.rtol, t.atol)
 	switch {
 	case err != nil:
 		t.failed++
 		fmt.Fprintf(t.w, "%s  %s  FAIL  %v\n", where, output, err)
-	case !c.ok && c.exact:
+	case !c.OK() && c.Exact:
 		t.failed++
 		fmt.Fprintf(t.w, "%s  %s  FAIL  %d of %d elements differ (%s: exact; first at flat index %d: %s, want %s)\n",
-			where, output, c.mismatches, want.Len(), want.DType, c.worst, element(got, c.worst), element(want, c.worst))
-	case !c.ok:
+			where, output, c.Mismatches, want.Len(), want.DType, c.Worst, element(got, c.Worst), element(want, c.Worst))
+	case !c.OK():
 		t.failed++
 		fmt.Fprintf(t.w, "%s  %s  FAIL  max_abs=%.3g max_rel=%.3g (rtol %g, atol %g; worst at flat index %d)\n",
-			where, output, c.maxAbs, c.maxRel, c.rtol, c.atol, c.worst)
+			where, output, c.MaxAbs, c.MaxRel, c.RTol, c.ATol, c.Worst)
 	default:
 		t.passed++
-		fmt.Fprintf(t.w, "%s  %s  ok    max_abs=%.3g max_rel=%.3g%s\n", where, output, c.maxAbs, c.maxRel, t.note(want, c))
+		fmt.Fprintf(t.w, "%s  %s  ok    max_abs=%.3g max_rel=%.3g%s\n", where, output, c.MaxAbs, c.MaxRel, t.note(want, c))
 	}
+}
+
+// compareOutput compares an output with its reference as
+// attnrunlib.CompareArrays does, once their element types agree: an output
+// of another type than the reference's is wrong however close its values.
+func compareOutput(got, want *array.Array, rtol, atol float64) (attnrunlib.Comparison, error) {
+	if got.DType != want.DType {
+		return attnrunlib.Comparison{}, fmt.Errorf("dtype %s, want %s", got.DType, want.DType)
+	}
+	return attnrunlib.CompareArrays(got, want, rtol, atol)
+}
+
+// element formats element i of a for reports.
+func element(a *array.Array, i int) string {
+	return fmt.Sprint(reflect.ValueOf(a.Data).Index(i).Interface())
 }
 
 // note says how an ok output was compared when that is not the flags'
 // tolerance: exactly, by shape alone, or at a narrow type's own.
-func (t *tally) note(want *array.Array, c comparison) string {
+func (t *tally) note(want *array.Array, c attnrunlib.Comparison) string {
 	switch {
 	case want.Len() == 0:
 		return fmt.Sprintf(" (empty %s %s)", want.DType, array.FormatShape(want.Shape))
-	case c.exact:
+	case c.Exact:
 		return fmt.Sprintf(" (%s, exact)", want.DType)
-	case c.rtol != t.rtol || c.atol != t.atol:
-		return fmt.Sprintf(" (%s: rtol %.3g, atol %.3g)", want.DType, c.rtol, c.atol)
+	case c.RTol != t.rtol || c.ATol != t.atol:
+		return fmt.Sprintf(" (%s: rtol %.3g, atol %.3g)", want.DType, c.RTol, c.ATol)
 	}
 	return ""
 }

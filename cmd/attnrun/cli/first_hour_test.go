@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
 
+	attnrunlib "github.com/attnrun/attnrun"
 	"github.com/attnrun/attnrun/internal/torchrand"
 	"github.com/attnrun/attnrun/tensorio"
 )
@@ -129,9 +130,9 @@ func TestImportedWeightsRoundTrip(t *testing.T) {
 	status, _, stderr = attnrun("export", lifted, "--state-dict", st)
 	require.Equal(t, 0, status, stderr)
 
-	x, err := readTensor(filepath.Join(src, "test_data_set_0", "input_0.pb"))
+	x, err := attnrunlib.ReadTensor(filepath.Join(src, "test_data_set_0", "input_0.pb"))
 	require.NoError(t, err)
-	want, err := readTensor(filepath.Join(src, "test_data_set_0", "output_0.pb")) // PyTorch's
+	want, err := attnrunlib.ReadTensor(filepath.Join(src, "test_data_set_0", "output_0.pb")) // PyTorch's
 	require.NoError(t, err)
 	input := filepath.Join(dir, "x.npy")
 	require.NoError(t, tensorio.WriteNPYFile(input, x))

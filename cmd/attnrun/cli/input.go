@@ -10,6 +10,7 @@ import (
 
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/torchrand"
+	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/tensorio"
 )
 
@@ -39,7 +40,7 @@ can be fed the same input. SHAPE is the sizes separated by commas: B,T,D
 		if err := tensorio.WriteNPYFile(output, x); err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: float32 %s, torch.randn after torch.manual_seed(%d)\n", output, formatShapeOf(x), seed)
+		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: float32 %s, torch.randn after torch.manual_seed(%d)\n", output, models.FormatShape(x.Shape()), seed)
 		return nil
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the .npy file to write (required)")
@@ -73,13 +74,4 @@ func torchRandn(spec string, seed uint64, g *torchrand.Generator) (*tensor.Dense
 		return nil, fmt.Errorf("random input, seed %d: %w", seed, err)
 	}
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data)), nil
-}
-
-// formatShapeOf writes a tensor's shape as PyTorch does: (2, 6, 3).
-func formatShapeOf(t *tensor.Dense) string {
-	parts := make([]string, t.Dims())
-	for i, n := range t.Shape() {
-		parts[i] = strconv.Itoa(n)
-	}
-	return "(" + strings.Join(parts, ", ") + ")"
 }

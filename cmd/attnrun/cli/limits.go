@@ -4,19 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/attnrun/attnrun/array"
 	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
 	"gorgonia.org/tensor"
 
+	attnrunlib "github.com/attnrun/attnrun"
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
+	"github.com/attnrun/attnrun/tensorio"
 )
 
 // Files come from strangers: every command that reads a model takes
@@ -146,10 +148,22 @@ func (l *limits) readModel(path string) (*onnxpb.ModelProto, error) {
 	return l.codec().ReadModel(path)
 }
 
+// files is what the .npy, .npz and .safetensors readers accept: their
+// default limits, within the budget.
+func (l *limits) files() tensorio.Limits {
+	return tensorio.Limits{MaxMemory: int64(l.maxMemory)}
+}
+
 // readArray reads an input (.npy, or a .pb TensorProto) as an Array within
-// the codec limits.
+// the budget.
 func (l *limits) readArray(path string) (*array.Array, error) {
-	return readArrayWithin(l.codec(), path)
+	return attnrunlib.ReadArray(path, attnrunlib.WithMaxMemory(int64(l.maxMemory)))
+}
+
+// readTensor reads an input (.npy, or a .pb TensorProto) as a
+// *tensor.Dense within the budget.
+func (l *limits) readTensor(path string) (*tensor.Dense, error) {
+	return attnrunlib.ReadTensor(path, attnrunlib.WithMaxMemory(int64(l.maxMemory)))
 }
 
 // loadAttnrun builds the model an attnrun-written file holds.

@@ -233,3 +233,27 @@ func TestCheckNamesTheLimits(t *testing.T) {
 	assert.Equal(t, 1, status)
 	assert.Contains(t, stdout, `node #1 (ConstantOfShape): float32 (65536, 65536) needs 16 GiB, over the memory budget of 1 GiB (--max-memory 1 GiB sets the budget)`)
 }
+
+// An input file is read within the budget too, whichever command reads it
+// and whatever its format (the .npy readers used to take 4 GiB whatever
+// --max-memory said).
+func TestMaxMemoryInputs(t *testing.T) {
+	dir := t.TempDir()
+	model := manyLinears(t, dir, 1, 16)
+	x := filepath.Join(dir, "x.npy")
+	require.NoError(t, tensorio.WriteNPYFile(x, tensor.New(tensor.WithShape(1024, 16), tensor.WithBacking(make([]float32, 1024*16)))))
+	const refused = "needs 64 KiB, over the memory budget of 32 KiB (--max-memory 32 KiB sets the budget)"
+	for _, args := range [][]string{
+		{"run", model, "--seed", "1", "--input", x},
+		{"run", model, "--seed", "1", "--input", dir},
+		{"plot", model, "--seed", "1", "--input", x, "-o", filepath.Join(dir, "p.png")},
+	} {
+		status, _, stderr := attnrun(append(args, "--max-memory", "32KiB")...)
+		assert.Equal(t, 1, status, args)
+		assert.Contains(t, stderr, refused, args)
+		status, _, stderr = attnrun(append(args, "--max-memory", "1MiB")...)
+		if args[0] == "run" {
+			assert.Equal(t, 0, status, "%v: %s", args, stderr)
+		}
+	}
+}

@@ -1,16 +1,10 @@
 package cli
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 
-	"gorgonia.org/tensor"
-
-	"github.com/attnrun/attnrun/array"
-	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
-	"github.com/attnrun/attnrun/tensorio"
 )
 
 // isONNX tells an ONNX file from a config or preset: by its content when
@@ -31,59 +25,10 @@ func hasONNXExt(path string) bool {
 	return strings.EqualFold(filepath.Ext(path), ".onnx")
 }
 
-// readArray reads an input from .npy or a serialized TensorProto (.pb) as
-// an Array, zero elements and every numeric type included, within the
-// codec limits lim.
-func readArrayWithin(lim onnxio.Limits, path string) (*array.Array, error) {
-	if strings.EqualFold(filepath.Ext(path), ".pb") {
-		tp, err := lim.ReadTensorFile(path)
-		if err != nil {
-			return nil, err
-		}
-		a, err := lim.TensorToArray(tp)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return a, nil
-	}
-	return tensorio.Limits{MaxMemory: lim.MaxMemory}.ReadNPYArrayFile(path)
-}
-
-// readTensor reads an input tensor from .npy or a serialized TensorProto
-// (.pb) within the codec's default limits.
-func readTensor(path string) (*tensor.Dense, error) {
-	return readTensorWithin(onnxio.DefaultLimits, path)
-}
-
-// readTensorWithin reads an input tensor within the codec limits lim.
-func readTensorWithin(lim onnxio.Limits, path string) (*tensor.Dense, error) {
-	if strings.EqualFold(filepath.Ext(path), ".pb") {
-		tp, err := lim.ReadTensorFile(path)
-		if err != nil {
-			return nil, err
-		}
-		t, err := lim.TensorToDense(tp)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return t, nil
-	}
-	return tensorio.ReadNPYFile(path)
-}
-
 func describeInfos(infos []exec.TensorInfo) string {
 	parts := make([]string, len(infos))
 	for i, info := range infos {
 		parts[i] = info.String()
 	}
 	return strings.Join(parts, ", ")
-}
-
-// formatDense prints any numeric tensor the way PyTorch would.
-func formatDense(t *tensor.Dense) string {
-	a, err := array.FromDense(t)
-	if err != nil {
-		return fmt.Sprintf("<%v tensor of shape %v>", t.Dtype(), t.Shape())
-	}
-	return formatArray(a)
 }

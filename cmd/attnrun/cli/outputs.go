@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/attnrun/attnrun/array"
+	"github.com/attnrun/attnrun/internal/tensorfmt"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/tensorio"
 )
@@ -111,7 +112,7 @@ func (d outputDest) write(stdout io.Writer, names []string, outs []*array.Array)
 			if len(outs) > 1 {
 				fmt.Fprintf(stdout, "%s:\n", names[i])
 			}
-			fmt.Fprintln(stdout, formatArray(out))
+			fmt.Fprintln(stdout, tensorfmt.Array(out))
 		}
 	}
 	return nil

@@ -258,7 +258,7 @@ func plotInputs(lim *limits, src *source, target string, paths []string) ([]*ten
 	}
 	inputs := make([]*tensor.Dense, len(paths))
 	for i, p := range paths {
-		t, err := readTensorWithin(lim.codec(), p)
+		t, err := lim.readTensor(p)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	attnrunlib "github.com/attnrun/attnrun"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/tensorio"
@@ -50,9 +51,9 @@ func TestPresetExportImport(t *testing.T) {
 			require.NoError(t, err)
 			g, err := tensorio.ReadNPYFile(got)
 			require.NoError(t, err)
-			c, err := compare(g, w, 1e-5, 1e-6)
+			c, err := attnrunlib.Compare(g, w, 1e-5, 1e-6)
 			require.NoError(t, err)
-			assert.True(t, c.ok, "max_abs %g max_rel %g", c.maxAbs, c.maxRel)
+			assert.True(t, c.OK(), c.String())
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/tensorfmt"
 	"github.com/attnrun/attnrun/internal/torchrand"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/registry"
@@ -127,7 +128,7 @@ func runModel(cmd *cobra.Command, target string, f runFlags, lim *limits) error 
 	if len(f.outputs) == 1 {
 		return tensorio.WriteNPYFile(f.outputs[0], out)
 	}
-	fmt.Fprintln(cmd.OutOrStdout(), formatTensor(out.Data().([]float32), out.Shape()))
+	fmt.Fprintln(cmd.OutOrStdout(), tensorfmt.Dense(out))
 	return nil
 }
 
@@ -218,7 +219,7 @@ func runModelBatch(cmd *cobra.Command, src *source, batch string, f runFlags, ru
 		return usageError{fmt.Errorf("--input %s runs a model of one input; model %q takes %d (%s)",
 			batch, src.model.Name(), len(names), strings.Join(names, ", "))}
 	}
-	items, err := listBatch(batch)
+	items, err := listBatch(src.lim, batch)
 	if err != nil {
 		return err
 	}
@@ -249,7 +250,7 @@ func runONNXBatch(cmd *cobra.Command, path, batch string, f runFlags, lim *limit
 	if file.numInputs() != 1 {
 		return usageError{fmt.Errorf("--input %s runs a file of one input; %s takes %d (%s)", batch, path, file.numInputs(), file.inputNames())}
 	}
-	items, err := listBatch(batch)
+	items, err := listBatch(lim, batch)
 	if err != nil {
 		return err
 	}
@@ -323,7 +324,7 @@ func (s *source) inputs(paths []string) ([]*tensor.Dense, error) {
 	}
 	out := make([]*tensor.Dense, len(paths))
 	for i, p := range paths {
-		t, err := tensorio.ReadNPYFile(p)
+		t, err := s.lim.files().ReadNPYFile(p)
 		if err != nil {
 			return nil, err
 		}
