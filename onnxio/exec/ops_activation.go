@@ -161,20 +161,15 @@ func preluOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("slope of shape %s does not broadcast to X's shape %s", shapeString(slope.shape), shapeString(x.shape))
 	}
 	switch x.dtype {
-	case Float32:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[float32]))
-	case Float64:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[float64]))
-	case Int64:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[int64]))
-	case Int32:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[int32]))
-	case Uint64:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[uint64]))
-	case Uint32:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[uint32]))
+	case Float32, Float64, Int64, Int32, Uint64, Uint32:
+		return oneOrErr(numKinds[x.dtype].prelu(rc, n, x, slope))
 	}
 	return nil, errDType(x, "float32, float64, int64, int32, uint64 or uint32")
+}
+
+// prelu is PRelu for type T.
+func (numOf[T]) prelu(rc *runCtx, n *node, x, slope *value) (*value, error) {
+	return zipInto(rc, n, x, slope, x.dtype, prelu[T])
 }
 
 // prelu is x for x >= 0 and slope·x below.

@@ -86,29 +86,16 @@ func intMod[T integer](floored bool) func(T, T) T {
 // signOp is the kernel of Sign: -1, 0 or 1 in the input's type; NaN stays
 // NaN.
 func signOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	switch x := in[0]; x.dtype {
-	case Float32:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[float32]))
-	case Float64:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[float64]))
-	case Int64:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[int64]))
-	case Int32:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[int32]))
-	case Int16:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[int16]))
-	case Int8:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[int8]))
-	case Uint64:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[uint64]))
-	case Uint32:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[uint32]))
-	case Uint16:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[uint16]))
-	case Uint8:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[uint8]))
+	k, err := numKindOf(in[0])
+	if err != nil {
+		return nil, err
 	}
-	return nil, errDType(in[0], "a numeric type")
+	return oneOrErr(k.sign(rc, n, in[0]))
+}
+
+// sign is Sign for type T.
+func (numOf[T]) sign(rc *runCtx, n *node, x *value) (*value, error) {
+	return mapInto(rc, n, x, x.dtype, sign[T])
 }
 
 // sign is -1, 0 or 1; NaN (neither above nor below 0) maps to itself.
@@ -185,25 +172,19 @@ func bitwiseOp(f func(x, y uint64) uint64) opFunc {
 // kernels whose result fits the type whenever the operands do: remainders,
 // shifts and bit operations.
 func zipIntegers(rc *runCtx, n *node, a, b *value, s func(x, y int64) int64, u func(x, y uint64) uint64) (*value, error) {
-	switch a.dtype {
-	case Int64:
-		return zipInto(rc, n, a, b, a.dtype, s)
-	case Int32:
-		return zipInto(rc, n, a, b, a.dtype, widened[int32](s))
-	case Int16:
-		return zipInto(rc, n, a, b, a.dtype, widened[int16](s))
-	case Int8:
-		return zipInto(rc, n, a, b, a.dtype, widened[int8](s))
-	case Uint64:
-		return zipInto(rc, n, a, b, a.dtype, u)
-	case Uint32:
-		return zipInto(rc, n, a, b, a.dtype, widened[uint32](u))
-	case Uint16:
-		return zipInto(rc, n, a, b, a.dtype, widened[uint16](u))
-	case Uint8:
-		return zipInto(rc, n, a, b, a.dtype, widened[uint8](u))
+	k, err := intKindOf(a)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errDType(a, "an integer type")
+	return k.zip64(rc, n, a, b, s, u)
+}
+
+// zip64 is zipIntegers for type T.
+func (k intOf[T]) zip64(rc *runCtx, n *node, a, b *value, s func(x, y int64) int64, u func(x, y uint64) uint64) (*value, error) {
+	if k.lowest < 0 {
+		return zipInto(rc, n, a, b, a.dtype, widened[T](s))
+	}
+	return zipInto(rc, n, a, b, a.dtype, widened[T](u))
 }
 
 // widened runs a kernel of 64-bit integers on type T: sign or zero
@@ -214,25 +195,16 @@ func widened[T integer, W int64 | uint64](f func(x, y W) W) func(T, T) T {
 
 // bitwiseNotOp is the kernel of BitwiseNot.
 func bitwiseNotOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	switch x := in[0]; x.dtype {
-	case Int64:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e int64) int64 { return ^e }))
-	case Int32:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e int32) int32 { return ^e }))
-	case Int16:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e int16) int16 { return ^e }))
-	case Int8:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e int8) int8 { return ^e }))
-	case Uint64:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e uint64) uint64 { return ^e }))
-	case Uint32:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e uint32) uint32 { return ^e }))
-	case Uint16:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e uint16) uint16 { return ^e }))
-	case Uint8:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e uint8) uint8 { return ^e }))
+	k, err := intKindOf(in[0])
+	if err != nil {
+		return nil, err
 	}
-	return nil, errDType(in[0], "an integer type")
+	return oneOrErr(k.bitwiseNot(rc, n, in[0]))
+}
+
+// bitwiseNot is BitwiseNot for type T.
+func (intOf[T]) bitwiseNot(rc *runCtx, n *node, x *value) (*value, error) {
+	return mapInto(rc, n, x, x.dtype, func(e T) T { return ^e })
 }
 
 // sumOp is the kernel of Sum and (with mean) Mean: the elementwise sum of

@@ -124,29 +124,7 @@ func maxPoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		indices = idx.data.([]int64)
 	}
 	if y.size() > 0 {
-		switch xd := x.data.(type) {
-		case []float32:
-			err = maxPool(rc, w, offs, xd, y.data.([]float32), indices)
-		case []float64:
-			err = maxPool(rc, w, offs, xd, y.data.([]float64), indices)
-		case []int8:
-			err = maxPool(rc, w, offs, xd, y.data.([]int8), indices)
-		case []uint8:
-			err = maxPool(rc, w, offs, xd, y.data.([]uint8), indices)
-		case []int16:
-			err = maxPool(rc, w, offs, xd, y.data.([]int16), indices)
-		case []uint16:
-			err = maxPool(rc, w, offs, xd, y.data.([]uint16), indices)
-		case []int32:
-			err = maxPool(rc, w, offs, xd, y.data.([]int32), indices)
-		case []uint32:
-			err = maxPool(rc, w, offs, xd, y.data.([]uint32), indices)
-		case []int64:
-			err = maxPool(rc, w, offs, xd, y.data.([]int64), indices)
-		case []uint64:
-			err = maxPool(rc, w, offs, xd, y.data.([]uint64), indices)
-		}
-		if err != nil {
+		if err := numKindOfData(x.data).maxPool(rc, w, offs, x.data, y.data, indices); err != nil {
 			return nil, err
 		}
 	}
@@ -161,7 +139,8 @@ func maxPoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 
 // maxPool computes the window maxima of every (n, c) plane of x into y
 // and, when indices is not nil, their flat indices in x.
-func maxPool[T number](rc *runCtx, w *window, offs []int64, x, y []T, indices []int64) error {
+func (numOf[T]) maxPool(rc *runCtx, w *window, offs []int64, xd, yd any, indices []int64) error {
+	x, y := xd.([]T), yd.([]T)
 	taps, positions, imageSize := w.taps(), w.positions(), w.imageSize()
 	for plane := range len(y) / positions {
 		if err := rc.ctx.Err(); err != nil {

@@ -499,33 +499,12 @@ func blendAxis[T float](src, dst []T, outer, inner int, p *axisResampling, extra
 // nearestAxis copies, for every output position of one axis, the slab of
 // its nearest input position (any element type), or the fill value.
 func nearestAxis(src, dst *value, outer, inner int, p *axisResampling, fill *value) {
-	switch s := src.data.(type) {
-	case []float32:
-		pickAxis(s, dst.data.([]float32), outer, inner, p, fill.data.([]float32)[0])
-	case []float64:
-		pickAxis(s, dst.data.([]float64), outer, inner, p, fill.data.([]float64)[0])
-	case []int64:
-		pickAxis(s, dst.data.([]int64), outer, inner, p, fill.data.([]int64)[0])
-	case []int32:
-		pickAxis(s, dst.data.([]int32), outer, inner, p, fill.data.([]int32)[0])
-	case []int16:
-		pickAxis(s, dst.data.([]int16), outer, inner, p, fill.data.([]int16)[0])
-	case []int8:
-		pickAxis(s, dst.data.([]int8), outer, inner, p, fill.data.([]int8)[0])
-	case []uint64:
-		pickAxis(s, dst.data.([]uint64), outer, inner, p, fill.data.([]uint64)[0])
-	case []uint32:
-		pickAxis(s, dst.data.([]uint32), outer, inner, p, fill.data.([]uint32)[0])
-	case []uint16:
-		pickAxis(s, dst.data.([]uint16), outer, inner, p, fill.data.([]uint16)[0])
-	case []uint8:
-		pickAxis(s, dst.data.([]uint8), outer, inner, p, fill.data.([]uint8)[0])
-	case []bool:
-		pickAxis(s, dst.data.([]bool), outer, inner, p, fill.data.([]bool)[0])
-	}
+	elemKindOfData(src.data).pickAxis(src.data, dst.data, outer, inner, p, fill.data)
 }
 
-func pickAxis[T any](src, dst []T, outer, inner int, p *axisResampling, fill T) {
+// pickAxis is nearestAxis for type T; fill holds the fill value.
+func (elemOf[T]) pickAxis(sd, dd any, outer, inner int, p *axisResampling, fd any) {
+	src, dst, fill := sd.([]T), dd.([]T), fd.([]T)[0]
 	for b := range outer {
 		for o := range p.out {
 			row := dst[(b*p.out+o)*inner : (b*p.out+o+1)*inner]

@@ -68,28 +68,15 @@ func signedFunc[T number](op signed) func(T) T {
 // signedOp is the kernel of Abs, Neg and Relu.
 func signedOp(op signed) opFunc {
 	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
-		switch x := in[0]; x.dtype {
-		case Float32:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[float32](op)))
-		case Float64:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[float64](op)))
-		case Int64:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int64](op)))
-		case Int32:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int32](op)))
-		case Int16:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int16](op)))
-		case Int8:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int8](op)))
-		case Uint64:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint64](op)))
-		case Uint32:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint32](op)))
-		case Uint16:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint16](op)))
-		case Uint8:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint8](op)))
+		k, err := numKindOf(in[0])
+		if err != nil {
+			return nil, err
 		}
-		return nil, errDType(in[0], "a numeric type")
+		return oneOrErr(k.signed(rc, n, op, in[0]))
 	}
+}
+
+// signed is signedOp for type T.
+func (numOf[T]) signed(rc *runCtx, n *node, op signed, x *value) (*value, error) {
+	return unaryMap(rc, n, x, x.dtype, signedFunc[T](op))
 }
