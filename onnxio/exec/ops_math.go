@@ -13,18 +13,18 @@ func init() {
 	ops["Mod"] = &opSpec{since: 10, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: modOp,
 		attrs: map[string]attrKind{"fmod": attrInt}}
 	ops["Sign"] = unarySpec(9, signOp)
-	ops["Floor"] = unarySpec(6, floatFuncOp(math.Floor))
-	ops["Ceil"] = unarySpec(6, floatFuncOp(math.Ceil))
-	ops["Round"] = unarySpec(11, floatFuncOp(math.RoundToEven))
+	ops["Floor"] = unarySpec(6, floatOp(math.Floor))
+	ops["Ceil"] = unarySpec(6, floatOp(math.Ceil))
+	ops["Round"] = unarySpec(11, floatOp(math.RoundToEven))
 	for name, f := range map[string]func(float64) float64{
 		"Tan": math.Tan, "Asin": math.Asin, "Acos": math.Acos, "Atan": math.Atan,
 	} {
-		ops[name] = unarySpec(7, floatFuncOp(f))
+		ops[name] = unarySpec(7, floatOp(f))
 	}
 	for name, f := range map[string]func(float64) float64{
 		"Sinh": math.Sinh, "Cosh": math.Cosh, "Asinh": math.Asinh, "Acosh": math.Acosh, "Atanh": math.Atanh,
 	} {
-		ops[name] = unarySpec(9, floatFuncOp(f))
+		ops[name] = unarySpec(9, floatOp(f))
 	}
 	ops["IsInf"] = &opSpec{since: 10, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: isInfOp,
 		attrs: map[string]attrKind{"detect_negative": attrInt, "detect_positive": attrInt}}
@@ -57,9 +57,9 @@ func modOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			return nil, errors.New("fmod must be 1 for floating-point inputs")
 		}
 		if a.dtype == Float32 {
-			return oneOrErr(zipInto(rc, n, a, b, a.dtype, func(x, y float32) float32 { return float32(math.Mod(float64(x), float64(y))) }))
+			return oneOrErr(binaryMap(rc, n, a, b, a.dtype, func(x, y float32) float32 { return float32(math.Mod(float64(x), float64(y))) }))
 		}
-		return oneOrErr(zipInto(rc, n, a, b, a.dtype, math.Mod))
+		return oneOrErr(binaryMap(rc, n, a, b, a.dtype, math.Mod))
 	}
 	if !a.dtype.isNumeric() {
 		return nil, errDType(a, "a numeric type")
@@ -95,7 +95,7 @@ func signOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 
 // sign is Sign for type T.
 func (numOf[T]) sign(rc *runCtx, n *node, x *value) (*value, error) {
-	return mapInto(rc, n, x, x.dtype, sign[T])
+	return unaryMap(rc, n, x, x.dtype, sign[T])
 }
 
 // sign is -1, 0 or 1; NaN (neither above nor below 0) maps to itself.
@@ -117,9 +117,9 @@ func isInfOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	test := func(x float64) bool { return neg && math.IsInf(x, -1) || pos && math.IsInf(x, 1) }
 	switch x := in[0]; x.dtype {
 	case Float32:
-		return oneOrErr(mapInto(rc, n, x, Bool, func(e float32) bool { return test(float64(e)) }))
+		return oneOrErr(unaryMap(rc, n, x, Bool, func(e float32) bool { return test(float64(e)) }))
 	case Float64:
-		return oneOrErr(mapInto(rc, n, x, Bool, test))
+		return oneOrErr(unaryMap(rc, n, x, Bool, test))
 	}
 	return nil, errDType(in[0], "float32 or float64")
 }
@@ -182,9 +182,9 @@ func zipIntegers(rc *runCtx, n *node, a, b *value, s func(x, y int64) int64, u f
 // zip64 is zipIntegers for type T.
 func (k intOf[T]) zip64(rc *runCtx, n *node, a, b *value, s func(x, y int64) int64, u func(x, y uint64) uint64) (*value, error) {
 	if k.lowest < 0 {
-		return zipInto(rc, n, a, b, a.dtype, widened[T](s))
+		return binaryMap(rc, n, a, b, a.dtype, widened[T](s))
 	}
-	return zipInto(rc, n, a, b, a.dtype, widened[T](u))
+	return binaryMap(rc, n, a, b, a.dtype, widened[T](u))
 }
 
 // widened runs a kernel of 64-bit integers on type T: sign or zero
@@ -204,7 +204,7 @@ func bitwiseNotOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 
 // bitwiseNot is BitwiseNot for type T.
 func (intOf[T]) bitwiseNot(rc *runCtx, n *node, x *value) (*value, error) {
-	return mapInto(rc, n, x, x.dtype, func(e T) T { return ^e })
+	return unaryMap(rc, n, x, x.dtype, func(e T) T { return ^e })
 }
 
 // sumOp is the kernel of Sum and (with mean) Mean: the elementwise sum of
@@ -221,14 +221,14 @@ func sumOp(mean bool) opFunc {
 		acc := castValue(in[0], Float64)
 		for _, v := range in[1:] {
 			var err error
-			if acc, err = zipInto(rc, n, acc, castValue(v, Float64), Float64, func(x, y float64) float64 { return x + y }); err != nil {
+			if acc, err = binaryMap(rc, n, acc, castValue(v, Float64), Float64, func(x, y float64) float64 { return x + y }); err != nil {
 				return nil, err
 			}
 		}
 		if mean {
 			k := float64(len(in))
 			var err error
-			if acc, err = mapInto(rc, n, acc, Float64, func(x float64) float64 { return x / k }); err != nil {
+			if acc, err = unaryMap(rc, n, acc, Float64, func(x float64) float64 { return x / k }); err != nil {
 				return nil, err
 			}
 		}

@@ -9,15 +9,31 @@ import (
 // numpy reference does for Erf and as close as one rounding gets for the
 // others.
 func floatOp(g func(float64) float64) opFunc {
+	return floatAttrOp(func(*node) (func(float64) float64, error) { return g, nil })
+}
+
+// floatAttrOp is the kernel of a float-only elementwise op whose function
+// depends on the node's attributes (Elu's alpha, Gelu's approximation).
+func floatAttrOp(fn func(n *node) (func(float64) float64, error)) opFunc {
 	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
-		switch x := in[0]; x.dtype {
-		case Float32:
-			return oneOrErr(unaryMap(rc, n, x, Float32, func(e float32) float32 { return float32(g(float64(e))) }))
-		case Float64:
-			return oneOrErr(unaryMap(rc, n, x, Float64, g))
+		g, err := fn(n)
+		if err != nil {
+			return nil, err
 		}
-		return nil, errDType(in[0], "float32 or float64")
+		return oneOrErr(mapFloat(rc, n, in[0], g))
 	}
+}
+
+// mapFloat applies g, computed in float64, to a float32 or float64 value;
+// float32 results are rounded once.
+func mapFloat(rc *runCtx, n *node, x *value, g func(float64) float64) (*value, error) {
+	switch x.dtype {
+	case Float32:
+		return unaryMap(rc, n, x, Float32, func(e float32) float32 { return float32(g(float64(e))) })
+	case Float64:
+		return unaryMap(rc, n, x, Float64, g)
+	}
+	return nil, errDType(x, "float32 or float64")
 }
 
 // sigmoid is 1/(1+e^-x); for very negative x, e^-x overflows to +Inf and
