@@ -53,6 +53,44 @@ func checkConvOperands(n *node, x, w, b *value) (int, error) {
 	return int(group), nil
 }
 
+// convWindow checks the operands of Conv and DeformConv, X (N, C, D1, ...,
+// Dn), W (M, C/group, k1, ..., kn) and the optional bias B (M), and returns
+// their channel counts and how W's kernel slides over X.
+func convWindow(n *node, x, w, b *value) (convShapes, *window, error) {
+	group, err := checkConvOperands(n, x, w, b)
+	if err != nil {
+		return convShapes{}, nil, err
+	}
+	channels, outChannels := x.shape[1], w.shape[0]
+	if channels%group != 0 || outChannels%group != 0 {
+		return convShapes{}, nil, fmt.Errorf("%d input and %d output channels do not divide into %d groups", channels, outChannels, group)
+	}
+	if w.shape[1] != channels/group {
+		return convShapes{}, nil, fmt.Errorf("weights W %s must have %d input channels per group (X %s, group %d)", shapeString(w.shape), channels/group, shapeString(x.shape), group)
+	}
+	if err := checkBias(b, outChannels); err != nil {
+		return convShapes{}, nil, err
+	}
+	kernel, err := kernelShape(n, w.shape[2:])
+	if err != nil {
+		return convShapes{}, nil, err
+	}
+	win, err := slidingWindow(n, x.shape[2:], kernel, false)
+	if err != nil {
+		return convShapes{}, nil, err
+	}
+	return convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: outChannels / group}, win, nil
+}
+
+// checkBias checks that an optional bias B has one element per output
+// channel.
+func checkBias(b *value, outChannels int) error {
+	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
+		return fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+	}
+	return nil
+}
+
 // convOp is the kernel of Conv: Y[n, m] = B[m] + Σ W[m, c, k]·X[n, g·C/G + c,
 // o·stride − pad + k·dilation] over the C/G channels c of output channel
 // m's group g and the kernel taps k. Each group is one matrix product of
@@ -60,34 +98,15 @@ func checkConvOperands(n *node, x, w, b *value) (int, error) {
 // on kernels.Gemm.
 func convOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, w, b := in[0], in[1], input(in, 2)
-	group, err := checkConvOperands(n, x, w, b)
+	cs, win, err := convWindow(n, x, w, b)
 	if err != nil {
 		return nil, err
 	}
-	channels, outChannels := x.shape[1], w.shape[0]
-	if channels%group != 0 || outChannels%group != 0 {
-		return nil, fmt.Errorf("%d input and %d output channels do not divide into %d groups", channels, outChannels, group)
-	}
-	if w.shape[1] != channels/group {
-		return nil, fmt.Errorf("weights W %s must have %d input channels per group (X %s, group %d)", shapeString(w.shape), channels/group, shapeString(x.shape), group)
-	}
-	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
-		return nil, fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
-	}
-	kernel, err := kernelShape(n, w.shape[2:])
-	if err != nil {
-		return nil, err
-	}
-	win, err := slidingWindow(n, x.shape[2:], kernel, false)
-	if err != nil {
-		return nil, err
-	}
-	shape := append([]int{x.shape[0], outChannels}, win.out...)
+	shape := append([]int{x.shape[0], w.shape[0]}, win.out...)
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil {
 		return nil, err
 	}
-	cs := convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: outChannels / group}
 	if y.size() == 0 {
 		return one(y)
 	}
@@ -209,8 +228,8 @@ func convTransposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("weights W %s must have the %d input channels of X first, divisible into %d groups", shapeString(w.shape), channels, group)
 	}
 	outChannels := w.shape[1] * group
-	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
-		return nil, fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+	if err := checkBias(b, outChannels); err != nil {
+		return nil, err
 	}
 	kernel, err := kernelShape(n, w.shape[2:])
 	if err != nil {
@@ -250,11 +269,8 @@ func convTransposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 func transposedWindow(n *node, in, kernel []int) (*window, error) {
 	axes := len(in)
 	w := &window{out: in, kernel: kernel, image: make([]int, axes)}
-	var err error
-	if w.strides, err = spatialInts(n, "strides", axes, 1); err != nil {
-		return nil, err
-	}
-	if w.dilations, err = spatialInts(n, "dilations", axes, 1); err != nil {
+	autoPad, err := w.readAttributes(n)
+	if err != nil {
 		return nil, err
 	}
 	outPad := make([]int, axes)
@@ -270,7 +286,6 @@ func transposedWindow(n *node, in, kernel []int) (*window, error) {
 		}
 	}
 	var target []int // the output's spatial sizes, when fixed
-	autoPad := n.attrString("auto_pad", "NOTSET")
 	switch v, ok := n.attrInts("output_shape"); {
 	case ok:
 		if len(v) == axes+2 {
@@ -291,21 +306,8 @@ func transposedWindow(n *node, in, kernel []int) (*window, error) {
 			target[i] = d * w.strides[i]
 		}
 	}
-	switch autoPad {
-	case "NOTSET", "":
-		if w.padBegin, w.padEnd, err = explicitPads(n, axes); err != nil {
-			return nil, err
-		}
-	case "VALID", "SAME_UPPER", "SAME_LOWER":
-		w.padBegin, w.padEnd = make([]int, axes), make([]int, axes)
-	default:
-		return nil, fmt.Errorf("attribute auto_pad %q is not NOTSET, SAME_UPPER, SAME_LOWER or VALID", autoPad)
-	}
 	for i, d := range in {
-		if kernel[i] < 1 {
-			return nil, fmt.Errorf("kernel size %d along spatial axis %d must be positive", kernel[i], i)
-		}
-		span, err := kernelSpan(kernel[i], w.dilations[i], i)
+		span, err := w.span(i)
 		if err != nil {
 			return nil, err
 		}
@@ -433,33 +435,19 @@ func col2ImOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // weights as in Conv.
 func deformConvOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, w, offset, b, mask := in[0], in[1], in[2], input(in, 3), input(in, 4)
-	group, err := checkConvOperands(n, x, w, b)
+	cs, win, err := convWindow(n, x, w, b)
 	if err != nil {
 		return nil, err
 	}
 	if err := sameDType([]*value{x, offset, mask}); err != nil {
 		return nil, err
 	}
-	channels, outChannels := x.shape[1], w.shape[0]
-	if channels%group != 0 || outChannels%group != 0 || w.shape[1] != channels/group {
-		return nil, fmt.Errorf("input X %s and W %s do not divide into %d groups", shapeString(x.shape), shapeString(w.shape), group)
-	}
+	channels := x.shape[1]
 	offsetGroups := int(n.attrInt("offset_group", 1))
 	if offsetGroups < 1 || channels%offsetGroups != 0 {
 		return nil, fmt.Errorf("attribute offset_group %d must divide the %d input channels", offsetGroups, channels)
 	}
-	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
-		return nil, fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
-	}
-	kernel, err := kernelShape(n, w.shape[2:])
-	if err != nil {
-		return nil, err
-	}
-	win, err := slidingWindow(n, x.shape[2:], kernel, false)
-	if err != nil {
-		return nil, err
-	}
-	axes, taps := len(kernel), win.taps()
+	axes, taps := len(win.kernel), win.taps()
 	wantOffset := append([]int{x.shape[0], offsetGroups * taps * axes}, win.out...)
 	if !equalShapes(offset.shape, wantOffset) {
 		return nil, fmt.Errorf("offset %s must be %s", shapeString(offset.shape), shapeString(wantOffset))
@@ -469,13 +457,12 @@ func deformConvOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			return nil, fmt.Errorf("mask %s must be %s", shapeString(mask.shape), shapeString(want))
 		}
 	}
-	shape := append([]int{x.shape[0], outChannels}, win.out...)
+	shape := append([]int{x.shape[0], w.shape[0]}, win.out...)
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil || y.size() == 0 {
 		return oneOrErr(y, err)
 	}
-	dc := deformable{win: win, offsetGroups: offsetGroups,
-		conv: convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: outChannels / group}}
+	dc := deformable{win: win, offsetGroups: offsetGroups, conv: cs}
 	if x.dtype == Float32 {
 		err = deformConvolve(rc, n, dc, x.data.([]float32), w.data.([]float32), offset.data.([]float32),
 			maskData[float32](mask), biasData[float32](b), y.data.([]float32))

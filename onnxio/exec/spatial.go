@@ -99,32 +99,14 @@ func toInts(v []int64) []int {
 // possible with the odd element at the end (UPPER) or the beginning
 // (LOWER); VALID pads nothing; NOTSET (the default) uses pads.
 func slidingWindow(n *node, image, kernel []int, ceil bool) (*window, error) {
-	axes := len(image)
-	w := &window{image: image, kernel: kernel, out: make([]int, axes)}
-	var err error
-	if w.strides, err = spatialInts(n, "strides", axes, 1); err != nil {
+	w := &window{image: image, kernel: kernel, out: make([]int, len(image))}
+	autoPad, err := w.readAttributes(n)
+	if err != nil {
 		return nil, err
-	}
-	if w.dilations, err = spatialInts(n, "dilations", axes, 1); err != nil {
-		return nil, err
-	}
-	autoPad := n.attrString("auto_pad", "NOTSET")
-	switch autoPad {
-	case "NOTSET", "":
-		if w.padBegin, w.padEnd, err = explicitPads(n, axes); err != nil {
-			return nil, err
-		}
-	case "VALID", "SAME_UPPER", "SAME_LOWER":
-		w.padBegin, w.padEnd = make([]int, axes), make([]int, axes)
-	default:
-		return nil, fmt.Errorf("attribute auto_pad %q is not NOTSET, SAME_UPPER, SAME_LOWER or VALID", autoPad)
 	}
 	for i, in := range image {
-		k, s := kernel[i], w.strides[i]
-		if k < 1 {
-			return nil, fmt.Errorf("kernel size %d along spatial axis %d must be positive", k, i)
-		}
-		span, err := kernelSpan(k, w.dilations[i], i)
+		s := w.strides[i]
+		span, err := w.span(i)
 		if err != nil {
 			return nil, err
 		}
@@ -153,9 +135,38 @@ func slidingWindow(n *node, image, kernel []int, ceil bool) (*window, error) {
 	return w, nil
 }
 
-// kernelSpan is the extent (k − 1)·dilation + 1 of a dilated kernel of k
-// taps along spatial axis a, at most maxDimension.
-func kernelSpan(k, dilation, a int) (int, error) {
+// readAttributes reads the strides, dilations and auto_pad of a window
+// with len(w.kernel) spatial axes, and its pads: the node's for auto_pad
+// NOTSET, zeros (to be worked out) for the others.
+func (w *window) readAttributes(n *node) (autoPad string, err error) {
+	axes := len(w.kernel)
+	if w.strides, err = spatialInts(n, "strides", axes, 1); err != nil {
+		return "", err
+	}
+	if w.dilations, err = spatialInts(n, "dilations", axes, 1); err != nil {
+		return "", err
+	}
+	autoPad = n.attrString("auto_pad", "NOTSET")
+	switch autoPad {
+	case "NOTSET", "":
+		if w.padBegin, w.padEnd, err = explicitPads(n, axes); err != nil {
+			return "", err
+		}
+	case "VALID", "SAME_UPPER", "SAME_LOWER":
+		w.padBegin, w.padEnd = make([]int, axes), make([]int, axes)
+	default:
+		return "", fmt.Errorf("attribute auto_pad %q is not NOTSET, SAME_UPPER, SAME_LOWER or VALID", autoPad)
+	}
+	return autoPad, nil
+}
+
+// span is the extent (k − 1)·dilation + 1 of the dilated kernel of k taps
+// along spatial axis a, at most maxDimension.
+func (w *window) span(a int) (int, error) {
+	k, dilation := w.kernel[a], w.dilations[a]
+	if k < 1 {
+		return 0, fmt.Errorf("kernel size %d along spatial axis %d must be positive", k, a)
+	}
 	if span := mulSat(k-1, dilation); span < maxDimension {
 		return span + 1, nil
 	}
