@@ -103,23 +103,26 @@ func convOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, err
 	}
 	shape := append([]int{x.shape[0], w.shape[0]}, win.out...)
+	return convolution(rc, n, shape, cs, win, x, w, b, convolve[float32], convolve[float64])
+}
+
+// convLoop is the loop of Conv or ConvTranspose for one float type.
+type convLoop[T float] func(rc *runCtx, n *node, cs convShapes, win *window, x, w, bias, y []T) error
+
+// convolution allocates the output Y of the given shape for node n and
+// fills it with the loop for X's float type.
+func convolution(rc *runCtx, n *node, shape []int, cs convShapes, win *window, x, w, b *value,
+	loop32 convLoop[float32], loop64 convLoop[float64]) ([]*value, error) {
 	y, err := rc.alloc(n, x.dtype, shape)
-	if err != nil {
-		return nil, err
+	if err != nil || y.size() == 0 {
+		return oneOrErr(y, err)
 	}
-	if y.size() == 0 {
-		return one(y)
+	if x.dtype == Float32 {
+		err = loop32(rc, n, cs, win, x.data.([]float32), w.data.([]float32), biasData[float32](b), y.data.([]float32))
+	} else {
+		err = loop64(rc, n, cs, win, x.data.([]float64), w.data.([]float64), biasData[float64](b), y.data.([]float64))
 	}
-	switch x.dtype {
-	case Float32:
-		err = convolve(rc, n, cs, win, x.data.([]float32), w.data.([]float32), biasData[float32](b), y.data.([]float32))
-	default:
-		err = convolve(rc, n, cs, win, x.data.([]float64), w.data.([]float64), biasData[float64](b), y.data.([]float64))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return one(y)
+	return oneOrErr(y, err)
 }
 
 // biasData returns a bias value's elements, or nil when it is omitted.
@@ -240,24 +243,8 @@ func convTransposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, err
 	}
 	shape := append([]int{x.shape[0], outChannels}, win.image...)
-	y, err := rc.alloc(n, x.dtype, shape)
-	if err != nil {
-		return nil, err
-	}
-	if y.size() == 0 {
-		return one(y)
-	}
 	cs := convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: w.shape[1]}
-	switch x.dtype {
-	case Float32:
-		err = convolveTransposed(rc, n, cs, win, x.data.([]float32), w.data.([]float32), biasData[float32](b), y.data.([]float32))
-	default:
-		err = convolveTransposed(rc, n, cs, win, x.data.([]float64), w.data.([]float64), biasData[float64](b), y.data.([]float64))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return one(y)
+	return convolution(rc, n, shape, cs, win, x, w, b, convolveTransposed[float32], convolveTransposed[float64])
 }
 
 // transposedWindow works out ConvTranspose's geometry: its image is the
