@@ -149,24 +149,32 @@ func convolve[T float](rc *runCtx, n *node, cs convShapes, win *window, x, w, bi
 			return err
 		}
 	}
+	return eachGroup(rc, cs, y, bias, positions, func(b, g, first, out int) {
+		src := x[first*imageSize : (first+cs.inPerGroup)*imageSize]
+		if col != nil {
+			im2col(col, src, offs, cs.inPerGroup, taps, positions, imageSize)
+			src = col
+		}
+		matmulInto(false, cs.outPerGroup, positions, rows,
+			w[g*cs.outPerGroup*rows:(g+1)*cs.outPerGroup*rows], src,
+			y[out*positions:(out+cs.outPerGroup)*positions])
+	})
+}
+
+// eachGroup calls f for every group g of every batch image b, with the
+// first input and output channel of that group of that image, checking the run's
+// context before each; then it adds the bias to each output plane of
+// planeSize elements of y.
+func eachGroup[T float](rc *runCtx, cs convShapes, y, bias []T, planeSize int, f func(b, g, first, out int)) error {
 	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
 	for b := range cs.batch {
 		for g := range cs.group {
 			if err := rc.ctx.Err(); err != nil {
 				return err
 			}
-			first := b*channels + g*cs.inPerGroup
-			src := x[first*imageSize : (first+cs.inPerGroup)*imageSize]
-			if col != nil {
-				im2col(col, src, offs, cs.inPerGroup, taps, positions, imageSize)
-				src = col
-			}
-			out := b*outChannels + g*cs.outPerGroup
-			matmulInto(false, cs.outPerGroup, positions, rows,
-				w[g*cs.outPerGroup*rows:(g+1)*cs.outPerGroup*rows], src,
-				y[out*positions:(out+cs.outPerGroup)*positions])
+			f(b, g, b*channels+g*cs.inPerGroup, b*outChannels+g*cs.outPerGroup)
 		}
-		addChannelBias(y[b*outChannels*positions:(b+1)*outChannels*positions], bias, positions)
+		addChannelBias(y[b*outChannels*planeSize:(b+1)*outChannels*planeSize], bias, planeSize)
 	}
 	return nil
 }
@@ -343,22 +351,12 @@ func convolveTransposed[T float](rc *runCtx, n *node, cs convShapes, win *window
 	if err != nil {
 		return err
 	}
-	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
-	for b := range cs.batch {
-		for g := range cs.group {
-			if err := rc.ctx.Err(); err != nil {
-				return err
-			}
-			first := b*channels + g*cs.inPerGroup
-			matmulInto(true, rows, positions, cs.inPerGroup,
-				w[g*cs.inPerGroup*rows:(g+1)*cs.inPerGroup*rows],
-				x[first*positions:(first+cs.inPerGroup)*positions], col)
-			out := b*outChannels + g*cs.outPerGroup
-			col2im(y[out*imageSize:(out+cs.outPerGroup)*imageSize], col, offs, cs.outPerGroup, taps, positions, imageSize)
-		}
-		addChannelBias(y[b*outChannels*imageSize:(b+1)*outChannels*imageSize], bias, imageSize)
-	}
-	return nil
+	return eachGroup(rc, cs, y, bias, imageSize, func(b, g, first, out int) {
+		matmulInto(true, rows, positions, cs.inPerGroup,
+			w[g*cs.inPerGroup*rows:(g+1)*cs.inPerGroup*rows],
+			x[first*positions:(first+cs.inPerGroup)*positions], col)
+		col2im(y[out*imageSize:(out+cs.outPerGroup)*imageSize], col, offs, cs.outPerGroup, taps, positions, imageSize)
+	})
 }
 
 // col2ImOp is the kernel of Col2Im (PyTorch's fold): input (N, C·∏block,
@@ -480,47 +478,39 @@ func deformConvolve[T float](rc *runCtx, n *node, dc deformable, x, w, offset, m
 	if err != nil {
 		return err
 	}
-	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
+	channels := cs.group * cs.inPerGroup
 	perOffsetGroup := channels / dc.offsetGroups
 	strides := stridesOf(win.image)
 	tap, pos := make([]int, axes), make([]int, axes)
 	at := make([]float64, axes)
-	for b := range cs.batch {
-		for g := range cs.group {
-			if err := rc.ctx.Err(); err != nil {
-				return err
-			}
-			for ci := range cs.inPerGroup {
-				ch := g*cs.inPerGroup + ci
-				og := ch / perOffsetGroup
-				img := x[(b*channels+ch)*imageSize : (b*channels+ch+1)*imageSize]
-				clear(tap)
-				for t := range taps {
-					row := col[(ci*taps+t)*positions : (ci*taps+t+1)*positions]
-					clear(pos)
-					for o := range row {
-						for a := range axes {
-							shift := offset[((b*dc.offsetGroups+og)*taps*axes+t*axes+a)*positions+o]
-							at[a] = float64(pos[a]*win.strides[a]-win.padBegin[a]+tap[a]*win.dilations[a]) + float64(shift)
-						}
-						v := sampleLinear(img, win.image, strides, at)
-						if mask != nil {
-							v *= float64(mask[((b*dc.offsetGroups+og)*taps+t)*positions+o])
-						}
-						row[o] = T(v)
-						odometer(pos, win.out)
+	return eachGroup(rc, cs, y, bias, positions, func(b, g, first, out int) {
+		for ci := range cs.inPerGroup {
+			ch := g*cs.inPerGroup + ci
+			og := ch / perOffsetGroup
+			img := x[(first+ci)*imageSize : (first+ci+1)*imageSize]
+			clear(tap)
+			for t := range taps {
+				row := col[(ci*taps+t)*positions : (ci*taps+t+1)*positions]
+				clear(pos)
+				for o := range row {
+					for a := range axes {
+						shift := offset[((b*dc.offsetGroups+og)*taps*axes+t*axes+a)*positions+o]
+						at[a] = float64(pos[a]*win.strides[a]-win.padBegin[a]+tap[a]*win.dilations[a]) + float64(shift)
 					}
-					odometer(tap, win.kernel)
+					v := sampleLinear(img, win.image, strides, at)
+					if mask != nil {
+						v *= float64(mask[((b*dc.offsetGroups+og)*taps+t)*positions+o])
+					}
+					row[o] = T(v)
+					odometer(pos, win.out)
 				}
+				odometer(tap, win.kernel)
 			}
-			out := b*outChannels + g*cs.outPerGroup
-			matmulInto(false, cs.outPerGroup, positions, rows,
-				w[g*cs.outPerGroup*rows:(g+1)*cs.outPerGroup*rows], col,
-				y[out*positions:(out+cs.outPerGroup)*positions])
 		}
-		addChannelBias(y[b*outChannels*positions:(b+1)*outChannels*positions], bias, positions)
-	}
-	return nil
+		matmulInto(false, cs.outPerGroup, positions, rows,
+			w[g*cs.outPerGroup*rows:(g+1)*cs.outPerGroup*rows], col,
+			y[out*positions:(out+cs.outPerGroup)*positions])
+	})
 }
 
 // sampleLinear interpolates an image N-linearly at a fractional position,
