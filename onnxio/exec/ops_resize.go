@@ -351,38 +351,15 @@ func clampIndex(i, n int) int { return min(max(i, 0), n-1) }
 // antialiased when downscaling, the tent stretched by 1/scale over more
 // taps, normalized to sum 1.
 func (r *resampling) linearFilter(scale float64) (offset, taps int, filter func(float64, []float64)) {
-	s := 1.0
-	if r.antialias {
-		s = min(scale, 1)
-	}
-	offset = int(math.Floor(-1/s)) + 1
-	taps = 2 - 2*offset
-	return offset, taps, func(ratio float64, w []float64) {
-		sum := 0.0
-		for t := range w {
-			w[t] = max(0, 1-math.Abs((float64(offset+t)-ratio)*s))
-			sum += w[t]
-		}
-		if r.antialias {
-			for t := range w {
-				w[t] /= sum
-			}
-		}
-	}
+	return r.filter(scale, 1, func(d float64) float64 { return max(0, 1-math.Abs(d)) })
 }
 
 // cubicFilter returns Keys' cubic convolution filter with coefficient
 // cubic_coeff_a: four taps at offsets -1 to 2, or, antialiased when
 // downscaling, the filter stretched by 1/scale, normalized to sum 1.
 func (r *resampling) cubicFilter(scale float64) (offset, taps int, filter func(float64, []float64)) {
-	s := 1.0
-	if r.antialias {
-		s = min(scale, 1)
-	}
-	offset = int(math.Floor(-2/s)) + 1
-	taps = 2 - 2*offset
 	a := r.cubicA
-	kernel := func(d float64) float64 {
+	return r.filter(scale, 2, func(d float64) float64 {
 		d = math.Abs(d)
 		switch {
 		case d <= 1:
@@ -391,7 +368,20 @@ func (r *resampling) cubicFilter(scale float64) (offset, taps int, filter func(f
 			return ((a*d-5*a)*d+8*a)*d - 4*a
 		}
 		return 0
+	})
+}
+
+// filter returns the filter of a kernel that is zero outside (-support,
+// support): the taps it covers and, for a position ratio between input
+// positions, their weights. Antialiased when downscaling, the kernel is
+// stretched by 1/scale and the weights normalized to sum 1.
+func (r *resampling) filter(scale, support float64, kernel func(d float64) float64) (offset, taps int, filter func(float64, []float64)) {
+	s := 1.0
+	if r.antialias {
+		s = min(scale, 1)
 	}
+	offset = int(math.Floor(-support/s)) + 1
+	taps = 2 - 2*offset
 	return offset, taps, func(ratio float64, w []float64) {
 		sum := 0.0
 		for t := range w {

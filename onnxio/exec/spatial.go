@@ -250,33 +250,37 @@ func allocOffsets(rc *runCtx, n *node, w *window) ([]int64, error) {
 // convolution: row c·taps + t holds, for every window position, the element
 // tap t covers in channel c (zero in the padding).
 func im2col[T number](col, img []T, offs []int64, channels, taps, positions, imageSize int) {
-	for c := range channels {
-		plane := img[c*imageSize : (c+1)*imageSize]
-		for t := range taps {
-			row := col[(c*taps+t)*positions : (c*taps+t+1)*positions]
-			for o, off := range offs[t*positions : (t+1)*positions] {
-				if off < 0 {
-					row[o] = 0
-				} else {
-					row[o] = plane[off]
-				}
+	tapRows(col, img, offs, channels, taps, positions, imageSize, func(plane, row []T, offs []int64) {
+		for o, off := range offs {
+			if off < 0 {
+				row[o] = 0
+			} else {
+				row[o] = plane[off]
 			}
 		}
-	}
+	})
 }
 
 // col2im is im2col's adjoint: it adds every column entry into the image
 // element its tap covers, dropping those that fall in the padding.
 func col2im[T number](img, col []T, offs []int64, channels, taps, positions, imageSize int) {
+	tapRows(col, img, offs, channels, taps, positions, imageSize, func(plane, row []T, offs []int64) {
+		for o, off := range offs {
+			if off >= 0 {
+				plane[off] += row[o]
+			}
+		}
+	})
+}
+
+// tapRows calls f with each channel's image plane, the column-matrix row
+// of each kernel tap in that channel, and the tap's offsets into the plane
+// at every window position (-1 in the padding).
+func tapRows[T number](col, img []T, offs []int64, channels, taps, positions, imageSize int, f func(plane, row []T, offs []int64)) {
 	for c := range channels {
 		plane := img[c*imageSize : (c+1)*imageSize]
 		for t := range taps {
-			row := col[(c*taps+t)*positions : (c*taps+t+1)*positions]
-			for o, off := range offs[t*positions : (t+1)*positions] {
-				if off >= 0 {
-					plane[off] += row[o]
-				}
-			}
+			f(plane, col[(c*taps+t)*positions:(c*taps+t+1)*positions], offs[t*positions:(t+1)*positions])
 		}
 	}
 }
