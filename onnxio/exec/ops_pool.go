@@ -126,14 +126,8 @@ func maxPoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // maxPool computes the window maxima of every (n, c) plane of x into y
 // and, when indices is not nil, their flat indices in x.
 func (numOf[T]) maxPool(rc *runCtx, w *window, offs []int64, xd, yd any, indices []int64) error {
-	x, y := xd.([]T), yd.([]T)
 	taps, positions, imageSize := w.taps(), w.positions(), w.imageSize()
-	for plane := range len(y) / positions {
-		if err := rc.ctx.Err(); err != nil {
-			return err
-		}
-		img := x[plane*imageSize : (plane+1)*imageSize]
-		out := y[plane*positions : (plane+1)*positions]
+	return eachPlane(rc, w, xd.([]T), yd.([]T), func(plane int, img, out []T) {
 		var arg []int64
 		if indices != nil {
 			arg = indices[plane*positions : (plane+1)*positions]
@@ -157,6 +151,18 @@ func (numOf[T]) maxPool(rc *runCtx, w *window, offs []int64, xd, yd any, indices
 				arg[o] = int64(plane*imageSize) + at
 			}
 		}
+	})
+}
+
+// eachPlane calls f for every (n, c) plane of a pool's input x and output
+// y, checking the run's context before each.
+func eachPlane[T number](rc *runCtx, w *window, x, y []T, f func(plane int, img, out []T)) error {
+	positions, imageSize := w.positions(), w.imageSize()
+	for plane := range len(y) / positions {
+		if err := rc.ctx.Err(); err != nil {
+			return err
+		}
+		f(plane, x[plane*imageSize:(plane+1)*imageSize], y[plane*positions:(plane+1)*positions])
 	}
 	return nil
 }
@@ -272,13 +278,8 @@ func sumPool(rc *runCtx, w *window, offs []int64, x, y *value, p float64, finish
 
 // sumPoolT is sumPool for one float type.
 func sumPoolT[T float](rc *runCtx, w *window, offs []int64, x, y []T, p float64, finish func(sum float64, position int) float64) error {
-	taps, positions, imageSize := w.taps(), w.positions(), w.imageSize()
-	for plane := range len(y) / positions {
-		if err := rc.ctx.Err(); err != nil {
-			return err
-		}
-		img := x[plane*imageSize : (plane+1)*imageSize]
-		out := y[plane*positions : (plane+1)*positions]
+	taps, positions := w.taps(), w.positions()
+	return eachPlane(rc, w, x, y, func(_ int, img, out []T) {
 		for o := range out {
 			sum := 0.0
 			for t := range taps {
@@ -288,8 +289,7 @@ func sumPoolT[T float](rc *runCtx, w *window, offs []int64, x, y []T, p float64,
 			}
 			out[o] = T(finish(sum, o))
 		}
-	}
-	return nil
+	})
 }
 
 // absPow is |v|^p, and v itself for p = 1 (the average's sum).

@@ -118,17 +118,22 @@ type quantOperands struct {
 }
 
 // readQuantOperands reads the operands of QuantizeLinear and
-// DequantizeLinear (see quantParams).
-func readQuantOperands(n *node, x, scale, zp *value) (quantOperands, error) {
+// DequantizeLinear (see quantParams) and allocates their result, of type
+// out and x's shape, for node n.
+func readQuantOperands(rc *runCtx, n *node, x, scale, zp *value, out DType) (quantOperands, *value, error) {
 	at, err := quantParams(n, x, scale)
 	if err != nil {
-		return quantOperands{}, err
+		return quantOperands{}, nil, err
+	}
+	res, err := rc.alloc(n, out, x.shape)
+	if err != nil {
+		return quantOperands{}, nil, err
 	}
 	ops := quantOperands{x: castTo[float64](x.data), scale: castTo[float64](scale.data), at: at}
 	if zp != nil {
 		ops.zero = castTo[float64](zp.data)
 	}
-	return ops, nil
+	return ops, res, nil
 }
 
 // params returns the scale and zero point (0 when omitted) of element i.
@@ -165,11 +170,7 @@ func quantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if zp != nil && !sameParamShape(zp, scale) {
 		return nil, fmt.Errorf("zero point of shape %s differs from the scale's %s", shapeString(zp.shape), shapeString(scale.shape))
 	}
-	ops, err := readQuantOperands(n, x, scale, zp)
-	if err != nil {
-		return nil, err
-	}
-	res, err := rc.alloc(n, out, x.shape)
+	ops, res, err := readQuantOperands(rc, n, x, scale, zp, out)
 	if err != nil {
 		return nil, err
 	}
@@ -223,11 +224,7 @@ func dequantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if zp != nil && (zp.dtype != x.dtype || !sameParamShape(zp, scale)) {
 		return nil, fmt.Errorf("zero point %s must have x's type %s and the scale's shape %s", zp.describe(), x.dtype, shapeString(scale.shape))
 	}
-	ops, err := readQuantOperands(n, x, scale, zp)
-	if err != nil {
-		return nil, err
-	}
-	res, err := rc.alloc(n, out, x.shape)
+	ops, res, err := readQuantOperands(rc, n, x, scale, zp, out)
 	if err != nil {
 		return nil, err
 	}

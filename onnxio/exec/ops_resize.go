@@ -464,24 +464,33 @@ func weightedAxis(src, dst *value, outer, inner int, p *axisResampling, extrapol
 }
 
 func blendAxis[T float](src, dst []T, outer, inner int, p *axisResampling, extrapolation T) {
-	for b := range outer {
+	eachRow(p, dst, outer, inner, extrapolation, func(row []T, b, o int) {
 		from := src[b*p.in*inner : (b+1)*p.in*inner]
+		idx, w := p.index[o*p.taps:(o+1)*p.taps], p.weight[o*p.taps:(o+1)*p.taps]
+		for i := range row {
+			acc := 0.0
+			for t, at := range idx {
+				acc += w[t] * float64(from[int(at)*inner+i])
+			}
+			row[i] = T(acc)
+		}
+	})
+}
+
+// eachRow calls f for every row of inner elements of dst, viewed as
+// (outer, p.out, inner), with its outer index b and output position o;
+// rows whose position lies outside the input are filled with fill.
+func eachRow[T any](p *axisResampling, dst []T, outer, inner int, fill T, f func(row []T, b, o int)) {
+	for b := range outer {
 		for o := range p.out {
 			row := dst[(b*p.out+o)*inner : (b*p.out+o+1)*inner]
 			if p.outside != nil && p.outside[o] {
 				for i := range row {
-					row[i] = extrapolation
+					row[i] = fill
 				}
 				continue
 			}
-			idx, w := p.index[o*p.taps:(o+1)*p.taps], p.weight[o*p.taps:(o+1)*p.taps]
-			for i := range row {
-				acc := 0.0
-				for t, at := range idx {
-					acc += w[t] * float64(from[int(at)*inner+i])
-				}
-				row[i] = T(acc)
-			}
+			f(row, b, o)
 		}
 	}
 }
@@ -494,20 +503,11 @@ func nearestAxis(src, dst *value, outer, inner int, p *axisResampling, fill *val
 
 // pickAxis is nearestAxis for type T; fill holds the fill value.
 func (elemOf[T]) pickAxis(sd, dd any, outer, inner int, p *axisResampling, fd any) {
-	src, dst, fill := sd.([]T), dd.([]T), fd.([]T)[0]
-	for b := range outer {
-		for o := range p.out {
-			row := dst[(b*p.out+o)*inner : (b*p.out+o+1)*inner]
-			if p.outside != nil && p.outside[o] {
-				for i := range row {
-					row[i] = fill
-				}
-				continue
-			}
-			at := (b*p.in + int(p.index[o])) * inner
-			copy(row, src[at:at+inner])
-		}
-	}
+	src := sd.([]T)
+	eachRow(p, dd.([]T), outer, inner, fd.([]T)[0], func(row []T, b, o int) {
+		at := (b*p.in + int(p.index[o])) * inner
+		copy(row, src[at:at+inner])
+	})
 }
 
 // upsampleOp is the kernel of Upsample (opsets 7 to 9): Resize with
