@@ -40,8 +40,8 @@ func checkConvOperands(n *node, x, w, b *value) (int, error) {
 	if !x.dtype.IsFloat() {
 		return 0, errDType(x, "float32 or float64")
 	}
-	if x.rank() < 3 {
-		return 0, fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+	if err := checkImages(x); err != nil {
+		return 0, err
 	}
 	if w.rank() != x.rank() {
 		return 0, fmt.Errorf("weights W %s must have the rank of X %s", shapeString(w.shape), shapeString(x.shape))

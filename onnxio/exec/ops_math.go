@@ -12,7 +12,7 @@ import (
 func init() {
 	ops["Mod"] = &opSpec{since: 10, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: modOp,
 		attrs: map[string]attrKind{"fmod": attrInt}}
-	ops["Sign"] = unarySpec(9, signOp)
+	ops["Sign"] = unarySpec(9, kindOp(numKinds, "a numeric type", numKind.sign))
 	ops["Floor"] = unarySpec(6, floatOp(math.Floor))
 	ops["Ceil"] = unarySpec(6, floatOp(math.Ceil))
 	ops["Round"] = unarySpec(11, floatOp(math.RoundToEven))
@@ -33,7 +33,7 @@ func init() {
 	ops["BitwiseAnd"] = binarySpec(18, bitwiseOp(func(x, y uint64) uint64 { return x & y }))
 	ops["BitwiseOr"] = binarySpec(18, bitwiseOp(func(x, y uint64) uint64 { return x | y }))
 	ops["BitwiseXor"] = binarySpec(18, bitwiseOp(func(x, y uint64) uint64 { return x ^ y }))
-	ops["BitwiseNot"] = unarySpec(18, bitwiseNotOp)
+	ops["BitwiseNot"] = unarySpec(18, kindOp(intKinds, "an integer type", intKind.bitwiseNot))
 	ops["Sum"] = &opSpec{since: 8, minIn: 1, maxIn: -1, minOut: 1, maxOut: 1, run: sumOp(false)}
 	ops["Mean"] = &opSpec{since: 8, minIn: 1, maxIn: -1, minOut: 1, maxOut: 1, run: sumOp(true)}
 	ops["CastLike"] = &opSpec{since: 15, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: castLikeOp,
@@ -83,17 +83,7 @@ func intMod[T integer](floored bool) func(T, T) T {
 	}
 }
 
-// signOp is the kernel of Sign: -1, 0 or 1 in the input's type; NaN stays
-// NaN.
-func signOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	k, err := numKindOf(in[0])
-	if err != nil {
-		return nil, err
-	}
-	return oneOrErr(k.sign(rc, n, in[0]))
-}
-
-// sign is Sign for type T.
+// sign is the kernel of Sign for type T: -1, 0 or 1; NaN stays NaN.
 func (numOf[T]) sign(rc *runCtx, n *node, x *value) (*value, error) {
 	return unaryMap(rc, n, x, x.dtype, sign[T])
 }
@@ -193,16 +183,7 @@ func widened[T integer, W int64 | uint64](f func(x, y W) W) func(T, T) T {
 	return func(x, y T) T { return T(f(W(x), W(y))) }
 }
 
-// bitwiseNotOp is the kernel of BitwiseNot.
-func bitwiseNotOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	k, err := intKindOf(in[0])
-	if err != nil {
-		return nil, err
-	}
-	return oneOrErr(k.bitwiseNot(rc, n, in[0]))
-}
-
-// bitwiseNot is BitwiseNot for type T.
+// bitwiseNot is the kernel of BitwiseNot for type T.
 func (intOf[T]) bitwiseNot(rc *runCtx, n *node, x *value) (*value, error) {
 	return unaryMap(rc, n, x, x.dtype, func(e T) T { return ^e })
 }

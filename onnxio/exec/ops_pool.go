@@ -66,8 +66,8 @@ const (
 // slides over its spatial axes, and allocates the pool's output (N, C,
 // out...) and, unless the output is empty, its tap table.
 func pooled(rc *runCtx, n *node, x *value) (y *value, w *window, offs []int64, err error) {
-	if x.rank() < 3 {
-		return nil, nil, nil, fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+	if err := checkImages(x); err != nil {
+		return nil, nil, nil, err
 	}
 	axes := x.rank() - 2
 	if kv, _ := n.attrInts("kernel_shape"); len(kv) != axes {
@@ -349,8 +349,8 @@ func globalPoolOp(kind poolKind) opFunc {
 		if !x.dtype.IsFloat() {
 			return nil, errDType(x, "float32 or float64")
 		}
-		if x.rank() < 3 {
-			return nil, fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+		if err := checkImages(x); err != nil {
+			return nil, err
 		}
 		p := 1.0
 		if kind == poolLp {

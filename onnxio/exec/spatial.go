@@ -91,6 +91,15 @@ func toInts(v []int64) []int {
 	return s
 }
 
+// checkImages checks that X is a batch of images, (N, C, D1, ..., Dn)
+// with at least one spatial axis.
+func checkImages(x *value) error {
+	if x.rank() < 3 {
+		return fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+	}
+	return nil
+}
+
 // slidingWindow works out how a kernel of the given spatial sizes slides
 // over image from the node's strides, dilations, pads and auto_pad. With
 // ceil, the number of positions rounds up (the pools' ceil_mode), except

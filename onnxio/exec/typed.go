@@ -87,6 +87,19 @@ func init() {
 	}
 }
 
+// kindOp is the kernel of an op of one input that f runs with the kernels
+// of the input's type, which kinds must hold; want names those types for
+// the error otherwise.
+func kindOp[K any](kinds map[DType]K, want string, f func(k K, rc *runCtx, n *node, x *value) (*value, error)) opFunc {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
+		k, ok := kinds[in[0].dtype]
+		if !ok {
+			return nil, errDType(in[0], want)
+		}
+		return oneOrErr(f(k, rc, n, in[0]))
+	}
+}
+
 // numKindOf returns the kernels of v's type, or an error naming it when
 // v is not numeric.
 func numKindOf(v *value) (numKind, error) {
