@@ -62,7 +62,8 @@ type (
 )
 
 // The instances, by dtype: intKinds holds the integer types, numKinds
-// adds the floats, elemKinds adds bool.
+// adds the floats, elemKinds adds bool. They are variables, not filled by
+// init, so that other files' init functions may already use them.
 var (
 	intKinds = map[DType]intKind{
 		Int64:  intOf[int64]{lowest: math.MinInt64, highest: math.MaxInt64},
@@ -74,18 +75,21 @@ var (
 		Uint16: intOf[uint16]{highest: math.MaxUint16},
 		Uint8:  intOf[uint8]{highest: math.MaxUint8},
 	}
-	numKinds  = map[DType]numKind{Float32: numOf[float32]{}, Float64: numOf[float64]{}}
-	elemKinds = map[DType]elemKind{Bool: elemOf[bool]{}}
+	numKinds = func() map[DType]numKind {
+		kinds := map[DType]numKind{Float32: numOf[float32]{}, Float64: numOf[float64]{}}
+		for dt, k := range intKinds {
+			kinds[dt] = k
+		}
+		return kinds
+	}()
+	elemKinds = func() map[DType]elemKind {
+		kinds := map[DType]elemKind{Bool: elemOf[bool]{}}
+		for dt, k := range numKinds {
+			kinds[dt] = k
+		}
+		return kinds
+	}()
 )
-
-func init() {
-	for dt, k := range intKinds {
-		numKinds[dt] = k
-	}
-	for dt, k := range numKinds {
-		elemKinds[dt] = k
-	}
-}
 
 // kindOp is the kernel of an op of one input that f runs with the kernels
 // of the input's type, which kinds must hold; want names those types for
