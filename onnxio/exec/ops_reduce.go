@@ -73,8 +73,8 @@ func reduce(rc *runCtx, n *node, kind reduction, x *value, reduced []bool) (*val
 	case Float64:
 		return reduceFloat[float64](rc, n, kind, x, reduced)
 	}
-	k, err := intKindOf(x)
-	if err != nil {
+	k, ok := intKinds[x.dtype]
+	if !ok {
 		return nil, errDType(x, "a numeric type")
 	}
 	return k.reduce(rc, n, kind, x, reduced)
