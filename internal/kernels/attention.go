@@ -128,11 +128,11 @@ func AttendBatch(heads []Head, opt AttentionOptions) {
 		}
 		return
 	}
-	j := getBatchJob()
+	j := freeBatchJobs.get()
 	j.heads, j.opt = heads, opt
 	parallelFor(len(heads), threads, j)
 	j.heads, j.opt = nil, AttentionOptions{}
-	putBatchJob(j)
+	freeBatchJobs.put(j)
 }
 
 // attendOne runs one head on up to threads goroutines, writing its

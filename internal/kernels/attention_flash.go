@@ -105,8 +105,8 @@ func (f *flash) vPanel(j0, c int) []float32 {
 // attendFlash runs the fused kernel for one head on up to threads
 // goroutines (one when dropout draws from the RNG, whose order is fixed).
 func attendFlash(h *Head, opt *AttentionOptions, threads int) {
-	ws := getWorkspace()
-	j := getFlashJob()
+	ws := freeWorkspaces.get()
+	j := freeFlashJobs.get()
 	j.f.setup(h, opt, ws)
 	work := 2 * h.Tq * h.Tk * (h.D + h.Dv)
 	switch {
@@ -121,8 +121,8 @@ func attendFlash(h *Head, opt *AttentionOptions, threads int) {
 		parallelFor(j.f.blocks, threads, j)
 	}
 	j.f = flash{}
-	putFlashJob(j)
-	putWorkspace(ws)
+	freeFlashJobs.put(j)
+	freeWorkspaces.put(ws)
 }
 
 // flashJob runs the query blocks of one head as parts. The last blocks go
@@ -132,9 +132,9 @@ type flashJob struct{ f flash }
 
 // runPart computes one query block with a workspace of its own.
 func (j *flashJob) runPart(part int) {
-	ws := getWorkspace()
+	ws := freeWorkspaces.get()
 	j.f.block(ws, j.f.blocks-1-part)
-	putWorkspace(ws)
+	freeWorkspaces.put(ws)
 }
 
 // block computes the output rows of query block b.
@@ -343,53 +343,17 @@ type batchJob struct {
 
 // runPart computes head i.
 func (j *batchJob) runPart(i int) {
-	ws := getWorkspace()
+	ws := freeWorkspaces.get()
 	var f flash
 	f.setup(&j.heads[i], &j.opt, ws)
 	for b := range f.blocks {
 		f.block(ws, b)
 	}
-	putWorkspace(ws)
+	freeWorkspaces.put(ws)
 }
 
 // Free lists of jobs, so that steady-state calls do not allocate.
 var (
-	freeFlashJobs = make(chan *flashJob, 16)
-	freeBatchJobs = make(chan *batchJob, 16)
+	freeFlashJobs = make(freeList[flashJob], 16)
+	freeBatchJobs = make(freeList[batchJob], 16)
 )
-
-// getFlashJob takes a flashJob from the free list or makes one.
-func getFlashJob() *flashJob {
-	select {
-	case j := <-freeFlashJobs:
-		return j
-	default:
-		return new(flashJob)
-	}
-}
-
-// putFlashJob returns j to the free list.
-func putFlashJob(j *flashJob) {
-	select {
-	case freeFlashJobs <- j:
-	default:
-	}
-}
-
-// getBatchJob takes a batchJob from the free list or makes one.
-func getBatchJob() *batchJob {
-	select {
-	case j := <-freeBatchJobs:
-		return j
-	default:
-		return new(batchJob)
-	}
-}
-
-// putBatchJob returns j to the free list.
-func putBatchJob(j *batchJob) {
-	select {
-	case freeBatchJobs <- j:
-	default:
-	}
-}

@@ -190,7 +190,7 @@ func (j *gemmJob) computePart(part int) {
 
 	// Buffers are grown to a full block even for a ragged one, so that
 	// each workspace reaches its final size on first use.
-	ws := getWorkspace()
+	ws := freeWorkspaces.get()
 	ws.packA = grow(ws.packA, ceilDiv(j.mPanels, j.mBlocks)*mr*j.kcBlk)
 	ws.tile = grow(ws.tile, mr*nr)
 	packA(j.set, ws.packA, g.a, g.lda, g.transA, i0, mc, j.pc, kc, mr)
@@ -215,7 +215,7 @@ func (j *gemmJob) computePart(part int) {
 			mergeTile(c, g.ldc, ws.tile, nr, rows, cols, g.alpha, j.beta)
 		}
 	}
-	putWorkspace(ws)
+	freeWorkspaces.put(ws)
 }
 
 // splitRange returns the bounds of part p when n items are cut into parts

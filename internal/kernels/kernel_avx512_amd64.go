@@ -1,7 +1,5 @@
 package kernels
 
-import "unsafe"
-
 // avx512Kernel is the AVX-512 micro-kernel: a 12×32 tile of C in 24 ZMM
 // accumulators (12 rows × 2 vectors of 16), 2 registers for a row of B
 // and 2 for broadcasts of A, out of 32. Each step does 24 FMAs for 2
@@ -11,26 +9,14 @@ import "unsafe"
 // Blocking: kc = 256 makes a B panel 32 KiB, which with one A panel
 // (12 KiB) fits a 48 KiB L1; mc = 240 makes an A block 240 KiB of a 1 MiB
 // L2; nc = 4096 makes the shared B block 4 MiB of L3.
-var avx512Kernel = microKernel{
+var avx512Kernel = asmKernel(microKernel{
 	name: "avx512-12x32",
 	mr:   12, nr: 32,
 	kc: 256, mc: 240, nc: 4096,
-	tile: tileAVX512Go,
-}
+}, tileAVX512)
 
 // tileAVX512 is the assembly tile function (kernel_avx512_amd64.s), with
 // the operands addressed as described at microKernel.tile.
 //
 //go:noescape
 func tileAVX512(kc int, a *float32, aRow, aCol int, b *float32, bRow int, c *float32, ldc int, alpha, beta float32)
-
-// tileAVX512Go checks that the slices hold what the strides address (the
-// assembly cannot) and calls tileAVX512.
-func tileAVX512Go(kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32) {
-	if kc > 0 {
-		_ = a[11*aRow+(kc-1)*aCol]
-		_ = b[(kc-1)*bRow+31]
-	}
-	_ = c[11*ldc+31]
-	tileAVX512(kc, unsafe.SliceData(a), aRow, aCol, unsafe.SliceData(b), bRow, unsafe.SliceData(c), ldc, alpha, beta)
-}

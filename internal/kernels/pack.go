@@ -18,12 +18,7 @@ package kernels
 // dst, as ceil(mc/mr) panels of kc·mr floats. op(A) is A, or Aᵀ if trans
 // (A is then stored k×m).
 func packA(set *isa, dst, a []float32, lda int, trans bool, i0, mc, p0, kc, mr int) {
-	for ip := 0; ip < mc; ip += mr {
-		rows := min(mr, mc-ip)
-		panel := dst[(ip/mr)*kc*mr : (ip/mr+1)*kc*mr]
-		if rows < mr {
-			clear(panel)
-		}
+	eachPanel(dst, mc, kc, mr, func(panel []float32, ip, rows int) {
 		if trans {
 			// Row p of the stored matrix holds column p of op(A): copy
 			// `rows` adjacent floats per p (a loop: too few for memmove).
@@ -36,32 +31,42 @@ func packA(set *isa, dst, a []float32, lda int, trans bool, i0, mc, p0, kc, mr i
 					d[r] = v
 				}
 			}
-			continue
+			return
 		}
 		// Each stored row is one panel row: a transpose into groups of mr.
 		set.interleave(panel, mr, a[(i0+ip)*lda+p0:], lda, rows, kc)
-	}
+	})
 }
 
 // packB packs the kc×nc block of op(B) starting at row p0, column j0 into
 // dst, as ceil(nc/nr) panels of kc·nr floats. op(B) is B, or Bᵀ if trans
 // (B is then stored n×k, as nn.Linear weights are).
 func packB(set *isa, dst, b []float32, ldb int, trans bool, p0, kc, j0, nc, nr int) {
-	for jp := 0; jp < nc; jp += nr {
-		cols := min(nr, nc-jp)
-		panel := dst[(jp/nr)*kc*nr : (jp/nr+1)*kc*nr]
-		if cols < nr {
-			clear(panel)
-		}
+	eachPanel(dst, nc, kc, nr, func(panel []float32, jp, cols int) {
 		if trans {
 			// Each stored row is one panel column: a transpose into
 			// groups of nr.
 			set.interleave(panel, nr, b[(j0+jp)*ldb+p0:], ldb, cols, kc)
-			continue
+			return
 		}
 		for p := range kc {
 			off := (p0+p)*ldb + j0 + jp
 			copy(panel[p*nr:p*nr+cols], b[off:off+cols])
 		}
+	})
+}
+
+// eachPanel calls f for each panel of kc·w floats of dst that packs w of
+// the n rows of an A block (or columns of a B block), with the first of
+// them and how many of them there are; a panel with fewer than w, at the
+// ragged edge, is zeroed first.
+func eachPanel(dst []float32, n, kc, w int, f func(panel []float32, first, count int)) {
+	for first := 0; first < n; first += w {
+		count := min(w, n-first)
+		panel := dst[(first/w)*kc*w : (first/w+1)*kc*w]
+		if count < w {
+			clear(panel)
+		}
+		f(panel, first, count)
 	}
 }

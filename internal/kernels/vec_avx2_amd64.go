@@ -1,7 +1,5 @@
 package kernels
 
-import "unsafe"
-
 // expShiftAVX2 sets x[i] = exp(x[i] − shift) for n floats and returns
 // their sum, with the same algorithm as exp32. The last n%8 are handled
 // with masked loads and stores, which touch nothing beyond them.
@@ -19,21 +17,6 @@ func maxOfAVX2(x *float32, n int) float32
 //
 //go:noescape
 func scaleAVX2(x *float32, n int, alpha float32)
-
-// expShift256 is isa.expShift with AVX2.
-func expShift256(x []float32, shift float32) float32 {
-	return expShiftAVX2(unsafe.SliceData(x), len(x), shift)
-}
-
-// maxOf256 is isa.maxOf with AVX2.
-func maxOf256(x []float32) float32 {
-	return maxOfAVX2(unsafe.SliceData(x), len(x))
-}
-
-// scale256 is isa.scale with AVX2.
-func scale256(x []float32, alpha float32) {
-	scaleAVX2(unsafe.SliceData(x), len(x), alpha)
-}
 
 // interleave4AVX2 sets dst[p·ldd + r] = src[r·lds + p] for r < 4 and
 // p < n, n a multiple of 8.
@@ -79,9 +62,3 @@ func interleave256(dst []float32, ldd int, src []float32, lds, rows, n int) {
 //
 //go:noescape
 func addAVX2(x, y *float32, n int)
-
-// add256 is isa.add with AVX2.
-func add256(x, y []float32) {
-	_ = y[:len(x)]
-	addAVX2(unsafe.SliceData(x), unsafe.SliceData(y), len(x))
-}

@@ -16,22 +16,25 @@ type workspace struct {
 
 // freeWorkspaces holds idle workspaces; at most one per goroutine that
 // ever ran a kernel at the same time is created.
-var freeWorkspaces = make(chan *workspace, 256)
+var freeWorkspaces = make(freeList[workspace], 256)
 
-// getWorkspace takes an idle workspace or makes a new one.
-func getWorkspace() *workspace {
+// freeList holds idle objects of type T for reuse, up to its capacity.
+type freeList[T any] chan *T
+
+// get takes an idle object or makes a new one.
+func (l freeList[T]) get() *T {
 	select {
-	case w := <-freeWorkspaces:
-		return w
+	case x := <-l:
+		return x
 	default:
-		return new(workspace)
+		return new(T)
 	}
 }
 
-// putWorkspace returns w to the free list.
-func putWorkspace(w *workspace) {
+// put returns x to the list, or drops it when the list is full.
+func (l freeList[T]) put(x *T) {
 	select {
-	case freeWorkspaces <- w:
+	case l <- x:
 	default:
 	}
 }

@@ -15,18 +15,15 @@ import "math"
 // [sqrt(1/2)-1, sqrt(2)-1], with log 2 split in two for accuracy.
 const (
 	logSqrtHalf = 0.707106781186547524
-	logP0       = 7.0376836292e-2
-	logP1       = -1.1514610310e-1
-	logP2       = 1.1676998740e-1
-	logP3       = -1.2420140846e-1
-	logP4       = 1.4249322787e-1
-	logP5       = -1.6668057665e-1
-	logP6       = 2.0000714765e-1
-	logP7       = -2.4999993993e-1
-	logP8       = 3.3333331174e-1
 	logLn2Lo    = -2.12194440e-4
 	logLn2Hi    = 0.693359375
 )
+
+// logP is P, highest degree first.
+var logP = []float32{
+	7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+	-1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1,
+}
 
 // log8 is the natural logarithm of one lane of log256_ps, for the positive
 // normal floats the Box–Muller step passes it.
@@ -45,15 +42,7 @@ func log8(x float32) float32 {
 	}
 
 	z := mul32(f, f)
-	y := fma32(logP0, f, logP1)
-	y = fma32(y, f, logP2)
-	y = fma32(y, f, logP3)
-	y = fma32(y, f, logP4)
-	y = fma32(y, f, logP5)
-	y = fma32(y, f, logP6)
-	y = fma32(y, f, logP7)
-	y = fma32(y, f, logP8)
-	y = mul32(y, f)
+	y := mul32(horner32(f, logP), f)
 	y = fma32(y, z, mul32(e, logLn2Lo))
 	y = fma32(-z, 0.5, y)
 	return fma32(e, logLn2Hi, f+y)
@@ -66,12 +55,13 @@ const (
 	minusDP1   = -0.78515625
 	minusDP2   = -2.4187564849853515625e-4
 	minusDP3   = -3.77489497744594108e-8
-	sinP0      = -1.9515295891e-4
-	sinP1      = 8.3321608736e-3
-	sinP2      = -1.6666654611e-1
-	cosP0      = 2.443315711809948e-005
-	cosP1      = -1.388731625493765e-003
-	cosP2      = 4.166664568298827e-002
+)
+
+// sinP and cosP are the sine's and cosine's polynomials, highest degree
+// first.
+var (
+	sinP = []float32{-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1}
+	cosP = []float32{2.443315711809948e-005, -1.388731625493765e-003, 4.166664568298827e-002}
 )
 
 // sincos8 is one lane of sincos256_ps: the sine and cosine of x, evaluated
@@ -93,15 +83,11 @@ func sincos8(x float32) (sin, cos float32) {
 	x = fma32(y, minusDP3, x)
 
 	z := mul32(x, x)
-	c := fma32(cosP0, z, cosP1)
-	c = fma32(c, z, cosP2)
-	c = mul32(c, z)
+	c := mul32(horner32(z, cosP), z)
 	c = fma32(c, z, -mul32(z, 0.5))
 	c = c + 1
 
-	s := fma32(sinP0, z, sinP1)
-	s = fma32(s, z, sinP2)
-	s = mul32(s, z)
+	s := mul32(horner32(z, sinP), z)
 	s = fma32(s, x, x)
 
 	// The kernel selects with masks and adds a zero: 0+v turns -0 into +0.
@@ -112,4 +98,14 @@ func sincos8(x float32) (sin, cos float32) {
 	sin = math.Float32frombits(math.Float32bits(0+sinPoly) ^ signSin)
 	cos = math.Float32frombits(math.Float32bits(cosPoly+0) ^ signCos)
 	return sin, cos
+}
+
+// horner32 evaluates the polynomial with coefficients p (highest degree
+// first) at x by Horner's rule, each step one fused multiply-add.
+func horner32(x float32, p []float32) float32 {
+	y := p[0]
+	for _, c := range p[1:] {
+		y = fma32(y, x, c)
+	}
+	return y
 }

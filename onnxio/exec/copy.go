@@ -1,7 +1,5 @@
 package exec
 
-import "fmt"
-
 // view addresses elements of a data slice: element idx (a multi-index
 // over shape) lives at offset + Σ idx[i]·strides[i]. Transpose, Slice,
 // Expand, Tile, Concat, Split and Gather are all copies between views.
@@ -16,36 +14,12 @@ func contiguous(shape []int) view { return view{strides: stridesOf(shape)} }
 // copyView copies the elements of shape from src (read through sv) into
 // dst (written through dv). Both slices hold the same element type.
 func copyView(dst any, dv view, src any, sv view, shape []int) {
-	switch d := dst.(type) {
-	case []float32:
-		copyViewT(d, dv, src.([]float32), sv, shape)
-	case []float64:
-		copyViewT(d, dv, src.([]float64), sv, shape)
-	case []int64:
-		copyViewT(d, dv, src.([]int64), sv, shape)
-	case []int32:
-		copyViewT(d, dv, src.([]int32), sv, shape)
-	case []int16:
-		copyViewT(d, dv, src.([]int16), sv, shape)
-	case []int8:
-		copyViewT(d, dv, src.([]int8), sv, shape)
-	case []uint64:
-		copyViewT(d, dv, src.([]uint64), sv, shape)
-	case []uint32:
-		copyViewT(d, dv, src.([]uint32), sv, shape)
-	case []uint16:
-		copyViewT(d, dv, src.([]uint16), sv, shape)
-	case []uint8:
-		copyViewT(d, dv, src.([]uint8), sv, shape)
-	case []bool:
-		copyViewT(d, dv, src.([]bool), sv, shape)
-	default:
-		panic(fmt.Sprintf("exec: copyView of %T", dst))
-	}
+	elemKindOfData(dst).copyView(dst, dv, src, sv, shape)
 }
 
-// copyViewT is copyView for one element type.
-func copyViewT[T any](dst []T, dv view, src []T, sv view, shape []int) {
+// copyView is copyView for type T.
+func (elemOf[T]) copyView(dd any, dv view, sd any, sv view, shape []int) {
+	dst, src := dd.([]T), sd.([]T)
 	walk(shape, [][]int{dv.strides, sv.strides}, func(off []int, n int, step []int) {
 		d, s := dv.offset+off[0], sv.offset+off[1]
 		if step[0] == 1 && step[1] == 1 {

@@ -30,13 +30,12 @@ const (
 	Uint32   = DType(array.Uint32)
 	Uint64   = DType(array.Uint64)
 	BFloat16 = DType(array.BFloat16)
-)
 
-// The element types of quantized tensors. Cast, QuantizeLinear and
-// DequantizeLinear convert to and from them; other ops move them
-// (Reshape, Concat, Gather, ...) without computing with them. The floats
-// are held as float32, the integers as int8 or uint8 (package array).
-const (
+	// The element types of quantized tensors. Cast, QuantizeLinear and
+	// DequantizeLinear convert to and from them; other ops move them
+	// (Reshape, Concat, Gather, ...) without computing with them. The
+	// floats are held as float32, the integers as int8 or uint8 (package
+	// array).
 	Float8E4M3FN   = DType(array.Float8E4M3FN)
 	Float8E4M3FNUZ = DType(array.Float8E4M3FNUZ)
 	Float8E5M2     = DType(array.Float8E5M2)

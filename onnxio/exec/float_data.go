@@ -24,16 +24,7 @@ func floatData[C float](rc *runCtx, n *node, v *value) ([]C, error) {
 		return nil, err
 	}
 	d := c.data.([]C)
-	switch s := v.data.(type) {
-	case []float32:
-		for i, x := range s {
-			d[i] = C(x)
-		}
-	case []float64:
-		for i, x := range s {
-			d[i] = C(x)
-		}
-	}
+	convertTo(d, v.data)
 	return d, nil
 }
 
@@ -48,15 +39,6 @@ func floatValue[C float](rc *runCtx, n *node, dt DType, shape []int, data []C) (
 	if err != nil {
 		return nil, err
 	}
-	switch d := v.data.(type) {
-	case []float32:
-		for i, x := range data {
-			d[i] = float32(x)
-		}
-	case []float64:
-		for i, x := range data {
-			d[i] = float64(x)
-		}
-	}
+	convertData(v.data, data)
 	return v, nil
 }

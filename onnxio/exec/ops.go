@@ -54,7 +54,7 @@ var ops = map[string]*opSpec{
 	"MatMul": binarySpec(1, matmulOp),
 	"Gemm": {since: 7, minIn: 2, maxIn: 3, minOut: 1, maxOut: 1, run: gemmOp,
 		attrs: map[string]attrKind{"alpha": attrFloat, "beta": attrFloat, "transA": attrInt, "transB": attrInt}},
-	"Softmax": {since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: softmaxOp,
+	"Softmax": {since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: softmaxOp(false),
 		attrs: map[string]attrKind{"axis": attrInt}},
 	"Attention":       attentionSpec, // ops_attention.go
 	"RotaryEmbedding": rotarySpec,    // ops_rotary.go

@@ -22,10 +22,10 @@ func init() {
 		attrs: map[string]attrKind{"alpha": attrFloat, "beta": attrFloat}}
 	ops["Gelu"] = &opSpec{since: 20, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: floatAttrOp(geluFunc),
 		attrs: map[string]attrKind{"approximate": attrString}}
-	ops["Softplus"] = unarySpec(1, floatFuncOp(softplus))
-	ops["Softsign"] = unarySpec(1, floatFuncOp(func(x float64) float64 { return x / (1 + math.Abs(x)) }))
-	ops["Mish"] = unarySpec(18, floatFuncOp(func(x float64) float64 { return x * math.Tanh(softplus(x)) }))
-	ops["HardSwish"] = unarySpec(14, floatFuncOp(func(x float64) float64 { return x * max(0, min(1, x/6+0.5)) }))
+	ops["Softplus"] = unarySpec(1, floatOp(softplus))
+	ops["Softsign"] = unarySpec(1, floatOp(func(x float64) float64 { return x / (1 + math.Abs(x)) }))
+	ops["Mish"] = unarySpec(18, floatOp(func(x float64) float64 { return x * math.Tanh(softplus(x)) }))
+	ops["HardSwish"] = unarySpec(14, floatOp(func(x float64) float64 { return x * max(0, min(1, x/6+0.5)) }))
 	ops["Shrink"] = &opSpec{since: 9, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: shrinkOp,
 		attrs: map[string]attrKind{"lambd": attrFloat, "bias": attrFloat}}
 	ops["PRelu"] = binarySpec(7, preluOp)
@@ -161,20 +161,15 @@ func preluOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("slope of shape %s does not broadcast to X's shape %s", shapeString(slope.shape), shapeString(x.shape))
 	}
 	switch x.dtype {
-	case Float32:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[float32]))
-	case Float64:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[float64]))
-	case Int64:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[int64]))
-	case Int32:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[int32]))
-	case Uint64:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[uint64]))
-	case Uint32:
-		return oneOrErr(zipInto(rc, n, x, slope, x.dtype, prelu[uint32]))
+	case Float32, Float64, Int64, Int32, Uint64, Uint32:
+		return oneOrErr(numKinds[x.dtype].prelu(rc, n, x, slope))
 	}
 	return nil, errDType(x, "float32, float64, int64, int32, uint64 or uint32")
+}
+
+// prelu is PRelu for type T.
+func (numOf[T]) prelu(rc *runCtx, n *node, x, slope *value) (*value, error) {
+	return binaryMap(rc, n, x, slope, x.dtype, prelu[T])
 }
 
 // prelu is x for x >= 0 and slope·x below.

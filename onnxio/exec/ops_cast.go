@@ -87,29 +87,10 @@ func castData(out *value, src any, saturate bool) {
 		convertData(out.data, src)
 		return
 	}
-	dst, dt := out.data.([]float32), array.DType(out.dtype)
-	switch s := src.(type) {
-	case []float32:
-		roundInto(dst, s, dt, saturate)
-	case []float64:
-		roundInto(dst, s, dt, saturate)
-	case []int64:
-		roundInto(dst, s, dt, saturate)
-	case []int32:
-		roundInto(dst, s, dt, saturate)
-	case []int16:
-		roundInto(dst, s, dt, saturate)
-	case []int8:
-		roundInto(dst, s, dt, saturate)
-	case []uint64:
-		roundInto(dst, s, dt, saturate)
-	case []uint32:
-		roundInto(dst, s, dt, saturate)
-	case []uint16:
-		roundInto(dst, s, dt, saturate)
-	case []uint8:
-		roundInto(dst, s, dt, saturate)
-	default: // bool: 0 and 1 are values of every type
+	dst := out.data.([]float32)
+	if k := numKindOfData(src); k != nil {
+		k.roundFrom(dst, src, array.DType(out.dtype), saturate)
+	} else { // bool: 0 and 1 are values of every type
 		convertTo(dst, src)
 	}
 }
@@ -129,10 +110,10 @@ func wrapInts(data any, bits int) {
 	}
 }
 
-// roundInto rounds each element of s, through float64 (which holds every
-// float32 and every integer to 2^53 exactly), to type dt.
-func roundInto[S number](dst []float32, s []S, dt array.DType, saturate bool) {
-	for i, x := range s {
+// roundFrom rounds each element of src, of type T, through float64 (which
+// holds every float32 and every integer to 2^53 exactly), to type dt.
+func (numOf[T]) roundFrom(dst []float32, src any, dt array.DType, saturate bool) {
+	for i, x := range src.([]T) {
 		dst[i] = array.RoundFloat(dt, float64(x), saturate)
 	}
 }
@@ -148,33 +129,15 @@ func castTo[D number](data any) []D {
 // convertData converts the elements of src into dst, a slice of the same
 // length and any supported element type.
 func convertData(dst, src any) {
-	switch d := dst.(type) {
-	case []float32:
-		convertTo(d, src)
-	case []float64:
-		convertTo(d, src)
-	case []int64:
-		convertTo(d, src)
-	case []int32:
-		convertTo(d, src)
-	case []int16:
-		convertTo(d, src)
-	case []int8:
-		convertTo(d, src)
-	case []uint64:
-		convertTo(d, src)
-	case []uint32:
-		convertTo(d, src)
-	case []uint16:
-		convertTo(d, src)
-	case []uint8:
-		convertTo(d, src)
-	case []bool:
+	if d, ok := dst.([]bool); ok {
 		convertToBool(d, src)
-	default:
-		panic(fmt.Sprintf("exec: cast to %T", dst))
+	} else {
+		numKindOfData(dst).convertFrom(dst, src)
 	}
 }
+
+// convertFrom converts src into dst, of type T.
+func (numOf[T]) convertFrom(dst, src any) { convertTo(dst.([]T), src) }
 
 // convertTo converts any data slice into dst, of numeric type D.
 func convertTo[D number](dst []D, data any) {
@@ -230,37 +193,17 @@ func convert[S, D number](s []S) []D {
 // convertToBool converts any data slice into dst: nonzero (and NaN) is
 // true.
 func convertToBool(dst []bool, data any) {
-	switch s := data.(type) {
-	case []bool:
+	if s, ok := data.([]bool); ok {
 		copy(dst, s)
-	case []float32:
-		nonzero(dst, s)
-	case []float64:
-		nonzero(dst, s)
-	case []int64:
-		nonzero(dst, s)
-	case []int32:
-		nonzero(dst, s)
-	case []int16:
-		nonzero(dst, s)
-	case []int8:
-		nonzero(dst, s)
-	case []uint64:
-		nonzero(dst, s)
-	case []uint32:
-		nonzero(dst, s)
-	case []uint16:
-		nonzero(dst, s)
-	case []uint8:
-		nonzero(dst, s)
-	default:
-		panic(fmt.Sprintf("exec: cast from %T", data))
+	} else {
+		numKindOfData(data).nonzero(dst, data)
 	}
 }
 
-// nonzero maps each element to whether it is nonzero (NaN is).
-func nonzero[S number](dst []bool, s []S) {
-	for i, x := range s {
+// nonzero maps each element of src, of type T, to whether it is nonzero
+// (NaN is).
+func (numOf[T]) nonzero(dst []bool, src any) {
+	for i, x := range src.([]T) {
 		dst[i] = x != 0
 	}
 }

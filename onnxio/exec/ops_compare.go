@@ -35,34 +35,20 @@ func compareOp(op compare) opFunc {
 		if err := sameDType(in); err != nil {
 			return nil, err
 		}
-		switch a.dtype {
-		case Bool:
-			if op == opEqual {
-				return oneOrErr(binaryMap(rc, n, a, b, Bool, func(x, y bool) bool { return x == y }))
-			}
-		case Float32:
-			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[float32](op)))
-		case Float64:
-			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[float64](op)))
-		case Int64:
-			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[int64](op)))
-		case Int32:
-			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[int32](op)))
-		case Int16:
-			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[int16](op)))
-		case Int8:
-			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[int8](op)))
-		case Uint64:
-			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[uint64](op)))
-		case Uint32:
-			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[uint32](op)))
-		case Uint16:
-			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[uint16](op)))
-		case Uint8:
-			return oneOrErr(binaryMap(rc, n, a, b, Bool, compareFunc[uint8](op)))
+		if a.dtype == Bool && op == opEqual {
+			return oneOrErr(binaryMap(rc, n, a, b, Bool, func(x, y bool) bool { return x == y }))
 		}
-		return nil, errDType(a, "a numeric type")
+		k, err := numKindOf(a)
+		if err != nil {
+			return nil, err
+		}
+		return oneOrErr(k.compare(rc, n, op, a, b))
 	}
+}
+
+// compare is the comparison op for type T.
+func (numOf[T]) compare(rc *runCtx, n *node, op compare, a, b *value) (*value, error) {
+	return binaryMap(rc, n, a, b, Bool, compareFunc[T](op))
 }
 
 // logicalOp is the kernel of And, Or and Xor on bool tensors.
@@ -101,35 +87,15 @@ func whereOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // where selects between x and y under cond in a new value allocated for
 // node n; see whereOp.
 func where(rc *runCtx, n *node, c, x, y *value) (*value, error) {
-	switch x.dtype {
-	case Float32:
-		return whereT[float32](rc, n, c, x, y)
-	case Float64:
-		return whereT[float64](rc, n, c, x, y)
-	case Int64:
-		return whereT[int64](rc, n, c, x, y)
-	case Int32:
-		return whereT[int32](rc, n, c, x, y)
-	case Int16:
-		return whereT[int16](rc, n, c, x, y)
-	case Int8:
-		return whereT[int8](rc, n, c, x, y)
-	case Uint64:
-		return whereT[uint64](rc, n, c, x, y)
-	case Uint32:
-		return whereT[uint32](rc, n, c, x, y)
-	case Uint16:
-		return whereT[uint16](rc, n, c, x, y)
-	case Uint8:
-		return whereT[uint8](rc, n, c, x, y)
-	case Bool:
-		return whereT[bool](rc, n, c, x, y)
+	k, ok := elemKinds[x.dtype]
+	if !ok {
+		return nil, errDType(x, "a supported type")
 	}
-	return nil, errDType(x, "a supported type")
+	return k.where(rc, n, c, x, y)
 }
 
-// whereT is where for one element type.
-func whereT[T element](rc *runCtx, n *node, c, x, y *value) (*value, error) {
+// where is where for element type T.
+func (elemOf[T]) where(rc *runCtx, n *node, c, x, y *value) (*value, error) {
 	shape, err := broadcastShapes(c.shape, x.shape, y.shape)
 	if err != nil {
 		return nil, err

@@ -40,8 +40,8 @@ func checkConvOperands(n *node, x, w, b *value) (int, error) {
 	if !x.dtype.IsFloat() {
 		return 0, errDType(x, "float32 or float64")
 	}
-	if x.rank() < 3 {
-		return 0, fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+	if err := checkImages(x); err != nil {
+		return 0, err
 	}
 	if w.rank() != x.rank() {
 		return 0, fmt.Errorf("weights W %s must have the rank of X %s", shapeString(w.shape), shapeString(x.shape))
@@ -53,6 +53,44 @@ func checkConvOperands(n *node, x, w, b *value) (int, error) {
 	return int(group), nil
 }
 
+// convWindow checks the operands of Conv and DeformConv, X (N, C, D1, ...,
+// Dn), W (M, C/group, k1, ..., kn) and the optional bias B (M), and returns
+// their channel counts and how W's kernel slides over X.
+func convWindow(n *node, x, w, b *value) (convShapes, *window, error) {
+	group, err := checkConvOperands(n, x, w, b)
+	if err != nil {
+		return convShapes{}, nil, err
+	}
+	channels, outChannels := x.shape[1], w.shape[0]
+	if channels%group != 0 || outChannels%group != 0 {
+		return convShapes{}, nil, fmt.Errorf("%d input and %d output channels do not divide into %d groups", channels, outChannels, group)
+	}
+	if w.shape[1] != channels/group {
+		return convShapes{}, nil, fmt.Errorf("weights W %s must have %d input channels per group (X %s, group %d)", shapeString(w.shape), channels/group, shapeString(x.shape), group)
+	}
+	if err := checkBias(b, outChannels); err != nil {
+		return convShapes{}, nil, err
+	}
+	kernel, err := kernelShape(n, w.shape[2:])
+	if err != nil {
+		return convShapes{}, nil, err
+	}
+	win, err := slidingWindow(n, x.shape[2:], kernel, false)
+	if err != nil {
+		return convShapes{}, nil, err
+	}
+	return convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: outChannels / group}, win, nil
+}
+
+// checkBias checks that an optional bias B has one element per output
+// channel.
+func checkBias(b *value, outChannels int) error {
+	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
+		return fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+	}
+	return nil
+}
+
 // convOp is the kernel of Conv: Y[n, m] = B[m] + Σ W[m, c, k]·X[n, g·C/G + c,
 // o·stride − pad + k·dilation] over the C/G channels c of output channel
 // m's group g and the kernel taps k. Each group is one matrix product of
@@ -60,47 +98,31 @@ func checkConvOperands(n *node, x, w, b *value) (int, error) {
 // on kernels.Gemm.
 func convOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, w, b := in[0], in[1], input(in, 2)
-	group, err := checkConvOperands(n, x, w, b)
+	cs, win, err := convWindow(n, x, w, b)
 	if err != nil {
 		return nil, err
 	}
-	channels, outChannels := x.shape[1], w.shape[0]
-	if channels%group != 0 || outChannels%group != 0 {
-		return nil, fmt.Errorf("%d input and %d output channels do not divide into %d groups", channels, outChannels, group)
-	}
-	if w.shape[1] != channels/group {
-		return nil, fmt.Errorf("weights W %s must have %d input channels per group (X %s, group %d)", shapeString(w.shape), channels/group, shapeString(x.shape), group)
-	}
-	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
-		return nil, fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
-	}
-	kernel, err := kernelShape(n, w.shape[2:])
-	if err != nil {
-		return nil, err
-	}
-	win, err := slidingWindow(n, x.shape[2:], kernel, false)
-	if err != nil {
-		return nil, err
-	}
-	shape := append([]int{x.shape[0], outChannels}, win.out...)
+	shape := append([]int{x.shape[0], w.shape[0]}, win.out...)
+	return convolution(rc, n, shape, cs, win, x, w, b, convolve[float32], convolve[float64])
+}
+
+// convLoop is the loop of Conv or ConvTranspose for one float type.
+type convLoop[T float] func(rc *runCtx, n *node, cs convShapes, win *window, x, w, bias, y []T) error
+
+// convolution allocates the output Y of the given shape for node n and
+// fills it with the loop for X's float type.
+func convolution(rc *runCtx, n *node, shape []int, cs convShapes, win *window, x, w, b *value,
+	loop32 convLoop[float32], loop64 convLoop[float64]) ([]*value, error) {
 	y, err := rc.alloc(n, x.dtype, shape)
-	if err != nil {
-		return nil, err
+	if err != nil || y.size() == 0 {
+		return oneOrErr(y, err)
 	}
-	cs := convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: outChannels / group}
-	if y.size() == 0 {
-		return one(y)
+	if x.dtype == Float32 {
+		err = loop32(rc, n, cs, win, x.data.([]float32), w.data.([]float32), biasData[float32](b), y.data.([]float32))
+	} else {
+		err = loop64(rc, n, cs, win, x.data.([]float64), w.data.([]float64), biasData[float64](b), y.data.([]float64))
 	}
-	switch x.dtype {
-	case Float32:
-		err = convolve(rc, n, cs, win, x.data.([]float32), w.data.([]float32), biasData[float32](b), y.data.([]float32))
-	default:
-		err = convolve(rc, n, cs, win, x.data.([]float64), w.data.([]float64), biasData[float64](b), y.data.([]float64))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return one(y)
+	return oneOrErr(y, err)
 }
 
 // biasData returns a bias value's elements, or nil when it is omitted.
@@ -127,24 +149,32 @@ func convolve[T float](rc *runCtx, n *node, cs convShapes, win *window, x, w, bi
 			return err
 		}
 	}
+	return eachGroup(rc, cs, y, bias, positions, func(b, g, first, out int) {
+		src := x[first*imageSize : (first+cs.inPerGroup)*imageSize]
+		if col != nil {
+			im2col(col, src, offs, cs.inPerGroup, taps, positions, imageSize)
+			src = col
+		}
+		matmulInto(false, cs.outPerGroup, positions, rows,
+			w[g*cs.outPerGroup*rows:(g+1)*cs.outPerGroup*rows], src,
+			y[out*positions:(out+cs.outPerGroup)*positions])
+	})
+}
+
+// eachGroup calls f for every group g of every batch image b, with the
+// first input and output channel of that group of that image, checking the run's
+// context before each; then it adds the bias to each output plane of
+// planeSize elements of y.
+func eachGroup[T float](rc *runCtx, cs convShapes, y, bias []T, planeSize int, f func(b, g, first, out int)) error {
 	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
 	for b := range cs.batch {
 		for g := range cs.group {
 			if err := rc.ctx.Err(); err != nil {
 				return err
 			}
-			first := b*channels + g*cs.inPerGroup
-			src := x[first*imageSize : (first+cs.inPerGroup)*imageSize]
-			if col != nil {
-				im2col(col, src, offs, cs.inPerGroup, taps, positions, imageSize)
-				src = col
-			}
-			out := b*outChannels + g*cs.outPerGroup
-			matmulInto(false, cs.outPerGroup, positions, rows,
-				w[g*cs.outPerGroup*rows:(g+1)*cs.outPerGroup*rows], src,
-				y[out*positions:(out+cs.outPerGroup)*positions])
+			f(b, g, b*channels+g*cs.inPerGroup, b*outChannels+g*cs.outPerGroup)
 		}
-		addChannelBias(y[b*outChannels*positions:(b+1)*outChannels*positions], bias, positions)
+		addChannelBias(y[b*outChannels*planeSize:(b+1)*outChannels*planeSize], bias, planeSize)
 	}
 	return nil
 }
@@ -209,8 +239,8 @@ func convTransposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, fmt.Errorf("weights W %s must have the %d input channels of X first, divisible into %d groups", shapeString(w.shape), channels, group)
 	}
 	outChannels := w.shape[1] * group
-	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
-		return nil, fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+	if err := checkBias(b, outChannels); err != nil {
+		return nil, err
 	}
 	kernel, err := kernelShape(n, w.shape[2:])
 	if err != nil {
@@ -221,24 +251,8 @@ func convTransposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, err
 	}
 	shape := append([]int{x.shape[0], outChannels}, win.image...)
-	y, err := rc.alloc(n, x.dtype, shape)
-	if err != nil {
-		return nil, err
-	}
-	if y.size() == 0 {
-		return one(y)
-	}
 	cs := convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: w.shape[1]}
-	switch x.dtype {
-	case Float32:
-		err = convolveTransposed(rc, n, cs, win, x.data.([]float32), w.data.([]float32), biasData[float32](b), y.data.([]float32))
-	default:
-		err = convolveTransposed(rc, n, cs, win, x.data.([]float64), w.data.([]float64), biasData[float64](b), y.data.([]float64))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return one(y)
+	return convolution(rc, n, shape, cs, win, x, w, b, convolveTransposed[float32], convolveTransposed[float64])
 }
 
 // transposedWindow works out ConvTranspose's geometry: its image is the
@@ -250,11 +264,8 @@ func convTransposeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 func transposedWindow(n *node, in, kernel []int) (*window, error) {
 	axes := len(in)
 	w := &window{out: in, kernel: kernel, image: make([]int, axes)}
-	var err error
-	if w.strides, err = spatialInts(n, "strides", axes, 1); err != nil {
-		return nil, err
-	}
-	if w.dilations, err = spatialInts(n, "dilations", axes, 1); err != nil {
+	autoPad, err := w.readAttributes(n)
+	if err != nil {
 		return nil, err
 	}
 	outPad := make([]int, axes)
@@ -270,7 +281,6 @@ func transposedWindow(n *node, in, kernel []int) (*window, error) {
 		}
 	}
 	var target []int // the output's spatial sizes, when fixed
-	autoPad := n.attrString("auto_pad", "NOTSET")
 	switch v, ok := n.attrInts("output_shape"); {
 	case ok:
 		if len(v) == axes+2 {
@@ -291,21 +301,8 @@ func transposedWindow(n *node, in, kernel []int) (*window, error) {
 			target[i] = d * w.strides[i]
 		}
 	}
-	switch autoPad {
-	case "NOTSET", "":
-		if w.padBegin, w.padEnd, err = explicitPads(n, axes); err != nil {
-			return nil, err
-		}
-	case "VALID", "SAME_UPPER", "SAME_LOWER":
-		w.padBegin, w.padEnd = make([]int, axes), make([]int, axes)
-	default:
-		return nil, fmt.Errorf("attribute auto_pad %q is not NOTSET, SAME_UPPER, SAME_LOWER or VALID", autoPad)
-	}
 	for i, d := range in {
-		if kernel[i] < 1 {
-			return nil, fmt.Errorf("kernel size %d along spatial axis %d must be positive", kernel[i], i)
-		}
-		span, err := kernelSpan(kernel[i], w.dilations[i], i)
+		span, err := w.span(i)
 		if err != nil {
 			return nil, err
 		}
@@ -354,22 +351,12 @@ func convolveTransposed[T float](rc *runCtx, n *node, cs convShapes, win *window
 	if err != nil {
 		return err
 	}
-	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
-	for b := range cs.batch {
-		for g := range cs.group {
-			if err := rc.ctx.Err(); err != nil {
-				return err
-			}
-			first := b*channels + g*cs.inPerGroup
-			matmulInto(true, rows, positions, cs.inPerGroup,
-				w[g*cs.inPerGroup*rows:(g+1)*cs.inPerGroup*rows],
-				x[first*positions:(first+cs.inPerGroup)*positions], col)
-			out := b*outChannels + g*cs.outPerGroup
-			col2im(y[out*imageSize:(out+cs.outPerGroup)*imageSize], col, offs, cs.outPerGroup, taps, positions, imageSize)
-		}
-		addChannelBias(y[b*outChannels*imageSize:(b+1)*outChannels*imageSize], bias, imageSize)
-	}
-	return nil
+	return eachGroup(rc, cs, y, bias, imageSize, func(b, g, first, out int) {
+		matmulInto(true, rows, positions, cs.inPerGroup,
+			w[g*cs.inPerGroup*rows:(g+1)*cs.inPerGroup*rows],
+			x[first*positions:(first+cs.inPerGroup)*positions], col)
+		col2im(y[out*imageSize:(out+cs.outPerGroup)*imageSize], col, offs, cs.outPerGroup, taps, positions, imageSize)
+	})
 }
 
 // col2ImOp is the kernel of Col2Im (PyTorch's fold): input (N, C·∏block,
@@ -433,33 +420,19 @@ func col2ImOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // weights as in Conv.
 func deformConvOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, w, offset, b, mask := in[0], in[1], in[2], input(in, 3), input(in, 4)
-	group, err := checkConvOperands(n, x, w, b)
+	cs, win, err := convWindow(n, x, w, b)
 	if err != nil {
 		return nil, err
 	}
 	if err := sameDType([]*value{x, offset, mask}); err != nil {
 		return nil, err
 	}
-	channels, outChannels := x.shape[1], w.shape[0]
-	if channels%group != 0 || outChannels%group != 0 || w.shape[1] != channels/group {
-		return nil, fmt.Errorf("input X %s and W %s do not divide into %d groups", shapeString(x.shape), shapeString(w.shape), group)
-	}
+	channels := x.shape[1]
 	offsetGroups := int(n.attrInt("offset_group", 1))
 	if offsetGroups < 1 || channels%offsetGroups != 0 {
 		return nil, fmt.Errorf("attribute offset_group %d must divide the %d input channels", offsetGroups, channels)
 	}
-	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
-		return nil, fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
-	}
-	kernel, err := kernelShape(n, w.shape[2:])
-	if err != nil {
-		return nil, err
-	}
-	win, err := slidingWindow(n, x.shape[2:], kernel, false)
-	if err != nil {
-		return nil, err
-	}
-	axes, taps := len(kernel), win.taps()
+	axes, taps := len(win.kernel), win.taps()
 	wantOffset := append([]int{x.shape[0], offsetGroups * taps * axes}, win.out...)
 	if !equalShapes(offset.shape, wantOffset) {
 		return nil, fmt.Errorf("offset %s must be %s", shapeString(offset.shape), shapeString(wantOffset))
@@ -469,13 +442,12 @@ func deformConvOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			return nil, fmt.Errorf("mask %s must be %s", shapeString(mask.shape), shapeString(want))
 		}
 	}
-	shape := append([]int{x.shape[0], outChannels}, win.out...)
+	shape := append([]int{x.shape[0], w.shape[0]}, win.out...)
 	y, err := rc.alloc(n, x.dtype, shape)
 	if err != nil || y.size() == 0 {
 		return oneOrErr(y, err)
 	}
-	dc := deformable{win: win, offsetGroups: offsetGroups,
-		conv: convShapes{batch: x.shape[0], group: group, inPerGroup: channels / group, outPerGroup: outChannels / group}}
+	dc := deformable{win: win, offsetGroups: offsetGroups, conv: cs}
 	if x.dtype == Float32 {
 		err = deformConvolve(rc, n, dc, x.data.([]float32), w.data.([]float32), offset.data.([]float32),
 			maskData[float32](mask), biasData[float32](b), y.data.([]float32))
@@ -506,47 +478,39 @@ func deformConvolve[T float](rc *runCtx, n *node, dc deformable, x, w, offset, m
 	if err != nil {
 		return err
 	}
-	channels, outChannels := cs.group*cs.inPerGroup, cs.group*cs.outPerGroup
+	channels := cs.group * cs.inPerGroup
 	perOffsetGroup := channels / dc.offsetGroups
 	strides := stridesOf(win.image)
 	tap, pos := make([]int, axes), make([]int, axes)
 	at := make([]float64, axes)
-	for b := range cs.batch {
-		for g := range cs.group {
-			if err := rc.ctx.Err(); err != nil {
-				return err
-			}
-			for ci := range cs.inPerGroup {
-				ch := g*cs.inPerGroup + ci
-				og := ch / perOffsetGroup
-				img := x[(b*channels+ch)*imageSize : (b*channels+ch+1)*imageSize]
-				clear(tap)
-				for t := range taps {
-					row := col[(ci*taps+t)*positions : (ci*taps+t+1)*positions]
-					clear(pos)
-					for o := range row {
-						for a := range axes {
-							shift := offset[((b*dc.offsetGroups+og)*taps*axes+t*axes+a)*positions+o]
-							at[a] = float64(pos[a]*win.strides[a]-win.padBegin[a]+tap[a]*win.dilations[a]) + float64(shift)
-						}
-						v := sampleLinear(img, win.image, strides, at)
-						if mask != nil {
-							v *= float64(mask[((b*dc.offsetGroups+og)*taps+t)*positions+o])
-						}
-						row[o] = T(v)
-						odometer(pos, win.out)
+	return eachGroup(rc, cs, y, bias, positions, func(b, g, first, out int) {
+		for ci := range cs.inPerGroup {
+			ch := g*cs.inPerGroup + ci
+			og := ch / perOffsetGroup
+			img := x[(first+ci)*imageSize : (first+ci+1)*imageSize]
+			clear(tap)
+			for t := range taps {
+				row := col[(ci*taps+t)*positions : (ci*taps+t+1)*positions]
+				clear(pos)
+				for o := range row {
+					for a := range axes {
+						shift := offset[((b*dc.offsetGroups+og)*taps*axes+t*axes+a)*positions+o]
+						at[a] = float64(pos[a]*win.strides[a]-win.padBegin[a]+tap[a]*win.dilations[a]) + float64(shift)
 					}
-					odometer(tap, win.kernel)
+					v := sampleLinear(img, win.image, strides, at)
+					if mask != nil {
+						v *= float64(mask[((b*dc.offsetGroups+og)*taps+t)*positions+o])
+					}
+					row[o] = T(v)
+					odometer(pos, win.out)
 				}
+				odometer(tap, win.kernel)
 			}
-			out := b*outChannels + g*cs.outPerGroup
-			matmulInto(false, cs.outPerGroup, positions, rows,
-				w[g*cs.outPerGroup*rows:(g+1)*cs.outPerGroup*rows], col,
-				y[out*positions:(out+cs.outPerGroup)*positions])
 		}
-		addChannelBias(y[b*outChannels*positions:(b+1)*outChannels*positions], bias, positions)
-	}
-	return nil
+		matmulInto(false, cs.outPerGroup, positions, rows,
+			w[g*cs.outPerGroup*rows:(g+1)*cs.outPerGroup*rows], col,
+			y[out*positions:(out+cs.outPerGroup)*positions])
+	})
 }
 
 // sampleLinear interpolates an image N-linearly at a fractional position,

@@ -54,9 +54,14 @@ func newSpectrum(rc *runCtx, nd *node, n int) (*spectrum, error) {
 	return s, nil
 }
 
-// forward writes bins k < len(outRe) of the DFT of the signal (re, im),
-// zero beyond its length (and truncated to n).
-func (s *spectrum) forward(re, im, outRe, outIm []float64) error {
+// dft writes bins k < len(outRe) of the DFT of the signal (re, im), zero
+// beyond its length (and truncated to n); with inverse, the samples of
+// the inverse DFT (with its 1/n) of the spectrum (re, im).
+func (s *spectrum) dft(re, im, outRe, outIm []float64, inverse bool) error {
+	sign := 1.0 // the sign of the exponent is -sign
+	if inverse {
+		sign = -1
+	}
 	for k := range outRe {
 		if err := s.stopped(k); err != nil {
 			return err
@@ -64,30 +69,14 @@ func (s *spectrum) forward(re, im, outRe, outIm []float64) error {
 		var sr, si float64
 		for t := range min(len(re), s.n) {
 			j := k * t % s.n
-			c, sn := s.cos[j], s.sin[j]
+			c, sn := s.cos[j], sign*s.sin[j]
 			sr += re[t]*c + im[t]*sn
 			si += im[t]*c - re[t]*sn
 		}
+		if inverse {
+			sr, si = sr/float64(s.n), si/float64(s.n)
+		}
 		outRe[k], outIm[k] = sr, si
-	}
-	return nil
-}
-
-// inverse writes samples t < len(outRe) of the inverse DFT (with its 1/n)
-// of the spectrum (re, im), zero beyond its length.
-func (s *spectrum) inverse(re, im, outRe, outIm []float64) error {
-	for t := range outRe {
-		if err := s.stopped(t); err != nil {
-			return err
-		}
-		var sr, si float64
-		for k := range min(len(re), s.n) {
-			j := k * t % s.n
-			c, sn := s.cos[j], s.sin[j]
-			sr += re[k]*c - im[k]*sn
-			si += im[k]*c + re[k]*sn
-		}
-		outRe[t], outIm[t] = sr/float64(s.n), si/float64(s.n)
 	}
 	return nil
 }
@@ -186,13 +175,10 @@ func dftOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	lines := dftLines{outer: numel(x.shape[:axis]), inLen: x.shape[axis], outLen: outLen,
 		inner: numel(x.shape[axis+1 : r-1]), inParts: x.shape[r-1], outParts: components}
 	transform := func(re, im, outRe, outIm []float64) error {
-		switch {
-		case inverse && onesided:
+		if inverse && onesided {
 			return sp.inverseReal(re, im, outRe)
-		case inverse:
-			return sp.inverse(re, im, outRe, outIm)
 		}
-		return sp.forward(re, im, outRe, outIm)
+		return sp.dft(re, im, outRe, outIm, inverse)
 	}
 	if x.dtype == Float32 {
 		err = transformLines(rc, n, lines, x.data.([]float32), y.data.([]float32), transform)
@@ -342,7 +328,7 @@ func stft[T float](rc *runCtx, n *node, sp *spectrum, x []T, window []float64, y
 					im[t] *= window[t]
 				}
 			}
-			if err := sp.forward(re, im, outRe, outIm); err != nil {
+			if err := sp.dft(re, im, outRe, outIm, false); err != nil {
 				return err
 			}
 			for k := range bins {

@@ -310,34 +310,14 @@ func (e *einsum) sumOut(op labeledValue, keep []int) (labeledValue, error) {
 	if err != nil {
 		return labeledValue{}, err
 	}
-	switch o := out.data.(type) {
-	case []float32:
-		sumInto(x.data.([]float32), x.shape, reduced, o)
-	case []float64:
-		sumInto(x.data.([]float64), x.shape, reduced, o)
-	case []int64:
-		sumInto(x.data.([]int64), x.shape, reduced, o)
-	case []int32:
-		sumInto(x.data.([]int32), x.shape, reduced, o)
-	case []int16:
-		sumInto(x.data.([]int16), x.shape, reduced, o)
-	case []int8:
-		sumInto(x.data.([]int8), x.shape, reduced, o)
-	case []uint64:
-		sumInto(x.data.([]uint64), x.shape, reduced, o)
-	case []uint32:
-		sumInto(x.data.([]uint32), x.shape, reduced, o)
-	case []uint16:
-		sumInto(x.data.([]uint16), x.shape, reduced, o)
-	case []uint8:
-		sumInto(x.data.([]uint8), x.shape, reduced, o)
-	}
+	numKindOfData(x.data).sumInto(x, reduced, out.data)
 	return labeledValue{out, kept}, nil
 }
 
-// sumInto adds the elements of xs over the marked axes into o.
-func sumInto[T number](xs []T, shape []int, reduced []bool, o []T) {
-	eachReduced(shape, reduced, func(ix, io int) { o[io] += xs[ix] })
+// sumInto adds the elements of x, of type T, over the marked axes into out.
+func (numOf[T]) sumInto(x *value, reduced []bool, out any) {
+	xs, o := x.data.([]T), out.([]T)
+	eachReduced(x.shape, reduced, func(ix, io int) { o[io] += xs[ix] })
 }
 
 // contract multiplies two prepared operands and sums over the labels they
@@ -377,28 +357,11 @@ func (e *einsum) contract(a, b labeledValue, needed []int) (labeledValue, error)
 	if err != nil {
 		return labeledValue{}, err
 	}
-	switch c := out.data.(type) {
-	case []float32:
+	if c, ok := out.data.([]float32); ok {
 		kernels.GemmStrided(g.batch, false, false, g.m, g.n, g.k, 1,
 			av.data.([]float32), g.k, g.m*g.k, bv.data.([]float32), g.n, g.k*g.n, 0, c, g.n, g.m*g.n)
-	case []float64:
-		batchedGemm(g, av.data.([]float64), bv.data.([]float64), c)
-	case []int64:
-		batchedGemm(g, av.data.([]int64), bv.data.([]int64), c)
-	case []int32:
-		batchedGemm(g, av.data.([]int32), bv.data.([]int32), c)
-	case []int16:
-		batchedGemm(g, av.data.([]int16), bv.data.([]int16), c)
-	case []int8:
-		batchedGemm(g, av.data.([]int8), bv.data.([]int8), c)
-	case []uint64:
-		batchedGemm(g, av.data.([]uint64), bv.data.([]uint64), c)
-	case []uint32:
-		batchedGemm(g, av.data.([]uint32), bv.data.([]uint32), c)
-	case []uint16:
-		batchedGemm(g, av.data.([]uint16), bv.data.([]uint16), c)
-	case []uint8:
-		batchedGemm(g, av.data.([]uint8), bv.data.([]uint8), c)
+	} else {
+		numKindOfData(out.data).gemm(g, av.data, bv.data, out.data)
 	}
 	return labeledValue{out, outLabels}, nil
 }
@@ -416,9 +379,10 @@ func (e *einsum) numel(labels []int) int {
 // matrices.
 type gemmShape struct{ batch, m, k, n int }
 
-// batchedGemm is the plain loop for types other than float32 (products
-// wrap in integer types, as numpy's do).
-func batchedGemm[T number](g gemmShape, a, b, c []T) {
+// gemm is the plain loop of the products for type T, used for types
+// other than float32 (products wrap in integer types, as numpy's do).
+func (numOf[T]) gemm(g gemmShape, ad, bd, cd any) {
+	a, b, c := ad.([]T), bd.([]T), cd.([]T)
 	for t := range g.batch {
 		as, bs, cs := a[t*g.m*g.k:], b[t*g.k*g.n:], c[t*g.m*g.n:]
 		for i := range g.m {

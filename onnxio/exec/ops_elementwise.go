@@ -48,29 +48,16 @@ func arithPair(rc *runCtx, n *node, op arith, a, b *value) (*value, error) {
 	if fastFloat32(op, a, b) {
 		return arithFloat32(rc, n, op, a, b)
 	}
-	switch a.dtype {
-	case Float32:
-		return binaryMap(rc, n, a, b, a.dtype, arithFunc[float32](op))
-	case Float64:
-		return binaryMap(rc, n, a, b, a.dtype, arithFunc[float64](op))
-	case Int64:
-		return binaryMap(rc, n, a, b, a.dtype, arithFunc[int64](op))
-	case Int32:
-		return binaryMap(rc, n, a, b, a.dtype, arithFunc[int32](op))
-	case Int16:
-		return binaryMap(rc, n, a, b, a.dtype, arithFunc[int16](op))
-	case Int8:
-		return binaryMap(rc, n, a, b, a.dtype, arithFunc[int8](op))
-	case Uint64:
-		return binaryMap(rc, n, a, b, a.dtype, arithFunc[uint64](op))
-	case Uint32:
-		return binaryMap(rc, n, a, b, a.dtype, arithFunc[uint32](op))
-	case Uint16:
-		return binaryMap(rc, n, a, b, a.dtype, arithFunc[uint16](op))
-	case Uint8:
-		return binaryMap(rc, n, a, b, a.dtype, arithFunc[uint8](op))
+	k, err := numKindOf(a)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errDType(a, "a numeric type")
+	return k.arith(rc, n, op, a, b)
+}
+
+// arith is arithPair for type T.
+func (numOf[T]) arith(rc *runCtx, n *node, op arith, a, b *value) (*value, error) {
+	return binaryMap(rc, n, a, b, a.dtype, arithFunc[T](op))
 }
 
 // fastFloat32 reports whether arithFloat32 computes op on a and b: float32
@@ -135,31 +122,11 @@ func arithFloat32(rc *runCtx, n *node, op arith, a, b *value) (*value, error) {
 }
 
 // hasZero reports whether any element of an integer value is zero.
-func hasZero(v *value) bool {
-	switch s := v.data.(type) {
-	case []int64:
-		return hasZeroT(s)
-	case []int32:
-		return hasZeroT(s)
-	case []int16:
-		return hasZeroT(s)
-	case []int8:
-		return hasZeroT(s)
-	case []uint64:
-		return hasZeroT(s)
-	case []uint32:
-		return hasZeroT(s)
-	case []uint16:
-		return hasZeroT(s)
-	case []uint8:
-		return hasZeroT(s)
-	}
-	return false
-}
+func hasZero(v *value) bool { return numKindOfData(v.data).hasZero(v.data) }
 
-// hasZeroT is hasZero for one element type.
-func hasZeroT[T integer](s []T) bool {
-	for _, x := range s {
+// hasZero is hasZero for type T.
+func (numOf[T]) hasZero(data any) bool {
+	for _, x := range data.([]T) {
 		if x == 0 {
 			return true
 		}
@@ -189,8 +156,9 @@ func arithOp(op arith) opFunc {
 // powers of integers are exact.
 func powOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	base, exp := in[0], in[1]
-	if !base.dtype.isNumeric() {
-		return nil, errDType(base, "a numeric type")
+	k, err := numKindOf(base)
+	if err != nil {
+		return nil, err
 	}
 	if !exp.dtype.isNumeric() {
 		return nil, errDType(exp, "a numeric type")
@@ -200,57 +168,23 @@ func powOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch base.dtype {
-		case Float32:
-			return oneOrErr(powFloat[float32](rc, n, base, e))
-		case Float64:
-			return oneOrErr(powFloat[float64](rc, n, base, e))
-		case Int64:
-			return oneOrErr(powFloat[int64](rc, n, base, e))
-		case Int32:
-			return oneOrErr(powFloat[int32](rc, n, base, e))
-		case Int16:
-			return oneOrErr(powFloat[int16](rc, n, base, e))
-		case Int8:
-			return oneOrErr(powFloat[int8](rc, n, base, e))
-		case Uint64:
-			return oneOrErr(powFloat[uint64](rc, n, base, e))
-		case Uint32:
-			return oneOrErr(powFloat[uint32](rc, n, base, e))
-		case Uint16:
-			return oneOrErr(powFloat[uint16](rc, n, base, e))
-		case Uint8:
-			return oneOrErr(powFloat[uint8](rc, n, base, e))
-		}
+		return oneOrErr(k.powFloat(rc, n, base, e))
 	}
 	e, err := cast(rc, n, exp, Int64)
 	if err != nil {
 		return nil, err
 	}
-	switch base.dtype {
-	case Int64:
-		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[int64]))
-	case Int32:
-		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[int32]))
-	case Int16:
-		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[int16]))
-	case Int8:
-		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[int8]))
-	case Uint64:
-		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[uint64]))
-	case Uint32:
-		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[uint32]))
-	case Uint16:
-		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[uint16]))
-	case Uint8:
-		return oneOrErr(binaryMap(rc, n, base, e, base.dtype, intPow[uint8]))
-	}
-	return nil, errDType(base, "a numeric type")
+	return oneOrErr(k.(intKind).intPow(rc, n, base, e))
 }
 
-// powFloat raises base to float64 exponents.
-func powFloat[T number](rc *runCtx, n *node, base, exp *value) (*value, error) {
+// powFloat raises base, of type T, to float64 exponents.
+func (numOf[T]) powFloat(rc *runCtx, n *node, base, exp *value) (*value, error) {
 	return binaryMap(rc, n, base, exp, base.dtype, func(x T, y float64) T { return T(math.Pow(float64(x), y)) })
+}
+
+// intPow raises base, of type T, to int64 exponents.
+func (intOf[T]) intPow(rc *runCtx, n *node, base, exp *value) (*value, error) {
+	return binaryMap(rc, n, base, exp, base.dtype, intPow[T])
 }
 
 // intPow is x**y by repeated squaring; negative exponents give the

@@ -215,7 +215,7 @@ func softmaxLastAxis[C float](x []C, rows, d int) {
 	case []float32:
 		kernels.SoftmaxRows(x, rows, d)
 	case []float64:
-		softmaxStrided(x, rows, d, 1)
+		softmaxLines(x, rows, d, 1, false)
 	}
 }
 

@@ -33,16 +33,9 @@ func constantOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 // constantOfShapeOp is the kernel of ConstantOfShape: a tensor of the given
 // shape filled with the one-element value attribute (float32 0 by default).
 func constantOfShapeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	dims, err := ints(rc, n, in[0])
+	shape, err := shapeInput(rc, n, in[0])
 	if err != nil {
-		return nil, fmt.Errorf("shape: %w", err)
-	}
-	shape := make([]int, len(dims))
-	for i, d := range dims {
-		if d < 0 {
-			return nil, fmt.Errorf("shape %v has negative dimension %d", dims, d)
-		}
-		shape[i] = int(d)
+		return nil, err
 	}
 	fill := scalarOf(float32(0))
 	if a, ok := n.attrs["value"]; ok {

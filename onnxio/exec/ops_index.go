@@ -234,19 +234,29 @@ func gatherOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	return one(out)
 }
 
-// expandOp is the kernel of Expand: x broadcast (both ways) with shape.
-func expandOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	x := in[0]
-	spec, err := ints(rc, n, in[1])
+// shapeInput reads a shape input (ConstantOfShape's, Expand's): an
+// integer tensor of sizes, none negative.
+func shapeInput(rc *runCtx, n *node, v *value) ([]int, error) {
+	dims, err := ints(rc, n, v)
 	if err != nil {
 		return nil, fmt.Errorf("shape: %w", err)
 	}
-	target := make([]int, len(spec))
-	for i, d := range spec {
+	shape := make([]int, len(dims))
+	for i, d := range dims {
 		if d < 0 {
-			return nil, fmt.Errorf("shape %v has negative dimension %d", spec, d)
+			return nil, fmt.Errorf("shape %v has negative dimension %d", dims, d)
 		}
-		target[i] = int(d)
+		shape[i] = int(d)
+	}
+	return shape, nil
+}
+
+// expandOp is the kernel of Expand: x broadcast (both ways) with shape.
+func expandOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	x := in[0]
+	target, err := shapeInput(rc, n, in[1])
+	if err != nil {
+		return nil, err
 	}
 	shape, err := broadcastShapes(x.shape, target)
 	if err != nil {

@@ -41,37 +41,14 @@ func indexIn(i int64, d int, what string) (int, error) {
 // take fills out.data[k] = src.data[from[k]] for every k; both values have
 // the same element type.
 func take(out, src *value, from []int) {
-	switch o := out.data.(type) {
-	case []float32:
-		takeT(o, src.data.([]float32), from)
-	case []float64:
-		takeT(o, src.data.([]float64), from)
-	case []int64:
-		takeT(o, src.data.([]int64), from)
-	case []int32:
-		takeT(o, src.data.([]int32), from)
-	case []int16:
-		takeT(o, src.data.([]int16), from)
-	case []int8:
-		takeT(o, src.data.([]int8), from)
-	case []uint64:
-		takeT(o, src.data.([]uint64), from)
-	case []uint32:
-		takeT(o, src.data.([]uint32), from)
-	case []uint16:
-		takeT(o, src.data.([]uint16), from)
-	case []uint8:
-		takeT(o, src.data.([]uint8), from)
-	case []bool:
-		takeT(o, src.data.([]bool), from)
-	default:
-		panic(fmt.Sprintf("exec: take of %T", out.data))
-	}
+	elemKindOfData(out.data).take(out.data, src.data, from)
 }
 
-func takeT[T any](dst, src []T, from []int) {
+// take is take for type T.
+func (elemOf[T]) take(dst, src any, from []int) {
+	d, s := dst.([]T), src.([]T)
 	for k, f := range from {
-		dst[k] = src[f]
+		d[k] = s[f]
 	}
 }
 
@@ -364,33 +341,14 @@ func scatterInts[T int64 | uint64](o, u []T, to []int, block int, red string) {
 
 // placeAll writes src's elements in order to out at the offsets to.
 func placeAll(out, src *value, to []int) {
-	switch o := out.data.(type) {
-	case []float32:
-		placeT(o, src.data.([]float32), to)
-	case []float64:
-		placeT(o, src.data.([]float64), to)
-	case []int32:
-		placeT(o, src.data.([]int32), to)
-	case []int16:
-		placeT(o, src.data.([]int16), to)
-	case []int8:
-		placeT(o, src.data.([]int8), to)
-	case []uint32:
-		placeT(o, src.data.([]uint32), to)
-	case []uint16:
-		placeT(o, src.data.([]uint16), to)
-	case []uint8:
-		placeT(o, src.data.([]uint8), to)
-	case []bool:
-		placeT(o, src.data.([]bool), to)
-	default:
-		panic(fmt.Sprintf("exec: placeAll of %T", out.data))
-	}
+	elemKindOfData(out.data).place(out.data, src.data, to)
 }
 
-func placeT[T any](dst, src []T, to []int) {
+// place is placeAll for type T.
+func (elemOf[T]) place(dst, src any, to []int) {
+	d, s := dst.([]T), src.([]T)
 	for k, t := range to {
-		dst[t] = src[k]
+		d[t] = s[k]
 	}
 }
 

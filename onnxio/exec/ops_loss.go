@@ -57,7 +57,7 @@ func lossOp(softmax bool) opFunc {
 		xs := castTo[float64](x.data)
 		d := numel(x.shape[2:])
 		if softmax {
-			logSoftmaxLines(xs, nb, c, d)
+			softmaxLines(xs, nb, c, d, true)
 		}
 		ignore, hasIgnore := n.attrs["ignore_index"]
 		losses := make([]float64, len(target))

@@ -12,19 +12,19 @@ import (
 func init() {
 	ops["Mod"] = &opSpec{since: 10, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: modOp,
 		attrs: map[string]attrKind{"fmod": attrInt}}
-	ops["Sign"] = unarySpec(9, signOp)
-	ops["Floor"] = unarySpec(6, floatFuncOp(math.Floor))
-	ops["Ceil"] = unarySpec(6, floatFuncOp(math.Ceil))
-	ops["Round"] = unarySpec(11, floatFuncOp(math.RoundToEven))
+	ops["Sign"] = unarySpec(9, kindOp(numKinds, "a numeric type", numKind.sign))
+	ops["Floor"] = unarySpec(6, floatOp(math.Floor))
+	ops["Ceil"] = unarySpec(6, floatOp(math.Ceil))
+	ops["Round"] = unarySpec(11, floatOp(math.RoundToEven))
 	for name, f := range map[string]func(float64) float64{
 		"Tan": math.Tan, "Asin": math.Asin, "Acos": math.Acos, "Atan": math.Atan,
 	} {
-		ops[name] = unarySpec(7, floatFuncOp(f))
+		ops[name] = unarySpec(7, floatOp(f))
 	}
 	for name, f := range map[string]func(float64) float64{
 		"Sinh": math.Sinh, "Cosh": math.Cosh, "Asinh": math.Asinh, "Acosh": math.Acosh, "Atanh": math.Atanh,
 	} {
-		ops[name] = unarySpec(9, floatFuncOp(f))
+		ops[name] = unarySpec(9, floatOp(f))
 	}
 	ops["IsInf"] = &opSpec{since: 10, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: isInfOp,
 		attrs: map[string]attrKind{"detect_negative": attrInt, "detect_positive": attrInt}}
@@ -33,7 +33,7 @@ func init() {
 	ops["BitwiseAnd"] = binarySpec(18, bitwiseOp(func(x, y uint64) uint64 { return x & y }))
 	ops["BitwiseOr"] = binarySpec(18, bitwiseOp(func(x, y uint64) uint64 { return x | y }))
 	ops["BitwiseXor"] = binarySpec(18, bitwiseOp(func(x, y uint64) uint64 { return x ^ y }))
-	ops["BitwiseNot"] = unarySpec(18, bitwiseNotOp)
+	ops["BitwiseNot"] = unarySpec(18, kindOp(intKinds, "an integer type", intKind.bitwiseNot))
 	ops["Sum"] = &opSpec{since: 8, minIn: 1, maxIn: -1, minOut: 1, maxOut: 1, run: sumOp(false)}
 	ops["Mean"] = &opSpec{since: 8, minIn: 1, maxIn: -1, minOut: 1, maxOut: 1, run: sumOp(true)}
 	ops["CastLike"] = &opSpec{since: 15, minIn: 2, maxIn: 2, minOut: 1, maxOut: 1, run: castLikeOp,
@@ -57,9 +57,9 @@ func modOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 			return nil, errors.New("fmod must be 1 for floating-point inputs")
 		}
 		if a.dtype == Float32 {
-			return oneOrErr(zipInto(rc, n, a, b, a.dtype, func(x, y float32) float32 { return float32(math.Mod(float64(x), float64(y))) }))
+			return oneOrErr(binaryMap(rc, n, a, b, a.dtype, func(x, y float32) float32 { return float32(math.Mod(float64(x), float64(y))) }))
 		}
-		return oneOrErr(zipInto(rc, n, a, b, a.dtype, math.Mod))
+		return oneOrErr(binaryMap(rc, n, a, b, a.dtype, math.Mod))
 	}
 	if !a.dtype.isNumeric() {
 		return nil, errDType(a, "a numeric type")
@@ -83,32 +83,9 @@ func intMod[T integer](floored bool) func(T, T) T {
 	}
 }
 
-// signOp is the kernel of Sign: -1, 0 or 1 in the input's type; NaN stays
-// NaN.
-func signOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	switch x := in[0]; x.dtype {
-	case Float32:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[float32]))
-	case Float64:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[float64]))
-	case Int64:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[int64]))
-	case Int32:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[int32]))
-	case Int16:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[int16]))
-	case Int8:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[int8]))
-	case Uint64:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[uint64]))
-	case Uint32:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[uint32]))
-	case Uint16:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[uint16]))
-	case Uint8:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, sign[uint8]))
-	}
-	return nil, errDType(in[0], "a numeric type")
+// sign is the kernel of Sign for type T: -1, 0 or 1; NaN stays NaN.
+func (numOf[T]) sign(rc *runCtx, n *node, x *value) (*value, error) {
+	return unaryMap(rc, n, x, x.dtype, sign[T])
 }
 
 // sign is -1, 0 or 1; NaN (neither above nor below 0) maps to itself.
@@ -130,9 +107,9 @@ func isInfOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	test := func(x float64) bool { return neg && math.IsInf(x, -1) || pos && math.IsInf(x, 1) }
 	switch x := in[0]; x.dtype {
 	case Float32:
-		return oneOrErr(mapInto(rc, n, x, Bool, func(e float32) bool { return test(float64(e)) }))
+		return oneOrErr(unaryMap(rc, n, x, Bool, func(e float32) bool { return test(float64(e)) }))
 	case Float64:
-		return oneOrErr(mapInto(rc, n, x, Bool, test))
+		return oneOrErr(unaryMap(rc, n, x, Bool, test))
 	}
 	return nil, errDType(in[0], "float32 or float64")
 }
@@ -185,25 +162,19 @@ func bitwiseOp(f func(x, y uint64) uint64) opFunc {
 // kernels whose result fits the type whenever the operands do: remainders,
 // shifts and bit operations.
 func zipIntegers(rc *runCtx, n *node, a, b *value, s func(x, y int64) int64, u func(x, y uint64) uint64) (*value, error) {
-	switch a.dtype {
-	case Int64:
-		return zipInto(rc, n, a, b, a.dtype, s)
-	case Int32:
-		return zipInto(rc, n, a, b, a.dtype, widened[int32](s))
-	case Int16:
-		return zipInto(rc, n, a, b, a.dtype, widened[int16](s))
-	case Int8:
-		return zipInto(rc, n, a, b, a.dtype, widened[int8](s))
-	case Uint64:
-		return zipInto(rc, n, a, b, a.dtype, u)
-	case Uint32:
-		return zipInto(rc, n, a, b, a.dtype, widened[uint32](u))
-	case Uint16:
-		return zipInto(rc, n, a, b, a.dtype, widened[uint16](u))
-	case Uint8:
-		return zipInto(rc, n, a, b, a.dtype, widened[uint8](u))
+	k, err := intKindOf(a)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errDType(a, "an integer type")
+	return k.zip64(rc, n, a, b, s, u)
+}
+
+// zip64 is zipIntegers for type T.
+func (k intOf[T]) zip64(rc *runCtx, n *node, a, b *value, s func(x, y int64) int64, u func(x, y uint64) uint64) (*value, error) {
+	if k.lowest < 0 {
+		return binaryMap(rc, n, a, b, a.dtype, widened[T](s))
+	}
+	return binaryMap(rc, n, a, b, a.dtype, widened[T](u))
 }
 
 // widened runs a kernel of 64-bit integers on type T: sign or zero
@@ -212,27 +183,9 @@ func widened[T integer, W int64 | uint64](f func(x, y W) W) func(T, T) T {
 	return func(x, y T) T { return T(f(W(x), W(y))) }
 }
 
-// bitwiseNotOp is the kernel of BitwiseNot.
-func bitwiseNotOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	switch x := in[0]; x.dtype {
-	case Int64:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e int64) int64 { return ^e }))
-	case Int32:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e int32) int32 { return ^e }))
-	case Int16:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e int16) int16 { return ^e }))
-	case Int8:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e int8) int8 { return ^e }))
-	case Uint64:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e uint64) uint64 { return ^e }))
-	case Uint32:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e uint32) uint32 { return ^e }))
-	case Uint16:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e uint16) uint16 { return ^e }))
-	case Uint8:
-		return oneOrErr(mapInto(rc, n, x, x.dtype, func(e uint8) uint8 { return ^e }))
-	}
-	return nil, errDType(in[0], "an integer type")
+// bitwiseNot is the kernel of BitwiseNot for type T.
+func (intOf[T]) bitwiseNot(rc *runCtx, n *node, x *value) (*value, error) {
+	return unaryMap(rc, n, x, x.dtype, func(e T) T { return ^e })
 }
 
 // sumOp is the kernel of Sum and (with mean) Mean: the elementwise sum of
@@ -249,14 +202,14 @@ func sumOp(mean bool) opFunc {
 		acc := castValue(in[0], Float64)
 		for _, v := range in[1:] {
 			var err error
-			if acc, err = zipInto(rc, n, acc, castValue(v, Float64), Float64, func(x, y float64) float64 { return x + y }); err != nil {
+			if acc, err = binaryMap(rc, n, acc, castValue(v, Float64), Float64, func(x, y float64) float64 { return x + y }); err != nil {
 				return nil, err
 			}
 		}
 		if mean {
 			k := float64(len(in))
 			var err error
-			if acc, err = mapInto(rc, n, acc, Float64, func(x float64) float64 { return x / k }); err != nil {
+			if acc, err = unaryMap(rc, n, acc, Float64, func(x float64) float64 { return x / k }); err != nil {
 				return nil, err
 			}
 		}

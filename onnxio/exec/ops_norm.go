@@ -8,25 +8,26 @@ import (
 	"github.com/attnrun/attnrun/internal/kernels"
 )
 
-// softmaxOp is the kernel of Softmax. Before opset 13 the input is coerced
-// to 2-D at axis (default 1) and each row of the flattened tail is
-// normalized; from 13 the softmax runs along the one axis (default -1).
-func softmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	x := in[0]
-	outer, d, inner, err := softmaxAxes(n, x)
-	if err != nil {
-		return nil, err
+// softmaxOp is the kernel of Softmax and, with log, of LogSoftmax, along
+// the axes softmaxAxes gives.
+func softmaxOp(log bool) opFunc {
+	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
+		x := in[0]
+		outer, d, inner, err := softmaxAxes(n, x)
+		if err != nil {
+			return nil, err
+		}
+		return oneOrErr(softmax(rc, n, x, outer, d, inner, log))
 	}
-	return oneOrErr(softmax(rc, n, x, outer, d, inner))
 }
 
-// softmax normalizes x viewed as (outer, d, inner) along d, into a value
-// allocated for node n.
-func softmax(rc *runCtx, n *node, x *value, outer, d, inner int) (*value, error) {
+// softmax normalizes x viewed as (outer, d, inner) along d (see
+// softmaxLines), into a value allocated for node n.
+func softmax(rc *runCtx, n *node, x *value, outer, d, inner int, log bool) (*value, error) {
 	if x.size() == 0 {
 		return x, nil
 	}
-	if x.dtype == Float32 && inner == 1 {
+	if x.dtype == Float32 && inner == 1 && !log {
 		out, err := rc.alloc(n, x.dtype, x.shape)
 		if err != nil {
 			return nil, err
@@ -46,25 +47,35 @@ func softmax(rc *runCtx, n *node, x *value, outer, d, inner int) (*value, error)
 			return nil, err
 		}
 	}
-	softmaxStrided(y.data.([]float64), outer, d, inner)
+	softmaxLines(y.data.([]float64), outer, d, inner, log)
 	return cast(rc, n, y, x.dtype)
 }
 
-// softmaxStrided normalizes y viewed as (outer, d, inner) along d, in
-// float64: e^(x - max) / Σ e^(x - max).
-func softmaxStrided(y []float64, outer, d, inner int) {
+// softmaxLines replaces y, viewed as (outer, d, inner), by its softmax
+// along d, e^(x - max) / Σ e^(x - max), or with log by its log-softmax,
+// x - max - ln Σ e^(x - max), in float64.
+func softmaxLines(y []float64, outer, d, inner int, log bool) {
 	for o := range outer {
 		for i := range inner {
 			base := o*d*inner + i
-			maxv := math.Inf(-1)
+			peak := math.Inf(-1)
 			for j := range d {
-				maxv = max(maxv, y[base+j*inner])
+				peak = max(peak, y[base+j*inner])
 			}
 			var sum float64
 			for j := range d {
-				e := math.Exp(y[base+j*inner] - maxv)
-				y[base+j*inner] = e
+				e := math.Exp(y[base+j*inner] - peak)
+				if !log {
+					y[base+j*inner] = e
+				}
 				sum += e
+			}
+			if log {
+				lse := peak + math.Log(sum)
+				for j := range d {
+					y[base+j*inner] -= lse
+				}
+				continue
 			}
 			for j := range d {
 				y[base+j*inner] /= sum

@@ -10,7 +10,7 @@ import (
 // Statistics are computed in float64 and results rounded once to the
 // input's float type.
 func init() {
-	ops["LogSoftmax"] = &opSpec{since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: logSoftmaxOp,
+	ops["LogSoftmax"] = &opSpec{since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: softmaxOp(true),
 		attrs: map[string]attrKind{"axis": attrInt}}
 	ops["Hardmax"] = &opSpec{since: 1, minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: hardmaxOp,
 		attrs: map[string]attrKind{"axis": attrInt}}
@@ -24,45 +24,6 @@ func init() {
 		attrs: map[string]attrKind{"epsilon": attrFloat}}
 	ops["BatchNormalization"] = &opSpec{since: 9, minIn: 5, maxIn: 5, minOut: 1, maxOut: 3, run: batchNormOp,
 		attrs: map[string]attrKind{"epsilon": attrFloat, "momentum": attrFloat, "training_mode": attrInt}}
-}
-
-// logSoftmaxOp is the kernel of LogSoftmax, x - max - ln Σ e^(x - max),
-// over the axes softmaxAxes gives.
-func logSoftmaxOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
-	x := in[0]
-	outer, d, inner, err := softmaxAxes(n, x)
-	if err != nil {
-		return nil, err
-	}
-	out, err := rc.alloc(n, x.dtype, x.shape)
-	if err != nil {
-		return nil, err
-	}
-	y := castTo[float64](x.data)
-	logSoftmaxLines(y, outer, d, inner)
-	return one(fill(out, y))
-}
-
-// logSoftmaxLines replaces y, viewed as (outer, d, inner), by its
-// log-softmax along d.
-func logSoftmaxLines(y []float64, outer, d, inner int) {
-	for o := range outer {
-		for i := range inner {
-			base := o*d*inner + i
-			peak := math.Inf(-1)
-			for j := range d {
-				peak = max(peak, y[base+j*inner])
-			}
-			var sum float64
-			for j := range d {
-				sum += math.Exp(y[base+j*inner] - peak)
-			}
-			lse := peak + math.Log(sum)
-			for j := range d {
-				y[base+j*inner] -= lse
-			}
-		}
-	}
 }
 
 // softmaxAxes views a float x as (outer, d, inner) for the Softmax family

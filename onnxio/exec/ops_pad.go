@@ -173,40 +173,17 @@ func padSource(i int64, d int, mode string) int {
 // takeOrFill fills out.data[k] = src.data[from[k]], or the fill value
 // where from[k] is -1.
 func takeOrFill(out, src *value, from []int, fill *value) {
-	switch o := out.data.(type) {
-	case []float32:
-		takeOrFillT(o, src.data.([]float32), from, fill.data.([]float32)[0])
-	case []float64:
-		takeOrFillT(o, src.data.([]float64), from, fill.data.([]float64)[0])
-	case []int64:
-		takeOrFillT(o, src.data.([]int64), from, fill.data.([]int64)[0])
-	case []int32:
-		takeOrFillT(o, src.data.([]int32), from, fill.data.([]int32)[0])
-	case []int16:
-		takeOrFillT(o, src.data.([]int16), from, fill.data.([]int16)[0])
-	case []int8:
-		takeOrFillT(o, src.data.([]int8), from, fill.data.([]int8)[0])
-	case []uint64:
-		takeOrFillT(o, src.data.([]uint64), from, fill.data.([]uint64)[0])
-	case []uint32:
-		takeOrFillT(o, src.data.([]uint32), from, fill.data.([]uint32)[0])
-	case []uint16:
-		takeOrFillT(o, src.data.([]uint16), from, fill.data.([]uint16)[0])
-	case []uint8:
-		takeOrFillT(o, src.data.([]uint8), from, fill.data.([]uint8)[0])
-	case []bool:
-		takeOrFillT(o, src.data.([]bool), from, fill.data.([]bool)[0])
-	default:
-		panic(fmt.Sprintf("exec: takeOrFill of %T", out.data))
-	}
+	elemKindOfData(out.data).takeOrFill(out.data, src.data, from, fill.data)
 }
 
-func takeOrFillT[T any](dst, src []T, from []int, fill T) {
+// takeOrFill is takeOrFill for type T; fill holds the fill value.
+func (elemOf[T]) takeOrFill(dst, src any, from []int, fill any) {
+	d, s, v := dst.([]T), src.([]T), fill.([]T)[0]
 	for k, f := range from {
 		if f < 0 {
-			dst[k] = fill
+			d[k] = v
 		} else {
-			dst[k] = src[f]
+			d[k] = s[f]
 		}
 	}
 }

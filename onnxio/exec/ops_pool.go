@@ -62,39 +62,29 @@ const (
 	poolLp
 )
 
-// poolWindow checks X (N, C, D1, ..., Dn) and returns how the node's
-// kernel slides over its spatial axes.
-func poolWindow(n *node, x *value) (*window, error) {
-	if x.rank() < 3 {
-		return nil, fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+// pooled checks X (N, C, D1, ..., Dn), works out how the node's kernel
+// slides over its spatial axes, and allocates the pool's output (N, C,
+// out...) and, unless the output is empty, its tap table.
+func pooled(rc *runCtx, n *node, x *value) (y *value, w *window, offs []int64, err error) {
+	if err := checkImages(x); err != nil {
+		return nil, nil, nil, err
 	}
 	axes := x.rank() - 2
-	kv, _ := n.attrInts("kernel_shape")
-	if len(kv) != axes {
-		return nil, fmt.Errorf("attribute kernel_shape has %d values for %d spatial axes", len(kv), axes)
+	if kv, _ := n.attrInts("kernel_shape"); len(kv) != axes {
+		return nil, nil, nil, fmt.Errorf("attribute kernel_shape has %d values for %d spatial axes", len(kv), axes)
 	}
 	kernel, err := spatialInts(n, "kernel_shape", axes, 1)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return slidingWindow(n, x.shape[2:], kernel, n.attrInt("ceil_mode", 0) != 0)
-}
-
-// pooled allocates the pool's output (N, C, out...) and its tap table.
-func pooled(rc *runCtx, n *node, x *value, dt DType, w *window) (*value, []int64, error) {
-	shape := append([]int{x.shape[0], x.shape[1]}, w.out...)
-	y, err := rc.alloc(n, dt, shape)
-	if err != nil {
-		return nil, nil, err
+	if w, err = slidingWindow(n, x.shape[2:], kernel, n.attrInt("ceil_mode", 0) != 0); err != nil {
+		return nil, nil, nil, err
 	}
-	if y.size() == 0 {
-		return y, nil, nil
+	if y, err = rc.alloc(n, x.dtype, append([]int{x.shape[0], x.shape[1]}, w.out...)); err != nil || y.size() == 0 {
+		return y, w, nil, err
 	}
-	offs, err := allocOffsets(rc, n, w)
-	if err != nil {
-		return nil, nil, err
-	}
-	return y, offs, nil
+	offs, err = allocOffsets(rc, n, w)
+	return y, w, offs, err
 }
 
 // maxPoolOp is the kernel of MaxPool: the largest element of each window,
@@ -106,11 +96,7 @@ func maxPoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if !x.dtype.isNumeric() {
 		return nil, errDType(x, "a numeric type")
 	}
-	w, err := poolWindow(n, x)
-	if err != nil {
-		return nil, err
-	}
-	y, offs, err := pooled(rc, n, x, x.dtype, w)
+	y, w, offs, err := pooled(rc, n, x)
 	if err != nil {
 		return nil, err
 	}
@@ -124,29 +110,7 @@ func maxPoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		indices = idx.data.([]int64)
 	}
 	if y.size() > 0 {
-		switch xd := x.data.(type) {
-		case []float32:
-			err = maxPool(rc, w, offs, xd, y.data.([]float32), indices)
-		case []float64:
-			err = maxPool(rc, w, offs, xd, y.data.([]float64), indices)
-		case []int8:
-			err = maxPool(rc, w, offs, xd, y.data.([]int8), indices)
-		case []uint8:
-			err = maxPool(rc, w, offs, xd, y.data.([]uint8), indices)
-		case []int16:
-			err = maxPool(rc, w, offs, xd, y.data.([]int16), indices)
-		case []uint16:
-			err = maxPool(rc, w, offs, xd, y.data.([]uint16), indices)
-		case []int32:
-			err = maxPool(rc, w, offs, xd, y.data.([]int32), indices)
-		case []uint32:
-			err = maxPool(rc, w, offs, xd, y.data.([]uint32), indices)
-		case []int64:
-			err = maxPool(rc, w, offs, xd, y.data.([]int64), indices)
-		case []uint64:
-			err = maxPool(rc, w, offs, xd, y.data.([]uint64), indices)
-		}
-		if err != nil {
+		if err := numKindOfData(x.data).maxPool(rc, w, offs, x.data, y.data, indices); err != nil {
 			return nil, err
 		}
 	}
@@ -161,14 +125,9 @@ func maxPoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 
 // maxPool computes the window maxima of every (n, c) plane of x into y
 // and, when indices is not nil, their flat indices in x.
-func maxPool[T number](rc *runCtx, w *window, offs []int64, x, y []T, indices []int64) error {
+func (numOf[T]) maxPool(rc *runCtx, w *window, offs []int64, xd, yd any, indices []int64) error {
 	taps, positions, imageSize := w.taps(), w.positions(), w.imageSize()
-	for plane := range len(y) / positions {
-		if err := rc.ctx.Err(); err != nil {
-			return err
-		}
-		img := x[plane*imageSize : (plane+1)*imageSize]
-		out := y[plane*positions : (plane+1)*positions]
+	return eachPlane(rc, w, xd.([]T), yd.([]T), func(plane int, img, out []T) {
 		var arg []int64
 		if indices != nil {
 			arg = indices[plane*positions : (plane+1)*positions]
@@ -192,6 +151,18 @@ func maxPool[T number](rc *runCtx, w *window, offs []int64, x, y []T, indices []
 				arg[o] = int64(plane*imageSize) + at
 			}
 		}
+	})
+}
+
+// eachPlane calls f for every (n, c) plane of a pool's input x and output
+// y, checking the run's context before each.
+func eachPlane[T number](rc *runCtx, w *window, x, y []T, f func(plane int, img, out []T)) error {
+	positions, imageSize := w.positions(), w.imageSize()
+	for plane := range len(y) / positions {
+		if err := rc.ctx.Err(); err != nil {
+			return err
+		}
+		f(plane, x[plane*imageSize:(plane+1)*imageSize], y[plane*positions:(plane+1)*positions])
 	}
 	return nil
 }
@@ -249,26 +220,15 @@ func averagePoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if !x.dtype.IsFloat() {
 		return nil, errDType(x, "float32 or float64")
 	}
-	w, err := poolWindow(n, x)
-	if err != nil {
-		return nil, err
-	}
-	includePad := n.attrInt("count_include_pad", 0) != 0
-	y, offs, err := pooled(rc, n, x, x.dtype, w)
+	y, w, offs, err := pooled(rc, n, x)
 	if err != nil || y.size() == 0 {
 		return oneOrErr(y, err)
 	}
-	divisors, err := windowCounts(rc, n, w, includePad)
+	divisors, err := windowCounts(rc, n, w, n.attrInt("count_include_pad", 0) != 0)
 	if err != nil {
 		return nil, err
 	}
-	pool := func(sum float64, i int) float64 { return sum / divisors[i] }
-	if x.dtype == Float32 {
-		err = sumPool(rc, w, offs, x.data.([]float32), y.data.([]float32), 1, pool)
-	} else {
-		err = sumPool(rc, w, offs, x.data.([]float64), y.data.([]float64), 1, pool)
-	}
-	return oneOrErr(y, err)
+	return oneOrErr(y, sumPool(rc, w, offs, x, y, 1, func(sum float64, i int) float64 { return sum / divisors[i] }))
 }
 
 // windowCounts returns, per window position, how many of its taps lie in
@@ -307,15 +267,19 @@ func windowCounts(rc *runCtx, n *node, w *window, includePad bool) ([]float64, e
 }
 
 // sumPool sums |x|^p (x itself for p = 1) over each window's taps inside
-// the image and stores finish(sum, position) into y.
-func sumPool[T float](rc *runCtx, w *window, offs []int64, x, y []T, p float64, finish func(sum float64, position int) float64) error {
-	taps, positions, imageSize := w.taps(), w.positions(), w.imageSize()
-	for plane := range len(y) / positions {
-		if err := rc.ctx.Err(); err != nil {
-			return err
-		}
-		img := x[plane*imageSize : (plane+1)*imageSize]
-		out := y[plane*positions : (plane+1)*positions]
+// the image and stores finish(sum, position) into y; x and y are float32
+// or float64.
+func sumPool(rc *runCtx, w *window, offs []int64, x, y *value, p float64, finish func(sum float64, position int) float64) error {
+	if x.dtype == Float32 {
+		return sumPoolT(rc, w, offs, x.data.([]float32), y.data.([]float32), p, finish)
+	}
+	return sumPoolT(rc, w, offs, x.data.([]float64), y.data.([]float64), p, finish)
+}
+
+// sumPoolT is sumPool for one float type.
+func sumPoolT[T float](rc *runCtx, w *window, offs []int64, x, y []T, p float64, finish func(sum float64, position int) float64) error {
+	taps, positions := w.taps(), w.positions()
+	return eachPlane(rc, w, x, y, func(_ int, img, out []T) {
 		for o := range out {
 			sum := 0.0
 			for t := range taps {
@@ -325,8 +289,7 @@ func sumPool[T float](rc *runCtx, w *window, offs []int64, x, y []T, p float64, 
 			}
 			out[o] = T(finish(sum, o))
 		}
-	}
-	return nil
+	})
 }
 
 // absPow is |v|^p, and v itself for p = 1 (the average's sum).
@@ -351,21 +314,11 @@ func lpPoolOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := poolWindow(n, x)
-	if err != nil {
-		return nil, err
-	}
-	y, offs, err := pooled(rc, n, x, x.dtype, w)
+	y, w, offs, err := pooled(rc, n, x)
 	if err != nil || y.size() == 0 {
 		return oneOrErr(y, err)
 	}
-	root := func(sum float64, _ int) float64 { return lpRoot(sum, p) }
-	if x.dtype == Float32 {
-		err = sumPool(rc, w, offs, x.data.([]float32), y.data.([]float32), p, root)
-	} else {
-		err = sumPool(rc, w, offs, x.data.([]float64), y.data.([]float64), p, root)
-	}
-	return oneOrErr(y, err)
+	return oneOrErr(y, sumPool(rc, w, offs, x, y, p, func(sum float64, _ int) float64 { return lpRoot(sum, p) }))
 }
 
 // lpExponent reads the p attribute of LpPool and GlobalLpPool (default 2).
@@ -396,8 +349,8 @@ func globalPoolOp(kind poolKind) opFunc {
 		if !x.dtype.IsFloat() {
 			return nil, errDType(x, "float32 or float64")
 		}
-		if x.rank() < 3 {
-			return nil, fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+		if err := checkImages(x); err != nil {
+			return nil, err
 		}
 		p := 1.0
 		if kind == poolLp {

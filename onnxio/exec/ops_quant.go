@@ -109,6 +109,41 @@ func quantParams(n *node, x, scale *value) ([]int, error) {
 	return at, nil
 }
 
+// quantOperands are the elements of a quantization's x, scale and zero
+// point (nil when omitted) in float64, and for each element of x the
+// index of its scale and zero point.
+type quantOperands struct {
+	x, scale, zero []float64
+	at             []int
+}
+
+// readQuantOperands reads the operands of QuantizeLinear and
+// DequantizeLinear (see quantParams) and allocates their result, of type
+// out and x's shape, for node n.
+func readQuantOperands(rc *runCtx, n *node, x, scale, zp *value, out DType) (quantOperands, *value, error) {
+	at, err := quantParams(n, x, scale)
+	if err != nil {
+		return quantOperands{}, nil, err
+	}
+	res, err := rc.alloc(n, out, x.shape)
+	if err != nil {
+		return quantOperands{}, nil, err
+	}
+	ops := quantOperands{x: castTo[float64](x.data), scale: castTo[float64](scale.data), at: at}
+	if zp != nil {
+		ops.zero = castTo[float64](zp.data)
+	}
+	return ops, res, nil
+}
+
+// params returns the scale and zero point (0 when omitted) of element i.
+func (q quantOperands) params(i int) (scale, zero float64) {
+	if q.zero != nil {
+		zero = q.zero[q.at[i]]
+	}
+	return q.scale[q.at[i]], zero
+}
+
 // quantizeOp is the kernel of QuantizeLinear: y = saturate(round(x /
 // scale) + zero_point), rounding half to even, with the division in the
 // scale's type (float32 unless it is float64). The output type is the
@@ -132,39 +167,30 @@ func quantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if !scale.dtype.IsFloat() {
 		return nil, errDType(scale, "float32, float64, float16 or bfloat16")
 	}
-	at, err := quantParams(n, x, scale)
-	if err != nil {
-		return nil, err
-	}
 	if zp != nil && !sameParamShape(zp, scale) {
 		return nil, fmt.Errorf("zero point of shape %s differs from the scale's %s", shapeString(zp.shape), shapeString(scale.shape))
 	}
-	xs, ss := castTo[float64](x.data), castTo[float64](scale.data)
-	var zs []float64
-	if zp != nil {
-		zs = castTo[float64](zp.data)
-	}
-	res, err := rc.alloc(n, out, x.shape)
+	ops, res, err := readQuantOperands(rc, n, x, scale, zp, out)
 	if err != nil {
 		return nil, err
 	}
 	saturate := n.attrInt("saturate", 1) != 0
-	y := make([]float64, len(xs))
-	for i, v := range xs {
-		q := v / ss[at[i]]
+	y := make([]float64, len(ops.x))
+	for i, v := range ops.x {
+		s, z := ops.params(i)
+		q := v / s
 		if scale.dtype != Float64 { // float32 arithmetic, as ONNX Runtime's
-			q = float64(float32(v) / float32(ss[at[i]]))
+			q = float64(float32(v) / float32(s))
 		}
-		if isQuantFloat(out) { // no rounding to an integer: Cast's rules
-			if zs != nil {
-				q += zs[at[i]]
-			}
+		if !isQuantFloat(out) { // float types take Cast's rules, no rounding to an integer
+			q = math.RoundToEven(q)
+		}
+		if ops.zero != nil { // without one, -0 stays -0
+			q += z
+		}
+		if isQuantFloat(out) {
 			res.data.([]float32)[i] = array.RoundFloat(array.DType(out), q, saturate)
 			continue
-		}
-		q = math.RoundToEven(q)
-		if zs != nil {
-			q += zs[at[i]]
 		}
 		y[i] = min(max(q, lo), hi)
 		if q != q { // NaN quantizes to 0
@@ -198,28 +224,17 @@ func dequantizeOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if zp != nil && (zp.dtype != x.dtype || !sameParamShape(zp, scale)) {
 		return nil, fmt.Errorf("zero point %s must have x's type %s and the scale's shape %s", zp.describe(), x.dtype, shapeString(scale.shape))
 	}
-	at, err := quantParams(n, x, scale)
+	ops, res, err := readQuantOperands(rc, n, x, scale, zp, out)
 	if err != nil {
 		return nil, err
 	}
-	xs, ss := castTo[float64](x.data), castTo[float64](scale.data)
-	var zs []float64
-	if zp != nil {
-		zs = castTo[float64](zp.data)
-	}
-	res, err := rc.alloc(n, out, x.shape)
-	if err != nil {
-		return nil, err
-	}
-	y := make([]float64, len(xs))
-	for i, v := range xs {
-		if zs != nil {
-			v -= zs[at[i]]
-		}
+	y := make([]float64, len(ops.x))
+	for i, v := range ops.x {
+		s, z := ops.params(i)
 		if out != Float64 { // float32 arithmetic; runNode rounds float16 results
-			y[i] = float64(float32(v) * float32(ss[at[i]]))
+			y[i] = float64(float32(v-z) * float32(s))
 		} else {
-			y[i] = v * ss[at[i]]
+			y[i] = (v - z) * s
 		}
 	}
 	convertData(res.data, y)

@@ -72,24 +72,12 @@ func reduce(rc *runCtx, n *node, kind reduction, x *value, reduced []bool) (*val
 		return reduceFloat[float32](rc, n, kind, x, reduced)
 	case Float64:
 		return reduceFloat[float64](rc, n, kind, x, reduced)
-	case Int64:
-		return reduceInt[int64](rc, n, kind, x, reduced, math.MinInt64)
-	case Int32:
-		return reduceInt[int32](rc, n, kind, x, reduced, math.MinInt32)
-	case Int16:
-		return reduceInt[int16](rc, n, kind, x, reduced, math.MinInt16)
-	case Int8:
-		return reduceInt[int8](rc, n, kind, x, reduced, math.MinInt8)
-	case Uint64:
-		return reduceInt[uint64](rc, n, kind, x, reduced, 0)
-	case Uint32:
-		return reduceInt[uint32](rc, n, kind, x, reduced, 0)
-	case Uint16:
-		return reduceInt[uint16](rc, n, kind, x, reduced, 0)
-	case Uint8:
-		return reduceInt[uint8](rc, n, kind, x, reduced, 0)
 	}
-	return nil, errDType(x, "a numeric type")
+	k, ok := intKinds[x.dtype]
+	if !ok {
+		return nil, errDType(x, "a numeric type")
+	}
+	return k.reduce(rc, n, kind, x, reduced)
 }
 
 // reduceFloat accumulates in float64 (the sum of many float32 terms is
@@ -129,14 +117,14 @@ func reduceFloat[T float](rc *runCtx, n *node, kind reduction, x *value, reduced
 	return res, nil
 }
 
-// reduceInt accumulates in the integer type itself (wrapping as C and
-// numpy's fixed-width sums do); lowest is the type's minimum, the max of
-// no elements. The mean truncates toward zero.
-func reduceInt[T integer](rc *runCtx, n *node, kind reduction, x *value, reduced []bool, lowest int64) (*value, error) {
+// reduce reduces integers of type T in the type itself (wrapping as C
+// and numpy's fixed-width sums do); the max of no elements is the type's
+// minimum. The mean truncates toward zero.
+func (k intOf[T]) reduce(rc *runCtx, n *node, kind reduction, x *value, reduced []bool) (*value, error) {
 	init := T(0)
 	step := func(acc, v T) T { return acc + v }
 	if kind == opReduceMax {
-		init = T(lowest)
+		init = k.lowest
 		step = func(acc, v T) T { return max(acc, v) }
 	}
 	shape, count := keptShape(x.shape, reduced)

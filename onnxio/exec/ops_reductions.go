@@ -124,18 +124,8 @@ func reduceInto(kind reduceKind, x *value, reduced []bool, out *value) error {
 		reduceFloatInto(kind, x.data.([]float32), x.shape, reduced, out.data.([]float32))
 	case Float64:
 		reduceFloatInto(kind, x.data.([]float64), x.shape, reduced, out.data.([]float64))
-	case Int64:
-		return reduceIntInto(kind, x, reduced, out.data.([]int64), math.MaxInt64)
-	case Int32:
-		return reduceIntInto(kind, x, reduced, out.data.([]int32), math.MaxInt32)
-	case Int8:
-		return reduceIntInto(kind, x, reduced, out.data.([]int8), math.MaxInt8)
-	case Uint64:
-		return reduceIntInto(kind, x, reduced, out.data.([]uint64), math.MaxUint64)
-	case Uint32:
-		return reduceIntInto(kind, x, reduced, out.data.([]uint32), math.MaxUint32)
-	case Uint8:
-		return reduceIntInto(kind, x, reduced, out.data.([]uint8), math.MaxUint8)
+	case Int64, Int32, Int8, Uint64, Uint32, Uint8:
+		return intKinds[x.dtype].reduceInto(kind, x, reduced, out.data)
 	case Bool:
 		if kind != reduceMin {
 			return errDType(x, "a numeric type")
@@ -197,16 +187,16 @@ func reduceFloatInto[T float](kind reduceKind, xs []T, shape []int, reduced []bo
 	}
 }
 
-// reduceIntInto reduces integers in their own type (products and sums of
-// squares wrap, as numpy's fixed-width arithmetic does); highest is the
-// type's maximum, the min of no elements. LogSum and LogSumExp are
+// reduceInto reduces integers of type T in the type itself (products and
+// sums of squares wrap, as numpy's fixed-width arithmetic does); the min
+// of no elements is the type's maximum. LogSum and LogSumExp are
 // float-only.
-func reduceIntInto[T integer](kind reduceKind, x *value, reduced []bool, o []T, highest uint64) error {
-	xs := x.data.([]T)
+func (k intOf[T]) reduceInto(kind reduceKind, x *value, reduced []bool, out any) error {
+	xs, o := x.data.([]T), out.([]T)
 	switch kind {
 	case reduceMin:
 		for i := range o {
-			o[i] = T(highest)
+			o[i] = k.highest
 		}
 		eachReduced(x.shape, reduced, func(ix, io int) { o[io] = min(o[io], xs[ix]) })
 	case reduceProd:

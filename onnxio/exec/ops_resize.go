@@ -351,38 +351,15 @@ func clampIndex(i, n int) int { return min(max(i, 0), n-1) }
 // antialiased when downscaling, the tent stretched by 1/scale over more
 // taps, normalized to sum 1.
 func (r *resampling) linearFilter(scale float64) (offset, taps int, filter func(float64, []float64)) {
-	s := 1.0
-	if r.antialias {
-		s = min(scale, 1)
-	}
-	offset = int(math.Floor(-1/s)) + 1
-	taps = 2 - 2*offset
-	return offset, taps, func(ratio float64, w []float64) {
-		sum := 0.0
-		for t := range w {
-			w[t] = max(0, 1-math.Abs((float64(offset+t)-ratio)*s))
-			sum += w[t]
-		}
-		if r.antialias {
-			for t := range w {
-				w[t] /= sum
-			}
-		}
-	}
+	return r.filter(scale, 1, func(d float64) float64 { return max(0, 1-math.Abs(d)) })
 }
 
 // cubicFilter returns Keys' cubic convolution filter with coefficient
 // cubic_coeff_a: four taps at offsets -1 to 2, or, antialiased when
 // downscaling, the filter stretched by 1/scale, normalized to sum 1.
 func (r *resampling) cubicFilter(scale float64) (offset, taps int, filter func(float64, []float64)) {
-	s := 1.0
-	if r.antialias {
-		s = min(scale, 1)
-	}
-	offset = int(math.Floor(-2/s)) + 1
-	taps = 2 - 2*offset
 	a := r.cubicA
-	kernel := func(d float64) float64 {
+	return r.filter(scale, 2, func(d float64) float64 {
 		d = math.Abs(d)
 		switch {
 		case d <= 1:
@@ -391,7 +368,20 @@ func (r *resampling) cubicFilter(scale float64) (offset, taps int, filter func(f
 			return ((a*d-5*a)*d+8*a)*d - 4*a
 		}
 		return 0
+	})
+}
+
+// filter returns the filter of a kernel that is zero outside (-support,
+// support): the taps it covers and, for a position ratio between input
+// positions, their weights. Antialiased when downscaling, the kernel is
+// stretched by 1/scale and the weights normalized to sum 1.
+func (r *resampling) filter(scale, support float64, kernel func(d float64) float64) (offset, taps int, filter func(float64, []float64)) {
+	s := 1.0
+	if r.antialias {
+		s = min(scale, 1)
 	}
+	offset = int(math.Floor(-support/s)) + 1
+	taps = 2 - 2*offset
 	return offset, taps, func(ratio float64, w []float64) {
 		sum := 0.0
 		for t := range w {
@@ -474,58 +464,23 @@ func weightedAxis(src, dst *value, outer, inner int, p *axisResampling, extrapol
 }
 
 func blendAxis[T float](src, dst []T, outer, inner int, p *axisResampling, extrapolation T) {
-	for b := range outer {
+	eachRow(p, dst, outer, inner, extrapolation, func(row []T, b, o int) {
 		from := src[b*p.in*inner : (b+1)*p.in*inner]
-		for o := range p.out {
-			row := dst[(b*p.out+o)*inner : (b*p.out+o+1)*inner]
-			if p.outside != nil && p.outside[o] {
-				for i := range row {
-					row[i] = extrapolation
-				}
-				continue
+		idx, w := p.index[o*p.taps:(o+1)*p.taps], p.weight[o*p.taps:(o+1)*p.taps]
+		for i := range row {
+			acc := 0.0
+			for t, at := range idx {
+				acc += w[t] * float64(from[int(at)*inner+i])
 			}
-			idx, w := p.index[o*p.taps:(o+1)*p.taps], p.weight[o*p.taps:(o+1)*p.taps]
-			for i := range row {
-				acc := 0.0
-				for t, at := range idx {
-					acc += w[t] * float64(from[int(at)*inner+i])
-				}
-				row[i] = T(acc)
-			}
+			row[i] = T(acc)
 		}
-	}
+	})
 }
 
-// nearestAxis copies, for every output position of one axis, the slab of
-// its nearest input position (any element type), or the fill value.
-func nearestAxis(src, dst *value, outer, inner int, p *axisResampling, fill *value) {
-	switch s := src.data.(type) {
-	case []float32:
-		pickAxis(s, dst.data.([]float32), outer, inner, p, fill.data.([]float32)[0])
-	case []float64:
-		pickAxis(s, dst.data.([]float64), outer, inner, p, fill.data.([]float64)[0])
-	case []int64:
-		pickAxis(s, dst.data.([]int64), outer, inner, p, fill.data.([]int64)[0])
-	case []int32:
-		pickAxis(s, dst.data.([]int32), outer, inner, p, fill.data.([]int32)[0])
-	case []int16:
-		pickAxis(s, dst.data.([]int16), outer, inner, p, fill.data.([]int16)[0])
-	case []int8:
-		pickAxis(s, dst.data.([]int8), outer, inner, p, fill.data.([]int8)[0])
-	case []uint64:
-		pickAxis(s, dst.data.([]uint64), outer, inner, p, fill.data.([]uint64)[0])
-	case []uint32:
-		pickAxis(s, dst.data.([]uint32), outer, inner, p, fill.data.([]uint32)[0])
-	case []uint16:
-		pickAxis(s, dst.data.([]uint16), outer, inner, p, fill.data.([]uint16)[0])
-	case []uint8:
-		pickAxis(s, dst.data.([]uint8), outer, inner, p, fill.data.([]uint8)[0])
-	case []bool:
-		pickAxis(s, dst.data.([]bool), outer, inner, p, fill.data.([]bool)[0])
-	}
-}
-
-func pickAxis[T any](src, dst []T, outer, inner int, p *axisResampling, fill T) {
+// eachRow calls f for every row of inner elements of dst, viewed as
+// (outer, p.out, inner), with its outer index b and output position o;
+// rows whose position lies outside the input are filled with fill.
+func eachRow[T any](p *axisResampling, dst []T, outer, inner int, fill T, f func(row []T, b, o int)) {
 	for b := range outer {
 		for o := range p.out {
 			row := dst[(b*p.out+o)*inner : (b*p.out+o+1)*inner]
@@ -535,10 +490,24 @@ func pickAxis[T any](src, dst []T, outer, inner int, p *axisResampling, fill T) 
 				}
 				continue
 			}
-			at := (b*p.in + int(p.index[o])) * inner
-			copy(row, src[at:at+inner])
+			f(row, b, o)
 		}
 	}
+}
+
+// nearestAxis copies, for every output position of one axis, the slab of
+// its nearest input position (any element type), or the fill value.
+func nearestAxis(src, dst *value, outer, inner int, p *axisResampling, fill *value) {
+	elemKindOfData(src.data).pickAxis(src.data, dst.data, outer, inner, p, fill.data)
+}
+
+// pickAxis is nearestAxis for type T; fill holds the fill value.
+func (elemOf[T]) pickAxis(sd, dd any, outer, inner int, p *axisResampling, fd any) {
+	src := sd.([]T)
+	eachRow(p, dd.([]T), outer, inner, fd.([]T)[0], func(row []T, b, o int) {
+		at := (b*p.in + int(p.index[o])) * inner
+		copy(row, src[at:at+inner])
+	})
 }
 
 // upsampleOp is the kernel of Upsample (opsets 7 to 9): Resize with

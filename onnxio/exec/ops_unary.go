@@ -9,15 +9,31 @@ import (
 // numpy reference does for Erf and as close as one rounding gets for the
 // others.
 func floatOp(g func(float64) float64) opFunc {
+	return floatAttrOp(func(*node) (func(float64) float64, error) { return g, nil })
+}
+
+// floatAttrOp is the kernel of a float-only elementwise op whose function
+// depends on the node's attributes (Elu's alpha, Gelu's approximation).
+func floatAttrOp(fn func(n *node) (func(float64) float64, error)) opFunc {
 	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
-		switch x := in[0]; x.dtype {
-		case Float32:
-			return oneOrErr(unaryMap(rc, n, x, Float32, func(e float32) float32 { return float32(g(float64(e))) }))
-		case Float64:
-			return oneOrErr(unaryMap(rc, n, x, Float64, g))
+		g, err := fn(n)
+		if err != nil {
+			return nil, err
 		}
-		return nil, errDType(in[0], "float32 or float64")
+		return oneOrErr(mapFloat(rc, n, in[0], g))
 	}
+}
+
+// mapFloat applies g, computed in float64, to a float32 or float64 value;
+// float32 results are rounded once.
+func mapFloat(rc *runCtx, n *node, x *value, g func(float64) float64) (*value, error) {
+	switch x.dtype {
+	case Float32:
+		return unaryMap(rc, n, x, Float32, func(e float32) float32 { return float32(g(float64(e))) })
+	case Float64:
+		return unaryMap(rc, n, x, Float64, g)
+	}
+	return nil, errDType(x, "float32 or float64")
 }
 
 // sigmoid is 1/(1+e^-x); for very negative x, e^-x overflows to +Inf and
@@ -68,28 +84,15 @@ func signedFunc[T number](op signed) func(T) T {
 // signedOp is the kernel of Abs, Neg and Relu.
 func signedOp(op signed) opFunc {
 	return func(rc *runCtx, n *node, in []*value) ([]*value, error) {
-		switch x := in[0]; x.dtype {
-		case Float32:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[float32](op)))
-		case Float64:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[float64](op)))
-		case Int64:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int64](op)))
-		case Int32:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int32](op)))
-		case Int16:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int16](op)))
-		case Int8:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[int8](op)))
-		case Uint64:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint64](op)))
-		case Uint32:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint32](op)))
-		case Uint16:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint16](op)))
-		case Uint8:
-			return oneOrErr(unaryMap(rc, n, x, x.dtype, signedFunc[uint8](op)))
+		k, err := numKindOf(in[0])
+		if err != nil {
+			return nil, err
 		}
-		return nil, errDType(in[0], "a numeric type")
+		return oneOrErr(k.signed(rc, n, op, in[0]))
 	}
+}
+
+// signed is signedOp for type T.
+func (numOf[T]) signed(rc *runCtx, n *node, op signed, x *value) (*value, error) {
+	return unaryMap(rc, n, x, x.dtype, signedFunc[T](op))
 }

@@ -91,6 +91,15 @@ func toInts(v []int64) []int {
 	return s
 }
 
+// checkImages checks that X is a batch of images, (N, C, D1, ..., Dn)
+// with at least one spatial axis.
+func checkImages(x *value) error {
+	if x.rank() < 3 {
+		return fmt.Errorf("input X must be (N, C, D1, ...) with at least one spatial axis, got %s", shapeString(x.shape))
+	}
+	return nil
+}
+
 // slidingWindow works out how a kernel of the given spatial sizes slides
 // over image from the node's strides, dilations, pads and auto_pad. With
 // ceil, the number of positions rounds up (the pools' ceil_mode), except
@@ -99,32 +108,14 @@ func toInts(v []int64) []int {
 // possible with the odd element at the end (UPPER) or the beginning
 // (LOWER); VALID pads nothing; NOTSET (the default) uses pads.
 func slidingWindow(n *node, image, kernel []int, ceil bool) (*window, error) {
-	axes := len(image)
-	w := &window{image: image, kernel: kernel, out: make([]int, axes)}
-	var err error
-	if w.strides, err = spatialInts(n, "strides", axes, 1); err != nil {
+	w := &window{image: image, kernel: kernel, out: make([]int, len(image))}
+	autoPad, err := w.readAttributes(n)
+	if err != nil {
 		return nil, err
-	}
-	if w.dilations, err = spatialInts(n, "dilations", axes, 1); err != nil {
-		return nil, err
-	}
-	autoPad := n.attrString("auto_pad", "NOTSET")
-	switch autoPad {
-	case "NOTSET", "":
-		if w.padBegin, w.padEnd, err = explicitPads(n, axes); err != nil {
-			return nil, err
-		}
-	case "VALID", "SAME_UPPER", "SAME_LOWER":
-		w.padBegin, w.padEnd = make([]int, axes), make([]int, axes)
-	default:
-		return nil, fmt.Errorf("attribute auto_pad %q is not NOTSET, SAME_UPPER, SAME_LOWER or VALID", autoPad)
 	}
 	for i, in := range image {
-		k, s := kernel[i], w.strides[i]
-		if k < 1 {
-			return nil, fmt.Errorf("kernel size %d along spatial axis %d must be positive", k, i)
-		}
-		span, err := kernelSpan(k, w.dilations[i], i)
+		s := w.strides[i]
+		span, err := w.span(i)
 		if err != nil {
 			return nil, err
 		}
@@ -153,9 +144,38 @@ func slidingWindow(n *node, image, kernel []int, ceil bool) (*window, error) {
 	return w, nil
 }
 
-// kernelSpan is the extent (k − 1)·dilation + 1 of a dilated kernel of k
-// taps along spatial axis a, at most maxDimension.
-func kernelSpan(k, dilation, a int) (int, error) {
+// readAttributes reads the strides, dilations and auto_pad of a window
+// with len(w.kernel) spatial axes, and its pads: the node's for auto_pad
+// NOTSET, zeros (to be worked out) for the others.
+func (w *window) readAttributes(n *node) (autoPad string, err error) {
+	axes := len(w.kernel)
+	if w.strides, err = spatialInts(n, "strides", axes, 1); err != nil {
+		return "", err
+	}
+	if w.dilations, err = spatialInts(n, "dilations", axes, 1); err != nil {
+		return "", err
+	}
+	autoPad = n.attrString("auto_pad", "NOTSET")
+	switch autoPad {
+	case "NOTSET", "":
+		if w.padBegin, w.padEnd, err = explicitPads(n, axes); err != nil {
+			return "", err
+		}
+	case "VALID", "SAME_UPPER", "SAME_LOWER":
+		w.padBegin, w.padEnd = make([]int, axes), make([]int, axes)
+	default:
+		return "", fmt.Errorf("attribute auto_pad %q is not NOTSET, SAME_UPPER, SAME_LOWER or VALID", autoPad)
+	}
+	return autoPad, nil
+}
+
+// span is the extent (k − 1)·dilation + 1 of the dilated kernel of k taps
+// along spatial axis a, at most maxDimension.
+func (w *window) span(a int) (int, error) {
+	k, dilation := w.kernel[a], w.dilations[a]
+	if k < 1 {
+		return 0, fmt.Errorf("kernel size %d along spatial axis %d must be positive", k, a)
+	}
 	if span := mulSat(k-1, dilation); span < maxDimension {
 		return span + 1, nil
 	}
@@ -239,33 +259,37 @@ func allocOffsets(rc *runCtx, n *node, w *window) ([]int64, error) {
 // convolution: row c·taps + t holds, for every window position, the element
 // tap t covers in channel c (zero in the padding).
 func im2col[T number](col, img []T, offs []int64, channels, taps, positions, imageSize int) {
-	for c := range channels {
-		plane := img[c*imageSize : (c+1)*imageSize]
-		for t := range taps {
-			row := col[(c*taps+t)*positions : (c*taps+t+1)*positions]
-			for o, off := range offs[t*positions : (t+1)*positions] {
-				if off < 0 {
-					row[o] = 0
-				} else {
-					row[o] = plane[off]
-				}
+	tapRows(col, img, offs, channels, taps, positions, imageSize, func(plane, row []T, offs []int64) {
+		for o, off := range offs {
+			if off < 0 {
+				row[o] = 0
+			} else {
+				row[o] = plane[off]
 			}
 		}
-	}
+	})
 }
 
 // col2im is im2col's adjoint: it adds every column entry into the image
 // element its tap covers, dropping those that fall in the padding.
 func col2im[T number](img, col []T, offs []int64, channels, taps, positions, imageSize int) {
+	tapRows(col, img, offs, channels, taps, positions, imageSize, func(plane, row []T, offs []int64) {
+		for o, off := range offs {
+			if off >= 0 {
+				plane[off] += row[o]
+			}
+		}
+	})
+}
+
+// tapRows calls f with each channel's image plane, the column-matrix row
+// of each kernel tap in that channel, and the tap's offsets into the plane
+// at every window position (-1 in the padding).
+func tapRows[T number](col, img []T, offs []int64, channels, taps, positions, imageSize int, f func(plane, row []T, offs []int64)) {
 	for c := range channels {
 		plane := img[c*imageSize : (c+1)*imageSize]
 		for t := range taps {
-			row := col[(c*taps+t)*positions : (c*taps+t+1)*positions]
-			for o, off := range offs[t*positions : (t+1)*positions] {
-				if off >= 0 {
-					plane[off] += row[o]
-				}
-			}
+			f(plane, col[(c*taps+t)*positions:(c*taps+t+1)*positions], offs[t*positions:(t+1)*positions])
 		}
 	}
 }
