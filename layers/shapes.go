@@ -181,6 +181,9 @@ func (m *MLP) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
 
 // OutputShape is the input's shape; T may not exceed context_length.
 func (p *LearnedPosition) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	if len(inputs) == 2 { // position_ids: any position below context_length
+		return widthShape(inputs[:1], "d", p.D, 0, p.D)
+	}
 	return widthShape(inputs, "d", p.D, p.ContextLength, p.D)
 }
 

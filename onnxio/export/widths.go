@@ -48,8 +48,8 @@ func inputWidths(m *models.Model, given map[string]int, layouts map[string][]str
 		widths[name] = w
 	}
 	var unknown []string
-	for _, in := range inputs {
-		if widths[in] == 0 && !isMask(layouts[in]) {
+	for i, in := range inputs {
+		if widths[in] == 0 && !isMask(layouts[in]) && m.Config().InputDtype(i) != tensor.Int64 {
 			unknown = append(unknown, in)
 		}
 	}
@@ -123,6 +123,10 @@ func probeModel(m *models.Model, widths map[string]int, layouts map[string][]str
 			xs[i] = maskProbe(len(dims))
 			continue
 		}
+		if m.Config().InputDtype(i) == tensor.Int64 {
+			xs[i] = idsProbe()
+			continue
+		}
 		xs[i] = zeroToken(widths[in])
 	}
 	_, err := m.Forward(nil, xs...)
@@ -147,6 +151,11 @@ func probeLayer(spec *models.LayerSpec, xs []*tensor.Dense) (width int) {
 		return 0
 	}
 	return out.Shape()[2]
+}
+
+// idsProbe is one int64 token id, (1, 1), of 0: every table has that row.
+func idsProbe() *tensor.Dense {
+	return tensor.New(tensor.WithShape(1, 1), tensor.WithBacking([]int64{0}))
 }
 
 // zeroToken is a (1, 1, width) zero tensor.
