@@ -69,6 +69,6 @@ into it, and ONNX files, and cross-checks them against PyTorch's numbers.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newLayersCommand(), newPresetsCommand(), newRunCommand(), newCheckCommand(), newInspectCommand(),
-		newExportCommand(), newImportCommand(), newPlotCommand(), newBenchCommand())
+		newExportCommand(), newImportCommand(), newPlotCommand(), newBenchCommand(), newGenerateCommand())
 	return root
 }
