@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
@@ -28,6 +29,9 @@ type graph struct {
 	produced map[string]bool // values some node outputs
 	widths   map[string]int  // static last axis of a value, when known
 	ids      map[string]bool // graph inputs of int64 token ids (typed model inputs)
+	// probed is the model's output on one token of each input, nil when
+	// the probe failed: its rank tells a pooled (batch, d) output.
+	probed *tensor.Dense
 	// domains are the versions of the other operator set domains the
 	// export may use; used, those its nodes use.
 	domains map[string]int

@@ -156,6 +156,7 @@ func Model(m *models.Model, opts Options) (*onnxpb.ModelProto, error) {
 	if opts.Preview {
 		g.domains[PreviewDomain] = 1
 	}
+	g.probed = probeOutput(m, widths, layouts)
 	values, err := g.declareInputs(m, opts.Interface, widths, layouts)
 	if err != nil {
 		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
@@ -302,6 +303,9 @@ func (g *graph) declareOutput(cfg *models.Config, iface *Interface, value string
 	if iface == nil {
 		name := outputName(cfg.Inputs)
 		g.nameOutput(value, name)
+		if width, ok := g.pooledWidth(); ok {
+			return inputInfos(cfg, widths, layouts), outputInfo(name, pooledDims, len(cfg.Inputs), width), nil
+		}
 		return inputInfos(cfg, widths, layouts), outputInfo(name, dims, len(cfg.Inputs), g.widths[name]), nil
 	}
 	if err := g.adaptOutput(value, iface.Output, dims); err != nil {
