@@ -223,3 +223,42 @@ func TestGenerateErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), id, "the first of equal logits, as torch.argmax")
 }
+
+// TestGenerateHuggingFaceAsLayers: the GPT-2, Llama and Qwen3 fixtures
+// written as attnrun layers (testdata/generate/<model>.yaml, Hugging
+// Face's weights renamed in <model>.npz; GPT-2's head tied to wte) give
+// Hugging Face's greedy ids and step logits through models.Step's KV
+// caches: what a lifted decoder must do. Each step's logits also equal
+// one Forward over the whole sequence.
+func TestGenerateHuggingFaceAsLayers(t *testing.T) {
+	g := loadGenerateGoldens(t)
+	for name, golden := range g.Models {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join("testdata", "generate")
+			m, err := Load(filepath.Join(dir, name+".yaml"), WithWeights(filepath.Join(dir, name+".npz")))
+			require.NoError(t, err)
+			for _, run := range golden.Runs {
+				gen, err := m.Generate(context.Background(), run.Prompt, GenerateOptions{MaxNewTokens: g.MaxNewTokens, EOS: golden.EOS})
+				require.NoError(t, err)
+				require.Equal(t, run.NewIDs, gen.IDs, "prompt %v", run.Prompt)
+				for step, want := range run.Logits {
+					assertLogits(t, want, gen.Logits[step], "prompt %v step %d", run.Prompt, step)
+				}
+
+				all := append(slices.Clone(run.Prompt), gen.IDs[:len(gen.IDs)-1]...)
+				full, err := m.Forward(context.Background(), tensor.New(tensor.WithShape(1, len(all)), tensor.WithBacking(all)))
+				require.NoError(t, err)
+				vocab := full.Shape()[2]
+				data := full.Data().([]float32)
+				for step, got := range gen.Logits {
+					pos := len(run.Prompt) - 1 + step
+					want := make([]float64, vocab)
+					for i, v := range data[pos*vocab : (pos+1)*vocab] {
+						want[i] = float64(v)
+					}
+					assertLogits(t, want, got, "prompt %v: step %d against the full sequence", run.Prompt, step)
+				}
+			}
+		})
+	}
+}

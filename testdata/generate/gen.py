@@ -14,6 +14,12 @@ records, per model and prompt: the prompt ids, the eos id generate used (the
 config's), the ids it returned after the prompt, and the logits of each
 generated step (output_scores: the raw logits, greedy decoding processes
 none), for attnrun's incremental logits to be compared with.
+
+It also writes each model as attnrun layers, by hand (what lifting the
+graph must arrive at): <model>.yaml, and <model>.npz with Hugging Face's
+weights under attnrun's names (GPT-2's Conv1D weights transposed to (out,
+in) and its fused c_attn split into q_proj, k_proj and v_proj; a tied
+lm_head left out, as Hugging Face's safetensors files leave it out).
 """
 
 import json
@@ -58,6 +64,74 @@ def fixture_check(module, name):
         raise SystemExit(f"{name}: the rebuilt model's logits differ from the committed fixture's")
 
 
+def write_layers(name, model):
+    """<name>.yaml and <name>.npz: the model as attnrun layers."""
+    c = model.config
+    sd = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    lines = [f"name: {name}_layers",
+             f"description: Hugging Face's tiny {name} of testdata/pytorch2 as attnrun layers (written by gen.py)",
+             "inputs:", "  - {name: input_ids, dtype: int64}", "layers:"]
+    weights = {}
+    layer = lines.append
+    d, v = c.hidden_size, c.vocab_size
+    if name == "gpt2":
+        layer(f"  - {{name: wte, type: nn.embedding, num_embeddings: {v}, embedding_dim: {d}}}")
+        layer(f"  - {{name: wpe, type: position.learned, context_length: {c.n_positions}, d: {d}}}")
+        weights["wte.weight"] = sd["transformer.wte.weight"]
+        weights["wpe.weight"] = sd["transformer.wpe.weight"]
+        prev = "wpe"
+        for i in range(c.n_layer):
+            h, p = f"transformer.h.{i}.", f"h{i}_"
+            layer(f"  - {{name: {p}ln_1, type: norm.layer, d: {d}, eps: {c.layer_norm_epsilon}}}")
+            layer(f"  - {{name: {p}attn, type: attention.sdpa, d: {d}, num_heads: {c.n_head}, causal: true, qkv_bias: true}}")
+            layer(f"  - {{name: {p}res_1, type: nn.add, inputs: [{prev}, {p}attn]}}")
+            layer(f"  - {{name: {p}ln_2, type: norm.layer, d: {d}, eps: {c.layer_norm_epsilon}}}")
+            layer(f"  - {{name: {p}mlp, type: nn.mlp, d: {d}, d_hidden: {c.n_inner}, activation: gelu_tanh}}")
+            layer(f"  - {{name: {p}res_2, type: nn.add, inputs: [{p}res_1, {p}mlp]}}")
+            prev = f"{p}res_2"
+            for ln in ("ln_1", "ln_2"):
+                weights[f"{p}{ln}.weight"], weights[f"{p}{ln}.bias"] = sd[h + ln + ".weight"], sd[h + ln + ".bias"]
+            qkv_w, qkv_b = sd[h + "attn.c_attn.weight"].T, sd[h + "attn.c_attn.bias"]  # Conv1D: (in, out)
+            for k, proj in enumerate(("q_proj", "k_proj", "v_proj")):
+                weights[f"{p}attn.{proj}.weight"] = qkv_w[k * d:(k + 1) * d]
+                weights[f"{p}attn.{proj}.bias"] = qkv_b[k * d:(k + 1) * d]
+            weights[f"{p}attn.out_proj.weight"] = sd[h + "attn.c_proj.weight"].T
+            weights[f"{p}attn.out_proj.bias"] = sd[h + "attn.c_proj.bias"]
+            weights[f"{p}mlp.fc1.weight"], weights[f"{p}mlp.fc1.bias"] = sd[h + "mlp.c_fc.weight"].T, sd[h + "mlp.c_fc.bias"]
+            weights[f"{p}mlp.fc2.weight"], weights[f"{p}mlp.fc2.bias"] = sd[h + "mlp.c_proj.weight"].T, sd[h + "mlp.c_proj.bias"]
+        layer(f"  - {{name: ln_f, type: norm.layer, d: {d}, eps: {c.layer_norm_epsilon}}}")
+        layer(f"  - {{name: lm_head, type: nn.linear, d_in: {d}, d_out: {v}, bias: false, tied_weight: wte.weight}}")
+        weights["ln_f.weight"], weights["ln_f.bias"] = sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"]
+    else:  # Llama and Qwen3
+        eps, theta = c.rms_norm_eps, c.rope_parameters["rope_theta"]
+        qk_norm = ", qk_norm: rms" if name == "qwen3" else ""
+        layer(f"  - {{name: embed_tokens, type: nn.embedding, num_embeddings: {v}, embedding_dim: {d}}}")
+        weights["embed_tokens.weight"] = sd["model.embed_tokens.weight"]
+        prev = "embed_tokens"
+        for i in range(c.num_hidden_layers):
+            h, p = f"model.layers.{i}.", f"l{i}_"
+            layer(f"  - {{name: {p}input_layernorm, type: norm.rms, d: {d}, eps: {eps}}}")
+            layer(f"  - {{name: {p}self_attn, type: attention.sdpa, d: {d}, num_heads: {c.num_attention_heads}, "
+                  f"num_kv_heads: {c.num_key_value_heads}, head_dim: {c.head_dim}, causal: true, rope: half, "
+                  f"rope_base: {theta}, out_name: o_proj, out_bias: false{qk_norm}}}")
+            layer(f"  - {{name: {p}res_1, type: nn.add, inputs: [{prev}, {p}self_attn]}}")
+            layer(f"  - {{name: {p}post_attention_layernorm, type: norm.rms, d: {d}, eps: {eps}}}")
+            layer(f"  - {{name: {p}mlp, type: nn.mlp, d: {d}, d_hidden: {c.intermediate_size}, gated: true, "
+                  "activation: silu, bias: false}")
+            layer(f"  - {{name: {p}res_2, type: nn.add, inputs: [{p}res_1, {p}mlp]}}")
+            prev = f"{p}res_2"
+            for key, value in sd.items():
+                if key.startswith(h):
+                    module, param = key[len(h):].split(".", 1)  # self_attn.q_proj.weight
+                    weights[f"{p}{module}.{param}"] = value
+        layer(f"  - {{name: norm, type: norm.rms, d: {d}, eps: {eps}}}")
+        layer(f"  - {{name: lm_head, type: nn.linear, d_in: {d}, d_out: {v}, bias: false}}")
+        weights["norm.weight"], weights["lm_head.weight"] = sd["model.norm.weight"], sd["lm_head.weight"]
+    with open(os.path.join(HERE, f"{name}.yaml"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    np.savez(os.path.join(HERE, f"{name}.npz"), **{k: np.ascontiguousarray(w, dtype=np.float32) for k, w in weights.items()})
+
+
 def main():
     torch.set_num_threads(1)
     transformers.logging.set_verbosity_error()
@@ -83,6 +157,7 @@ def main():
             runs.append({"prompt": prompt, "new_ids": new, "logits": logits})
             print(f"{name} {prompt} -> {new}")
         goldens["models"][name] = {"fixture": f"{name}_sdpa", "eos_token_id": eos, "runs": runs}
+        write_layers(name, model)
     with open(os.path.join(HERE, "goldens.json"), "w") as f:
         json.dump(goldens, f, indent=1)
         f.write("\n")
