@@ -51,6 +51,8 @@ type Generation struct {
 //     and .value, (batch, heads, past, head_dim), and outputs logits and
 //     present.{i}.key and .value, which are fed back as the next step's
 //     past. The first step starts from an empty cache (past length 0).
+//     A graph exported without the cache (input_ids and attention_mask in,
+//     logits out) is run on the whole sequence at every step instead.
 func (m *Model) Generate(ctx context.Context, prompt []int64, opts GenerateOptions) (*Generation, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -179,6 +181,9 @@ type graphDecoder struct {
 	// it covers.
 	past   map[string]*array.Array
 	tokens int
+	// seen are the ids fed so far, for a graph without a cache, which
+	// runs the whole sequence at every step.
+	seen []int64
 }
 
 // cachePair is one KV-cache tensor: the input it is fed as and the output
@@ -221,9 +226,6 @@ func newGraphDecoder(source string, g *exec.Graph) (*graphDecoder, error) {
 	}
 	if d.ids == "" {
 		return nil, fmt.Errorf("%s: generate needs a decoder graph with an input_ids input; inputs: %s", source, inputNames(g))
-	}
-	if len(d.cache) == 0 {
-		return nil, fmt.Errorf("%s: the graph has no KV cache inputs (past_key_values.*) and present outputs; export the decoder with its cache (use_cache=True)", source)
 	}
 	d.logits = "logits"
 	if !outputs[d.logits] {
@@ -281,6 +283,10 @@ func outputNames(g *exec.Graph) string {
 }
 
 func (d *graphDecoder) feed(ctx context.Context, ids []int64) ([]float32, error) {
+	if len(d.cache) == 0 { // no cache: every step recomputes the sequence
+		d.seen = append(d.seen, ids...)
+		ids, d.tokens = d.seen, 0
+	}
 	n := len(ids)
 	feeds := make(map[string]*array.Array, len(d.past)+3)
 	feeds[d.ids] = array.FromSlice([]int{1, n}, slices.Clone(ids))
@@ -320,7 +326,9 @@ func (d *graphDecoder) feed(ctx context.Context, ids []int64) ([]float32, error)
 		}
 		d.past[c.past] = present
 	}
-	d.tokens += n
+	if len(d.cache) > 0 {
+		d.tokens += n
+	}
 	vocab := logits.Shape[2]
 	return slices.Clone(data[len(data)-vocab:]), nil
 }

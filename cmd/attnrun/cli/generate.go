@@ -35,7 +35,8 @@ Each step computes only the new token, through a KV cache:
     input_ids, attention_mask, position_ids when it has them and
     past_key_values.N.key/value; outputs logits and present.N.key/value)
     runs on attnrun's graph executor, each step's present fed back as the
-    next step's past, starting from an empty cache;
+    next step's past, starting from an empty cache (a decoder exported
+    without its cache runs on the whole sequence at every step);
   - a model of attnrun layers (a config, or a file attnrun wrote) whose one
     input is int64 token ids and whose output is logits steps through its
     layers' caches (models.Model.Step). A config's weights come from
