@@ -160,3 +160,23 @@ func TestTiedLinear(t *testing.T) {
 	require.Equal(t, []float32{11, 22, 33}, floats(out))
 	require.Nil(t, (&Linear{DIn: 2, DOut: 3}).TiedParams())
 }
+
+// TestPaddingMask: a (B, T) attention_mask, int64 or float32, becomes the
+// (B, 1, 1, T) keep mask, 1 wherever it is non-zero.
+func TestPaddingMask(t *testing.T) {
+	p := &PaddingMask{}
+	require.NoError(t, p.Validate())
+	for _, mask := range []*tensor.Dense{
+		tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]int64{1, 1, 0, 1, 0, 2})),
+		newDense([]int{2, 3}, []float32{1, 1, 0, 1, 0, 2}),
+	} {
+		out, err := p.Forward(nil, []*tensor.Dense{mask})
+		require.NoError(t, err)
+		require.Equal(t, tensor.Shape{2, 1, 1, 3}, out.Shape())
+		require.Equal(t, []float32{1, 1, 0, 1, 0, 1}, floats(out))
+	}
+	_, err := p.Forward(nil, []*tensor.Dense{newDense([]int{3}, []float32{1, 1, 1})})
+	require.ErrorContains(t, err, "attention_mask shape (3,): want (B, T)")
+	_, err = p.Forward(nil, []*tensor.Dense{tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]int32{1, 1}))})
+	require.ErrorContains(t, err, "attention_mask dtype int32: want int64 or float32")
+}
