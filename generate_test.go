@@ -38,11 +38,11 @@ func loadGenerateGoldens(t *testing.T) generateGoldens {
 	require.NoError(t, err)
 	var g generateGoldens
 	require.NoError(t, json.Unmarshal(b, &g))
-	require.Len(t, g.Models, 3)
+	require.Len(t, g.Models, 4)
 	return g
 }
 
-// TestGenerateMatchesHuggingFace: for GPT-2, Llama and Qwen3, exported by
+// TestGenerateMatchesHuggingFace: for GPT-2, Llama, Qwen3 and Mistral (sliding window), exported by
 // both PyTorch exporters (TorchScript at opset 17, dynamo at 18 and 23),
 // greedy decoding through the KV cache on the executor returns exactly
 // Hugging Face's ids for 20 new tokens, and each step's logits are
@@ -238,7 +238,7 @@ func TestGenerateErrors(t *testing.T) {
 	require.Equal(t, int64(1), id, "the first of equal logits, as torch.argmax")
 }
 
-// TestGenerateHuggingFaceAsLayers: the GPT-2, Llama and Qwen3 fixtures
+// TestGenerateHuggingFaceAsLayers: the GPT-2, Llama, Qwen3 and Mistral fixtures
 // written as attnrun layers (testdata/generate/<model>.yaml, Hugging
 // Face's weights renamed in <model>.npz; GPT-2's head tied to wte) give
 // Hugging Face's greedy ids and step logits through models.Step's KV

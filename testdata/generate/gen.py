@@ -5,7 +5,7 @@ the repository root:
 
     ~/.cache/attnrun/venv/bin/python testdata/generate/gen.py
 
-For each decoder of testdata/pytorch2 (GPT-2, Llama, Qwen3, sdpa), the model
+For each decoder of testdata/pytorch2 (GPT-2, Llama, Qwen3, Mistral, sdpa), the model
 is rebuilt exactly as testdata/pytorch2/gen.py builds it (the same config
 class, torch.manual_seed(seed) right before), checked against the committed
 fixture (PyTorch's logits of its test_data_set_1, empty cache), and then
@@ -38,7 +38,7 @@ PYTORCH2 = os.path.join(HERE, "..", "pytorch2")
 sys.path.insert(0, PYTORCH2)
 from hf_cases import hf_cases  # noqa: E402
 
-MODELS = ["gpt2", "llama", "qwen3"]
+MODELS = ["gpt2", "llama", "qwen3", "mistral"]
 PROMPTS = [[1, 2, 3], [5], [7, 30, 11, 0, 19, 4]]
 NEW_TOKENS = 20
 SEED = 0  # the seed of the committed fixtures (fixtures/manifest.json)
@@ -102,9 +102,11 @@ def write_layers(name, model):
         layer(f"  - {{name: ln_f, type: norm.layer, d: {d}, eps: {c.layer_norm_epsilon}}}")
         layer(f"  - {{name: lm_head, type: nn.linear, d_in: {d}, d_out: {v}, bias: false, tied_weight: wte.weight}}")
         weights["ln_f.weight"], weights["ln_f.bias"] = sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"]
-    else:  # Llama and Qwen3
+    else:  # Llama, Qwen3 and Mistral
         eps, theta = c.rms_norm_eps, c.rope_parameters["rope_theta"]
         qk_norm = ", qk_norm: rms" if name == "qwen3" else ""
+        if getattr(c, "sliding_window", None):
+            qk_norm += f", window: {c.sliding_window}"
         layer(f"  - {{name: embed_tokens, type: nn.embedding, num_embeddings: {v}, embedding_dim: {d}}}")
         weights["embed_tokens.weight"] = sd["model.embed_tokens.weight"]
         prev = "embed_tokens"

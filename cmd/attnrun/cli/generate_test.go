@@ -13,7 +13,7 @@ import (
 
 // TestGenerateHuggingFaceDecoders: attnrun generate prints the prompt and
 // exactly the ids Hugging Face's generate(do_sample=False) returns
-// (testdata/generate/goldens.json) for the GPT-2, Llama and Qwen3 fixtures.
+// (testdata/generate/goldens.json) for the GPT-2, Llama, Qwen3 and Mistral fixtures.
 func TestGenerateHuggingFaceDecoders(t *testing.T) {
 	root := filepath.Join("..", "..", "..", "testdata")
 	b, err := os.ReadFile(filepath.Join(root, "generate", "goldens.json"))
@@ -28,7 +28,7 @@ func TestGenerateHuggingFaceDecoders(t *testing.T) {
 		} `json:"models"`
 	}
 	require.NoError(t, json.Unmarshal(b, &goldens))
-	require.Len(t, goldens.Models, 3)
+	require.Len(t, goldens.Models, 4)
 	for name, g := range goldens.Models {
 		t.Run(name, func(t *testing.T) {
 			run := g.Runs[0]
