@@ -13,7 +13,7 @@ import (
 
 // TestGenerateHuggingFaceDecoders: attnrun generate prints the prompt and
 // exactly the ids Hugging Face's generate(do_sample=False) returns
-// (testdata/generate/goldens.json) for the GPT-2, Llama, Qwen3 and Mistral fixtures.
+// (testdata/generate/goldens.json) for the GPT-2, Llama, Qwen3, Mistral and Gemma-2 fixtures.
 func TestGenerateHuggingFaceDecoders(t *testing.T) {
 	root := filepath.Join("..", "..", "..", "testdata")
 	b, err := os.ReadFile(filepath.Join(root, "generate", "goldens.json"))
@@ -21,6 +21,7 @@ func TestGenerateHuggingFaceDecoders(t *testing.T) {
 	var goldens struct {
 		Models map[string]struct {
 			Fixture string `json:"fixture"`
+			EOS     *int64 `json:"eos_token_id"`
 			Runs    []struct {
 				Prompt []int64 `json:"prompt"`
 				NewIDs []int64 `json:"new_ids"`
@@ -28,12 +29,16 @@ func TestGenerateHuggingFaceDecoders(t *testing.T) {
 		} `json:"models"`
 	}
 	require.NoError(t, json.Unmarshal(b, &goldens))
-	require.Len(t, goldens.Models, 4)
+	require.Len(t, goldens.Models, 5)
 	for name, g := range goldens.Models {
 		t.Run(name, func(t *testing.T) {
-			run := g.Runs[0]
+			run := g.Runs[len(g.Runs)-1] // 20 new ids for every model
 			model := filepath.Join(root, "pytorch2", "fixtures", g.Fixture+"_ts17", "model.onnx")
-			status, stdout, stderr := attnrun("generate", model, "--ids", formatIDs(run.Prompt), "--max-new-tokens", "20")
+			args := []string{"generate", model, "--ids", formatIDs(run.Prompt), "--max-new-tokens", "20"}
+			if g.EOS != nil {
+				args = append(args, "--eos", formatIDs([]int64{*g.EOS}))
+			}
+			status, stdout, stderr := attnrun(args...)
 			require.Equal(t, 0, status, stderr)
 			assert.Equal(t, formatIDs(append(run.Prompt, run.NewIDs...))+"\n", stdout)
 
