@@ -41,10 +41,11 @@ type Generation struct {
 // fed back, until MaxNewTokens ids or the EOS id. The model runs with a KV
 // cache, so each step computes one token:
 //
-//   - a model of attnrun layers whose one input is int64 token ids and
-//     whose output is logits, (B, T, vocab), steps with Model.Step
-//     (models.Model.NewState): its attention layers keep their keys and
-//     values;
+//   - a model of attnrun layers whose first input is int64 token ids
+//     (followed, if it takes them, by int64 attention_mask, fed ones over
+//     every token so far, and position_ids) and whose output is logits,
+//     (B, T, vocab), steps with Model.Step (models.Model.NewState): its
+//     attention layers keep their keys and values;
 //   - an ONNX decoder graph on the executor with the interface of Hugging
 //     Face's exports (optimum's layout): input_ids, optionally
 //     attention_mask and position_ids, the cache as past_key_values.{i}.key
@@ -124,19 +125,44 @@ func argmax(logits []float32) (int64, error) {
 type layerDecoder struct {
 	model *models.Model
 	state *models.State
+	// inputs say what each model input after the ids is fed.
+	inputs []decoderInput
 }
+
+// decoderInput is what a decoder feeds a model input besides the ids.
+type decoderInput int
+
+const (
+	attentionMask decoderInput = iota // ones over every token so far
+	positionIDs                       // the new tokens' positions
+)
 
 func newLayerDecoder(m *models.Model) (*layerDecoder, error) {
 	cfg := m.Config()
-	if len(cfg.Inputs) != 1 || cfg.InputDtype(0) != tensor.Int64 {
-		return nil, fmt.Errorf("model %q: generate needs a model whose one input is int64 token ids (inputs: [{name: input_ids, dtype: int64}]), not %s",
+	d := &layerDecoder{model: m}
+	misfit := cfg.InputDtype(0) != tensor.Int64
+	for i, name := range cfg.Inputs[1:] {
+		switch {
+		case cfg.InputDtype(i+1) != tensor.Int64:
+			misfit = true
+		case name == "attention_mask":
+			d.inputs = append(d.inputs, attentionMask)
+		case name == "position_ids":
+			d.inputs = append(d.inputs, positionIDs)
+		default:
+			misfit = true
+		}
+	}
+	if misfit {
+		return nil, fmt.Errorf("model %q: generate needs a model whose first input is int64 token ids, optionally followed by int64 attention_mask and position_ids (inputs: [{name: input_ids, dtype: int64}]), not %s",
 			m.Name(), describeInputs(cfg))
 	}
 	state, err := m.NewState()
 	if err != nil {
 		return nil, err
 	}
-	return &layerDecoder{model: m, state: state}, nil
+	d.state = state
+	return d, nil
 }
 
 // describeInputs lists a config's inputs with their element types.
@@ -149,8 +175,25 @@ func describeInputs(cfg *models.Config) string {
 }
 
 func (d *layerDecoder) feed(ctx context.Context, ids []int64) ([]float32, error) {
-	x := tensor.New(tensor.WithShape(1, len(ids)), tensor.WithBacking(slices.Clone(ids)))
-	out, err := d.model.Step(&registry.Run{Context: ctx}, d.state, x)
+	past := d.state.Tokens()
+	args := []*tensor.Dense{tensor.New(tensor.WithShape(1, len(ids)), tensor.WithBacking(slices.Clone(ids)))}
+	for _, in := range d.inputs {
+		var values []int64
+		switch in {
+		case attentionMask: // the new queries see every token so far
+			values = make([]int64, past+len(ids))
+			for i := range values {
+				values[i] = 1
+			}
+		case positionIDs:
+			values = make([]int64, len(ids))
+			for i := range values {
+				values[i] = int64(past + i)
+			}
+		}
+		args = append(args, tensor.New(tensor.WithShape(1, len(values)), tensor.WithBacking(values)))
+	}
+	out, err := d.model.Step(&registry.Run{Context: ctx}, d.state, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -162,23 +162,32 @@ func TestGenerateLayersMatchesPyTorch(t *testing.T) {
 		} `json:"runs"`
 	}
 	require.NoError(t, json.Unmarshal(b, &golden))
-	layers, err := models.Load(filepath.Join("testdata", "generate", "decoder.yaml"))
-	require.NoError(t, err)
 	dict := map[string]*tensor.Dense{}
 	for name, raw := range golden.Params {
 		dict[name] = nestedTensor(t, raw)
 	}
+	// decoder_masked.yaml is the same model with Hugging Face's interface:
+	// attention_mask (ones) and position_ids (arange) inputs.
+	for _, config := range []string{"decoder.yaml", "decoder_masked.yaml"} {
+		layers, err := models.Load(filepath.Join("testdata", "generate", config))
+		require.NoError(t, err)
+		require.NoError(t, layers.LoadStateDict(dict))
+		m, err := withLayers(layers, config, nil, settings{})
+		require.NoError(t, err)
+		for _, run := range golden.Runs {
+			gen, err := m.Generate(context.Background(), run.Prompt, GenerateOptions{MaxNewTokens: golden.MaxNewTokens})
+			require.NoError(t, err)
+			require.Equal(t, run.NewIDs, gen.IDs, "%s prompt %v", config, run.Prompt)
+			for step, want := range run.Logits {
+				assertLogits(t, want, gen.Logits[step], "%s prompt %v step %d", config, run.Prompt, step)
+			}
+		}
+	}
+	layers, err := models.Load(filepath.Join("testdata", "generate", "decoder.yaml"))
+	require.NoError(t, err)
 	require.NoError(t, layers.LoadStateDict(dict))
 	m, err := withLayers(layers, "decoder.yaml", nil, settings{})
 	require.NoError(t, err)
-	for _, run := range golden.Runs {
-		gen, err := m.Generate(context.Background(), run.Prompt, GenerateOptions{MaxNewTokens: golden.MaxNewTokens})
-		require.NoError(t, err)
-		require.Equal(t, run.NewIDs, gen.IDs, "prompt %v", run.Prompt)
-		for step, want := range run.Logits {
-			assertLogits(t, want, gen.Logits[step], "prompt %v step %d", run.Prompt, step)
-		}
-	}
 	eos := golden.Runs[0].NewIDs[2]
 	gen, err := m.Generate(context.Background(), golden.Runs[0].Prompt, GenerateOptions{MaxNewTokens: golden.MaxNewTokens, EOS: &eos})
 	require.NoError(t, err)
@@ -230,7 +239,7 @@ func TestGenerateErrors(t *testing.T) {
 	floats, err := Load("seed-mha-wrapper")
 	require.NoError(t, err)
 	_, err = floats.Generate(ctx, []int64{1}, GenerateOptions{MaxNewTokens: 1})
-	require.ErrorContains(t, err, "generate needs a model whose one input is int64 token ids")
+	require.ErrorContains(t, err, "generate needs a model whose first input is int64 token ids")
 
 	require.Equal(t, "present.0.key", presentName("past_key_values.0.key"))
 	require.Equal(t, "present.1", presentName("past.1"))

@@ -2,6 +2,7 @@ package layers
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -179,4 +180,41 @@ func TestPaddingMask(t *testing.T) {
 	require.ErrorContains(t, err, "attention_mask shape (3,): want (B, T)")
 	_, err = p.Forward(nil, []*tensor.Dense{tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]int32{1, 1}))})
 	require.ErrorContains(t, err, "attention_mask dtype int32: want int64 or float32")
+}
+
+// TestLearnedPositionStepWithPositionIDs: stepping with the new tokens'
+// position_ids (OPT's left padding: -1 on the padding) gives Forward's
+// rows, and the session counts the tokens.
+func TestLearnedPositionStepWithPositionIDs(t *testing.T) {
+	p := validated(t, &LearnedPosition{ContextLength: 6, D: 3, Offset: 2}, 7).(*LearnedPosition)
+	x := randomDense(rand.New(rand.NewPCG(1, 2)), 2, 5, 3)
+	pos := tensor.New(tensor.WithShape(2, 5), tensor.WithBacking([]int64{-1, -1, 0, 1, 2, 0, 1, 2, 3, 4}))
+	full, err := p.Forward(nil, []*tensor.Dense{x, pos})
+	require.NoError(t, err)
+	state := p.NewState()
+	var rows [][]float32
+	for _, cut := range [][2]int{{0, 2}, {2, 3}, {3, 5}} {
+		n := cut[1] - cut[0]
+		var xData []float32
+		var idData []int64
+		for b := range 2 {
+			xData = append(xData, floats(x)[(b*5+cut[0])*3:(b*5+cut[1])*3]...)
+			idData = append(idData, pos.Data().([]int64)[b*5+cut[0]:b*5+cut[1]]...)
+		}
+		chunk := newDense([]int{2, n, 3}, xData)
+		ids := tensor.New(tensor.WithShape(2, n), tensor.WithBacking(idData))
+		out, err := p.Step(nil, state, []*tensor.Dense{chunk, ids})
+		require.NoError(t, err)
+		rows = append(rows, floats(out))
+	}
+	require.Equal(t, 5, state.Tokens())
+	want := floats(full)
+	for b := range 2 {
+		var got []float32
+		for i, cut := range [][2]int{{0, 2}, {2, 3}, {3, 5}} {
+			n := (cut[1] - cut[0]) * 3
+			got = append(got, rows[i][b*n:(b+1)*n]...)
+		}
+		require.Equal(t, want[b*15:(b+1)*15], got, "sequence %d", b)
+	}
 }

@@ -27,6 +27,7 @@ type PaddingMask struct{}
 var (
 	_ registry.FLOPCounter  = (*PaddingMask)(nil)
 	_ registry.OutputShaper = (*PaddingMask)(nil)
+	_ registry.TokenWise    = (*PaddingMask)(nil)
 )
 
 // Validate has nothing to check: the layer has no configuration.
@@ -72,6 +73,12 @@ func (p *PaddingMask) Forward(run *registry.Run, inputs []*tensor.Dense) (*tenso
 	}
 	return tensor.New(tensor.WithShape(b, 1, 1, t), tensor.WithBacking(keep)), nil
 }
+
+// TokenWise marks mask.padding as token-wise: each key's entry depends on
+// that key's attention_mask value alone, so a decoding step, given the
+// mask over every token so far (registry.Stepper's rule for masks), needs
+// no state.
+func (p *PaddingMask) TokenWise() {}
 
 // FLOPs returns 0: the layer compares and copies.
 func (p *PaddingMask) FLOPs(inputs []tensor.Shape) (int64, error) {

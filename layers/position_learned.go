@@ -25,7 +25,7 @@ func init() {
 // position instead of its index, as Hugging Face models take them (OPT's
 // left padding: cumsum(attention_mask)·attention_mask − 1); the rows read
 // are position_ids + offset. Incremental steps count positions themselves
-// and take the token stream alone.
+// from the token stream alone, or take the new tokens' position_ids.
 type LearnedPosition struct {
 	// ContextLength is the number of positions, the longest sequence accepted.
 	ContextLength int `yaml:"context_length"`
@@ -109,6 +109,25 @@ func (p *LearnedPosition) addAt(inputs []*tensor.Dense) (*tensor.Dense, error) {
 	for i := range data {
 		data[i] = in.data[i] + pos[i%len(pos)]
 	}
+	return out, nil
+}
+
+// stepAt is Step with position_ids: the new tokens take the positions
+// given, whatever the tokens so far, and the session advances by them.
+func (p *LearnedPosition) stepAt(state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	in, err := readSeqs(inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	s, err := positionStateOf(state, in.B)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.addAt(inputs)
+	if err != nil {
+		return nil, err
+	}
+	s.advance(in.B, in.T)
 	return out, nil
 }
 

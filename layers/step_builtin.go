@@ -248,5 +248,8 @@ func (p *LearnedPosition) Step(run *registry.Run, state registry.State, inputs [
 	if p.weight == nil {
 		return nil, errNotValidated
 	}
+	if len(inputs) == 2 { // the new tokens' position_ids
+		return p.stepAt(state, inputs)
+	}
 	return positionStep(state, inputs, p.add)
 }

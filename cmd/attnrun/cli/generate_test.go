@@ -59,6 +59,6 @@ func TestGenerateErrors(t *testing.T) {
 		{"bad id", []string{"generate", model, "--ids", "1,x"}, 2, `--ids: "x" is not a token id`},
 		{"no new tokens", []string{"generate", model, "--ids", "1", "--max-new-tokens", "0"}, 2, "--max-new-tokens must be positive, got 0"},
 		{"weights of a graph", []string{"generate", model, "--ids", "1", "--weights", "w.npz"}, 2, "--weights applies to a model config"},
-		{"float model", []string{"generate", "seed-mha-wrapper", "--ids", "1"}, 1, "generate needs a model whose one input is int64 token ids"},
+		{"float model", []string{"generate", "seed-mha-wrapper", "--ids", "1"}, 1, "generate needs a model whose first input is int64 token ids"},
 	})
 }
