@@ -280,6 +280,14 @@ func (g *graph) declareInputs(m *models.Model, iface *Interface, widths map[stri
 	}
 	g.reserve(iface.Output.GetName())
 	for i, in := range cfg.Inputs {
+		if cfg.InputDtype(i) == tensor.Int64 {
+			v, err := g.adaptIDs(iface.Inputs[i])
+			if err != nil {
+				return nil, fmt.Errorf("interface: %w", err)
+			}
+			values[in], g.ids[v] = v, true
+			continue
+		}
 		dims := layouts[in]
 		if dims == nil {
 			dims = tokenDims

@@ -7,10 +7,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/export"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
 // Inputs a config declares int64 are int64 (batch, seq) graph inputs; a
@@ -49,4 +51,29 @@ func TestExportTypedInputs(t *testing.T) {
 			assert.NotContains(t, names, "lm_head.weight", "a tied weight is stored once, under its source's name")
 		})
 	}
+}
+
+// An Interface declaring int32 ids of one unbatched sequence (seq) feeds a
+// model on int64 (batch, seq) ids: Cast and Unsqueeze adapt them, and the
+// graph gives Forward's logits.
+func TestExportInterfaceTypedInputs(t *testing.T) {
+	m, err := models.Load(filepath.Join("..", "..", "testdata", "export", "multi", "embedding_lm.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, m.Init(3))
+	ids := []int64{3, 0, 7, 10, 1}
+	want, err := m.Forward(nil, tensor.New(tensor.WithShape(1, 5), tensor.WithBacking(ids)))
+	require.NoError(t, err)
+	iface := &export.Interface{
+		Inputs: []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("tokens", onnxio.Int32, []onnxio.Dim{onnxio.SymbolicDim("seq")})},
+		Output: onnxio.TensorValueInfo("logits", onnxio.Float, []onnxio.Dim{onnxio.SymbolicDim("batch"), onnxio.SymbolicDim("seq"), onnxio.FixedDim(11)}),
+	}
+	_, g := exportDeclared(t, m, iface)
+	narrow := make([]int32, len(ids))
+	for i, id := range ids {
+		narrow[i] = int32(id)
+	}
+	out, err := g.Run(map[string]*tensor.Dense{"tokens": tensor.New(tensor.WithShape(5), tensor.WithBacking(narrow))})
+	require.NoError(t, err)
+	require.Equal(t, want.Shape(), out["logits"].Shape())
+	assertClose(t, want.Data().([]float32), out["logits"].Data().([]float32))
 }
