@@ -120,10 +120,15 @@ type tie struct {
 // tieParams hands every registry.Tier layer the storage of the parameters
 // it borrows, checking that each source exists with the shape the layer
 // needs. owners maps parameter names to their layers.
-func (m *Model) tieParams(owners map[string]string) error {
+func (m *Model) tieParams(owners map[string]string) (err error) {
 	if m.cfg.shapesOnly {
 		return nil // nothing is allocated to share
 	}
+	defer func() {
+		if r := recover(); r != nil { // a bug in a layer, perhaps someone else's
+			err = fmt.Errorf("%s: tying parameters panicked: %v", m.cfg.Source, r)
+		}
+	}()
 	byName := make(map[string]registry.Param, len(m.params))
 	for _, p := range m.params {
 		byName[p.Name] = p
