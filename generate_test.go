@@ -24,9 +24,7 @@ type generateGoldens struct {
 	Models       map[string]struct {
 		Fixture string `json:"fixture"`
 		EOS     *int64 `json:"eos_token_id"`
-		// Layers says gen.py wrote the model as attnrun layers too.
-		Layers bool `json:"layers"`
-		Runs   []struct {
+		Runs    []struct {
 			Prompt []int64     `json:"prompt"`
 			NewIDs []int64     `json:"new_ids"`
 			Logits [][]float64 `json:"logits"`
@@ -250,18 +248,16 @@ func TestGenerateErrors(t *testing.T) {
 	require.Equal(t, int64(1), id, "the first of equal logits, as torch.argmax")
 }
 
-// TestGenerateHuggingFaceAsLayers: the GPT-2, Llama, Qwen3 and Mistral fixtures
-// written as attnrun layers (testdata/generate/<model>.yaml, Hugging
-// Face's weights renamed in <model>.npz; GPT-2's head tied to wte) give
+// TestGenerateHuggingFaceAsLayers: the GPT-2, Llama, Qwen3, Mistral and
+// Gemma-2 fixtures written as attnrun layers (testdata/generate/<model>.yaml,
+// Hugging Face's weights renamed in <model>.npz; GPT-2's and Gemma-2's heads
+// tied to the embedding, Gemma-2's final activation.softcap) give
 // Hugging Face's greedy ids and step logits through models.Step's KV
 // caches: what a lifted decoder must do. Each step's logits also equal
 // one Forward over the whole sequence.
 func TestGenerateHuggingFaceAsLayers(t *testing.T) {
 	g := loadGenerateGoldens(t)
 	for name, golden := range g.Models {
-		if !golden.Layers {
-			continue
-		}
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("testdata", "generate")
 			m, err := Load(filepath.Join(dir, name+".yaml"), WithWeights(filepath.Join(dir, name+".npz")))

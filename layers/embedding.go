@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
@@ -30,6 +31,10 @@ type Embedding struct {
 	// PyTorch does (and whose gradient PyTorch drops). Negative values
 	// count from the end, as in PyTorch.
 	PaddingIdx *int `yaml:"padding_idx"`
+	// Scale, when set, multiplies the looked-up rows: Gemma's embeddings
+	// are scaled by √hidden_size (its normalizer), rounded to float32 as
+	// Gemma rounds it.
+	Scale float64 `yaml:"scale"`
 
 	weight *tensor.Dense
 	// padding is the resolved padding row, -1 without one.
@@ -60,6 +65,9 @@ func (e *Embedding) Provision(mem registry.Memory) (err error) {
 func (e *Embedding) prepare(a paramAlloc) (*tensor.Dense, error) {
 	if err := firstError(positive("num_embeddings", e.NumEmbeddings), positive("embedding_dim", e.EmbeddingDim)); err != nil {
 		return nil, err
+	}
+	if math.IsNaN(e.Scale) || math.IsInf(e.Scale, 0) {
+		return nil, fmt.Errorf("scale %g is not finite", e.Scale)
 	}
 	e.padding = -1
 	if e.PaddingIdx != nil {
@@ -103,7 +111,16 @@ func (e *Embedding) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.
 	if err != nil {
 		return nil, err
 	}
-	return lookupRows(floats(e.weight), e.NumEmbeddings, e.EmbeddingDim, ids, 0, shape, "num_embeddings")
+	out, err := lookupRows(floats(e.weight), e.NumEmbeddings, e.EmbeddingDim, ids, 0, shape, "num_embeddings")
+	if err != nil || e.Scale == 0 {
+		return out, err
+	}
+	scale := float32(e.Scale)
+	rows := floats(out)
+	for i := range rows {
+		rows[i] *= scale
+	}
+	return out, nil
 }
 
 // TokenWise marks nn.embedding as token-wise: a token's row depends on its

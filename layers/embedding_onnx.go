@@ -15,5 +15,9 @@ func (e *Embedding) ExportONNX(g registry.GraphBuilder, inputs []string) (string
 	if err != nil {
 		return "", err
 	}
-	return g.Node("Gather", operands(g.Param("weight"), ids), registry.IntAttr("axis", 0)), nil
+	rows := g.Node("Gather", operands(g.Param("weight"), ids), registry.IntAttr("axis", 0))
+	if e.Scale != 0 {
+		rows = g.Node("Mul", operands(rows, g.ScalarFloat(float32(e.Scale))))
+	}
+	return rows, nil
 }

@@ -64,7 +64,7 @@ func (c embeddingCase) inputs() []*tensor.Dense {
 func TestEmbeddingLayersAgainstPyTorch(t *testing.T) {
 	cases, err := loadEmbeddingCases()
 	require.NoError(t, err)
-	require.Len(t, cases, 9)
+	require.Len(t, cases, 11)
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			l := fromYAML(t, c.Type, string(c.Config))

@@ -57,6 +57,7 @@ var shapeCases = []struct {
 	{"nn.linear", "{d_in: 3, d_out: 5, tied_weight: wte.weight}", nil, nil},
 	{"position.learned", "{context_length: 6, d: 3, offset: 2}", [][]tensor.Shape{{{6, 3}}, {{2, 4, 3}}}, [][]tensor.Shape{{{7, 3}}, {{6, 4}}}},
 	{"pool.mean", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{2, 5, 3}, {2, 5}}, {{5, 3}, {5}}}, [][]tensor.Shape{{{2, 5, 3}, {2, 4}}, {{5}}}},
+	{"activation.softcap", "{cap: 2}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
 	{"mask.padding", "{}", [][]tensor.Shape{{{2, 5}}}, [][]tensor.Shape{{{5}}, {{2, 5}, {2, 5}}}},
 	{"nn.normalize", "{}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
 }

@@ -1,4 +1,4 @@
-"""PyTorch goldens for nn.embedding, position.learned's offset, pool.mean and nn.normalize.
+"""PyTorch goldens for nn.embedding, position.learned's offset, pool.mean, nn.normalize and activation.softcap.
 
 Run from the repository root with Debian's PyTorch 1.13 (or the reference
 virtualenv's 2.15; both give these numbers):
@@ -89,6 +89,27 @@ def normalize_case(seed, shape, zero_row):
             "output": F.normalize(x, p=2, dim=-1).tolist()}
 
 
+def scaled_embedding_case(seed):
+    """Gemma's embeddings: the rows times its float32 normalizer √d."""
+    case = embedding_case(seed, 9, 16, None, (2, 3))
+    module = nn.Embedding(9, 16)
+    with torch.no_grad():
+        module.weight.copy_(torch.tensor(case["params"]["weight"]))
+    x = torch.tensor(case["inputs"][0])
+    normalizer = torch.tensor(16 ** 0.5, dtype=torch.float32)
+    case["config"]["scale"] = float(normalizer)
+    case["output"] = (module(x) * normalizer).tolist()
+    return case
+
+
+def softcap_case(seed, cap):
+    """Gemma 2's final logit softcapping: tanh(x / cap) * cap."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 3, 7, generator=gen) * 4
+    return {"type": "activation.softcap", "config": {"cap": cap}, "params": {}, "inputs": [x.tolist()],
+            "output": (torch.tanh(x / cap) * cap).tolist()}
+
+
 def main():
     torch.set_num_threads(1)
     cases = {
@@ -101,6 +122,8 @@ def main():
         "mean_pool_float": mean_pool_case(9, [4, 0], 4, 3, torch.float32),
         "normalize_2d": normalize_case(10, (3, 7), True),
         "normalize_3d": normalize_case(11, (2, 3, 5), False),
+        "embedding_scaled": scaled_embedding_case(12),
+        "softcap": softcap_case(13, 2.0),
     }
     with open(os.path.join(HERE, "embedding_cases.json"), "w") as f:
         json.dump({"generator": "layers/testdata/embedding_cases.py", "torch": torch.__version__,

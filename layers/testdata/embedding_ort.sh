@@ -2,10 +2,11 @@
 # ONNX Runtime on the exports of the typed-input layers: the round-trip
 # configs with int64 inputs (testdata/export/multi/embedding_*.yaml:
 # nn.embedding with padding_idx, position.learned with an offset and with
-# position_ids, a tied nn.linear, mask.padding, pool.mean over an int64
-# attention_mask, nn.normalize) are exported by `attnrun export` at opsets 13, 17 and 23,
-# run in ONNX Runtime (testdata/torch/run_ort.mjs) on random int64 ids of
-# two shapes, and compared with `attnrun run` on the same inputs (1e-5
+# position_ids, a tied nn.linear, scaled embeddings, activation.softcap,
+# mask.padding, pool.mean over an int64 attention_mask, nn.normalize) are
+# exported by `attnrun export` at opsets 13, 17 and 23, run in ONNX Runtime
+# (testdata/torch/run_ort.mjs) on random int64 ids of two shapes, and
+# compared with `attnrun run` on the same inputs (1e-5
 # relative, 1e-6 absolute). Prints one line per case and exits 1 on any
 # failure. (scripts/export_roundtrip.sh knows float inputs only.)
 #

@@ -39,9 +39,7 @@ sys.path.insert(0, PYTORCH2)
 from hf_cases import hf_cases  # noqa: E402
 
 # Model -> the implementation of its committed fixture (transformers refuses
-# sdpa for Gemma-2). Gemma-2 is checked on the executor only: attnrun has
-# no layers yet for its scaled embeddings, (1 + weight) norms and final
-# logit softcapping, so no <model>.yaml is written for it.
+# sdpa for Gemma-2).
 MODELS = {"gpt2": "sdpa", "llama": "sdpa", "qwen3": "sdpa", "mistral": "sdpa", "gemma2": "eager"}
 PROMPTS = [[1, 2, 3], [5], [7, 30, 11, 0, 19, 4]]
 NEW_TOKENS = 20
@@ -66,6 +64,47 @@ def fixture_check(module, fixture):
         got = module(*inputs)[0]
     if not torch.equal(got, torch.from_numpy(numpy_helper.to_array(want).copy())):
         raise SystemExit(f"{fixture}: the rebuilt model's logits differ from the committed fixture's")
+
+
+def write_gemma2(c, sd, layer, weights):
+    """Gemma-2: embeddings scaled by √hidden (float32, as Gemma rounds its
+    normalizer), (1 + weight) RMSNorms (written as norm.rms with 1 + w, the
+    same float32 product), four norms a block, attention softcapping and a
+    sliding window on the sliding layers, tied head, final softcapping."""
+    d, v, eps = c.hidden_size, c.vocab_size, c.rms_norm_eps
+    theta = c.rope_parameters["rope_theta"]
+    normalizer = float(torch.tensor(d ** 0.5, dtype=torch.float32))
+    layer(f"  - {{name: embed_tokens, type: nn.embedding, num_embeddings: {v}, embedding_dim: {d}, scale: {normalizer}}}")
+    weights["embed_tokens.weight"] = sd["model.embed_tokens.weight"]
+
+    def norm(name, inputs=""):
+        layer(f"  - {{name: {name}, type: norm.rms, d: {d}, eps: {eps}{inputs}}}")
+
+    prev = "embed_tokens"
+    for i in range(c.num_hidden_layers):
+        h, p = f"model.layers.{i}.", f"l{i}_"
+        window = f", window: {c.sliding_window}" if c.layer_types[i] == "sliding_attention" else ""
+        norm(f"{p}input_layernorm")
+        layer(f"  - {{name: {p}self_attn, type: attention.sdpa, d: {d}, num_heads: {c.num_attention_heads}, "
+              f"num_kv_heads: {c.num_key_value_heads}, head_dim: {c.head_dim}, causal: true, rope: half, "
+              f"rope_base: {theta}, out_name: o_proj, out_bias: false, scale: {c.query_pre_attn_scalar ** -0.5}, "
+              f"softcap: {c.attn_logit_softcapping}{window}}}")
+        norm(f"{p}post_attention_layernorm")
+        layer(f"  - {{name: {p}res_1, type: nn.add, inputs: [{prev}, {p}post_attention_layernorm]}}")
+        norm(f"{p}pre_feedforward_layernorm")
+        layer(f"  - {{name: {p}mlp, type: nn.mlp, d: {d}, d_hidden: {c.intermediate_size}, gated: true, "
+              "activation: gelu_tanh, bias: false}")
+        norm(f"{p}post_feedforward_layernorm")
+        layer(f"  - {{name: {p}res_2, type: nn.add, inputs: [{p}res_1, {p}post_feedforward_layernorm]}}")
+        prev = f"{p}res_2"
+        for key, value in sd.items():
+            if key.startswith(h):
+                module, param = key[len(h):].split(".", 1)
+                weights[f"{p}{module}.{param}"] = 1 + value if module.endswith("layernorm") else value
+    norm("norm")
+    layer(f"  - {{name: lm_head, type: nn.linear, d_in: {d}, d_out: {v}, bias: false, tied_weight: embed_tokens.weight}}")
+    layer(f"  - {{name: softcap, type: activation.softcap, cap: {c.final_logit_softcapping}}}")
+    weights["norm.weight"] = 1 + sd["model.norm.weight"]
 
 
 def write_layers(name, model):
@@ -106,6 +145,8 @@ def write_layers(name, model):
         layer(f"  - {{name: ln_f, type: norm.layer, d: {d}, eps: {c.layer_norm_epsilon}}}")
         layer(f"  - {{name: lm_head, type: nn.linear, d_in: {d}, d_out: {v}, bias: false, tied_weight: wte.weight}}")
         weights["ln_f.weight"], weights["ln_f.bias"] = sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"]
+    elif name == "gemma2":
+        write_gemma2(c, sd, layer, weights)
     else:  # Llama, Qwen3 and Mistral
         eps, theta = c.rms_norm_eps, c.rope_parameters["rope_theta"]
         qk_norm = ", qk_norm: rms" if name == "qwen3" else ""
@@ -163,10 +204,8 @@ def main():
             logits = [step[0].tolist() for step in out.logits]
             runs.append({"prompt": prompt, "new_ids": new, "logits": logits})
             print(f"{name} {prompt} -> {new}")
-        goldens["models"][name] = {"fixture": fixture, "eos_token_id": eos, "runs": runs,
-                                   "layers": name != "gemma2"}
-        if name != "gemma2":
-            write_layers(name, model)
+        goldens["models"][name] = {"fixture": fixture, "eos_token_id": eos, "runs": runs}
+        write_layers(name, model)
     with open(os.path.join(HERE, "goldens.json"), "w") as f:
         json.dump(goldens, f, indent=1)
         f.write("\n")
