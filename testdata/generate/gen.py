@@ -15,6 +15,9 @@ config's), the ids it returned after the prompt, and the logits of each
 generated step (output_scores: the raw logits, greedy decoding processes
 none), for attnrun's incremental logits to be compared with.
 
+OPT, which has no fixture, is built from its config class with the same
+sizes (LAYERS_ONLY) and checked as layers only.
+
 It also writes each model as attnrun layers, by hand (what lifting the
 graph must arrive at): <model>.yaml, and <model>.npz with Hugging Face's
 weights under attnrun's names (GPT-2's Conv1D weights transposed to (out,
@@ -40,7 +43,14 @@ from hf_cases import hf_cases  # noqa: E402
 
 # Model -> the implementation of its committed fixture (transformers refuses
 # sdpa for Gemma-2).
-MODELS = {"gpt2": "sdpa", "llama": "sdpa", "qwen3": "sdpa", "mistral": "sdpa", "gemma2": "eager"}
+MODELS = {"gpt2": "sdpa", "llama": "sdpa", "qwen3": "sdpa", "mistral": "sdpa", "gemma2": "eager", "opt": "sdpa"}
+
+# Models with no ONNX fixture in testdata/pytorch2, built here from their
+# config class (the same sizes) and checked as attnrun layers only: OPT, for
+# its learned positions offset by 2 rows.
+LAYERS_ONLY = {"opt": (transformers.OPTForCausalLM, transformers.OPTConfig,
+                       dict(vocab_size=32, hidden_size=64, num_hidden_layers=2, ffn_dim=64, num_attention_heads=4,
+                            max_position_embeddings=32, word_embed_proj_dim=64, init_std=0.05))}
 PROMPTS = [[1, 2, 3], [5], [7, 30, 11, 0, 19, 4]]
 NEW_TOKENS = 20
 SEED = 0  # the seed of the committed fixtures (fixtures/manifest.json)
@@ -107,6 +117,41 @@ def write_gemma2(c, sd, layer, weights):
     weights["norm.weight"] = 1 + sd["model.norm.weight"]
 
 
+def write_opt(c, sd, layer, weights):
+    """OPT: learned positions with OPT's offset of 2 rows, pre-norm blocks
+    with a ReLU MLP (fc1, fc2), a final LayerNorm, the head tied to the
+    token embedding (padding_idx 1)."""
+    d, v, eps = c.hidden_size, c.vocab_size, 1e-5
+    layer(f"  - {{name: embed_tokens, type: nn.embedding, num_embeddings: {v}, embedding_dim: {d}, "
+          f"padding_idx: {c.pad_token_id}}}")
+    layer(f"  - {{name: embed_positions, type: position.learned, context_length: {c.max_position_embeddings}, "
+          f"d: {d}, offset: 2}}")
+    src = "model.decoder."
+    weights["embed_tokens.weight"] = sd[src + "embed_tokens.weight"]
+    weights["embed_positions.weight"] = sd[src + "embed_positions.weight"]
+    prev = "embed_positions"
+    for i in range(c.num_hidden_layers):
+        h, p = f"{src}layers.{i}.", f"l{i}_"
+        layer(f"  - {{name: {p}self_attn_layer_norm, type: norm.layer, d: {d}, eps: {eps}}}")
+        layer(f"  - {{name: {p}self_attn, type: attention.sdpa, d: {d}, num_heads: {c.num_attention_heads}, "
+              "causal: true, qkv_bias: true}")
+        layer(f"  - {{name: {p}res_1, type: nn.add, inputs: [{prev}, {p}self_attn]}}")
+        layer(f"  - {{name: {p}final_layer_norm, type: norm.layer, d: {d}, eps: {eps}}}")
+        layer(f"  - {{name: {p}mlp, type: nn.mlp, d: {d}, d_hidden: {c.ffn_dim}, activation: relu}}")
+        layer(f"  - {{name: {p}res_2, type: nn.add, inputs: [{p}res_1, {p}mlp]}}")
+        prev = f"{p}res_2"
+        for key, value in sd.items():
+            if key.startswith(h):
+                module, param = key[len(h):].split(".", 1)
+                if module in ("fc1", "fc2"):
+                    module, param = "mlp", f"{module}.{param}"
+                weights[f"{p}{module}.{param}"] = value
+    layer(f"  - {{name: final_layer_norm, type: norm.layer, d: {d}, eps: {eps}}}")
+    layer(f"  - {{name: lm_head, type: nn.linear, d_in: {d}, d_out: {v}, bias: false, tied_weight: embed_tokens.weight}}")
+    weights["final_layer_norm.weight"] = sd[src + "final_layer_norm.weight"]
+    weights["final_layer_norm.bias"] = sd[src + "final_layer_norm.bias"]
+
+
 def write_layers(name, model):
     """<name>.yaml and <name>.npz: the model as attnrun layers."""
     c = model.config
@@ -147,6 +192,8 @@ def write_layers(name, model):
         weights["ln_f.weight"], weights["ln_f.bias"] = sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"]
     elif name == "gemma2":
         write_gemma2(c, sd, layer, weights)
+    elif name == "opt":
+        write_opt(c, sd, layer, weights)
     else:  # Llama, Qwen3 and Mistral
         eps, theta = c.rms_norm_eps, c.rope_parameters["rope_theta"]
         qk_norm = ", qk_norm: rms" if name == "qwen3" else ""
@@ -189,9 +236,14 @@ def main():
     for name, impl in MODELS.items():
         fixture = f"{name}_{impl}"
         torch.manual_seed(SEED)
-        module = cases[fixture].build().eval()
-        fixture_check(module, fixture)
-        model = module.model
+        if name in LAYERS_ONLY:
+            fixture = None
+            model_class, config_class, config = LAYERS_ONLY[name]
+            model = model_class(config_class(attn_implementation=impl, **config)).eval()
+        else:
+            module = cases[fixture].build().eval()
+            fixture_check(module, fixture)
+            model = module.model
         eos = model.generation_config.eos_token_id
         runs = []
         for prompt in PROMPTS:

@@ -29,8 +29,11 @@ func TestGenerateHuggingFaceDecoders(t *testing.T) {
 		} `json:"models"`
 	}
 	require.NoError(t, json.Unmarshal(b, &goldens))
-	require.Len(t, goldens.Models, 5)
+	require.Len(t, goldens.Models, 6)
 	for name, g := range goldens.Models {
+		if g.Fixture == "" {
+			continue // a model checked as attnrun layers only
+		}
 		t.Run(name, func(t *testing.T) {
 			run := g.Runs[len(g.Runs)-1] // 20 new ids for every model
 			model := filepath.Join(root, "pytorch2", "fixtures", g.Fixture+"_ts17", "model.onnx")
