@@ -181,9 +181,13 @@ func stepLayer(l registry.Stepper, run *registry.Run, state registry.State, args
 
 // Decode runs the model incrementally over whole inputs, as `attnrun run
 // --incremental` does: it starts a session, feeds the first input's tokens
-// (its second to last axis) chunk at a time, passes the other inputs whole
-// at every step (a cross-attention memory, a mask over the memory's keys),
-// and joins the steps' outputs along the token axis. The result equals
+// (its second to last axis, or the last of int64 token ids) chunk at a
+// time, passes the other inputs whole at every step (a cross-attention
+// memory, a mask over the memory's keys), and joins the steps' outputs
+// along the token axis. Int64 inputs shaped like int64 token ids go with
+// the tokens, as in Hugging Face's decoder interface: one named
+// attention_mask is cut to the keys so far, any other (position_ids,
+// token_type_ids) to the chunk's tokens. The result equals
 // Forward's, which makes Decode both a check of the incremental path and
 // the way to run a model token by token. run's hook, if any, is called at
 // every step with that step's weights, (B, H, chunk, keys so far).
@@ -202,10 +206,24 @@ func (m *Model) Decode(run *registry.Run, chunk int, inputs ...*tensor.Dense) (*
 	if err != nil {
 		return nil, err
 	}
+	aligned, err := m.alignedInputs(inputs)
+	if err != nil {
+		return nil, err
+	}
 	var outs []tokenSlab
 	args := append([]*tensor.Dense(nil), inputs...)
 	for t0 := 0; t0 < stream.tokens(); t0 += chunk {
-		args[0] = stream.slice(t0, min(t0+chunk, stream.tokens()))
+		t1 := min(t0+chunk, stream.tokens())
+		args[0] = stream.slice(t0, t1)
+		for i, ids := range aligned {
+			switch {
+			case ids == nil:
+			case m.cfg.Inputs[i] == "attention_mask":
+				args[i] = ids.slice(0, t1)
+			default:
+				args[i] = ids.slice(t0, t1)
+			}
+		}
 		out, err := m.Step(run, state, args...)
 		if err != nil {
 			return nil, err
@@ -217,6 +235,28 @@ func (m *Model) Decode(run *registry.Run, chunk int, inputs ...*tensor.Dense) (*
 		outs = append(outs, slab)
 	}
 	return joinTokens(outs)
+}
+
+// alignedInputs views the int64 inputs after the first that are shaped
+// like int64 token ids in the first, as rows of ids that Decode cuts with
+// the tokens; the other entries are nil.
+func (m *Model) alignedInputs(inputs []*tensor.Dense) ([]*idSlab, error) {
+	aligned := make([]*idSlab, len(inputs))
+	if m.cfg.InputDtype(0) != tensor.Int64 {
+		return aligned, nil
+	}
+	for i := 1; i < len(inputs) && i < len(m.cfg.Inputs); i++ {
+		in := inputs[i]
+		if m.cfg.InputDtype(i) != tensor.Int64 || in == nil || !in.Shape().Eq(inputs[0].Shape()) {
+			continue
+		}
+		ids, err := idRows(in)
+		if err != nil {
+			return nil, fmt.Errorf("model %q: input %q: %w", m.cfg.Name, m.cfg.Inputs[i], err)
+		}
+		aligned[i] = &ids
+	}
+	return aligned, nil
 }
 
 // stream is a model's first input cut along its token axis.

@@ -242,3 +242,44 @@ func TestTypedInputDecode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, s.Tokens())
 }
+
+// TestTypedInputDecodeAlignedInputs: Decode cuts int64 inputs shaped like
+// the ids with them: position_ids and token_type_ids to each chunk's
+// tokens, attention_mask to the keys so far; the result equals Forward.
+func TestTypedInputDecodeAlignedInputs(t *testing.T) {
+	m, err := Parse([]byte(`name: hf_decoder
+inputs:
+  - {name: input_ids, dtype: int64}
+  - {name: attention_mask, dtype: int64}
+  - {name: position_ids, dtype: int64}
+  - {name: token_type_ids, dtype: int64}
+layers:
+  - {name: wte, type: nn.embedding, num_embeddings: 11, embedding_dim: 8, inputs: [input_ids]}
+  - {name: wtt, type: nn.embedding, num_embeddings: 2, embedding_dim: 8, inputs: [token_type_ids]}
+  - {name: sum, type: nn.add, inputs: [wte, wtt]}
+  - {name: wpe, type: position.learned, context_length: 12, d: 8, offset: 2, inputs: [sum, position_ids]}
+  - {name: padding, type: mask.padding, inputs: [attention_mask]}
+  - {name: attn, type: attention.sdpa, d: 8, num_heads: 2, causal: true, mask: bool, mask_polarity: keep, inputs: [wpe, padding]}
+  - {name: head, type: nn.linear, d_in: 8, d_out: 11, tied_weight: wte.weight}
+`), "hf.yaml")
+	require.NoError(t, err)
+	require.NoError(t, m.Init(5))
+	ids := func(v ...int64) *tensor.Dense { return tensor.New(tensor.WithShape(2, 5), tensor.WithBacking(v)) }
+	inputs := []*tensor.Dense{
+		ids(3, 0, 7, 10, 1, 4, 4, 9, 6, 2),
+		ids(0, 1, 1, 1, 1, 1, 1, 1, 1, 1), // the first sequence left-padded
+		ids(-1, 0, 1, 2, 3, 0, 1, 2, 3, 4),
+		ids(0, 0, 0, 1, 1, 0, 1, 1, 1, 1),
+	}
+	full, err := m.Forward(nil, inputs...)
+	require.NoError(t, err)
+	for _, chunk := range []int{1, 2, 5} {
+		got, err := m.Decode(nil, chunk, inputs...)
+		require.NoError(t, err)
+		require.Equal(t, full.Shape(), got.Shape())
+		f, d := full.Data().([]float32), got.Data().([]float32)
+		for i := range f {
+			require.InDelta(t, f[i], d[i], 1e-6+1e-5*abs(float64(f[i])), "chunk %d element %d", chunk, i)
+		}
+	}
+}
