@@ -4,6 +4,12 @@ import "github.com/attnrun/attnrun/registry"
 
 var _ registry.Exporter = (*PaddingMask)(nil)
 
+// ONNXInputDims reports the attention_mask as (batch, keys): export.Model
+// declares a float32 model input read by the layer with that rank.
+func (p *PaddingMask) ONNXInputDims(int) map[int][]string {
+	return map[int][]string{0: {"batch", "keys"}}
+}
+
 // ExportONNX writes the keep mask as Hugging Face's exports begin their
 // extended attention mask: Unsqueeze to (B, 1, 1, T), then a comparison
 // with 0 (Not of Equal) Cast to float.

@@ -4,6 +4,16 @@ import "github.com/attnrun/attnrun/registry"
 
 var _ registry.Exporter = (*MeanPool)(nil)
 
+// ONNXInputDims reports the attention mask, when given, as (batch, keys):
+// export.Model declares a float32 model input read as that mask with that
+// rank, not as a token stream.
+func (p *MeanPool) ONNXInputDims(n int) map[int][]string {
+	if n < 2 {
+		return nil
+	}
+	return map[int][]string{1: {"batch", "keys"}}
+}
+
 // ExportONNX writes sentence-transformers' mean pooling as its ONNX
 // exports do: the mask Cast to float and Unsqueezed, Mul, ReduceSum over
 // the tokens, the mask's ReduceSum clamped (Max) at 1e-9, Div. Without a
