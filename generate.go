@@ -121,6 +121,25 @@ func argmax(logits []float32) (int64, error) {
 	return int64(best), nil
 }
 
+// ones is the attention_mask of n tokens, none of them padding: the new
+// queries see every token so far.
+func ones(n int) []int64 {
+	mask := make([]int64, n)
+	for i := range mask {
+		mask[i] = 1
+	}
+	return mask
+}
+
+// positions are the position_ids of n tokens after past ones.
+func positions(past, n int) []int64 {
+	pos := make([]int64, n)
+	for i := range pos {
+		pos[i] = int64(past + i)
+	}
+	return pos
+}
+
 // layerDecoder steps a model of attnrun layers.
 type layerDecoder struct {
 	model *models.Model
@@ -178,18 +197,9 @@ func (d *layerDecoder) feed(ctx context.Context, ids []int64) ([]float32, error)
 	past := d.state.Tokens()
 	args := []*tensor.Dense{tensor.New(tensor.WithShape(1, len(ids)), tensor.WithBacking(slices.Clone(ids)))}
 	for _, in := range d.inputs {
-		var values []int64
-		switch in {
-		case attentionMask: // the new queries see every token so far
-			values = make([]int64, past+len(ids))
-			for i := range values {
-				values[i] = 1
-			}
-		case positionIDs:
-			values = make([]int64, len(ids))
-			for i := range values {
-				values[i] = int64(past + i)
-			}
+		values := positions(past, len(ids))
+		if in == attentionMask {
+			values = ones(past + len(ids))
 		}
 		args = append(args, tensor.New(tensor.WithShape(1, len(values)), tensor.WithBacking(values)))
 	}
@@ -334,18 +344,10 @@ func (d *graphDecoder) feed(ctx context.Context, ids []int64) ([]float32, error)
 	feeds := make(map[string]*array.Array, len(d.past)+3)
 	feeds[d.ids] = array.FromSlice([]int{1, n}, slices.Clone(ids))
 	if d.mask != "" {
-		ones := make([]int64, d.tokens+n)
-		for i := range ones {
-			ones[i] = 1
-		}
-		feeds[d.mask] = array.FromSlice([]int{1, len(ones)}, ones)
+		feeds[d.mask] = array.FromSlice([]int{1, d.tokens + n}, ones(d.tokens+n))
 	}
 	if d.positions != "" {
-		pos := make([]int64, n)
-		for i := range pos {
-			pos[i] = int64(d.tokens + i)
-		}
-		feeds[d.positions] = array.FromSlice([]int{1, n}, pos)
+		feeds[d.positions] = array.FromSlice([]int{1, n}, positions(d.tokens, n))
 	}
 	for name, past := range d.past {
 		feeds[name] = past

@@ -176,7 +176,8 @@ func (m *Model) Config() *Config { return m.cfg }
 func (m *Model) Name() string { return m.cfg.Name }
 
 // Params lists every parameter under its model name, "<layer>.<param>", in
-// config order. The tensors are the model's own storage; set weights with
+// config order; a parameter a layer borrows from another (registry.Tier,
+// a tied head) is listed once, under its source's name. The tensors are the model's own storage; set weights with
 // Init, LoadWeights or LoadStateDict, which also let Forward run. A model
 // built with Options.ShapesOnly has none of its planned parameters
 // allocated: LayerSpec.Params lists them.
