@@ -66,7 +66,8 @@ func (m *Model) Warnings() []string {
 // Forward runs the model on its inputs, one per name of Inputs, and
 // returns its first output: a config's output layer, or an ONNX file's
 // first graph output. Inputs of float64 are converted to float32 where
-// the model computes in float32. ctx bounds the run: once it is done,
+// the model computes in float32; token ids and other inputs a config
+// declares int64 are int64 (int32 is widened). ctx bounds the run: once it is done,
 // Forward stops between layers or nodes (and inside long kernels) and
 // returns ctx.Err(), wrapped.
 func (m *Model) Forward(ctx context.Context, inputs ...*tensor.Dense) (*tensor.Dense, error) {
@@ -154,7 +155,12 @@ func (m *Model) run(ctx context.Context, hook func(string, *tensor.Dense), input
 	args := make([]*tensor.Dense, len(inputs))
 	for i, x := range inputs {
 		var err error
-		if args[i], err = float32Input(x); err != nil {
+		if m.layers.Config().InputDtype(i) == tensor.Int64 {
+			args[i], err = int64Input(x)
+		} else {
+			args[i], err = float32Input(x)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("model %q: input %q: %w", m.Name(), m.inputs[i], err)
 		}
 	}
@@ -225,4 +231,31 @@ func float32Input(x *tensor.Dense) (*tensor.Dense, error) {
 		return tensorio.ToFloat32(x)
 	}
 	return nil, fmt.Errorf("dtype %v, want float32 or float64", x.Dtype())
+}
+
+// int64Input returns a layer input the config declares int64 (token ids,
+// masks, positions) as a dense int64 tensor: int64 as is (a strided view
+// copied), int32 widened.
+func int64Input(x *tensor.Dense) (*tensor.Dense, error) {
+	switch x.Dtype() {
+	case tensor.Int64:
+		if !x.RequiresIterator() {
+			return x, nil
+		}
+		if dense, ok := x.Materialize().(*tensor.Dense); ok {
+			return dense, nil
+		}
+		return nil, fmt.Errorf("a strided view of shape %v could not be copied", x.Shape())
+	case tensor.Int32:
+		narrow, ok := x.Data().([]int32)
+		if !ok || x.RequiresIterator() {
+			return nil, fmt.Errorf("int32 of shape %v: want a contiguous tensor of token ids", x.Shape())
+		}
+		wide := make([]int64, len(narrow))
+		for i, v := range narrow {
+			wide[i] = int64(v)
+		}
+		return tensor.New(tensor.WithShape(x.Shape().Clone()...), tensor.WithBacking(wide)), nil
+	}
+	return nil, fmt.Errorf("dtype %v, want int64 (or int32)", x.Dtype())
 }

@@ -23,6 +23,10 @@ type Linear struct {
 	DOut int `yaml:"d_out"`
 	// Bias adds a learned bias (default true, as nn.Linear).
 	Bias bool `yaml:"bias"`
+	// TiedWeight, when set, names the model parameter used as the weight
+	// instead of one of the layer's own ("wte.weight" for a language-model
+	// head tied to the token embedding; see linear_tied.go).
+	TiedWeight string `yaml:"tied_weight"`
 
 	weights *linearWeights
 }
@@ -50,6 +54,9 @@ func (l *Linear) prepare(a paramAlloc) (*linearWeights, error) {
 	if err := firstError(positive("d_in", l.DIn), positive("d_out", l.DOut)); err != nil {
 		return nil, err
 	}
+	if l.TiedWeight != "" {
+		return newTiedLinearWeights(a, l.DIn, l.DOut, l.Bias)
+	}
 	return newLinearWeights(a, "", l.DIn, l.DOut, l.Bias)
 }
 
@@ -58,12 +65,18 @@ func (l *Linear) Params() []registry.Param {
 	if l.weights == nil {
 		return nil
 	}
+	if l.TiedWeight != "" { // the weight belongs to the layer it is tied to
+		return l.weights.params("")[1:]
+	}
 	return l.weights.params("")
 }
 
 // Forward maps (T, d_in) or (B, T, d_in) to (T, d_out) or (B, T, d_out).
 func (l *Linear) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
 	in, err := readyInput(l.weights != nil, inputs)
+	if err == nil {
+		err = l.checkTied()
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,8 @@ var modernIDs = []string{
 // multiInputConfigs are the round-trip configs with several inputs (masks,
 // memories): lines "# sizes: B=2 T=6 S=4" and one "# input: NAME [dims]
 // KIND" per model input, dims numbers or the sizes' letters, KIND tokens
-// (the default: normal values), bool (0 or 1) or float (normal values).
+// (the default: normal values), bool (0 or 1), float (normal values) or
+// idsN (int64 ids in [0, N), for inputs declared int64).
 const multiInputConfigs = "../testdata/export/multi"
 
 func TestModernLayersExport(t *testing.T) {
@@ -323,11 +324,23 @@ func loadModernConfig(t *testing.T, path string) modernConfig {
 	}}
 }
 
-// randomValues fills a tensor: normal values, or 0 and 1 for a bool mask.
+// randomValues fills a tensor: normal values, 0 and 1 for a bool mask, or
+// for kind idsN int64 ids uniform in [0, N) (token ids, an integer mask).
 func randomValues(rng *rand.Rand, shape []int, kind string) *tensor.Dense {
 	n := 1
 	for _, d := range shape {
 		n *= d
+	}
+	if bound, ok := strings.CutPrefix(kind, "ids"); ok {
+		high, err := strconv.Atoi(bound)
+		if err != nil || high <= 0 {
+			panic(fmt.Sprintf("input kind %q: want idsN with N > 0", kind))
+		}
+		ids := make([]int64, n)
+		for i := range ids {
+			ids[i] = rng.Int64N(int64(high))
+		}
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(ids))
 	}
 	data := make([]float32, n)
 	for i := range data {

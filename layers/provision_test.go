@@ -53,6 +53,13 @@ var shapeCases = []struct {
 	{"nn.dropout", "{p: 0.1}", [][]tensor.Shape{{{3, 4}}}, [][]tensor.Shape{{{0, 4}}}},
 	{"nn.concat", "{}", [][]tensor.Shape{{{3, 4}, {3, 2}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {2, 2}}, {{3, 4}, {1, 3, 4}}, {}}},
 	{"nn.add", "{}", [][]tensor.Shape{{{3, 4}, {3, 4}, {3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 5}}}},
+	{"nn.embedding", "{num_embeddings: 5, embedding_dim: 3, padding_idx: 0}", [][]tensor.Shape{{{4}}, {{2, 4}}}, [][]tensor.Shape{{{1, 2, 3}}, {{4}, {4}}}},
+	{"nn.linear", "{d_in: 3, d_out: 5, tied_weight: wte.weight}", nil, nil},
+	{"position.learned", "{context_length: 6, d: 3, offset: 2}", [][]tensor.Shape{{{6, 3}}, {{2, 4, 3}}}, [][]tensor.Shape{{{7, 3}}, {{6, 4}}}},
+	{"pool.mean", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{2, 5, 3}, {2, 5}}, {{5, 3}, {5}}}, [][]tensor.Shape{{{2, 5, 3}, {2, 4}}, {{5}}}},
+	{"activation.softcap", "{cap: 2}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
+	{"mask.padding", "{}", [][]tensor.Shape{{{2, 5}}}, [][]tensor.Shape{{{5}}, {{2, 5}, {2, 5}}}},
+	{"nn.normalize", "{}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
 }
 
 // TestPlanParamsMatchesProvision checks, for every layer type with
@@ -145,6 +152,10 @@ func TestOutputShapeMatchesForward(t *testing.T) {
 				for _, s := range shapes {
 					if s.TotalSize() == 0 || len(s) == 0 {
 						xs = append(xs, tensor.New(tensor.WithShape(1), tensor.WithBacking([]float32{0})))
+						continue
+					}
+					if tt.id == "nn.embedding" { // token ids
+						xs = append(xs, tensor.New(tensor.WithShape(s...), tensor.WithBacking(make([]int64, s.TotalSize()))))
 						continue
 					}
 					xs = append(xs, randomDense(rng, s...))

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/registry"
@@ -23,6 +24,11 @@ type Config struct {
 	Description string
 	// Inputs names the model's inputs, in the order Forward takes them.
 	Inputs []string
+	// InputDtypes holds the element type of each input, parallel to
+	// Inputs: tensor.Float32 (the default) or tensor.Int64 (token ids,
+	// masks, positions). Nil, as in a Config built by hand, means every
+	// input is float32; InputDtype reads it either way.
+	InputDtypes []tensor.Dtype
 	// Output names the layer whose output the model returns.
 	Output string
 	// Layers are the model's layers in config order.
@@ -95,7 +101,7 @@ func parseConfig(data []byte, source string, opts Options) (*Config, error) {
 		case "description":
 			err = val.Decode(&cfg.Description)
 		case "inputs":
-			err = val.Decode(&cfg.Inputs)
+			cfg.Inputs, cfg.InputDtypes, err = parseInputs(val)
 		case "output":
 			err = val.Decode(&cfg.Output)
 		case "layers":
@@ -112,7 +118,7 @@ func parseConfig(data []byte, source string, opts Options) (*Config, error) {
 		return nil, fmt.Errorf("%s: model config needs a name", source)
 	}
 	if len(cfg.Inputs) == 0 {
-		cfg.Inputs = []string{"x"}
+		cfg.Inputs, cfg.InputDtypes = []string{"x"}, []tensor.Dtype{tensor.Float32}
 	}
 	if layersNode == nil || layersNode.Kind != yaml.SequenceNode || len(layersNode.Content) == 0 {
 		return nil, fmt.Errorf("%s: model %q needs a non-empty list of layers", source, cfg.Name)
@@ -155,6 +161,57 @@ func parseConfig(data []byte, source string, opts Options) (*Config, error) {
 		return nil, fmt.Errorf("%s: output %q is neither a model input nor a layer", source, cfg.Output)
 	}
 	return cfg, nil
+}
+
+// InputDtype returns the element type of input i: what InputDtypes says,
+// float32 where it says nothing.
+func (c *Config) InputDtype(i int) tensor.Dtype {
+	if i < len(c.InputDtypes) && c.InputDtypes[i] != (tensor.Dtype{}) {
+		return c.InputDtypes[i]
+	}
+	return tensor.Float32
+}
+
+// inputDtypes are the element types a model input may declare, by the
+// names configs write them with (PyTorch's and ONNX's names).
+var inputDtypes = map[string]tensor.Dtype{"float32": tensor.Float32, "int64": tensor.Int64}
+
+// parseInputs decodes a config's inputs: a list whose entries are a name
+// (a float32 input, as every config had before typed inputs) or a mapping
+// {name, dtype}, such as {name: input_ids, dtype: int64}.
+func parseInputs(n *yaml.Node) ([]string, []tensor.Dtype, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, nil, fmt.Errorf("line %d: inputs must be a list of names or {name, dtype} entries", n.Line)
+	}
+	names := make([]string, len(n.Content))
+	dtypes := make([]tensor.Dtype, len(n.Content))
+	for i, item := range n.Content {
+		entry := struct {
+			Name  string `yaml:"name"`
+			Dtype string `yaml:"dtype"`
+		}{Dtype: "float32"}
+		switch item.Kind {
+		case yaml.ScalarNode:
+			entry.Name = item.Value
+		case yaml.MappingNode:
+			if err := item.Decode(&entry); err != nil {
+				return nil, nil, err
+			}
+			for j := 0; j < len(item.Content); j += 2 {
+				if key := item.Content[j].Value; key != "name" && key != "dtype" {
+					return nil, nil, fmt.Errorf("line %d: unknown field %q in input (want name, dtype)", item.Content[j].Line, key)
+				}
+			}
+		default:
+			return nil, nil, fmt.Errorf("line %d: an input is a name or a {name, dtype} mapping", item.Line)
+		}
+		dt, ok := inputDtypes[entry.Dtype]
+		if !ok {
+			return nil, nil, fmt.Errorf("line %d: input %q has dtype %q (want float32 or int64)", item.Line, entry.Name, entry.Dtype)
+		}
+		names[i], dtypes[i] = entry.Name, dt
+	}
+	return names, dtypes, nil
 }
 
 // parseLayer decodes one layer entry: name, type and inputs are the model's;

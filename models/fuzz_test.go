@@ -15,6 +15,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("name: m\ninputs: [x, y]\nlayers:\n  - {name: s, type: nn.add, inputs: [x, y]}\n  - {name: c, type: nn.concat, inputs: [s, x]}\n"))
 	f.Add([]byte("name: m\nlayers:\n  - {name: p, type: position.learned, context_length: 4, d: 3}\n  - {name: l, type: nn.linear, d_in: 3, d_out: 2}\n"))
 	f.Add([]byte("name: m\nlayers:\n  - name: a\n    type: attention.self\n    d_in: 3\n    d_out: 2\n    weights: matrix\n"))
+	f.Add([]byte("name: m\ninputs: [{name: ids, dtype: int64}, {name: mask, dtype: int64}]\nlayers:\n  - {name: e, type: nn.embedding, num_embeddings: 7, embedding_dim: 3, padding_idx: 0, inputs: [ids]}\n  - {name: p, type: pool.mean, inputs: [e, mask]}\n  - {name: h, type: nn.linear, d_in: 3, d_out: 7, tied_weight: e.weight, inputs: [e]}\n"))
 	f.Add([]byte("name: [\n"))
 	f.Add([]byte("&a [*a]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -30,6 +31,10 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		inputs := make([]*tensor.Dense, len(m.Config().Inputs))
 		for i := range inputs {
+			if m.Config().InputDtype(i) == tensor.Int64 {
+				inputs[i] = tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]int64{1, 0, 3, 4, 5, 6}))
+				continue
+			}
 			inputs[i] = tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float32{1, 2, 3, 4, 5, 6}))
 		}
 		_, _ = m.Forward(nil, inputs...)

@@ -46,6 +46,9 @@ type Model struct {
 	output int // index into the value slots
 	// numArgs is the total length of the steps' input lists.
 	numArgs int
+	// ties are the parameters layers borrow from others (registry.Tier):
+	// each is stored once, under its source's name in params.
+	ties []tie
 	// weighted records that the parameters hold weights (Init or a state
 	// dict set them, or there are none): until then they are all zero, and
 	// a forward pass would compute plausible-looking nonsense.
@@ -100,9 +103,62 @@ func New(cfg *Config) (*Model, error) {
 			m.params = append(m.params, p)
 		}
 	}
+	if err := m.tieParams(seen); err != nil {
+		return nil, err
+	}
 	m.output = slot[cfg.Output]
 	m.weighted = len(m.params) == 0
 	return m, nil
+}
+
+// tie is one borrowed parameter: the model name it has in the borrowing
+// layer ("lm_head.weight") and the model parameter it is ("wte.weight").
+type tie struct {
+	name, source string
+}
+
+// tieParams hands every registry.Tier layer the storage of the parameters
+// it borrows, checking that each source exists with the shape the layer
+// needs. owners maps parameter names to their layers.
+func (m *Model) tieParams(owners map[string]string) (err error) {
+	if m.cfg.shapesOnly {
+		return nil // nothing is allocated to share
+	}
+	defer func() {
+		if r := recover(); r != nil { // a bug in a layer, perhaps someone else's
+			err = fmt.Errorf("%s: tying parameters panicked: %v", m.cfg.Source, r)
+		}
+	}()
+	byName := make(map[string]registry.Param, len(m.params))
+	for _, p := range m.params {
+		byName[p.Name] = p
+	}
+	for _, spec := range m.cfg.Layers {
+		tier, ok := spec.Layer.(registry.Tier)
+		if !ok {
+			continue
+		}
+		for _, t := range tier.TiedParams() {
+			name := spec.Name + "." + t.Name
+			if other, dup := owners[name]; dup {
+				return fmt.Errorf("%s: parameter %q is defined twice (layers %s and %s)", m.cfg.Source, name, other, spec.Name)
+			}
+			src, ok := byName[t.Source]
+			if !ok {
+				return fmt.Errorf("%s:%d: layer %q ties %q to %q, which is not a parameter of the model (parameters: %s)",
+					m.cfg.Source, spec.Line, spec.Name, t.Name, t.Source, quoteList(m.paramNames()))
+			}
+			if !src.Value.Shape().Eq(tensor.Shape(t.Shape)) {
+				return fmt.Errorf("%s:%d: layer %q ties %q to %q of shape %s, but needs shape %s",
+					m.cfg.Source, spec.Line, spec.Name, t.Name, t.Source, FormatShape(src.Value.Shape()), FormatShape(t.Shape))
+			}
+			if err := tier.Tie(t.Name, src.Value); err != nil {
+				return fmt.Errorf("%s:%d: layer %q: tie %q to %q: %w", m.cfg.Source, spec.Line, spec.Name, t.Name, t.Source, err)
+			}
+			m.ties = append(m.ties, tie{name: name, source: t.Source})
+		}
+	}
+	return nil
 }
 
 // Parse parses a YAML config and builds the model in one step, within
@@ -120,7 +176,8 @@ func (m *Model) Config() *Config { return m.cfg }
 func (m *Model) Name() string { return m.cfg.Name }
 
 // Params lists every parameter under its model name, "<layer>.<param>", in
-// config order. The tensors are the model's own storage; set weights with
+// config order; a parameter a layer borrows from another (registry.Tier,
+// a tied head) is listed once, under its source's name. The tensors are the model's own storage; set weights with
 // Init, LoadWeights or LoadStateDict, which also let Forward run. A model
 // built with Options.ShapesOnly has none of its planned parameters
 // allocated: LayerSpec.Params lists them.
@@ -186,7 +243,8 @@ func (m *Model) errNoWeights() error {
 }
 
 // Forward runs the model on its inputs (as many as the config's inputs
-// list). run may be nil for a plain eval pass. Errors name the layer. A
+// list, each of the element type the config declares: float32, or int64
+// for token ids, masks and positions). run may be nil for a plain eval pass. Errors name the layer. A
 // model whose weights were never set is an error, not a pass on zeros.
 // Forward checks run.Context before every layer (and long layers inside
 // their loops) and returns its error, wrapped, once it is done.
@@ -216,8 +274,8 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 		if in == nil {
 			return nil, fmt.Errorf("model %q: input %q is nil", m.cfg.Name, m.cfg.Inputs[i])
 		}
-		if in.Dtype() != tensor.Float32 {
-			return nil, fmt.Errorf("model %q: input %q is %v, want float32", m.cfg.Name, m.cfg.Inputs[i], in.Dtype())
+		if err := m.checkDtype(i, in); err != nil {
+			return nil, err
 		}
 		values[i] = in
 	}
@@ -239,6 +297,15 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 		values[len(inputs)+i] = out
 	}
 	return values[m.output], nil
+}
+
+// checkDtype checks that input i has the element type the config declares
+// for it.
+func (m *Model) checkDtype(i int, in *tensor.Dense) error {
+	if want := m.cfg.InputDtype(i); in.Dtype() != want {
+		return fmt.Errorf("model %q: input %q is %v, want %v", m.cfg.Name, m.cfg.Inputs[i], in.Dtype(), want)
+	}
+	return nil
 }
 
 // stopped is the error of a pass whose context ended (deadline,

@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -9,13 +10,19 @@ import (
 )
 
 // StateDict returns the model's parameters as a name -> tensor map, and the
-// names in model order. The tensors are copies.
+// names in model order. The tensors are copies. A tied parameter
+// (registry.Tier) is listed under both its names, as PyTorch's
+// state_dict() lists it, after the parameters of the model's own.
 func (m *Model) StateDict() ([]string, map[string]*tensor.Dense) {
-	names := make([]string, len(m.params))
-	dict := make(map[string]*tensor.Dense, len(m.params))
+	names := make([]string, len(m.params), len(m.params)+len(m.ties))
+	dict := make(map[string]*tensor.Dense, len(m.params)+len(m.ties))
 	for i, p := range m.params {
 		names[i] = p.Name
 		dict[p.Name] = p.Value.Clone().(*tensor.Dense)
+	}
+	for _, t := range m.ties {
+		names = append(names, t.name)
+		dict[t.name] = dict[t.source].Clone().(*tensor.Dense)
 	}
 	return names, dict
 }
@@ -37,10 +44,16 @@ func (m *Model) LoadStateDict(dict map[string]*tensor.Dense) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("state dict is missing parameter(s) %s of model %q", quoteList(missing), m.cfg.Name)
 	}
+	if err := m.checkTies(dict); err != nil {
+		return err
+	}
 	if len(dict) > len(m.params) {
 		known := map[string]bool{}
 		for _, p := range m.params {
 			known[p.Name] = true
+		}
+		for _, t := range m.ties {
+			known[t.name] = true
 		}
 		var extra []string
 		for name := range dict {
@@ -48,9 +61,11 @@ func (m *Model) LoadStateDict(dict map[string]*tensor.Dense) error {
 				extra = append(extra, name)
 			}
 		}
-		sort.Strings(extra)
-		return fmt.Errorf("state dict has unexpected key(s) %s; model %q has %s",
-			quoteList(extra), m.cfg.Name, quoteList(m.paramNames()))
+		if len(extra) > 0 {
+			sort.Strings(extra)
+			return fmt.Errorf("state dict has unexpected key(s) %s; model %q has %s",
+				quoteList(extra), m.cfg.Name, quoteList(m.paramNames()))
+		}
 	}
 	values := make([][]float32, len(m.params))
 	for i, p := range m.params {
@@ -70,6 +85,26 @@ func (m *Model) LoadStateDict(dict map[string]*tensor.Dense) error {
 		copy(p.Value.Data().([]float32), values[i])
 	}
 	m.weighted = true
+	return nil
+}
+
+// checkTies accepts a tied parameter under its borrowing name (PyTorch's
+// state_dict() has both names; a safetensors file saved by Hugging Face
+// only the source's) when it holds the source's very values: a state dict
+// whose two names differ describes an untied model.
+func (m *Model) checkTies(dict map[string]*tensor.Dense) error {
+	for _, t := range m.ties {
+		alias, ok := dict[t.name]
+		if !ok {
+			continue
+		}
+		src := dict[t.source]
+		a, errA := float32Data(alias)
+		b, errB := float32Data(src)
+		if errA != nil || errB != nil || !alias.Shape().Eq(src.Shape()) || !slices.Equal(a, b) {
+			return fmt.Errorf("state dict parameter %q differs from %q, to which model %q ties it", t.name, t.source, m.cfg.Name)
+		}
+	}
 	return nil
 }
 

@@ -64,7 +64,7 @@ func (m *Model) NewState() (*State, error) {
 
 // Step feeds the next tokens of every sequence through the model and
 // returns the model's output for them. The first model input holds the new
-// tokens, (n, d) or (B, n, d); the other inputs keep their meaning for the
+// tokens, (n, d) or (B, n, d), or their int64 ids, (n) or (B, n); the other inputs keep their meaning for the
 // whole sequence (a cross-attention memory is passed whole each time) or
 // for the new rows (a mask covers the n new queries against every key so
 // far). Feeding a sequence in any split gives, row for row, what Forward
@@ -110,14 +110,13 @@ func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense) (*tens
 		if in == nil {
 			return nil, 0, fmt.Errorf("model %q: input %q is nil", m.cfg.Name, m.cfg.Inputs[i])
 		}
-		if in.Dtype() != tensor.Float32 {
-			return nil, 0, fmt.Errorf("model %q: input %q is %v, want float32", m.cfg.Name, m.cfg.Inputs[i], in.Dtype())
+		if err := m.checkDtype(i, in); err != nil {
+			return nil, 0, err
 		}
 	}
-	shape := inputs[0].Shape()
-	if len(shape) < 2 {
-		return nil, 0, fmt.Errorf("model %q: input %q has shape %v, want (n, d) or (B, n, d) new tokens",
-			m.cfg.Name, m.cfg.Inputs[0], shape)
+	n, err := m.newTokens(inputs[0])
+	if err != nil {
+		return nil, 0, err
 	}
 	values := make([]*tensor.Dense, len(inputs)+len(m.steps))
 	copy(values, inputs)
@@ -143,7 +142,26 @@ func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense) (*tens
 		}
 		values[len(inputs)+i] = out
 	}
-	return values[m.output], shape[len(shape)-2], nil
+	return values[m.output], n, nil
+}
+
+// newTokens counts the new tokens of each sequence in a step's first input:
+// its second to last axis for float32 token vectors, (n, d) or (B, n, d),
+// and its last for int64 token ids, (n) or (B, n).
+func (m *Model) newTokens(first *tensor.Dense) (int, error) {
+	shape := first.Shape()
+	if m.cfg.InputDtype(0) == tensor.Int64 {
+		if len(shape) < 1 || len(shape) > 2 {
+			return 0, fmt.Errorf("model %q: input %q has shape %v, want (n) or (B, n) new token ids",
+				m.cfg.Name, m.cfg.Inputs[0], FormatShape(shape))
+		}
+		return shape[len(shape)-1], nil
+	}
+	if len(shape) < 2 {
+		return 0, fmt.Errorf("model %q: input %q has shape %v, want (n, d) or (B, n, d) new tokens",
+			m.cfg.Name, m.cfg.Inputs[0], shape)
+	}
+	return shape[len(shape)-2], nil
 }
 
 // stepLayer calls a layer's Step, turning a panic into an error as
@@ -163,9 +181,13 @@ func stepLayer(l registry.Stepper, run *registry.Run, state registry.State, args
 
 // Decode runs the model incrementally over whole inputs, as `attnrun run
 // --incremental` does: it starts a session, feeds the first input's tokens
-// (its second to last axis) chunk at a time, passes the other inputs whole
-// at every step (a cross-attention memory, a mask over the memory's keys),
-// and joins the steps' outputs along the token axis. The result equals
+// (its second to last axis, or the last of int64 token ids) chunk at a
+// time, passes the other inputs whole at every step (a cross-attention
+// memory, a mask over the memory's keys), and joins the steps' outputs
+// along the token axis. Int64 inputs shaped like int64 token ids go with
+// the tokens, as in Hugging Face's decoder interface: one named
+// attention_mask is cut to the keys so far, any other (position_ids,
+// token_type_ids) to the chunk's tokens. The result equals
 // Forward's, which makes Decode both a check of the incremental path and
 // the way to run a model token by token. run's hook, if any, is called at
 // every step with that step's weights, (B, H, chunk, keys so far).
@@ -176,7 +198,7 @@ func (m *Model) Decode(run *registry.Run, chunk int, inputs ...*tensor.Dense) (*
 	if len(inputs) == 0 || inputs[0] == nil {
 		return nil, fmt.Errorf("model %q: Decode needs the token stream as the first input", m.cfg.Name)
 	}
-	stream, err := tokenRows(inputs[0])
+	stream, err := m.tokenStream(inputs[0])
 	if err != nil {
 		return nil, fmt.Errorf("model %q: input %q: %w", m.cfg.Name, m.cfg.Inputs[0], err)
 	}
@@ -184,10 +206,24 @@ func (m *Model) Decode(run *registry.Run, chunk int, inputs ...*tensor.Dense) (*
 	if err != nil {
 		return nil, err
 	}
+	aligned, err := m.alignedInputs(inputs)
+	if err != nil {
+		return nil, err
+	}
 	var outs []tokenSlab
 	args := append([]*tensor.Dense(nil), inputs...)
-	for t0 := 0; t0 < stream.tokens; t0 += chunk {
-		args[0] = stream.slice(t0, min(t0+chunk, stream.tokens))
+	for t0 := 0; t0 < stream.tokens(); t0 += chunk {
+		t1 := min(t0+chunk, stream.tokens())
+		args[0] = stream.slice(t0, t1)
+		for i, ids := range aligned {
+			switch {
+			case ids == nil:
+			case m.cfg.Inputs[i] == "attention_mask":
+				args[i] = ids.slice(0, t1)
+			default:
+				args[i] = ids.slice(t0, t1)
+			}
+		}
 		out, err := m.Step(run, state, args...)
 		if err != nil {
 			return nil, err
@@ -201,12 +237,90 @@ func (m *Model) Decode(run *registry.Run, chunk int, inputs ...*tensor.Dense) (*
 	return joinTokens(outs)
 }
 
+// alignedInputs views the int64 inputs after the first that are shaped
+// like int64 token ids in the first, as rows of ids that Decode cuts with
+// the tokens; the other entries are nil.
+func (m *Model) alignedInputs(inputs []*tensor.Dense) ([]*idSlab, error) {
+	aligned := make([]*idSlab, len(inputs))
+	if m.cfg.InputDtype(0) != tensor.Int64 {
+		return aligned, nil
+	}
+	for i := 1; i < len(inputs) && i < len(m.cfg.Inputs); i++ {
+		in := inputs[i]
+		if m.cfg.InputDtype(i) != tensor.Int64 || in == nil || !in.Shape().Eq(inputs[0].Shape()) {
+			continue
+		}
+		ids, err := idRows(in)
+		if err != nil {
+			return nil, fmt.Errorf("model %q: input %q: %w", m.cfg.Name, m.cfg.Inputs[i], err)
+		}
+		aligned[i] = &ids
+	}
+	return aligned, nil
+}
+
+// stream is a model's first input cut along its token axis.
+type stream interface {
+	tokens() int
+	slice(t0, t1 int) *tensor.Dense
+}
+
+// tokenStream views the first input as a stream of tokens: float32 token
+// vectors, or int64 token ids.
+func (m *Model) tokenStream(first *tensor.Dense) (stream, error) {
+	if m.cfg.InputDtype(0) == tensor.Int64 {
+		return idRows(first)
+	}
+	return tokenRows(first)
+}
+
+// idSlab views an int64 tensor of token ids, (T) or (B, T), as rows of
+// tokens.
+type idSlab struct {
+	shape tensor.Shape
+	rows  int
+	ids   []int64
+}
+
+// idRows views ids, (T) or (B, T), as an idSlab.
+func idRows(t *tensor.Dense) (idSlab, error) {
+	shape := t.Shape()
+	if len(shape) < 1 || len(shape) > 2 {
+		return idSlab{}, fmt.Errorf("shape %v: want token ids (T) or (B, T)", FormatShape(shape))
+	}
+	if t.RequiresIterator() {
+		m, ok := t.Materialize().(*tensor.Dense)
+		if !ok {
+			return idSlab{}, errors.New("view could not be copied to a dense tensor")
+		}
+		t = m
+	}
+	ids, ok := t.Data().([]int64)
+	if !ok {
+		return idSlab{}, fmt.Errorf("dtype %v: want int64", t.Dtype())
+	}
+	return idSlab{shape: shape.Clone(), rows: len(ids) / max(shape[len(shape)-1], 1), ids: ids}, nil
+}
+
+func (s idSlab) tokens() int { return s.shape[len(s.shape)-1] }
+
+// slice copies tokens t0..t1 of every row into a new tensor.
+func (s idSlab) slice(t0, t1 int) *tensor.Dense {
+	out := make([]int64, 0, s.rows*(t1-t0))
+	for r := range s.rows {
+		out = append(out, s.ids[r*s.tokens()+t0:r*s.tokens()+t1]...)
+	}
+	shape := s.shape.Clone()
+	shape[len(shape)-1] = t1 - t0
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out))
+}
+
 // tokenSlab views a float32 tensor as outer × tokens × inner, the tokens
 // being its second to last axis.
 type tokenSlab struct {
-	shape                tensor.Shape
-	outer, tokens, inner int
-	data                 []float32
+	shape           tensor.Shape
+	outer, n, inner int
+	data            []float32
 }
 
 // tokenRows views t, of rank 2 or more, as a tokenSlab.
@@ -226,18 +340,20 @@ func tokenRows(t *tensor.Dense) (tokenSlab, error) {
 	if !ok {
 		return tokenSlab{}, fmt.Errorf("dtype %v: want float32", t.Dtype())
 	}
-	s := tokenSlab{shape: shape.Clone(), outer: 1, tokens: shape[len(shape)-2], inner: shape[len(shape)-1], data: data}
+	s := tokenSlab{shape: shape.Clone(), outer: 1, n: shape[len(shape)-2], inner: shape[len(shape)-1], data: data}
 	for _, d := range shape[:len(shape)-2] {
 		s.outer *= d
 	}
 	return s, nil
 }
 
+func (s tokenSlab) tokens() int { return s.n }
+
 // slice copies tokens t0..t1 into a new tensor.
 func (s tokenSlab) slice(t0, t1 int) *tensor.Dense {
 	out := make([]float32, 0, s.outer*(t1-t0)*s.inner)
 	for o := range s.outer {
-		base := o * s.tokens * s.inner
+		base := o * s.n * s.inner
 		out = append(out, s.data[base+t0*s.inner:base+t1*s.inner]...)
 	}
 	shape := s.shape.Clone()
@@ -254,15 +370,15 @@ func joinTokens(slabs []tokenSlab) (*tensor.Dense, error) {
 		if s.outer != first.outer || s.inner != first.inner || len(s.shape) != len(first.shape) {
 			return nil, fmt.Errorf("step outputs %v and %v differ beyond the token axis", first.shape, s.shape)
 		}
-		tokens += s.tokens
+		tokens += s.n
 	}
 	out := make([]float32, first.outer*tokens*first.inner)
 	t0 := 0
 	for _, s := range slabs {
 		for o := range s.outer {
-			copy(out[(o*tokens+t0)*s.inner:], s.data[o*s.tokens*s.inner:(o+1)*s.tokens*s.inner])
+			copy(out[(o*tokens+t0)*s.inner:], s.data[o*s.n*s.inner:(o+1)*s.n*s.inner])
 		}
-		t0 += s.tokens
+		t0 += s.n
 	}
 	shape := first.shape.Clone()
 	shape[len(shape)-2] = tokens

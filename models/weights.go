@@ -41,6 +41,11 @@ func (m *Model) Init(seed uint64) error {
 			return fmt.Errorf("init parameter %q: %w", p.Name, err)
 		}
 	}
+	for _, spec := range m.cfg.Layers {
+		if f, ok := spec.Layer.(registry.InitFinisher); ok {
+			f.FinishInit()
+		}
+	}
 	m.weighted = true
 	return nil
 }

@@ -13,7 +13,8 @@
 # context_lengths here: what attnrun refuses, ONNX Runtime must refuse too.
 # The configs under testdata/export/multi/ take several inputs (masks,
 # memories), described by a '# sizes: B=2 T=6 S=4' line and one
-# '# input: NAME [dims] KIND' line per input (KIND tokens, bool or float).
+# '# input: NAME [dims] KIND' line per input (KIND tokens, bool, float, or
+# idsN for int64 ids in [0, N)).
 # Prints one line per case, `ok|FAIL name max_abs=...`, then
 # "N passed, M failed"; exits 1 on any failure.
 #
@@ -85,7 +86,8 @@ rng = np.random.default_rng(20240607)
 
 def save(name, i, arrays):
     for k, a in enumerate(arrays):
-        np.save(f"{out}/{name}.{i}.{k}.npy", np.asarray(a, dtype=np.float32))
+        a = np.asarray(a)
+        np.save(f"{out}/{name}.{i}.{k}.npy", a if a.dtype == np.int64 else a.astype(np.float32))
 
 def multi(path):
     """The three input sets of a multi-input config."""
@@ -101,6 +103,8 @@ def multi(path):
             shape = [int(d) if d.isdigit() else v[d] for d in dims.split(", ")]
             if kind == "bool":
                 arrays.append(rng.random(shape) < 0.5)
+            elif kind.startswith("ids"):  # int64 ids in [0, N) for inputs a config declares int64
+                arrays.append(rng.integers(0, int(kind[3:]), shape, dtype=np.int64))
             else:
                 arrays.append(rng.standard_normal(shape))
         yield arrays

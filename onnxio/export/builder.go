@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
@@ -27,6 +28,10 @@ type graph struct {
 	names    map[string]bool // value and node names in use
 	produced map[string]bool // values some node outputs
 	widths   map[string]int  // static last axis of a value, when known
+	ids      map[string]bool // graph inputs of int64 token ids (typed model inputs)
+	// probed is the model's output on one token of each input, nil when
+	// the probe failed: its rank tells a pooled (batch, d) output.
+	probed *tensor.Dense
 	// domains are the versions of the other operator set domains the
 	// export may use; used, those its nodes use.
 	domains map[string]int
@@ -34,13 +39,13 @@ type graph struct {
 }
 
 func newGraph(opset int) *graph {
-	return &graph{opset: opset, names: map[string]bool{}, produced: map[string]bool{}, widths: map[string]int{},
+	return &graph{opset: opset, names: map[string]bool{}, produced: map[string]bool{}, widths: map[string]int{}, ids: map[string]bool{},
 		domains: map[string]int{}, used: map[string]bool{}}
 }
 
 // body returns the graph of a graph attribute's body inside g.
 func (g *graph) body() *graph {
-	return &graph{opset: g.opset, names: g.names, produced: map[string]bool{}, widths: map[string]int{},
+	return &graph{opset: g.opset, names: g.names, produced: map[string]bool{}, widths: map[string]int{}, ids: map[string]bool{},
 		domains: g.domains, used: g.used}
 }
 
@@ -91,6 +96,12 @@ func newLayerBuilder(g *graph, spec *models.LayerSpec, inputs []string) *layerBu
 	for _, p := range spec.Layer.Params() {
 		b.params[p.Name] = spec.Name + "." + p.Name
 		b.local = append(b.local, p.Name)
+	}
+	if tier, ok := spec.Layer.(registry.Tier); ok { // a borrowed parameter is its source's initializer
+		for _, t := range tier.TiedParams() {
+			b.params[t.Name] = t.Source
+			b.local = append(b.local, t.Name)
+		}
 	}
 	for _, in := range inputs {
 		b.inputs[in] = true

@@ -156,6 +156,7 @@ func Model(m *models.Model, opts Options) (*onnxpb.ModelProto, error) {
 	if opts.Preview {
 		g.domains[PreviewDomain] = 1
 	}
+	g.probed = probeOutput(m, widths, layouts)
 	values, err := g.declareInputs(m, opts.Interface, widths, layouts)
 	if err != nil {
 		return nil, fmt.Errorf("export model %q: %w", cfg.Name, err)
@@ -211,6 +212,8 @@ func (g *graph) exportLayer(spec *models.LayerSpec, values map[string]string) (s
 		inputs[i] = values[in]
 		if dims, ok := masks[i]; ok {
 			probes[i] = maskProbe(len(dims))
+		} else if g.ids[inputs[i]] {
+			probes[i] = idsProbe()
 		} else if w := g.widths[inputs[i]]; w > 0 {
 			probes[i] = zeroToken(w)
 		}
@@ -255,10 +258,11 @@ func (g *graph) declareInputs(m *models.Model, iface *Interface, widths map[stri
 	params := m.Params()
 	values := map[string]string{} // model input or layer name -> ONNX value
 	if iface == nil {
-		for _, in := range cfg.Inputs {
+		for i, in := range cfg.Inputs {
 			values[in] = in
 			g.reserve(in)
 			g.widths[in] = widths[in]
+			g.ids[in] = cfg.InputDtype(i) == tensor.Int64
 		}
 		for _, p := range params {
 			g.reserve(p.Name)
@@ -276,6 +280,14 @@ func (g *graph) declareInputs(m *models.Model, iface *Interface, widths map[stri
 	}
 	g.reserve(iface.Output.GetName())
 	for i, in := range cfg.Inputs {
+		if cfg.InputDtype(i) == tensor.Int64 {
+			v, err := g.adaptIDs(iface.Inputs[i])
+			if err != nil {
+				return nil, fmt.Errorf("interface: %w", err)
+			}
+			values[in], g.ids[v] = v, true
+			continue
+		}
 		dims := layouts[in]
 		if dims == nil {
 			dims = tokenDims
@@ -299,7 +311,10 @@ func (g *graph) declareOutput(cfg *models.Config, iface *Interface, value string
 	if iface == nil {
 		name := outputName(cfg.Inputs)
 		g.nameOutput(value, name)
-		return inputInfos(cfg.Inputs, widths, layouts), outputInfo(name, dims, len(cfg.Inputs), g.widths[name]), nil
+		if width, ok := g.pooledWidth(); ok {
+			return inputInfos(cfg, widths, layouts), outputInfo(name, pooledDims, len(cfg.Inputs), width), nil
+		}
+		return inputInfos(cfg, widths, layouts), outputInfo(name, dims, len(cfg.Inputs), g.widths[name]), nil
 	}
 	if err := g.adaptOutput(value, iface.Output, dims); err != nil {
 		return nil, nil, fmt.Errorf("interface: %w", err)
@@ -359,14 +374,31 @@ func paramInitializers(m *models.Model) ([]*onnxpb.TensorProto, error) {
 	return out, nil
 }
 
-// inputInfos declares the graph inputs: float32 (batch, seq, d). The first
+// idsInfo declares an int64 input (token ids, positions, an integer mask):
+// (batch, seq), the first input's sequence axis "seq" and another's
+// suffixed with its name, as token streams' are.
+func idsInfo(name string, index int) *onnxpb.ValueInfoProto {
+	seq := "seq"
+	if index > 0 {
+		seq = "seq_" + name
+	}
+	return onnxio.TensorValueInfo(name, onnxio.Int64, []onnxio.Dim{onnxio.SymbolicDim("batch"), onnxio.SymbolicDim(seq)})
+}
+
+// inputInfos declares the graph inputs: float32 (batch, seq, d), int64
+// (batch, seq) for the inputs the config declares int64. The first
 // input's axes are "seq" and "d"; another input's are suffixed with its
 // name, since a second input (cross-attention memory) may differ in length.
 // An input a layer reads otherwise (see registry.InputDims) has the dimensions that
 // layer gives: a mask its own, a token stream its axes in its order.
-func inputInfos(inputs []string, widths map[string]int, layouts map[string][]string) []*onnxpb.ValueInfoProto {
+func inputInfos(cfg *models.Config, widths map[string]int, layouts map[string][]string) []*onnxpb.ValueInfoProto {
+	inputs := cfg.Inputs
 	infos := make([]*onnxpb.ValueInfoProto, len(inputs))
 	for i, in := range inputs {
+		if cfg.InputDtype(i) == tensor.Int64 {
+			infos[i] = idsInfo(in, i)
+			continue
+		}
 		dims := layouts[in]
 		if isMask(dims) {
 			infos[i] = maskInfo(in, dims)

@@ -113,6 +113,27 @@ func (g *graph) adaptInput(vi *onnxpb.ValueInfoProto, dims []string) (string, er
 	return value, b.err
 }
 
+// adaptIDs makes a declared input what a layer on int64 ids reads: int64
+// (batch, seq), Cast from another integer type and given its batch axis
+// when declared (seq).
+func (g *graph) adaptIDs(vi *onnxpb.ValueInfoProto) (string, error) {
+	b := g.interfaceBuilder()
+	value := vi.GetName()
+	if dt := onnxio.ElemType(vi); dt != 0 && dt != onnxio.Int64 {
+		value = b.Node("Cast", []string{value}, registry.Attr{Name: "to", Value: int64(onnxio.Int64)})
+	}
+	if onnxio.HasShape(vi) {
+		switch rank := len(onnxio.Dims(vi)); rank {
+		case 2:
+		case 1:
+			value = b.Node("Unsqueeze", []string{value, b.ConstInt64([]int64{0})})
+		default:
+			return "", fmt.Errorf("input %q is declared of rank %d; the model reads int64 ids (batch, seq)", vi.GetName(), rank)
+		}
+	}
+	return value, b.err
+}
+
 // adaptOutput turns the model's output value, float32 in layout dims, into
 // the declared output, and names it as declared.
 func (g *graph) adaptOutput(value string, vi *onnxpb.ValueInfoProto, dims []string) error {

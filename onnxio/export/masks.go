@@ -54,7 +54,8 @@ func inputLayouts(cfg *models.Config) (map[string][]string, error) {
 		spec := &cfg.Layers[i]
 		declared := layerDims(spec)
 		for k, in := range spec.Inputs {
-			if !slices.Contains(cfg.Inputs, in) {
+			idx := slices.Index(cfg.Inputs, in)
+			if idx < 0 || cfg.InputDtype(idx) == tensor.Int64 { // ids are (batch, seq) whoever reads them
 				continue
 			}
 			dims, ok := declared[k]

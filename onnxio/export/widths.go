@@ -48,8 +48,8 @@ func inputWidths(m *models.Model, given map[string]int, layouts map[string][]str
 		widths[name] = w
 	}
 	var unknown []string
-	for _, in := range inputs {
-		if widths[in] == 0 && !isMask(layouts[in]) {
+	for i, in := range inputs {
+		if widths[in] == 0 && !isMask(layouts[in]) && m.Config().InputDtype(i) != tensor.Int64 {
 			unknown = append(unknown, in)
 		}
 	}
@@ -113,9 +113,44 @@ func paramSizes(m *models.Model) []int {
 	return sizes
 }
 
+// pooledDims is the layout of an output pooled over the tokens, as
+// pool.mean's (batch, d).
+var pooledDims = []string{"batch", "d"}
+
+// probeOutput is the model's output on the probe inputs probeModel feeds,
+// or nil when the model refuses them.
+func probeOutput(m *models.Model, widths map[string]int, layouts map[string][]string) (out *tensor.Dense) {
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	out, err := m.Forward(nil, probeInputs(m, widths, layouts)...)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// pooledWidth reports whether the model's output is pooled over the
+// tokens, (batch, d) where the probe fed (1, 1, d) token streams, and its
+// width d.
+func (g *graph) pooledWidth() (int, bool) {
+	if g.probed == nil || g.probed.Dims() != 2 || g.probed.Shape()[0] != 1 {
+		return 0, false
+	}
+	return g.probed.Shape()[1], true
+}
+
 // probeModel runs the model on one zero token per input, of the given
 // widths, and a mask of ones dimensions for each mask input.
 func probeModel(m *models.Model, widths map[string]int, layouts map[string][]string) error {
+	_, err := m.Forward(nil, probeInputs(m, widths, layouts)...)
+	return err
+}
+
+// probeInputs are probeModel's inputs.
+func probeInputs(m *models.Model, widths map[string]int, layouts map[string][]string) []*tensor.Dense {
 	inputs := m.Config().Inputs
 	xs := make([]*tensor.Dense, len(inputs))
 	for i, in := range inputs {
@@ -123,10 +158,13 @@ func probeModel(m *models.Model, widths map[string]int, layouts map[string][]str
 			xs[i] = maskProbe(len(dims))
 			continue
 		}
+		if m.Config().InputDtype(i) == tensor.Int64 {
+			xs[i] = idsProbe()
+			continue
+		}
 		xs[i] = zeroToken(widths[in])
 	}
-	_, err := m.Forward(nil, xs...)
-	return err
+	return xs
 }
 
 // probeLayer returns the width of a layer's output on the given probe
@@ -147,6 +185,11 @@ func probeLayer(spec *models.LayerSpec, xs []*tensor.Dense) (width int) {
 		return 0
 	}
 	return out.Shape()[2]
+}
+
+// idsProbe is one int64 token id, (1, 1), of 0: every table has that row.
+func idsProbe() *tensor.Dense {
+	return tensor.New(tensor.WithShape(1, 1), tensor.WithBacking([]int64{0}))
 }
 
 // zeroToken is a (1, 1, width) zero tensor.

@@ -22,6 +22,12 @@ var layerFieldDocs = map[string]map[string]string{
 	"Dropout": {
 		"p": "the probability of zeroing a value (default 0.5, as nn.Dropout)",
 	},
+	"Embedding": {
+		"embedding_dim":  "the width of each row",
+		"num_embeddings": "the number of rows: the vocabulary size",
+		"padding_idx":    "PaddingIdx, when set, is the row a fresh model fills with zeros, as PyTorch does (and whose gradient PyTorch drops)",
+		"scale":          "Scale, when set, multiplies the looked-up rows: Gemma's embeddings are scaled by √hidden_size (its normalizer), rounded to float32 as Gemma rounds it",
+	},
 	"GELU": {
 		"approximate": "\"none\" (erf) or \"tanh\"",
 	},
@@ -33,11 +39,13 @@ var layerFieldDocs = map[string]map[string]string{
 	"LearnedPosition": {
 		"context_length": "the number of positions, the longest sequence accepted",
 		"d":              "the width of the input tokens and of each position vector",
+		"offset":         "how many rows precede position 0 in the table (OPT: 2); the weight has context_length + offset rows",
 	},
 	"Linear": {
-		"bias":  "adds a learned bias (default true, as nn.Linear)",
-		"d_in":  "the width of the input tokens",
-		"d_out": "the width of the output tokens",
+		"bias":        "adds a learned bias (default true, as nn.Linear)",
+		"d_in":        "the width of the input tokens",
+		"d_out":       "the width of the output tokens",
+		"tied_weight": "TiedWeight, when set, names the model parameter used as the weight instead of one of the layer's own (\"wte.weight\" for a language-model head tied to the token embedding; see linear_tied.go)",
 	},
 	"LinearAttention": {
 		"conv_kernel_size": "the length of the causal convolution (default 4, Qwen3-Next's linear_conv_kernel_dim; 1 is a per-channel scale)",
@@ -88,6 +96,9 @@ var layerFieldDocs = map[string]map[string]string{
 		"dropout":        "the probability of zeroing an attention weight in train mode",
 		"num_heads":      "the number of heads",
 		"qkv_bias":       "gives every projection a bias",
+	},
+	"Normalize": {
+		"eps": "bounds the divisor from below (default 1e-12, as F.normalize), so a zero vector stays zero",
 	},
 	"RMSNorm": {
 		"d":   "the width of the input tokens",
@@ -144,6 +155,9 @@ var layerFieldDocs = map[string]map[string]string{
 	"SinusoidalPosition": {
 		"base": "the wavelength scale (default 10000)",
 		"d":    "the width of the input tokens",
+	},
+	"Softcap": {
+		"cap": "the bound; it must be positive",
 	},
 	"SoftcapMod": {
 		"cap": "bounds the scores to (−cap, cap); it must be positive",

@@ -82,7 +82,7 @@ into it, and ONNX files, and cross-checks them against PyTorch's numbers.`,
 	root.SetUsageTemplate(helpTemplate)
 	root.SuggestionsMinimumDistance = 2
 	root.AddCommand(newLayersCommand(), newPresetsCommand(), newRunCommand(), newCheckCommand(), newInspectCommand(),
-		newExportCommand(), newImportCommand(), newPlotCommand(), newBenchCommand(), newInputCommand(), newVersionCommand())
+		newExportCommand(), newImportCommand(), newPlotCommand(), newBenchCommand(), newGenerateCommand(), newInputCommand(), newVersionCommand())
 	for _, c := range root.Commands() {
 		if modelCommands[c.Name()] {
 			c.ValidArgsFunction = completeModel
@@ -120,7 +120,7 @@ func unknownCommand(root *cobra.Command, args []string) error {
 
 // modelCommands take a model (a config, a preset or an ONNX file) as their
 // argument; import takes an ONNX file.
-var modelCommands = map[string]bool{"run": true, "check": true, "inspect": true, "export": true, "plot": true, "bench": true}
+var modelCommands = map[string]bool{"run": true, "check": true, "inspect": true, "export": true, "plot": true, "bench": true, "generate": true}
 
 // checkArguments recognizes the file argument of a command by its content
 // before the command runs, and refuses one of the wrong kind, saying what

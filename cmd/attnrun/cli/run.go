@@ -328,6 +328,13 @@ func (s *source) inputs(paths []string) ([]*tensor.Dense, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.model.Config().InputDtype(i) == tensor.Int64 { // token ids, positions, an integer mask
+			if t.Dtype() != tensor.Int64 {
+				return nil, fmt.Errorf("%s: input has dtype %v; model %q declares %q int64", p, t.Dtype(), s.model.Name(), s.model.Config().Inputs[i])
+			}
+			out[i] = t
+			continue
+		}
 		if out[i], err = floatInput(t); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}

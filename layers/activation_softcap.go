@@ -1,0 +1,87 @@
+package layers
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "activation.softcap",
+		Summary: "cap·tanh(x/cap), Gemma's final logit softcapping",
+		New:     func() registry.Layer { return &Softcap{} },
+	})
+}
+
+// Softcap is activation.softcap: cap·tanh(x/cap) elementwise, squashing x
+// smoothly into (−cap, cap). Gemma 2 applies it to the logits
+// (final_logit_softcapping); attention.sdpa's softcap does the same to the
+// attention scores.
+type Softcap struct {
+	// Cap is the bound; it must be positive.
+	Cap float64 `yaml:"cap"`
+}
+
+var (
+	_ registry.TokenWise    = (*Softcap)(nil)
+	_ registry.FLOPCounter  = (*Softcap)(nil)
+	_ registry.OutputShaper = (*Softcap)(nil)
+)
+
+// Validate checks that cap is positive and finite.
+func (s *Softcap) Validate() error {
+	if !(s.Cap > 0) || math.IsInf(s.Cap, 0) {
+		return fmt.Errorf("cap %g must be positive and finite", s.Cap)
+	}
+	return nil
+}
+
+// Params returns nil: the layer has no parameters.
+func (s *Softcap) Params() []registry.Param { return nil }
+
+// Forward computes cap·tanh(x/cap) in float32 steps, as PyTorch's
+// logits / cap, tanh, * cap does.
+func (s *Softcap) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
+	}
+	x := inputs[0]
+	if x == nil || x.Dtype() != tensor.Float32 || x.Dims() == 0 {
+		return nil, errors.New("input must be a float32 tensor of rank 1 or more")
+	}
+	if x.RequiresIterator() {
+		m, ok := x.Materialize().(*tensor.Dense)
+		if !ok {
+			return nil, errors.New("input view could not be copied to a dense tensor")
+		}
+		x = m
+	}
+	capped := float32(s.Cap)
+	in := x.Float32s()
+	out := make([]float32, len(in))
+	for i, v := range in {
+		out[i] = float32(math.Tanh(float64(v/capped))) * capped
+	}
+	return tensor.New(tensor.WithShape(x.Shape().Clone()...), tensor.WithBacking(out)), nil
+}
+
+// TokenWise marks activation.softcap as token-wise: it is elementwise.
+func (s *Softcap) TokenWise() {}
+
+// FLOPs returns 0: the layer is elementwise.
+func (s *Softcap) FLOPs(inputs []tensor.Shape) (int64, error) {
+	_, err := s.OutputShape(inputs)
+	return 0, err
+}
+
+// OutputShape is the input's shape.
+func (s *Softcap) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	if len(inputs) != 1 || len(inputs[0]) == 0 {
+		return nil, errors.New("takes 1 input of rank 1 or more")
+	}
+	return inputs[0].Clone(), nil
+}

@@ -1,0 +1,100 @@
+package layers
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.normalize",
+		Summary: "L2 normalization of the last axis (F.normalize, sentence-transformers' Normalize)",
+		New:     func() registry.Layer { return &Normalize{Eps: 1e-12} },
+	})
+}
+
+// Normalize is nn.normalize: every vector along the last axis divided by
+// its Euclidean length, x / max(‖x‖₂, eps). It equals
+// torch.nn.functional.normalize(x, p=2, dim=-1, eps) and
+// sentence-transformers' Normalize module, which makes pooled sentence
+// embeddings unit vectors.
+type Normalize struct {
+	// Eps bounds the divisor from below (default 1e-12, as F.normalize), so
+	// a zero vector stays zero.
+	Eps float64 `yaml:"eps"`
+}
+
+var (
+	_ registry.TokenWise    = (*Normalize)(nil)
+	_ registry.FLOPCounter  = (*Normalize)(nil)
+	_ registry.OutputShaper = (*Normalize)(nil)
+)
+
+// Validate checks that eps is finite and not negative.
+func (n *Normalize) Validate() error {
+	if n.Eps < 0 || math.IsNaN(n.Eps) || math.IsInf(n.Eps, 0) {
+		return fmt.Errorf("eps %g must be finite and not negative", n.Eps)
+	}
+	return nil
+}
+
+// Params returns nil: the layer has no parameters.
+func (n *Normalize) Params() []registry.Param { return nil }
+
+// Forward normalizes the last axis of a float32 tensor of any rank ≥ 1.
+func (n *Normalize) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
+	}
+	x := inputs[0]
+	if x == nil || x.Dtype() != tensor.Float32 || x.Dims() == 0 {
+		return nil, errors.New("input must be a float32 tensor of rank 1 or more")
+	}
+	if x.RequiresIterator() {
+		m, ok := x.Materialize().(*tensor.Dense)
+		if !ok {
+			return nil, errors.New("input view could not be copied to a dense tensor")
+		}
+		x = m
+	}
+	in := x.Float32s()
+	d := x.Shape()[x.Dims()-1]
+	out := make([]float32, len(in))
+	if d > 0 {
+		for r := 0; r < len(in)/d; r++ {
+			row := in[r*d : (r+1)*d]
+			var ss float64
+			for _, v := range row {
+				ss += float64(v) * float64(v)
+			}
+			// PyTorch rounds the norm to float32 before clamping and dividing.
+			norm := max(float32(math.Sqrt(ss)), float32(n.Eps))
+			for j, v := range row {
+				out[r*d+j] = v / norm
+			}
+		}
+	}
+	return tensor.New(tensor.WithShape(x.Shape().Clone()...), tensor.WithBacking(out)), nil
+}
+
+// TokenWise marks nn.normalize as token-wise: each vector is normalized on
+// its own.
+func (n *Normalize) TokenWise() {}
+
+// FLOPs returns 0: normalization is elementwise work.
+func (n *Normalize) FLOPs(inputs []tensor.Shape) (int64, error) {
+	_, err := n.OutputShape(inputs)
+	return 0, err
+}
+
+// OutputShape is the input's shape.
+func (n *Normalize) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	if len(inputs) != 1 || len(inputs[0]) == 0 {
+		return nil, errors.New("takes 1 input of rank 1 or more")
+	}
+	return inputs[0].Clone(), nil
+}
