@@ -22,12 +22,21 @@ onnx.checker checks it; both results go into OUT/manifest.json, which lists
 every fixture: its case, source, exporter, opset, producer, interface, ops,
 and, for an export that failed, the reason.
 
-The same seed writes the same bytes. Without --all, the cases left out of
+A case with a float64_reference (a model on which PyTorch float32 itself
+strays from the exact result by more than 1e-6) also gets
+OUT/<fixture>/float64/test_data_set_N, the outputs of a float64 copy of the
+model on the same inputs, and in the manifest PyTorch float32's distance
+from them per output: the float64 rule of scripts/pytorch2_crosscheck.sh
+(docs/crosscheck.md), which gen.py applies to ONNX Runtime too.
+
+The same seed writes the same bytes. Without --all, the exports left out of
 git are listed in the manifest but not written: all-MiniLM-L6-v2 (90 MB of
-real weights) and, to keep the committed fixtures small, the eager twins of
-the Hugging Face models that have an sdpa fixture. An export that fails is reported and listed; the run exits 1 if
-one fails that the case does not name in export_failures, or if a named one
-now succeeds. OUT is replaced only when the run got that far.
+real weights), the eager twins of the Hugging Face models that have an sdpa
+fixture and, of the architectures after the first six, all but the few
+exports hf_cases.COMMITTED_EXPORTS names. An export that fails is reported
+and listed; the run exits 1 if one fails that the case does not name in
+export_failures, or if a named one now succeeds. OUT is replaced only when
+the run got that far.
 """
 
 import argparse

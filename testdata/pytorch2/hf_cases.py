@@ -13,6 +13,15 @@ and are loaded offline.
 Tiny configs: 2 layers, hidden 64, 4 heads of 16, MLP width 64, vocabulary
 32, 32 positions: small enough to commit.
 
+Besides BERT, GPT-2, Llama, Qwen3, Mistral and Gemma-2, other architectures
+built from the same attention patterns, each adding a variant: Qwen2 (qkv
+biases), Phi-3 (fused projections), OLMo-2 and Gemma-3 (QK-norm; Gemma-3's
+sliding and global layers), StableLM and GPT-NeoX (partial rotary), Falcon
+(multi-query), GPT-J (interleaved rotary), OPT (learned positions offset by
+2), Mixtral and Qwen2-MoE (sparse experts), and the encoders RoBERTa,
+ELECTRA and DistilBERT. Adding one is a line in more_decoders() or
+encoders(): the wrappers, data sets and cache handling are shared.
+
 Encoders take (input_ids, attention_mask, token_type_ids) with padding and
 return last_hidden_state. Decoders take input_ids, attention_mask and the
 KV cache as past_key_values.{i}.key/value (batch, kv_heads, past, head_dim)
