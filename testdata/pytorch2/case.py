@@ -38,6 +38,16 @@ class Case:
     # Why the case is left out of git, if it is: then only gen.py --all (the
     # live cross-check) writes it, and the committed manifest lists it.
     not_committed: str = ""
+    # The exporter keys git holds, when not all of them (None): the other
+    # exports are written by gen.py --all only, for subset_reason.
+    committed_exporters: tuple = None
+    subset_reason: str = ""
+    # Why float32 itself strays from the exact result by more than the
+    # 1e-5 / 1e-6 tolerance on this model, if it does: then gen.py also
+    # computes a float64 reference, and a runtime passes that is no further
+    # from it than FLOAT64_FACTOR times PyTorch float32's own distance plus
+    # FLOAT64_SLACK (the float64 rule, docs/crosscheck.md).
+    float64_reference: str = ""
     # Optional (module, data sets, folder) -> {file: what it holds}: extra
     # reference files written beside the test-data sets.
     extra: Callable = None
@@ -56,6 +66,11 @@ EXPORTERS = [
     Exporter("dynamo18", dynamo=True, opset=18),   # torch.export, the default since 2.9
     Exporter("dynamo23", dynamo=True, opset=23),   # emits Attention, RMSNormalization, RotaryEmbedding
 ]
+
+# The float64 rule: |runtime - float64| <= FLOAT64_FACTOR * max|PyTorch
+# float32 - float64| + FLOAT64_SLACK, elementwise, per output.
+FLOAT64_FACTOR = 2.0
+FLOAT64_SLACK = 1e-6
 
 # Axis symbols that are sums of other symbols (past_sequence + sequence).
 DERIVED = {"total_sequence"}
