@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/attnrun/attnrun/internal/kernels"
+	"github.com/attnrun/attnrun/onnxio/graph"
 )
 
 // Attention fusion. PyTorch exports scaled dot-product attention as a
@@ -81,13 +82,36 @@ type fusedAttention struct {
 	fast, slow atomic.Int64 // runs on the fused path and on the fallback
 }
 
-// fuser holds what the pattern match needs to know about the graph.
+// fuser holds what the pattern match needs to know about the graph: who
+// writes and who reads each value slot (package onnxio/graph's index), and
+// which nodes a fusion has already taken.
 type fuser struct {
-	producer map[int]*node // slot: the node writing it
-	reader   map[int]*node // slot: the last node reading it
-	readers  []int         // slot: how many node inputs read it
-	isOutput []bool
-	removed  map[*node]bool
+	uses    *graph.Uses[int, *node]
+	removed map[*node]bool
+}
+
+// newFuser indexes the nodes of order and the graph outputs.
+func newFuser(order []*node, outSlots []int) *fuser {
+	f := &fuser{uses: graph.NewUses[int, *node](-1), removed: map[*node]bool{}}
+	for _, s := range outSlots {
+		f.uses.MarkOutput(s)
+	}
+	for _, n := range order {
+		f.uses.Add(n, n.in, n.out)
+	}
+	return f
+}
+
+// producer returns the node writing slot s, or nil.
+func (f *fuser) producer(s int) *node {
+	n, _ := f.uses.Producer(s)
+	return n
+}
+
+// reader returns the last node reading slot s, or nil.
+func (f *fuser) reader(s int) *node {
+	n, _ := f.uses.LastReader(s)
+	return n
 }
 
 // fuseNodes rewrites every attention chain of order into a fused node
@@ -96,29 +120,7 @@ type fuser struct {
 // Transposes, and returns the new order. It runs before schedule, which
 // then drops the Transposes nothing reads any more.
 func (b *builder) fuseNodes(order []*node) []*node {
-	f := &fuser{
-		producer: map[int]*node{},
-		reader:   map[int]*node{},
-		readers:  make([]int, len(b.g.consts)),
-		isOutput: make([]bool, len(b.g.consts)),
-		removed:  map[*node]bool{},
-	}
-	for _, s := range b.g.outSlots {
-		f.isOutput[s] = true
-	}
-	for _, n := range order {
-		for _, s := range n.in {
-			if s >= 0 {
-				f.readers[s]++
-				f.reader[s] = n
-			}
-		}
-		for _, s := range n.out {
-			if s >= 0 {
-				f.producer[s] = n
-			}
-		}
-	}
+	f := newFuser(order, b.g.outSlots)
 	replaced := map[*node]*node{} // a chain's last node: the fused node
 	for _, n := range order {
 		if n.op != "MatMul" || f.removed[n] {
@@ -151,9 +153,7 @@ func (b *builder) fuseNodes(order []*node) []*node {
 
 // private reports whether slot s is read by exactly one node input and is
 // no graph output, so that a chain may swallow it.
-func (f *fuser) private(s int) bool {
-	return s >= 0 && f.readers[s] == 1 && !f.isOutput[s]
-}
+func (f *fuser) private(s int) bool { return f.uses.Private(s) }
 
 // isStepOp reports whether op may sit between the two products.
 func isStepOp(op string) bool {
@@ -174,7 +174,7 @@ func (f *fuser) scoreInput(p *node) int {
 		candidates = p.in[1:]
 	}
 	for _, s := range candidates {
-		if q := f.producer[s]; q != nil && f.private(s) && (q.op == "MatMul" || isStepOp(q.op)) {
+		if q := f.producer(s); q != nil && f.private(s) && (q.op == "MatMul" || isStepOp(q.op)) {
 			return s
 		}
 	}
@@ -187,7 +187,7 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 	if len(mm2.in) != 2 || len(mm2.out) != 1 || !f.private(mm2.in[0]) {
 		return nil, nil, nil
 	}
-	sm := f.producer[mm2.in[0]]
+	sm := f.producer(mm2.in[0])
 	if sm == nil || sm.op != "Softmax" || len(sm.out) != 1 || !f.private(sm.in[0]) {
 		return nil, nil, nil
 	}
@@ -195,7 +195,7 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 	var steps []*node // last first
 	var mm1 *node
 	for s := sm.in[0]; mm1 == nil; {
-		p := f.producer[s]
+		p := f.producer(s)
 		switch {
 		case p == nil || !f.private(s) || len(p.out) != 1:
 			return nil, nil, nil
@@ -230,7 +230,7 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 		k  int
 	}{{&fa.q, mm1, 0}, {&fa.kt, mm1, 1}, {&fa.v, mm2, 1}} {
 		s := x.n.in[x.k]
-		t := f.producer[s]
+		t := f.producer(s)
 		if t != nil && t.op == "Transpose" && t.has("perm") && !f.removed[t] {
 			x.op.perm, _ = t.attrInts("perm")
 			x.op.arg = c.arg(t.in[0], t.inName[0])
@@ -280,7 +280,7 @@ func (f *fuser) outTranspose(mm2 *node) *node {
 	if !f.private(s) {
 		return nil
 	}
-	t := f.reader[s]
+	t := f.reader(s)
 	if t == nil || t.op != "Transpose" || len(t.out) != 1 || t.out[0] < 0 {
 		return nil
 	}
@@ -728,7 +728,7 @@ func (f *fuser) skipTransposeForShape(order []*node) {
 		if n.op != "Shape" || len(n.attrs) > 0 || len(n.in) != 1 {
 			continue
 		}
-		t := f.producer[n.in[0]]
+		t := f.producer(n.in[0])
 		if t == nil || t.op != "Transpose" || !t.has("perm") || f.removed[t] {
 			continue
 		}

@@ -24,7 +24,7 @@ func (f *fuser) matchBias(mm *node) (*node, *node) {
 	if len(mm.in) != 2 || len(mm.out) != 1 || !f.private(mm.out[0]) {
 		return nil, nil
 	}
-	add := f.reader[mm.out[0]]
+	add := f.reader(mm.out[0])
 	if add == nil || add.op != "Add" || len(add.in) != 2 || len(add.out) != 1 || f.removed[add] {
 		return nil, nil
 	}

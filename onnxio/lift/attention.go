@@ -92,10 +92,10 @@ func (a *analysis) softmaxAxis(sm *node) *failure {
 		return fail(nil, "softmax: %v", err)
 	}
 	def := int64(-1)
-	if a.g.opset < 13 {
+	if a.g.Opset < 13 {
 		def = 1 // coerced to 2-D: equals the last axis only when it is the last axis
 	}
-	axis := attrInt(sm, "axis", def)
+	axis := sm.Int("axis", def)
 	if axis < 0 {
 		axis += int64(len(shape))
 	}
@@ -113,8 +113,8 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 	s := scores{scale: 1}
 	v := sm.GetInput()[0]
 	for {
-		n := g.producer[v]
-		if n == nil || !g.data[v] {
+		n := g.Producer(v)
+		if n == nil || !g.IsData(v) {
 			return s, fail(append(s.nodes, sm), "softmax over %q, which is not computed from query-key scores", v)
 		}
 		s.nodes = append(s.nodes, n)
@@ -126,27 +126,27 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 		ins := n.GetInput()
 		switch n.GetOpType() {
 		case "MatMul":
-			if g.data[ins[0]] && g.data[ins[1]] {
+			if g.IsData(ins[0]) && g.IsData(ins[1]) {
 				s.qk = n
 				return s, nil
 			}
-			return s, fail(append(s.nodes, sm), "softmax over a product with a constant matrix (node %s), not of queries and keys", n.label())
+			return s, fail(append(s.nodes, sm), "softmax over a product with a constant matrix (node %s), not of queries and keys", n.Label())
 		case "Identity":
 			v = ins[0]
 			continue
 		case "Where":
 			cond, x, y := ins[0], ins[1], ins[2]
 			switch {
-			case g.static(x) && g.data[y] && a.isMaskFill(x):
+			case g.Static(x) && g.IsData(y) && a.isMaskFill(x):
 				s.masks = append(s.masks, maskTerm{value: cond, kind: maskWhereTrue})
 				v = y
-			case g.static(y) && g.data[x] && a.isMaskFill(y):
+			case g.Static(y) && g.IsData(x) && a.isMaskFill(y):
 				s.masks = append(s.masks, maskTerm{value: cond, kind: maskWhereFalse})
 				v = x
 			default:
-				return s, fail(append(s.nodes, sm), "node %s (Where) does not fill masked scores with -inf", n.label())
+				return s, fail(append(s.nodes, sm), "node %s (Where) does not fill masked scores with -inf", n.Label())
 			}
-			if !g.static(cond) {
+			if !g.Static(cond) {
 				s.dynamic = append(s.dynamic, s.masks[len(s.masks)-1])
 				s.masks = s.masks[:len(s.masks)-1]
 			}
@@ -154,10 +154,10 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 		case "Add":
 			x, y := ins[0], ins[1]
 			switch {
-			case g.data[x] && g.static(y):
+			case g.IsData(x) && g.Static(y):
 				s.masks = append(s.masks, maskTerm{value: y, kind: maskAdd})
 				v = x
-			case g.static(x) && g.data[y]:
+			case g.Static(x) && g.IsData(y):
 				s.masks = append(s.masks, maskTerm{value: x, kind: maskAdd})
 				v = y
 			case a.leadsToProduct(x) != a.leadsToProduct(y):
@@ -168,11 +168,11 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 				s.dynamic = append(s.dynamic, maskTerm{value: other, kind: maskAdd})
 				v = scoresIn
 			default:
-				return s, fail(append(s.nodes, sm), "node %s adds two computed values to the scores", n.label())
+				return s, fail(append(s.nodes, sm), "node %s adds two computed values to the scores", n.Label())
 			}
 			continue
 		}
-		return s, fail(append(s.nodes, sm), "softmax over the output of node %s (%s), not over query-key scores", n.label(), n.GetOpType())
+		return s, fail(append(s.nodes, sm), "softmax over the output of node %s (%s), not over query-key scores", n.Label(), n.GetOpType())
 	}
 }
 
@@ -180,7 +180,7 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 // possibly scaled: the query-key scores rather than a mask.
 func (a *analysis) leadsToProduct(v string) bool {
 	for {
-		n := a.g.producer[v]
+		n := a.g.Producer(v)
 		if n == nil {
 			return false
 		}
@@ -192,7 +192,7 @@ func (a *analysis) leadsToProduct(v string) bool {
 			v = n.GetInput()[0]
 			continue
 		}
-		return n.GetOpType() == "MatMul" && a.g.data[n.GetInput()[0]] && a.g.data[n.GetInput()[1]]
+		return n.GetOpType() == "MatMul" && a.g.IsData(n.GetInput()[0]) && a.g.IsData(n.GetInput()[1])
 	}
 }
 
@@ -203,7 +203,7 @@ func (a *analysis) weightedSum(sm *node) (*node, []*node, []weightsOutput, *fail
 	var weights []weightsOutput
 	var visit func(v string) *failure
 	visit = func(v string) *failure {
-		if a.g.isGraphOutput(v) {
+		if a.g.IsOutput(v) {
 			weights = append(weights, weightsOutput{output: v})
 		}
 		for _, r := range a.readers(v) {
@@ -230,7 +230,7 @@ func (a *analysis) weightedSum(sm *node) (*node, []*node, []weightsOutput, *fail
 		return nil, nodes, nil, f
 	}
 	if len(pvs) != 1 {
-		return nil, append(nodes, pvs...), nil, fail(nil, "the attention weights of softmax %s are multiplied with %d value tensors, want 1", sm.label(), len(pvs))
+		return nil, append(nodes, pvs...), nil, fail(nil, "the attention weights of softmax %s are multiplied with %d value tensors, want 1", sm.Label(), len(pvs))
 	}
 	return pvs[0], append(nodes, pvs[0]), weights, nil
 }
@@ -250,12 +250,12 @@ func (a *analysis) weightsChain(n *node, v string) (weightsOutput, []*node, *fai
 		default:
 			if _, x, ok := a.scalarFactor(n); !ok || x != v {
 				return weightsOutput{}, nodes, fail(nil, "the attention weights are also read by node %s (%s), which is not part of an attention layer",
-					n.label(), n.GetOpType())
+					n.Label(), n.GetOpType())
 			}
 		}
 		v = n.GetOutput()[0]
 		rs := a.readers(v)
-		if a.g.isGraphOutput(v) && len(rs) == 0 {
+		if a.g.IsOutput(v) && len(rs) == 0 {
 			return weightsOutput{output: v, mean: reduced}, nodes, nil
 		}
 		if len(rs) != 1 {
@@ -462,7 +462,7 @@ func projectedRows(idx, shape, rowsTok []int, width int) ([]int, error) {
 // linearReading finds a Linear whose input is v and v's only reader.
 func (a *analysis) linearReading(v string) *linear {
 	rs := a.readers(v)
-	if len(rs) != 1 || a.g.isGraphOutput(v) || rs[0].GetInput()[0] != v {
+	if len(rs) != 1 || a.g.IsOutput(v) || rs[0].GetInput()[0] != v {
 		return nil
 	}
 	n := rs[0]
@@ -471,7 +471,7 @@ func (a *analysis) linearReading(v string) *linear {
 		return a.matchGemm(n)
 	case "MatMul":
 		out := n.GetOutput()[0]
-		if next := a.readers(out); len(next) == 1 && next[0].GetOpType() == "Add" && !a.g.isGraphOutput(out) {
+		if next := a.readers(out); len(next) == 1 && next[0].GetOpType() == "Add" && !a.g.IsOutput(out) {
 			if l := a.matchLinear(next[0].GetOutput()[0]); l != nil && l.in == v {
 				return l
 			}

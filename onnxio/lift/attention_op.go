@@ -85,7 +85,7 @@ func (l *opLayer) build() (*region, error) {
 		}
 	}
 	for i, o := range n.GetOutput() {
-		if i > 0 && o != "" && (len(a.readers(o)) > 0 || a.g.isGraphOutput(o)) {
+		if i > 0 && o != "" && (len(a.readers(o)) > 0 || a.g.IsOutput(o)) {
 			return nil, fmt.Errorf("its output %d (%s) is used; attention.sdpa returns only Y", i, []string{"Y", "present_key", "present_value", "qk_matmul_output"}[i])
 		}
 	}
@@ -135,7 +135,7 @@ func (l *opLayer) build() (*region, error) {
 		return nil, fmt.Errorf("the output projection gives %d features, the queries' tokens have %d; attention.sdpa's output has the width of x", out.dOut, tokQ.D)
 	}
 
-	isCausal := attrInt(n, "is_causal", 0) == 1
+	isCausal := n.Int("is_causal", 0) == 1
 	w, err := l.opWindow(isCausal)
 	if err != nil {
 		return nil, err
@@ -191,12 +191,12 @@ func (l *opLayer) build() (*region, error) {
 			fields = append(fields, field{"causal_align", "top_left"})
 		}
 	}
-	if at := attr(n, "scale"); at != nil {
+	if at := n.Attr("scale"); at != nil {
 		if s := float64(at.GetF()); math.Abs(s*math.Sqrt(float64(headDim))-1) > 1e-7 {
 			fields = append(fields, field{"scale", float32Value(at.GetF())})
 		}
 	}
-	if c := attrFloat(n, "softcap", 0); c > 0 {
+	if c := n.Float("softcap", 0); c > 0 {
 		fields = append(fields, field{"softcap", float32Value(c)})
 	}
 	if m.window > 0 {
@@ -265,10 +265,10 @@ type headNorm struct {
 func (l *opLayer) headNorm(v string) *headNorm {
 	a := l.a
 	after := a.traceBack(v, false)
-	if len(after.nodes) == 0 || a.g.producer[after.base] == nil {
+	if len(after.nodes) == 0 || a.g.Producer(after.base) == nil {
 		return nil
 	}
-	for _, n := range a.g.nodes {
+	for _, n := range a.g.Nodes {
 		if n.GetOpType() != "Pow" {
 			continue
 		}
@@ -342,7 +342,7 @@ type opWindow struct {
 // bounds the right side anyway.
 func (l *opLayer) opWindow(isCausal bool) (opWindow, error) {
 	var w opWindow
-	left, right := attrInt(l.n, "left_window_size", -1), attrInt(l.n, "right_window_size", -1)
+	left, right := l.n.Int("left_window_size", -1), l.n.Int("right_window_size", -1)
 	if right > 0 && !isCausal {
 		return w, fmt.Errorf("right_window_size %d lets queries see keys ahead of them: attention.sdpa's window looks back only", right)
 	}
@@ -358,9 +358,9 @@ func (l *opLayer) opWindow(isCausal bool) (opWindow, error) {
 func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error) {
 	a := l.a
 	var op opOperand
-	if pn := a.g.producer[v]; pn != nil && pn.GetOpType() == "RotaryEmbedding" && a.g.data[v] {
+	if pn := a.g.Producer(v); pn != nil && pn.GetOpType() == "RotaryEmbedding" && a.g.IsData(v) {
 		if !rotates {
-			return op, fmt.Errorf("V is rotated by RotaryEmbedding %s; RoPE rotates queries and keys", pn.label())
+			return op, fmt.Errorf("V is rotated by RotaryEmbedding %s; RoPE rotates queries and keys", pn.Label())
 		}
 		op.rope = pn
 		l.nodes = append(l.nodes, pn)
@@ -392,7 +392,7 @@ func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error
 func (l *opLayer) heads(ops [3]opOperand, rank4 bool) (heads, kvHeads, d int, err error) {
 	n := l.n
 	if !rank4 {
-		heads, kvHeads = int(attrInt(n, "q_num_heads", 0)), int(attrInt(n, "kv_num_heads", 0))
+		heads, kvHeads = int(n.Int("q_num_heads", 0)), int(n.Int("kv_num_heads", 0))
 		if heads <= 0 || kvHeads <= 0 {
 			return 0, 0, 0, fmt.Errorf("3-D Q needs q_num_heads and kv_num_heads (they are %d and %d)", heads, kvHeads)
 		}
@@ -516,15 +516,15 @@ func (l *opLayer) rope(qr, kr *node, heads, kvHeads, headDim int, rank4 bool) ([
 		n     *node
 		heads int
 	}{{qr, heads}, {kr, kvHeads}} {
-		if h := int(attrInt(c.n, "num_heads", 0)); !rank4 && h != c.heads {
-			return nil, fmt.Errorf("RotaryEmbedding %s rotates %d heads, the attention has %d", c.n.label(), h, c.heads)
+		if h := int(c.n.Int("num_heads", 0)); !rank4 && h != c.heads {
+			return nil, fmt.Errorf("RotaryEmbedding %s rotates %d heads, the attention has %d", c.n.Label(), h, c.heads)
 		}
 	}
-	if attrInt(qr, "interleaved", 0) != attrInt(kr, "interleaved", 0) ||
-		attrInt(qr, "rotary_embedding_dim", 0) != attrInt(kr, "rotary_embedding_dim", 0) {
+	if qr.Int("interleaved", 0) != kr.Int("interleaved", 0) ||
+		qr.Int("rotary_embedding_dim", 0) != kr.Int("rotary_embedding_dim", 0) {
 		return nil, errors.New("the queries and keys are rotated differently")
 	}
-	dim := int(attrInt(qr, "rotary_embedding_dim", 0))
+	dim := int(qr.Int("rotary_embedding_dim", 0))
 	if dim == 0 {
 		dim = headDim
 	}
@@ -536,7 +536,7 @@ func (l *opLayer) rope(qr, kr *node, heads, kvHeads, headDim int, rank4 bool) ([
 		return nil, err
 	}
 	style := "half"
-	if attrInt(qr, "interleaved", 0) == 1 {
+	if qr.Int("interleaved", 0) == 1 {
 		style = "interleaved"
 	}
 	fields := []field{{"rope", style}}
@@ -557,9 +557,9 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 	for _, rn := range []*node{qr, kr} {
 		ins := rn.GetInput()
 		for _, v := range ins[1:] {
-			if v != "" && !a.g.static(v) {
+			if v != "" && !a.g.Static(v) {
 				return 0, fmt.Errorf("RotaryEmbedding %s reads %q, computed from the inputs %s: attention.sdpa rotates positions 0..T−1",
-					rn.label(), v, quoted(a.g.dependsOnInputs(v)))
+					rn.Label(), v, quoted(a.g.DependsOnInputs(v)))
 			}
 		}
 		if len(ins) > 3 && ins[3] != "" {
@@ -575,7 +575,7 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 				T := pos.Shape()[pos.Dims()-1]
 				for i, x := range vals {
 					if int(x) != i%T {
-						return 0, fmt.Errorf("RotaryEmbedding %s rotates position %g at token %d: attention.sdpa rotates positions 0..T−1", rn.label(), x, i%T)
+						return 0, fmt.Errorf("RotaryEmbedding %s rotates position %g at token %d: attention.sdpa rotates positions 0..T−1", rn.Label(), x, i%T)
 					}
 				}
 			}

@@ -17,7 +17,7 @@ import (
 func (a *analysis) block(n *node) (*region, *failure) {
 	switch n.GetOpType() {
 	case "MatMul", "Gemm":
-		if n.GetOpType() == "MatMul" && a.g.static(n.GetInput()[0]) {
+		if n.GetOpType() == "MatMul" && a.g.Static(n.GetInput()[0]) {
 			return a.average(n)
 		}
 		if r, f := a.mlp(n); r != nil || f != nil {
@@ -57,7 +57,7 @@ func (a *analysis) linearBlock(n *node) (*region, *failure) {
 func (a *analysis) addBlock(n *node) (*region, *failure) {
 	x, y := n.GetInput()[0], n.GetInput()[1]
 	switch {
-	case a.g.data[x] && a.g.data[y]:
+	case a.g.IsData(x) && a.g.IsData(y):
 		for _, p := range a.probes {
 			sx, sy := mustShape(p, x), mustShape(p, y)
 			if !equalShapes(sx, sy) {
@@ -65,7 +65,7 @@ func (a *analysis) addBlock(n *node) (*region, *failure) {
 			}
 		}
 		return &region{typ: "nn.add", kind: "residual", inputs: []string{x, y}, output: n.GetOutput()[0], nodes: []*node{n}}, nil
-	case a.g.static(x):
+	case a.g.Static(x):
 		x, y = y, x
 	}
 	return a.position(n, x, y)
@@ -98,7 +98,7 @@ func (a *analysis) position(n *node, x, pos string) (*region, *failure) {
 	r := &region{typ: "position.learned", kind: "pos", inputs: []string{x}, output: n.GetOutput()[0], nodes: []*node{n},
 		fields: []field{{"context_length", C}, {"d", d}},
 		params: []param{{name: "weight", value: toFloat32(table, 0), pieces: []piece{{value: best}}}}}
-	if len(a.probes) == 1 && a.g.producer[pos] == nil {
+	if len(a.probes) == 1 && a.g.Producer(pos) == nil {
 		r.notes = append(r.notes, fmt.Sprintf("the exporter kept only the %d rows this static graph uses; context_length is %d", C, C))
 	}
 	return r, nil
@@ -111,11 +111,11 @@ func (a *analysis) staticSources(v string) []string {
 	seen := map[string]bool{}
 	var walk func(string)
 	walk = func(v string) {
-		if v == "" || seen[v] || a.g.data[v] {
+		if v == "" || seen[v] || a.g.IsData(v) {
 			return
 		}
 		seen[v] = true
-		n := a.g.producer[v]
+		n := a.g.Producer(v)
 		if n == nil || n.GetOpType() == "Constant" {
 			out = append(out, v)
 			return
@@ -157,12 +157,12 @@ func (a *analysis) isTablePrefix(p *probe, table, x, pos string) bool {
 // concat lifts a Concat of token tensors on the feature axis: nn.concat.
 func (a *analysis) concat(n *node) (*region, *failure) {
 	for _, in := range n.GetInput() {
-		if !a.g.data[in] {
+		if !a.g.IsData(in) {
 			return nil, fail([]*node{n}, "concatenates the constant %q with computed values", in)
 		}
 	}
 	shape := mustShape(a.probes[0], n.GetOutput()[0])
-	axis := attrInt(n, "axis", 0)
+	axis := n.Int("axis", 0)
 	if axis < 0 {
 		axis += int64(len(shape))
 	}
@@ -176,7 +176,7 @@ func (a *analysis) concat(n *node) (*region, *failure) {
 // 1/(t+1) in its first t+1 columns): attention.average.
 func (a *analysis) average(n *node) (*region, *failure) {
 	A, x := n.GetInput()[0], n.GetInput()[1]
-	if !a.g.data[x] {
+	if !a.g.IsData(x) {
 		return nil, nil
 	}
 	for _, p := range a.probes {
@@ -211,7 +211,7 @@ func (a *analysis) average(n *node) (*region, *failure) {
 func (a *analysis) layerNorm(n *node) (*region, *failure) {
 	ins := n.GetInput()
 	shape := mustShape(a.probes[0], ins[0])
-	axis := attrInt(n, "axis", -1)
+	axis := n.Int("axis", -1)
 	if axis < 0 {
 		axis += int64(len(shape))
 	}
@@ -222,7 +222,7 @@ func (a *analysis) layerNorm(n *node) (*region, *failure) {
 	if len(ins) > 2 {
 		bias = ins[2]
 	}
-	return a.normRegion([]*node{n}, ins[0], n.GetOutput()[0], scale, bias, attrFloat(n, "epsilon", 1e-5))
+	return a.normRegion([]*node{n}, ins[0], n.GetOutput()[0], scale, bias, n.Float("epsilon", 1e-5))
 }
 
 // layerNormDecomposed lifts the ReduceMean, Sub, Pow, ReduceMean, Add,
@@ -273,14 +273,14 @@ func (a *analysis) layerNormDecomposed(mean *node) (*region, *failure) {
 	}
 	nodes = append(nodes, sub, pow, mean2, addEps, sqrt, div)
 	out, scale, bias := div.GetOutput()[0], "", ""
-	if rs := a.readers(out); len(rs) == 1 && rs[0].GetOpType() == "Mul" && !g.isGraphOutput(out) {
-		if s := otherInput(rs[0], out); g.static(s) {
+	if rs := a.readers(out); len(rs) == 1 && rs[0].GetOpType() == "Mul" && !g.IsOutput(out) {
+		if s := otherInput(rs[0], out); g.Static(s) {
 			scale, out = s, rs[0].GetOutput()[0]
 			nodes = append(nodes, rs[0])
 		}
 	}
-	if rs := a.readers(out); len(rs) == 1 && rs[0].GetOpType() == "Add" && !g.isGraphOutput(out) {
-		if b := otherInput(rs[0], out); g.static(b) {
+	if rs := a.readers(out); len(rs) == 1 && rs[0].GetOpType() == "Add" && !g.IsOutput(out) {
+		if b := otherInput(rs[0], out); g.Static(b) {
 			bias, out = b, rs[0].GetOutput()[0]
 			nodes = append(nodes, rs[0])
 		}
@@ -300,7 +300,7 @@ func otherInput(n *node, v string) string {
 func (a *analysis) reducesLastAxis(n *node) bool {
 	rank := len(mustShape(a.probes[0], n.GetInput()[0]))
 	var axes []int64
-	if at := attr(n, "axes"); at != nil {
+	if at := n.Attr("axes"); at != nil {
 		axes = at.GetInts()
 	} else if len(n.GetInput()) > 1 {
 		t, err := a.probes[0].value(n.GetInput()[1])
@@ -312,7 +312,7 @@ func (a *analysis) reducesLastAxis(n *node) bool {
 			axes = append(axes, int64(v))
 		}
 	}
-	return len(axes) == 1 && (axes[0] == -1 || axes[0] == int64(rank-1)) && attrInt(n, "keepdims", 1) == 1
+	return len(axes) == 1 && (axes[0] == -1 || axes[0] == int64(rank-1)) && n.Int("keepdims", 1) == 1
 }
 
 // normRegion builds norm.layer, nn.LayerNorm with weight and bias.
@@ -382,7 +382,7 @@ func (a *analysis) gelu(n *node) (*region, *failure) {
 	v, haveX, haveHalf := one.GetOutput()[0], false, false
 	for !(haveX && haveHalf) {
 		rs = a.readers(v)
-		if len(rs) != 1 || rs[0].GetOpType() != "Mul" || a.g.isGraphOutput(v) {
+		if len(rs) != 1 || rs[0].GetOpType() != "Mul" || a.g.IsOutput(v) {
 			return nil, nil
 		}
 		m := rs[0]
@@ -390,7 +390,7 @@ func (a *analysis) gelu(n *node) (*region, *failure) {
 		switch {
 		case other == x && !haveX:
 			haveX = true
-		case !haveHalf && a.g.static(other):
+		case !haveHalf && a.g.Static(other):
 			if c, ok := a.probes[0].scalar(other); !ok || c != 0.5 {
 				return nil, nil
 			}

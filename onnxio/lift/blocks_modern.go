@@ -17,7 +17,7 @@ func closeTo(x, want float64) bool { return math.Abs(x-want) <= 1e-6*math.Max(1,
 // another number of readers or is a graph output.
 func (a *analysis) onlyReader(v string) *node {
 	rs := a.readers(v)
-	if len(rs) != 1 || a.g.isGraphOutput(v) {
+	if len(rs) != 1 || a.g.IsOutput(v) {
 		return nil
 	}
 	return rs[0]
@@ -49,7 +49,7 @@ func (a *analysis) geluTail(onePlus *node, x string) ([]*node, string, bool) {
 		switch other := otherInput(m, v); {
 		case other == x && !haveX:
 			haveX = true
-		case !haveHalf && a.g.static(other):
+		case !haveHalf && a.g.Static(other):
 			if c, ok := a.probes[0].scalar(other); !ok || c != 0.5 {
 				return nil, "", false
 			}
@@ -68,7 +68,7 @@ func (a *analysis) geluTail(onePlus *node, x string) ([]*node, string, bool) {
 // nn.GELU(approximate="tanh"). It returns the nodes and the output.
 func (a *analysis) geluTanhAt(pow *node) ([]*node, string, bool) {
 	x := pow.GetInput()[0]
-	if e, ok := a.probes[0].scalar(pow.GetInput()[1]); !ok || e != 3 || !a.g.data[x] {
+	if e, ok := a.probes[0].scalar(pow.GetInput()[1]); !ok || e != 3 || !a.g.IsData(x) {
 		return nil, "", false
 	}
 	cubic := a.scaledBy(pow.GetOutput()[0], 0.044715)
@@ -130,7 +130,7 @@ func (a *analysis) powBlock(n *node) (*region, *failure) {
 func (a *analysis) rmsNorm(pow *node) (*region, *failure) {
 	g, p := a.g, a.probes[0]
 	x := pow.GetInput()[0]
-	if e, ok := p.scalar(pow.GetInput()[1]); !ok || e != 2 || !g.data[x] {
+	if e, ok := p.scalar(pow.GetInput()[1]); !ok || e != 2 || !g.IsData(x) {
 		return nil, nil
 	}
 	mean := a.onlyReader(pow.GetOutput()[0])
@@ -166,7 +166,7 @@ func (a *analysis) rmsNorm(pow *node) (*region, *failure) {
 	weight := tensor.New(tensor.WithShape(width), tensor.WithBacking(ones32(width)))
 	from := ""
 	if m := a.onlyReader(out); m != nil && m.GetOpType() == "Mul" {
-		if w := otherInput(m, out); g.static(w) {
+		if w := otherInput(m, out); g.Static(w) {
 			t, err := p.value(w)
 			if err != nil || t.Shape().TotalSize() != width {
 				return nil, fail(append(nodes, m), "RMSNorm weight %q is not a vector of %d", w, width)
@@ -196,7 +196,7 @@ func ones32(n int) []float32 {
 // relu (Relu), silu (Sigmoid·v), gelu (Erf form) or gelu_tanh, with the
 // nodes and the output.
 func (a *analysis) activationAfter(v string) (string, []*node, string) {
-	if a.g.isGraphOutput(v) {
+	if a.g.IsOutput(v) {
 		return "", nil, ""
 	}
 	// Every reader of v must belong to the activation; checkContained

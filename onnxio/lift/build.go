@@ -37,7 +37,7 @@ type layer struct {
 func newBuilder(a *analysis, p *plan, o Options) *builder {
 	b := &builder{a: a, p: p, o: o, regions: append([]*region(nil), p.regions...), inputNames: map[string]string{}}
 	used := map[string]bool{}
-	for i, vi := range a.g.inputs {
+	for i, vi := range a.g.Inputs {
 		name := identifier(vi.GetName())
 		if name == "" || used[name] {
 			name = fmt.Sprintf("input_%d", i)
@@ -109,7 +109,7 @@ func (b *builder) wire() error {
 		values[r.output] = name
 		b.layers = append(b.layers, l)
 	}
-	for i, o := range a.g.outputs {
+	for i, o := range a.g.Outputs {
 		v := p.resolve(o)
 		if i == 0 {
 			name, ok := values[v]
@@ -214,7 +214,7 @@ func heads0(group []*region, h *region) *region {
 
 // readOnlyBy reports whether v is read only by region r's nodes.
 func (b *builder) readOnlyBy(v string, r *region) bool {
-	if b.a.g.isGraphOutput(v) {
+	if b.a.g.IsOutput(v) {
 		return false
 	}
 	for _, c := range b.a.readers(v) {
@@ -236,13 +236,13 @@ func (b *builder) yaml() string {
 	if name == "" {
 		name = "lifted"
 	}
-	m := b.a.g.model
+	m := b.a.g.Model
 	producer := strings.TrimSpace(m.GetProducerName() + " " + m.GetProducerVersion())
 	if producer == "" {
 		producer = "unknown producer"
 	}
 	fmt.Fprintf(&s, "name: %s\n", yamlScalar(name))
-	fmt.Fprintf(&s, "description: %s\n", strconv.Quote(fmt.Sprintf("lifted from ONNX (%s, opset %d) by attnrun import", producer, b.a.g.opset)))
+	fmt.Fprintf(&s, "description: %s\n", strconv.Quote(fmt.Sprintf("lifted from ONNX (%s, opset %d) by attnrun import", producer, b.a.g.Opset)))
 	var ins []string
 	for _, v := range b.inputs {
 		ins = append(ins, b.inputNames[v])

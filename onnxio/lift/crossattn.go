@@ -22,11 +22,11 @@ func (a *analysis) maskNodes(v string) []*node {
 	seen := map[string]bool{}
 	var walk func(string)
 	walk = func(v string) {
-		if seen[v] || !a.g.data[v] {
+		if seen[v] || !a.g.IsData(v) {
 			return
 		}
 		seen[v] = true
-		if n := a.g.producer[v]; n != nil {
+		if n := a.g.Producer(v); n != nil {
 			out = append(out, n)
 			for _, in := range n.GetInput() {
 				walk(in)
@@ -45,7 +45,7 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 	var km paddingMask
 	var values []string
 	for _, d := range l.sc.dynamic {
-		deps := g.dependsOnInputs(d.value)
+		deps := g.DependsOnInputs(d.value)
 		if len(deps) != 1 || km.input != "" && deps[0] != km.input {
 			return km, fmt.Errorf("the scores are masked by values computed from inputs %s; a padding mask comes from one input", quoted(deps))
 		}
@@ -86,7 +86,7 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 	default:
 		return km, fmt.Errorf("mask input %q is %v; a key padding mask is bool or float32", km.input, dt)
 	}
-	outs, err := p.run(g.model.GetGraph().GetNode(), nil, values, map[string]*tensor.Dense{km.input: override})
+	outs, err := p.run(g.Model.GetGraph().GetNode(), nil, values, map[string]*tensor.Dense{km.input: override})
 	if err != nil {
 		return km, err
 	}

@@ -29,7 +29,7 @@ type linear struct {
 // matchLinear recognizes the Linear whose output is v, or returns nil.
 func (a *analysis) matchLinear(v string) *linear {
 	g, p := a.g, a.probes[0]
-	n := g.producer[v]
+	n := g.Producer(v)
 	if n == nil {
 		return nil
 	}
@@ -38,10 +38,10 @@ func (a *analysis) matchLinear(v string) *linear {
 		ins := n.GetInput()
 		for k := 0; k < 2; k++ {
 			data, bias := ins[k], ins[1-k]
-			if !g.data[data] || !g.static(bias) || len(g.dataConsumers(data)) != 1 || g.isGraphOutput(data) {
+			if !g.IsData(data) || !g.Static(bias) || len(g.DataConsumers(data)) != 1 || g.IsOutput(data) {
 				continue
 			}
-			l := a.matchMatMul(g.producer[data])
+			l := a.matchMatMul(g.Producer(data))
 			if l == nil {
 				continue
 			}
@@ -82,7 +82,7 @@ func (a *analysis) matchMatMul(n *node) *linear {
 		return nil
 	}
 	x, w := n.GetInput()[0], n.GetInput()[1]
-	if !g.data[x] || !g.static(w) {
+	if !g.IsData(x) || !g.Static(w) {
 		return nil
 	}
 	wt, err := p.value(w)
@@ -90,7 +90,7 @@ func (a *analysis) matchMatMul(n *node) *linear {
 		return nil
 	}
 	in, out := wt.Shape()[0], wt.Shape()[1]
-	from := g.origin(w)
+	from := g.Origin(w)
 	return &linear{
 		in: x, out: n.GetOutput()[0], nodes: []*node{n},
 		weight: transpose2(wt), weightValue: w, transposed: true,
@@ -104,8 +104,8 @@ func (a *analysis) matchMatMul(n *node) *linear {
 func (a *analysis) matchGemm(n *node) *linear {
 	g, p := a.g, a.probes[0]
 	ins := n.GetInput()
-	if !g.data[ins[0]] || !g.static(ins[1]) || attrInt(n, "transA", 0) != 0 ||
-		attrFloat(n, "alpha", 1) != 1 || attrFloat(n, "beta", 1) != 1 {
+	if !g.IsData(ins[0]) || !g.Static(ins[1]) || n.Int("transA", 0) != 0 ||
+		n.Float("alpha", 1) != 1 || n.Float("beta", 1) != 1 {
 		return nil
 	}
 	wt, err := p.value(ins[1])
@@ -113,7 +113,7 @@ func (a *analysis) matchGemm(n *node) *linear {
 		return nil
 	}
 	l := &linear{in: ins[0], out: n.GetOutput()[0], nodes: []*node{n}, weightValue: ins[1]}
-	if attrInt(n, "transB", 0) == 1 {
+	if n.Int("transB", 0) == 1 {
 		l.weight = wt
 		l.dOut, l.dIn = wt.Shape()[0], wt.Shape()[1]
 	} else {
@@ -121,7 +121,7 @@ func (a *analysis) matchGemm(n *node) *linear {
 		l.dIn, l.dOut = wt.Shape()[0], wt.Shape()[1]
 	}
 	if len(ins) > 2 && ins[2] != "" {
-		if !g.static(ins[2]) {
+		if !g.Static(ins[2]) {
 			return nil
 		}
 		b, err := p.value(ins[2])

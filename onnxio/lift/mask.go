@@ -137,11 +137,11 @@ func (a *analysis) maskBuffer(terms []maskTerm) int {
 	seen := map[string]bool{}
 	var walk func(v string)
 	walk = func(v string) {
-		if v == "" || seen[v] || a.g.data[v] {
+		if v == "" || seen[v] || a.g.IsData(v) {
 			return
 		}
 		seen[v] = true
-		n := a.g.producer[v]
+		n := a.g.Producer(v)
 		if n == nil || n.GetOpType() == "Constant" {
 			if t, err := a.probes[0].value(v); err == nil && t.Dims() >= 2 {
 				s := t.Shape()

@@ -154,7 +154,7 @@ func (a *analysis) matchPatterns(p *plan) {
 	if len(ps) == 0 {
 		return
 	}
-	for _, n := range a.g.nodes {
+	for _, n := range a.g.Nodes {
 		if p.claimed[n] || !a.liveNode(n) {
 			continue
 		}
@@ -207,7 +207,7 @@ func (a *analysis) patternRegion(l *Layer, anchor *node) (*region, error) {
 	if _, err := registry.Lookup(l.Type); err != nil {
 		return nil, err
 	}
-	if l.Output == "" || a.g.producer[l.Output] == nil || !a.live[l.Output] {
+	if l.Output == "" || a.g.Producer(l.Output) == nil || !a.live[l.Output] {
 		return nil, fmt.Errorf("output %q is not a value computed from the graph inputs for a graph output", l.Output)
 	}
 	if len(l.Inputs) == 0 {
@@ -218,7 +218,7 @@ func (a *analysis) patternRegion(l *Layer, anchor *node) (*region, error) {
 		return nil, err
 	}
 	if !slices.Contains(nodes, anchor) {
-		return nil, fmt.Errorf("the %s layer from %v to %q does not contain the anchor node %s", l.Type, l.Inputs, l.Output, anchor.label())
+		return nil, fmt.Errorf("the %s layer from %v to %q does not contain the anchor node %s", l.Type, l.Inputs, l.Output, anchor.Label())
 	}
 	r := &region{typ: l.Type, inputs: slices.Clone(l.Inputs), output: l.Output, nodes: nodes,
 		kind: sanitize(l.Type), notes: slices.Clone(l.Notes)}
@@ -232,7 +232,7 @@ func (a *analysis) patternRegion(l *Layer, anchor *node) (*region, error) {
 		if p.Value == nil {
 			return nil, fmt.Errorf("parameter %q has no value", p.Name)
 		}
-		if p.From != "" && !a.g.static(p.From) {
+		if p.From != "" && !a.g.Static(p.From) {
 			return nil, fmt.Errorf("parameter %q comes from %q, which is not a constant of the graph", p.Name, p.From)
 		}
 		rows := 1
@@ -251,7 +251,7 @@ func (a *analysis) patternRegion(l *Layer, anchor *node) (*region, error) {
 func (a *analysis) between(inputs []string, output string) ([]*node, error) {
 	stop := map[string]bool{}
 	for _, in := range inputs {
-		if !a.g.data[in] {
+		if !a.g.IsData(in) {
 			return nil, fmt.Errorf("input %q is not a value computed from the graph inputs", in)
 		}
 		stop[in] = true
@@ -265,7 +265,7 @@ func (a *analysis) between(inputs []string, output string) ([]*node, error) {
 			reached[v] = true
 			return nil
 		}
-		n := a.g.producer[v]
+		n := a.g.Producer(v)
 		if n == nil {
 			return fmt.Errorf("output %q depends on graph input %q, which is not among the layer's inputs %v", output, v, inputs)
 		}
@@ -275,7 +275,7 @@ func (a *analysis) between(inputs []string, output string) ([]*node, error) {
 		seen[n] = true
 		nodes = append(nodes, n)
 		for _, in := range n.GetInput() {
-			if a.g.data[in] {
+			if a.g.IsData(in) {
 				if err := walk(in); err != nil {
 					return err
 				}
@@ -313,12 +313,12 @@ type Node struct {
 }
 
 // Opset is the graph's default-domain opset version.
-func (g *Graph) Opset() int { return int(g.a.g.opset) }
+func (g *Graph) Opset() int { return int(g.a.g.Opset) }
 
 // Producer returns the node that computes a value, or nil for a graph
 // input or an initializer.
 func (g *Graph) Producer(value string) *Node {
-	if n := g.a.g.producer[value]; n != nil {
+	if n := g.a.g.Producer(value); n != nil {
 		return &Node{n: n}
 	}
 	return nil
@@ -336,10 +336,10 @@ func (g *Graph) Readers(value string) []*Node {
 
 // IsData reports whether a value depends on the contents of the graph
 // inputs; a static value does not.
-func (g *Graph) IsData(value string) bool { return g.a.g.data[value] }
+func (g *Graph) IsData(value string) bool { return g.a.g.IsData(value) }
 
 // IsOutput reports whether a value is one of the graph's outputs.
-func (g *Graph) IsOutput(value string) bool { return g.a.g.isGraphOutput(value) }
+func (g *Graph) IsOutput(value string) bool { return g.a.g.IsOutput(value) }
 
 // Shape returns a value's shape at the first probe shape. Symbolic sizes
 // are set to small numbers there: use it for ranks and fixed sizes such
@@ -350,7 +350,7 @@ func (g *Graph) Shape(value string) ([]int, error) { return g.a.probes[0].shape(
 // a weight, an axis list, an epsilon. A value that changes with the input
 // shapes (a mask cut to the sequence length) is an error.
 func (g *Graph) Constant(value string) (*tensor.Dense, error) {
-	if !g.a.g.static(value) {
+	if !g.a.g.Static(value) {
 		return nil, fmt.Errorf("value %q depends on the graph inputs", value)
 	}
 	first, err := g.a.probes[0].value(value)
@@ -419,7 +419,7 @@ func (g *Graph) Scores(softmax *Node) (*Scores, error) {
 		return nil, f
 	}
 	if len(sc.dynamic) > 0 {
-		return nil, fmt.Errorf("the scores are masked by values computed from graph inputs %s", quoted(a.g.dependsOnInputs(sc.dynamic[0].value)))
+		return nil, fmt.Errorf("the scores are masked by values computed from graph inputs %s", quoted(a.g.DependsOnInputs(sc.dynamic[0].value)))
 	}
 	causal := false
 	for i, p := range a.probes {
@@ -485,7 +485,7 @@ func (n *Node) Op() string { return n.n.GetOpType() }
 
 // Name is the node's name, or "#index (op)" when the exporter left it
 // unnamed; for messages.
-func (n *Node) Name() string { return n.n.label() }
+func (n *Node) Name() string { return n.n.Label() }
 
 // Inputs are the values the node reads, in order ("" for an omitted
 // optional input).
@@ -503,14 +503,14 @@ func (n *Node) Output() string {
 }
 
 // Int returns an integer attribute, or def when the node does not have it.
-func (n *Node) Int(name string, def int64) int64 { return attrInt(n.n, name, def) }
+func (n *Node) Int(name string, def int64) int64 { return n.n.Int(name, def) }
 
 // Float returns a float attribute, or def when the node does not have it.
-func (n *Node) Float(name string, def float32) float32 { return attrFloat(n.n, name, def) }
+func (n *Node) Float(name string, def float32) float32 { return n.n.Float(name, def) }
 
 // Ints returns an integer-list attribute (Transpose's perm), or nil.
 func (n *Node) Ints(name string) []int64 {
-	if at := attr(n.n, name); at != nil {
+	if at := n.n.Attr(name); at != nil {
 		return slices.Clone(at.GetInts())
 	}
 	return nil

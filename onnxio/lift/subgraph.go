@@ -400,7 +400,7 @@ func exportConstant(b registry.GraphBuilder, t *onnxpb.TensorProto) (string, err
 func (b *builder) addSubgraphs() error {
 	a, p := b.a, b.p
 	available := map[string]bool{}
-	for _, vi := range a.g.inputs {
+	for _, vi := range a.g.Inputs {
 		available[vi.GetName()] = true
 	}
 	for _, r := range b.regions {
@@ -414,12 +414,12 @@ func (b *builder) addSubgraphs() error {
 			}
 		}
 	}
-	if out := p.resolve(a.g.outputs[0]); !available[out] {
+	if out := p.resolve(a.g.Outputs[0]); !available[out] {
 		needed = append(needed, out)
 	}
 	pos := func(v string) int {
-		if n := a.g.producer[v]; n != nil {
-			return n.index
+		if n := a.g.Producer(v); n != nil {
+			return n.Index
 		}
 		return -1
 	}
@@ -460,10 +460,10 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 		switch {
 		case available[u] && u != v:
 			boundary = append(boundary, u)
-		case g.inits[u] != nil:
+		case g.Inits[u] != nil:
 			usedInit[u] = true
-		case g.producer[u] != nil:
-			n := g.producer[u]
+		case g.Producer(u) != nil:
+			n := g.Producer(u)
 			keep[n] = true
 			stack = append(stack, n.GetInput()...)
 		default:
@@ -471,12 +471,12 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 		}
 	}
 	pos := func(u string) int {
-		if n := g.producer[u]; n != nil {
-			return n.index
+		if n := g.Producer(u); n != nil {
+			return n.Index
 		}
-		for i, vi := range g.inputs {
+		for i, vi := range g.Inputs {
 			if vi.GetName() == u {
-				return -len(g.inputs) + i
+				return -len(g.Inputs) + i
 			}
 		}
 		return -1
@@ -485,7 +485,7 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 
 	gp := &onnxpb.GraphProto{Name: proto.String("subgraph")}
 	var nodes, ours []*node
-	for _, n := range g.nodes {
+	for _, n := range g.Nodes {
 		if keep[n] {
 			gp.Node = append(gp.Node, n.NodeProto)
 			nodes = append(nodes, n)
@@ -496,7 +496,7 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 	}
 	for _, u := range boundary {
 		info := untypedInfo(u, onnxio.Float)
-		for _, vi := range g.inputs {
+		for _, vi := range g.Inputs {
 			if vi.GetName() == u {
 				info = vi
 			}
@@ -505,7 +505,7 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 	}
 	var params []param
 	var paramNames []string
-	for _, t := range g.model.GetGraph().GetInitializer() {
+	for _, t := range g.Model.GetGraph().GetInitializer() {
 		if !usedInit[t.GetName()] {
 			continue
 		}
@@ -526,7 +526,7 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 		gp.Initializer = append(gp.Initializer, t)
 	}
 	gp.Output = []*onnxpb.ValueInfoProto{untypedInfo(v, onnxio.Float)}
-	m := &onnxpb.ModelProto{IrVersion: proto.Int64(g.model.GetIrVersion()), OpsetImport: g.model.GetOpsetImport(), Graph: gp}
+	m := &onnxpb.ModelProto{IrVersion: proto.Int64(g.Model.GetIrVersion()), OpsetImport: g.Model.GetOpsetImport(), Graph: gp}
 	data, err := onnxio.EncodeModel(m)
 	if err != nil {
 		return nil, err
@@ -535,7 +535,7 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 		ours = nodes
 	}
 	kind := "onnx"
-	if op := sanitize(g.producer[v].GetOpType()); op != "" {
+	if op := sanitize(g.Producer(v).GetOpType()); op != "" {
 		kind = "onnx_" + op
 	}
 	return &region{typ: "onnx.subgraph", kind: kind, inputs: boundary, output: v, nodes: ours, params: params,

@@ -24,11 +24,11 @@ const (
 // every probe size and compares every output.
 func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (Check, error) {
 	var c Check
-	eg, err := exec.NewWithOptions(a.g.model, a.g.limits.opts)
+	eg, err := exec.NewWithOptions(a.g.Model, a.g.limits.opts)
 	if err != nil {
 		return c, err
 	}
-	rng := rand.New(rand.NewPCG(0x11f7, uint64(len(a.g.nodes))))
+	rng := rand.New(rand.NewPCG(0x11f7, uint64(len(a.g.Nodes))))
 	for _, p := range a.probes {
 		feeds := map[string]*tensor.Dense{}
 		var args []*tensor.Dense
