@@ -8,6 +8,7 @@ import (
 
 	"github.com/attnrun/attnrun/internal/kernels"
 	"github.com/attnrun/attnrun/onnxio/graph"
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // Attention fusion. PyTorch exports scaled dot-product attention as a
@@ -155,31 +156,38 @@ func (b *builder) fuseNodes(order []*node) []*node {
 // no graph output, so that a chain may swallow it.
 func (f *fuser) private(s int) bool { return f.uses.Private(s) }
 
-// isStepOp reports whether op may sit between the two products.
-func isStepOp(op string) bool {
-	return op == "Div" || op == "Mul" || op == "Where" || op == "Add"
+// scoresView is the graph as match.WalkScores sees it for a fusion: a
+// chain swallows only values that its next node alone reads, each the
+// single output of its producer, and its scores come from a MatMul or
+// another step.
+type scoresView struct{ f *fuser }
+
+// Producer returns the node writing slot s.
+func (v scoresView) Producer(s int) (*node, bool) {
+	n := v.f.producer(s)
+	return n, n != nil
 }
 
-// scoreInput returns the slot of step p's input that carries the scores:
-// the one a MatMul or another step writes and nothing else reads; -1 if
-// there is none.
-func (f *fuser) scoreInput(p *node) int {
-	var candidates []int
-	switch p.op {
-	case "Div":
-		candidates = p.in[:1]
-	case "Mul", "Add":
-		candidates = p.in
-	case "Where":
-		candidates = p.in[1:]
-	}
-	for _, s := range candidates {
-		if q := f.producer(s); q != nil && f.private(s) && (q.op == "MatMul" || isStepOp(q.op)) {
-			return s
-		}
-	}
-	return -1
+// Op is n's op type.
+func (scoresView) Op(n *node) string { return n.op }
+
+// Inputs are n's input slots.
+func (scoresView) Inputs(n *node) []int { return n.in }
+
+// Follows lets the walk swallow s when it is private and p writes only s.
+func (v scoresView) Follows(s int, p *node) bool { return v.f.private(s) && len(p.out) == 1 }
+
+// Carries reports whether input k of p is private and written by a MatMul
+// or another step.
+func (v scoresView) Carries(p *node, k int) bool {
+	s := p.in[k]
+	q := v.f.producer(s)
+	return q != nil && v.f.private(s) && (q.op == "MatMul" || match.IsStep(q.op, false))
 }
+
+// fusedScores bounds the chains fusion takes: a scale and a mask at most,
+// no copies.
+var fusedScores = match.Rules{MaxSteps: 2}
 
 // match tries to read mm2 as the last product of an attention chain. It
 // returns the fused node, its plan and the chain's last node, or nils.
@@ -192,26 +200,18 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 		return nil, nil, nil
 	}
 	// Walk back from the softmax to the first product.
-	var steps []*node // last first
-	var mm1 *node
-	for s := sm.in[0]; mm1 == nil; {
-		p := f.producer(s)
-		switch {
-		case p == nil || !f.private(s) || len(p.out) != 1:
-			return nil, nil, nil
-		case p.op == "MatMul" && len(p.in) == 2:
-			mm1 = p
-		case len(steps) == 2 || !isStepOp(p.op):
-			return nil, nil, nil
-		default:
-			steps = append(steps, p)
-			if s = f.scoreInput(p); s < 0 {
-				return nil, nil, nil
-			}
-		}
+	walk := match.WalkScores[*node, int](scoresView{f}, sm.in[0], fusedScores)
+	mm1 := walk.Product
+	if walk.Stop != match.AtProduct || len(mm1.in) != 2 {
+		return nil, nil, nil
 	}
+	steps := walk.Steps // last first
 	slices.Reverse(steps)
-	chain := slices.Concat([]*node{mm1}, steps, []*node{sm, mm2})
+	chain := []*node{mm1}
+	for _, st := range steps {
+		chain = append(chain, st.Node)
+	}
+	chain = append(chain, sm, mm2)
 	if t := f.outTranspose(mm2); t != nil {
 		chain = append(chain, t)
 	}
@@ -240,9 +240,8 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 		x.op.arg = c.arg(s, x.n.inName[x.k])
 	}
 	scales, masks := 0, 0
-	cur := mm1.out[0]
 	for _, p := range steps {
-		st, ok := c.step(p, cur)
+		st, ok := c.step(p)
 		if !ok {
 			return nil, nil, nil
 		}
@@ -252,7 +251,6 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 			masks++
 		}
 		fa.steps = append(fa.steps, st)
-		cur = p.out[0]
 	}
 	if scales > 1 || masks > 1 {
 		return nil, nil, nil
@@ -307,29 +305,26 @@ func (c *chainInputs) arg(s int, name string) int {
 	return len(c.slots) - 1
 }
 
-// step describes step node p, whose scores input is slot cur.
-func (c *chainInputs) step(p *node, cur int) (chainStep, bool) {
-	other := func() int { // the input of a binary op that is not cur
-		if p.in[0] == cur {
-			return c.arg(p.in[1], p.inName[1])
-		}
-		return c.arg(p.in[0], p.inName[0])
+// step describes a step of the chain in terms of the fused node's inputs,
+// or reports false when an operand is omitted or the node has the wrong
+// number of inputs.
+func (c *chainInputs) step(st match.Step[*node]) (chainStep, bool) {
+	p := st.Node
+	want := 2
+	if st.Kind == match.Where {
+		want = 3
 	}
-	switch {
-	case len(p.in) == 2 && p.op == "Div" && p.in[0] == cur && p.in[1] >= 0:
-		return chainStep{kind: stepScale, arg: c.arg(p.in[1], p.inName[1]), onDiv: true}, true
-	case len(p.in) == 2 && p.op == "Mul" && p.in[0] >= 0 && p.in[1] >= 0:
-		return chainStep{kind: stepScale, arg: other()}, true
-	case len(p.in) == 2 && p.op == "Add" && p.in[0] >= 0 && p.in[1] >= 0:
-		return chainStep{kind: stepAdd, arg: other()}, true
-	case len(p.in) == 3 && p.op == "Where" && p.in[0] >= 0 && p.in[1] >= 0 && p.in[2] >= 0:
-		st := chainStep{kind: stepWhere, arg: c.arg(p.in[0], p.inName[0])}
-		if p.in[2] == cur {
-			st.fill = c.arg(p.in[1], p.inName[1])
-		} else {
-			st.fill, st.keep = c.arg(p.in[2], p.inName[2]), true
-		}
-		return st, true
+	if len(p.in) != want || slices.Contains(p.in, -1) {
+		return chainStep{}, false
+	}
+	arg := c.arg(p.in[st.Arg], p.inName[st.Arg])
+	switch st.Kind {
+	case match.Scale:
+		return chainStep{kind: stepScale, arg: arg, onDiv: st.OnDiv}, true
+	case match.Add:
+		return chainStep{kind: stepAdd, arg: arg}, true
+	case match.Where:
+		return chainStep{kind: stepWhere, arg: arg, fill: c.arg(p.in[st.Fill], p.inName[st.Fill]), keep: st.Keep}, true
 	}
 	return chainStep{}, false
 }

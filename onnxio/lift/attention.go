@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // unboundedContext is the context_length given to an attention.multihead
@@ -105,75 +107,104 @@ func (a *analysis) softmaxAxis(sm *node) *failure {
 	return nil
 }
 
+// scoresView is the graph as match.WalkScores sees it for the lifter: the
+// scores are values computed from the graph inputs; a scale is a static
+// scalar, the same at every probe; a Where fills with -inf (or a large
+// negative number) from a static value; an Add adds a static mask, or one
+// computed from graph inputs next to the scores.
+type scoresView struct{ a *analysis }
+
+// Producer returns the node computing v.
+func (v scoresView) Producer(x string) (*node, bool) {
+	n := v.a.g.Producer(x)
+	return n, n != nil
+}
+
+// Op is n's op type.
+func (scoresView) Op(n *node) string { return n.GetOpType() }
+
+// Inputs are n's inputs.
+func (scoresView) Inputs(n *node) []string { return n.GetInput() }
+
+// Follows lets the walk through values computed from the graph inputs.
+func (v scoresView) Follows(x string, _ *node) bool { return v.a.g.IsData(x) }
+
+// Carries reports whether input k of step n carries the scores.
+func (v scoresView) Carries(n *node, k int) bool {
+	a, ins := v.a, n.GetInput()
+	switch n.GetOpType() {
+	case "Mul", "Div":
+		_, x, ok := a.scalarFactor(n)
+		return ok && x == ins[k]
+	case "Where":
+		fill := ins[3-k]
+		return a.g.Static(fill) && a.g.IsData(ins[k]) && a.isMaskFill(fill)
+	case "Add":
+		x, other := ins[k], ins[1-k]
+		return a.g.IsData(x) && (a.g.Static(other) || a.leadsToProduct(x) && !a.leadsToProduct(other))
+	}
+	return true // Identity
+}
+
+// liftedScores are the chains the lifter takes: any number of scales,
+// masks and copies.
+var liftedScores = match.Rules{Copies: true}
+
 // scores walks back from the softmax to the query-key product, collecting
 // scale factors, static masks and masks computed from inputs; a chain that
 // reaches no product is a failure.
 func (a *analysis) scores(sm *node) (scores, *failure) {
 	g := a.g
-	s := scores{scale: 1}
-	v := sm.GetInput()[0]
-	for {
-		n := g.Producer(v)
-		if n == nil || !g.IsData(v) {
-			return s, fail(append(s.nodes, sm), "softmax over %q, which is not computed from query-key scores", v)
+	walk := match.WalkScores[*node, string](scoresView{a}, sm.GetInput()[0], liftedScores)
+	s := scores{scale: 1, nodes: walk.Nodes}
+	failed := append(s.nodes, sm)
+	n := walk.At
+	switch walk.Stop {
+	case match.AtSource:
+		return s, fail(failed, "softmax over %q, which is not computed from query-key scores", walk.Value)
+	case match.AtProduct:
+		if ins := n.GetInput(); !g.IsData(ins[0]) || !g.IsData(ins[1]) {
+			return s, fail(failed, "softmax over a product with a constant matrix (node %s), not of queries and keys", n.Label())
 		}
-		s.nodes = append(s.nodes, n)
-		if f, x, ok := a.scalarFactor(n); ok {
-			s.scale *= f
-			v = x
-			continue
-		}
-		ins := n.GetInput()
+		s.qk = n
+	case match.NoScores:
 		switch n.GetOpType() {
-		case "MatMul":
-			if g.IsData(ins[0]) && g.IsData(ins[1]) {
-				s.qk = n
-				return s, nil
-			}
-			return s, fail(append(s.nodes, sm), "softmax over a product with a constant matrix (node %s), not of queries and keys", n.Label())
-		case "Identity":
-			v = ins[0]
-			continue
 		case "Where":
-			cond, x, y := ins[0], ins[1], ins[2]
-			switch {
-			case g.Static(x) && g.IsData(y) && a.isMaskFill(x):
-				s.masks = append(s.masks, maskTerm{value: cond, kind: maskWhereTrue})
-				v = y
-			case g.Static(y) && g.IsData(x) && a.isMaskFill(y):
-				s.masks = append(s.masks, maskTerm{value: cond, kind: maskWhereFalse})
-				v = x
-			default:
-				return s, fail(append(s.nodes, sm), "node %s (Where) does not fill masked scores with -inf", n.Label())
-			}
-			if !g.Static(cond) {
-				s.dynamic = append(s.dynamic, s.masks[len(s.masks)-1])
-				s.masks = s.masks[:len(s.masks)-1]
-			}
-			continue
+			return s, fail(failed, "node %s (Where) does not fill masked scores with -inf", n.Label())
 		case "Add":
-			x, y := ins[0], ins[1]
-			switch {
-			case g.IsData(x) && g.Static(y):
-				s.masks = append(s.masks, maskTerm{value: y, kind: maskAdd})
-				v = x
-			case g.Static(x) && g.IsData(y):
-				s.masks = append(s.masks, maskTerm{value: x, kind: maskAdd})
-				v = y
-			case a.leadsToProduct(x) != a.leadsToProduct(y):
-				scoresIn, other := x, y
-				if !a.leadsToProduct(x) {
-					scoresIn, other = y, x
-				}
-				s.dynamic = append(s.dynamic, maskTerm{value: other, kind: maskAdd})
-				v = scoresIn
-			default:
-				return s, fail(append(s.nodes, sm), "node %s adds two computed values to the scores", n.Label())
-			}
-			continue
+			return s, fail(failed, "node %s adds two computed values to the scores", n.Label())
 		}
-		return s, fail(append(s.nodes, sm), "softmax over the output of node %s (%s), not over query-key scores", n.Label(), n.GetOpType())
+		fallthrough
+	default:
+		return s, fail(failed, "softmax over the output of node %s (%s), not over query-key scores", n.Label(), n.GetOpType())
 	}
+	for _, st := range walk.Steps {
+		ins := st.Node.GetInput()
+		switch st.Kind {
+		case match.Scale:
+			f, _, _ := a.scalarFactor(st.Node)
+			s.scale *= f
+		case match.Where:
+			kind := maskWhereTrue
+			if st.Keep {
+				kind = maskWhereFalse
+			}
+			m := maskTerm{value: ins[st.Arg], kind: kind}
+			if g.Static(m.value) {
+				s.masks = append(s.masks, m)
+			} else {
+				s.dynamic = append(s.dynamic, m)
+			}
+		case match.Add:
+			m := maskTerm{value: ins[st.Arg], kind: maskAdd}
+			if g.Static(m.value) {
+				s.masks = append(s.masks, m)
+			} else {
+				s.dynamic = append(s.dynamic, m)
+			}
+		}
+	}
+	return s, nil
 }
 
 // leadsToProduct reports whether v is a product of two computed values,
