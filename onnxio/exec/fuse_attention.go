@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/attnrun/attnrun/internal/kernels"
-	"github.com/attnrun/attnrun/onnxio/graph"
 	"github.com/attnrun/attnrun/onnxio/match"
 )
 
@@ -18,8 +17,8 @@ import (
 //	  → Softmax(S, axis −1) → MatMul(S, V) [→ Transpose(0, 2, 1, 3)]
 //
 // (masking and scaling in either order, each optional), which, run node
-// by node, materializes the B·H·T·T scores three times. fuseNodes
-// replaces such a chain with one node that calls kernels.AttendBatch,
+// by node, materializes the B·H·T·T scores three times. The attention
+// fusion replaces such a chain with one node that calls kernels.AttendBatch,
 // which never forms the scores and skips the hidden half of a causal
 // mask. Q, K and V are read in place through the Transposes that put the
 // heads first, and the result is written straight into the layout of a
@@ -38,6 +37,27 @@ import (
 // score NaN, so an Add mask is fused only while every score is finite
 // (kernels.FiniteScores). A query with nothing to see is NaN, as Softmax
 // gives, and the weights multiply every row of V, as MatMul does.
+
+func init() {
+	registerFusion(fusion{name: "attention", order: 10, run: fuseAttention})
+	registerFusion(fusion{name: "shape of transpose", order: 30, run: skipTransposeForShape})
+}
+
+// fuseAttention rewrites every attention chain of order into a fused node
+// (see the comment at the top of this file).
+func fuseAttention(f *fuser, order []*node) []*node {
+	replaced := map[*node]*node{} // a chain's last node: the fused node
+	for _, n := range order {
+		if n.op != "MatMul" || f.removed[n] {
+			continue
+		}
+		if fused, fa, last := f.match(n); fused != nil {
+			replaced[last] = fused
+			f.g.attention = append(f.g.attention, fa)
+		}
+	}
+	return f.replace(order, replaced)
+}
 
 // fusedAttentionOp is the op name of fused nodes, as errors show it.
 const fusedAttentionOp = "FusedAttention"
@@ -81,75 +101,6 @@ type fusedAttention struct {
 	out      int // slot of the chain's result
 
 	fast, slow atomic.Int64 // runs on the fused path and on the fallback
-}
-
-// fuser holds what the pattern match needs to know about the graph: who
-// writes and who reads each value slot (package onnxio/graph's index), and
-// which nodes a fusion has already taken.
-type fuser struct {
-	uses    *graph.Uses[int, *node]
-	removed map[*node]bool
-}
-
-// newFuser indexes the nodes of order and the graph outputs.
-func newFuser(order []*node, outSlots []int) *fuser {
-	f := &fuser{uses: graph.NewUses[int, *node](-1), removed: map[*node]bool{}}
-	for _, s := range outSlots {
-		f.uses.MarkOutput(s)
-	}
-	for _, n := range order {
-		f.uses.Add(n, n.in, n.out)
-	}
-	return f
-}
-
-// producer returns the node writing slot s, or nil.
-func (f *fuser) producer(s int) *node {
-	n, _ := f.uses.Producer(s)
-	return n
-}
-
-// reader returns the last node reading slot s, or nil.
-func (f *fuser) reader(s int) *node {
-	n, _ := f.uses.LastReader(s)
-	return n
-}
-
-// fuseNodes rewrites every attention chain of order into a fused node
-// (see the comment at the top of this file), then every remaining
-// MatMul+Add bias pair (fuse_bias.go), then makes Shape nodes skip
-// Transposes, and returns the new order. It runs before schedule, which
-// then drops the Transposes nothing reads any more.
-func (b *builder) fuseNodes(order []*node) []*node {
-	f := newFuser(order, b.g.outSlots)
-	replaced := map[*node]*node{} // a chain's last node: the fused node
-	for _, n := range order {
-		if n.op != "MatMul" || f.removed[n] {
-			continue
-		}
-		if fused, fa, last := f.match(n); fused != nil {
-			replaced[last] = fused
-			b.g.attention = append(b.g.attention, fa)
-		}
-	}
-	for _, n := range order {
-		if n.op == "MatMul" && !f.removed[n] {
-			if fused, last := f.matchBias(n); fused != nil {
-				replaced[last] = fused
-			}
-		}
-	}
-	out := make([]*node, 0, len(order))
-	for _, n := range order {
-		switch {
-		case replaced[n] != nil:
-			out = append(out, replaced[n])
-		case !f.removed[n]:
-			out = append(out, n)
-		}
-	}
-	f.skipTransposeForShape(out)
-	return out
 }
 
 // private reports whether slot s is read by exactly one node input and is
@@ -718,7 +669,7 @@ func floatMask(rc *runCtx, x *value, tq, tk int) maskPattern {
 // output read the Transpose's input and permute the dimensions itself, so
 // that a Transpose kept only for its shape (PyTorch exports K's for the
 // 1/√dₖ scale) is no longer computed.
-func (f *fuser) skipTransposeForShape(order []*node) {
+func skipTransposeForShape(f *fuser, order []*node) []*node {
 	for i, n := range order {
 		if n.op != "Shape" || len(n.attrs) > 0 || len(n.in) != 1 {
 			continue
@@ -733,6 +684,7 @@ func (f *fuser) skipTransposeForShape(order []*node) {
 		m.spec = &opSpec{minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: permutedShapeOp(perm)}
 		order[i] = &m
 	}
+	return order
 }
 
 // permutedShapeOp returns the op computing Shape(Transpose(x, perm)) from x.

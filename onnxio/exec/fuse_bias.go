@@ -15,6 +15,24 @@ import (
 // matrix and b a vector of its columns (possibly with leading axes of
 // size 1), and runs the two original nodes otherwise.
 
+func init() {
+	registerFusion(fusion{name: "bias", order: 20, run: fuseBias})
+}
+
+// fuseBias rewrites every MatMul+Add pair of order that no earlier fusion
+// took into a fused node.
+func fuseBias(f *fuser, order []*node) []*node {
+	replaced := map[*node]*node{} // the Add: the fused node
+	for _, n := range order {
+		if n.op == "MatMul" && !f.removed[n] {
+			if fused, last := f.matchBias(n); fused != nil {
+				replaced[last] = fused
+			}
+		}
+	}
+	return f.replace(order, replaced)
+}
+
 // fusedMatMulAddOp is the op name of fused MatMul+Add nodes.
 const fusedMatMulAddOp = "FusedMatMulAdd"
 
