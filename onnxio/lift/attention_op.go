@@ -193,11 +193,11 @@ func (l *opLayer) build() (*region, error) {
 	}
 	if at := n.Attr("scale"); at != nil {
 		if s := float64(at.GetF()); math.Abs(s*math.Sqrt(float64(headDim))-1) > 1e-7 {
-			fields = append(fields, field{"scale", float32Value(at.GetF())})
+			fields = append(fields, field{"scale", float32(at.GetF())})
 		}
 	}
 	if c := n.Float("softcap", 0); c > 0 {
-		fields = append(fields, field{"softcap", float32Value(c)})
+		fields = append(fields, field{"softcap", float32(c)})
 	}
 	if m.window > 0 {
 		fields = append(fields, field{"window", m.window})
@@ -320,7 +320,7 @@ func qkNorm(q, k *headNorm, headDim int) ([]field, error) {
 		return nil, fmt.Errorf("the queries' and keys' RMSNorms have epsilons %v and %v: attention.sdpa's qk_norm has one", q.eps(), k.eps())
 	}
 	fields := []field{{"qk_norm", "rms"}}
-	if eps := q.eps(); eps != float32Value(1e-6) {
+	if eps := q.eps(); eps != float32(1e-6) {
 		fields = append(fields, field{"qk_norm_eps", eps})
 	}
 	return fields, nil

@@ -3,7 +3,6 @@ package lift
 import (
 	"fmt"
 	"math"
-	"strconv"
 
 	"gorgonia.org/tensor"
 
@@ -345,16 +344,10 @@ func (a *analysis) normRegion(nodes []*node, x, out, scale, bias string, eps flo
 		return nil, fail(nodes, "%v", err)
 	}
 	return &region{typ: "norm.layer", kind: "norm", inputs: []string{x}, output: out, nodes: nodes,
-		fields: []field{{"d", width}, {"eps", float32Value(eps)}},
+		fields: []field{{"d", width}, {"eps", float32(eps)}},
 		params: []param{{name: "weight", value: w, pieces: []piece{{value: scale}}},
 			{name: "bias", value: b, pieces: []piece{{value: bias}}}}}, nil
 }
-
-// float32Value is a float32 config value printed with the fewest digits
-// that read back as the same float32 (1e-05, not 9.999999747378752e-06).
-type float32Value float32
-
-func (f float32Value) String() string { return strconv.FormatFloat(float64(f), 'g', -1, 32) }
 
 // gelu lifts x · 0.5 · (1 + erf(x / √2)), PyTorch's exact GELU, starting
 // at the Div (or Mul by 1/√2) that feeds the Erf: activation.gelu.

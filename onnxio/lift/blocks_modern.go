@@ -179,7 +179,7 @@ func (a *analysis) rmsNorm(pow *node) (*region, *failure) {
 		return nil, fail(nodes, "RMSNorm: no layer type norm.rms is registered in this build")
 	}
 	return &region{typ: "norm.rms", kind: "norm", inputs: []string{x}, output: out, nodes: nodes,
-		fields: []field{{"d", width}, {"eps", float32Value(float32(eps))}},
+		fields: []field{{"d", width}, {"eps", float32(float32(eps))}},
 		params: []param{{name: "weight", value: weight, pieces: []piece{{value: from}}}}}, nil
 }
 

@@ -3,9 +3,9 @@ package lift
 import (
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
@@ -229,9 +229,40 @@ func (b *builder) readOnlyBy(v string, r *region) bool {
 	return true
 }
 
-// yaml writes the model config.
-func (b *builder) yaml() string {
-	var s strings.Builder
+// liftedConfig is a lifted model config as Go values; config marshals it
+// with package yaml, which models.Parse reads back.
+type liftedConfig struct {
+	Name        string        `yaml:"name"`
+	Description string        `yaml:"description"`
+	Inputs      []string      `yaml:"inputs,flow"`
+	Output      string        `yaml:"output,omitempty"`
+	Layers      []layerConfig `yaml:"layers"`
+}
+
+// layerConfig is one layer of a lifted config: its keys in order (name,
+// type, inputs, then the layer's fields), written as a flow mapping so
+// that each layer reads as one line.
+type layerConfig []field
+
+// MarshalYAML encodes the layer as a flow mapping, each value as package
+// yaml encodes it (a float32 at float32 precision).
+func (l layerConfig) MarshalYAML() (any, error) {
+	m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	for _, f := range l {
+		var k, v yaml.Node
+		if err := k.Encode(f.key); err != nil {
+			return nil, err
+		}
+		if err := v.Encode(f.value); err != nil {
+			return nil, fmt.Errorf("field %s: %w", f.key, err)
+		}
+		m.Content = append(m.Content, &k, &v)
+	}
+	return m, nil
+}
+
+// config builds the model config as Go values.
+func (b *builder) config() liftedConfig {
 	name := b.o.Name
 	if name == "" {
 		name = "lifted"
@@ -241,55 +272,42 @@ func (b *builder) yaml() string {
 	if producer == "" {
 		producer = "unknown producer"
 	}
-	fmt.Fprintf(&s, "name: %s\n", yamlScalar(name))
-	fmt.Fprintf(&s, "description: %s\n", strconv.Quote(fmt.Sprintf("lifted from ONNX (%s, opset %d) by attnrun import", producer, b.a.g.Opset)))
-	var ins []string
+	c := liftedConfig{
+		Name:        name,
+		Description: fmt.Sprintf("lifted from ONNX (%s, opset %d) by attnrun import", producer, b.a.g.Opset),
+		Inputs:      []string{},
+		Output:      b.output,
+	}
 	for _, v := range b.inputs {
-		ins = append(ins, b.inputNames[v])
+		c.Inputs = append(c.Inputs, b.inputNames[v])
 	}
-	fmt.Fprintf(&s, "inputs: [%s]\n", strings.Join(ins, ", "))
-	if b.output != "" {
-		fmt.Fprintf(&s, "output: %s\n", b.output)
-	}
-	s.WriteString("layers:\n")
 	previous := ""
-	if len(ins) > 0 {
-		previous = ins[0]
+	if len(c.Inputs) > 0 {
+		previous = c.Inputs[0]
 	}
 	for _, l := range b.layers {
-		parts := []string{"name: " + l.name, "type: " + l.typ}
+		lc := layerConfig{{"name", l.name}, {"type", l.typ}}
 		if len(l.in) != 1 || l.in[0] != previous {
-			parts = append(parts, "inputs: ["+strings.Join(l.in, ", ")+"]")
+			lc = append(lc, field{"inputs", l.in})
 		}
-		for _, f := range l.fields {
-			parts = append(parts, f.key+": "+yamlScalar(f.value))
-		}
-		fmt.Fprintf(&s, "  - {%s}\n", strings.Join(parts, ", "))
+		c.Layers = append(c.Layers, append(lc, l.fields...))
 		previous = l.name
 	}
-	return s.String()
+	return c
 }
 
-// yamlScalar formats a config value for a YAML flow mapping.
-func yamlScalar(v any) string {
-	switch x := v.(type) {
-	case string:
-		if x != "" && strings.IndexFunc(x, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
-		}) < 0 && x != "true" && x != "false" && x != "null" {
-			return x
-		}
-		return strconv.Quote(x)
-	case []string:
-		q := make([]string, len(x))
-		for i, e := range x {
-			q[i] = yamlScalar(e)
-		}
-		return "[" + strings.Join(q, ", ") + "]"
-	case fmt.Stringer:
-		return x.String()
+// yaml writes the model config, two spaces per level.
+func (b *builder) yaml() (string, error) {
+	var s strings.Builder
+	enc := yaml.NewEncoder(&s)
+	enc.SetIndent(2)
+	if err := enc.Encode(b.config()); err != nil {
+		return "", fmt.Errorf("the lifted config does not marshal: %w", err)
 	}
-	return fmt.Sprint(v)
+	if err := enc.Close(); err != nil {
+		return "", err
+	}
+	return s.String(), nil
 }
 
 // stateDict gathers the layers' parameters under their model names and

@@ -298,7 +298,11 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 	b.fuseWrappers()
 	err := b.wire()
 	res.Unlifted = append(res.Unlifted, b.extraUnlifted...)
-	res.Config = b.yaml()
+	config, yerr := b.yaml()
+	if yerr != nil {
+		return res, fmt.Errorf("lift: %w", yerr)
+	}
+	res.Config = config
 	if len(res.Unlifted) > 0 && !o.Partial {
 		return res, &UnliftedError{Nodes: res.Unlifted}
 	}
