@@ -60,7 +60,7 @@
 // not causal, a scale no attnrun layer applies, heads that are not slices
 // of the projection) is reported with the reason; the nodes no layer
 // computes are listed in an *UnliftedError and in Result.Unlifted. With
-// Options.Partial they become onnx.subgraph layers (type Subgraph), pieces
+// Options.Partial they become onnx.subgraph layers (layers.Subgraph), pieces
 // of the graph run by the executor inside the attnrun model, so the whole
 // model runs and the rest is still lifted.
 //
