@@ -111,19 +111,7 @@ func (f *fuser) private(s int) bool { return f.uses.Private(s) }
 // chain swallows only values that its next node alone reads, each the
 // single output of its producer, and its scores come from a MatMul or
 // another step.
-type scoresView struct{ f *fuser }
-
-// Producer returns the node writing slot s.
-func (v scoresView) Producer(s int) (*node, bool) {
-	n := v.f.producer(s)
-	return n, n != nil
-}
-
-// Op is n's op type.
-func (scoresView) Op(n *node) string { return n.op }
-
-// Inputs are n's input slots.
-func (scoresView) Inputs(n *node) []int { return n.in }
+type scoresView struct{ fuserView }
 
 // Follows lets the walk swallow s when it is private and p writes only s.
 func (v scoresView) Follows(s int, p *node) bool { return v.f.private(s) && len(p.out) == 1 }
@@ -151,7 +139,7 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 		return nil, nil, nil
 	}
 	// Walk back from the softmax to the first product.
-	walk := match.WalkScores[*node, int](scoresView{f}, sm.in[0], fusedScores)
+	walk := match.WalkScores[*node, int](scoresView{fuserView{f}}, sm.in[0], fusedScores)
 	mm1 := walk.Product
 	if walk.Stop != match.AtProduct || len(mm1.in) != 2 {
 		return nil, nil, nil

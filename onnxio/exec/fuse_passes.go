@@ -94,3 +94,23 @@ func (f *fuser) reader(s int) *node {
 	n, _ := f.uses.LastReader(s)
 	return n
 }
+
+// fuserView is the graph as package match's matchers see it: prepared
+// nodes and value slots.
+type fuserView struct{ f *fuser }
+
+// Producer returns the node writing slot s.
+func (v fuserView) Producer(s int) (*node, bool) {
+	n := v.f.producer(s)
+	return n, n != nil
+}
+
+// Op is n's op type.
+func (fuserView) Op(n *node) string { return n.op }
+
+// Inputs are n's input slots.
+func (fuserView) Inputs(n *node) []int { return n.in }
+
+// Private reports whether slot s is read by one node input only and is no
+// graph output.
+func (v fuserView) Private(s int) bool { return v.f.private(s) }

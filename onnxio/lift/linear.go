@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // linear is an nn.Linear found in the graph, y = x Wᵀ + b, however the
@@ -28,38 +30,71 @@ type linear struct {
 
 // matchLinear recognizes the Linear whose output is v, or returns nil.
 func (a *analysis) matchLinear(v string) *linear {
-	g, p := a.g, a.probes[0]
-	n := g.Producer(v)
+	n := a.g.Producer(v)
 	if n == nil {
 		return nil
 	}
 	switch n.GetOpType() {
 	case "Add":
-		ins := n.GetInput()
-		for k := 0; k < 2; k++ {
-			data, bias := ins[k], ins[1-k]
-			if !g.IsData(data) || !g.Static(bias) || len(g.DataConsumers(data)) != 1 || g.IsOutput(data) {
-				continue
-			}
-			l := a.matchMatMul(g.Producer(data))
-			if l == nil {
-				continue
-			}
-			b, err := p.value(bias)
-			if err != nil || b.Shape().TotalSize() != l.dOut || !biasShape(b.Shape(), l.dOut) {
-				continue
-			}
-			l.bias, l.biasValue = toFloat32(b, l.dOut), bias
+		var l *linear
+		match.BiasAdd[*node, string](linearView{a}, n, func(mm *node, k int) bool {
+			l = a.biasedLinear(mm, n.GetInput()[k])
+			return l != nil
+		})
+		if l != nil {
 			l.nodes = append(l.nodes, n)
 			l.out = v
-			return l
 		}
+		return l
 	case "MatMul":
 		return a.matchMatMul(n)
 	case "Gemm":
 		return a.matchGemm(n)
 	}
 	return nil
+}
+
+// linearView is the graph as match.BiasAdd sees it for the lifter: a
+// product is private when it is read (for its contents) by one node only
+// and is no graph output.
+type linearView struct{ a *analysis }
+
+// Producer returns the node computing v.
+func (v linearView) Producer(x string) (*node, bool) {
+	n := v.a.g.Producer(x)
+	return n, n != nil
+}
+
+// Op is n's op type.
+func (linearView) Op(n *node) string { return n.GetOpType() }
+
+// Inputs are n's inputs.
+func (linearView) Inputs(n *node) []string { return n.GetInput() }
+
+// Private reports whether x is computed from the inputs, read by one node
+// and no graph output.
+func (v linearView) Private(x string) bool {
+	g := v.a.g
+	return g.IsData(x) && len(g.DataConsumers(x)) == 1 && !g.IsOutput(x)
+}
+
+// biasedLinear is the Linear of MatMul mm with a static bias: nil unless
+// mm multiplies by a static matrix and bias is a static vector of its
+// output width.
+func (a *analysis) biasedLinear(mm *node, bias string) *linear {
+	if !a.g.Static(bias) {
+		return nil
+	}
+	l := a.matchMatMul(mm)
+	if l == nil {
+		return nil
+	}
+	b, err := a.probes[0].value(bias)
+	if err != nil || b.Shape().TotalSize() != l.dOut || !biasShape(b.Shape(), l.dOut) {
+		return nil
+	}
+	l.bias, l.biasValue = toFloat32(b, l.dOut), bias
+	return l
 }
 
 // biasShape accepts (out), (1, out), (1, 1, out): a bias added to every row.
