@@ -79,8 +79,8 @@ func (a *analysis) attentionOp(n *node) (*region, *failure) {
 func (l *opLayer) build() (*region, error) {
 	a, n := l.a, l.n
 	ins := n.GetInput()
-	for i, what := range map[int]string{4: "past_key", 5: "past_value", 6: "nonpad_kv_seqlen"} {
-		if len(ins) > i && ins[i] != "" {
+	for i, what := range []string{4: "past_key", 5: "past_value", 6: "nonpad_kv_seqlen"} {
+		if what != "" && len(ins) > i && ins[i] != "" {
 			return nil, fmt.Errorf("it reads %s: attention.sdpa keeps its KV cache outside the graph (Step)", what)
 		}
 	}
