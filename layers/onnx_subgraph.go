@@ -14,6 +14,7 @@ import (
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -222,7 +223,7 @@ func convertInput(t *tensor.Dense, dt exec.DType) (*tensor.Dense, error) {
 	if t.Dtype() == tensor.Float32 && dt == exec.Float32 {
 		return t, nil
 	}
-	f, err := widen(t)
+	f, err := match.Floats(t)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +362,7 @@ func exportConstant(b registry.GraphBuilder, t *onnxpb.TensorProto) (string, err
 		return "", err
 	}
 	dims := slices.Clone(t.GetDims())
-	f, err := widen(d)
+	f, err := match.Floats(d)
 	if err != nil {
 		return "", err
 	}
@@ -390,53 +391,4 @@ func exportConstant(b registry.GraphBuilder, t *onnxpb.TensorProto) (string, err
 		return c, nil
 	}
 	return "", fmt.Errorf("constants of type %s cannot be exported", onnxio.DataType(t.GetDataType()))
-}
-
-// widen returns a tensor's numbers as float64: the float32 model values a
-// subgraph converts to its inputs' types, the float32, int64 and bool
-// constants it exports.
-func widen(t *tensor.Dense) ([]float64, error) {
-	switch d := t.Data().(type) {
-	case []float32:
-		return widened(d), nil
-	case []float64:
-		return d, nil
-	case []int64:
-		return widened(d), nil
-	case []int32:
-		return widened(d), nil
-	case []bool:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			if v {
-				out[i] = 1
-			}
-		}
-		return out, nil
-	}
-	if t.IsScalar() {
-		switch x := t.ScalarValue().(type) {
-		case float32:
-			return []float64{float64(x)}, nil
-		case float64:
-			return []float64{x}, nil
-		case int64:
-			return []float64{float64(x)}, nil
-		case bool:
-			if x {
-				return []float64{1}, nil
-			}
-			return []float64{0}, nil
-		}
-	}
-	return nil, fmt.Errorf("tensor of dtype %v is not numeric", t.Dtype())
-}
-
-// widened converts numbers to float64.
-func widened[T float32 | int64 | int32](d []T) []float64 {
-	out := make([]float64, len(d))
-	for i, v := range d {
-		out[i] = float64(v)
-	}
-	return out
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // ONNX's Attention op (opsets 23 to 25) computes softmax(mask(softcap(scale
@@ -568,7 +570,7 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 				if err != nil {
 					return 0, err
 				}
-				vals, err := floats64(pos)
+				vals, err := match.Floats(pos)
 				if err != nil {
 					return 0, err
 				}
@@ -592,8 +594,8 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return 0, err
 	}
-	c, _ := floats64(cos)
-	s, _ := floats64(sin)
+	c, _ := match.Floats(cos)
+	s, _ := match.Floats(sin)
 	if cos.Shape()[cos.Dims()-1] != half || len(c) < 2*half {
 		return 0, fmt.Errorf("the cos cache has shape %v, want (positions, %d)", cos.Shape(), half)
 	}

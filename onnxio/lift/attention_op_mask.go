@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // opMask is what an Attention node's attn_mask lifts to.
@@ -243,7 +245,7 @@ func additiveMask(t *tensor.Dense) ([]float64, []int, error) {
 	if t == nil {
 		return nil, nil, errors.New("the mask could not be evaluated")
 	}
-	vals, err := floats64(t)
+	vals, err := match.Floats(t)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,18 +6,21 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/registry"
 )
 
-// block recognizes the layer, other than attention, that starts at node n:
-// an MLP (blocks_modern.go), a Linear, a residual Add, a learned position
-// table, a Concat, the causal average, a layer norm, an RMSNorm or a GELU.
-// It returns nil, nil when n starts none of them.
+// block recognizes the layer, other than attention, that starts at node n
+// among those whose recognizers are still here: an MLP (blocks_modern.go),
+// a Linear, a layer norm, an RMSNorm or a GELU. (The residual Add, the
+// learned position table, the Concat and the causal average are late
+// patterns next to their layers: layers/*_lift.go.) It returns nil, nil
+// when n starts none of them.
 func (a *analysis) block(n *node) (*region, *failure) {
 	switch n.GetOpType() {
 	case "MatMul", "Gemm":
 		if n.GetOpType() == "MatMul" && a.g.Static(n.GetInput()[0]) {
-			return a.average(n)
+			return nil, nil // attention.average's (layers/average_lift.go)
 		}
 		if r, f := a.mlp(n); r != nil || f != nil {
 			return r, f
@@ -25,10 +28,6 @@ func (a *analysis) block(n *node) (*region, *failure) {
 		return a.linearBlock(n)
 	case "Pow":
 		return a.powBlock(n)
-	case "Add":
-		return a.addBlock(n)
-	case "Concat":
-		return a.concat(n)
 	case "LayerNormalization":
 		return a.layerNorm(n)
 	case "ReduceMean":
@@ -48,58 +47,6 @@ func (a *analysis) linearBlock(n *node) (*region, *failure) {
 	r := &region{typ: "nn.linear", kind: "linear", inputs: []string{l.in}, output: l.out, nodes: l.nodes,
 		fields: []field{{"d_in", l.dIn}, {"d_out", l.dOut}, {"bias", l.bias != nil}}}
 	r.params = l.params("")
-	return r, nil
-}
-
-// addBlock lifts x + y (nn.add, a residual) and x + table[:T] (a learned
-// position embedding, position.learned).
-func (a *analysis) addBlock(n *node) (*region, *failure) {
-	x, y := n.GetInput()[0], n.GetInput()[1]
-	switch {
-	case a.g.IsData(x) && a.g.IsData(y):
-		for _, p := range a.probes {
-			sx, sy := mustShape(p, x), mustShape(p, y)
-			if !equalShapes(sx, sy) {
-				return nil, fail([]*node{n}, "add of shapes %s and %s: nn.add sums tensors of one shape", fmtShape(sx), fmtShape(sy))
-			}
-		}
-		return &region{typ: "nn.add", kind: "residual", inputs: []string{x, y}, output: n.GetOutput()[0], nodes: []*node{n}}, nil
-	case a.g.Static(x):
-		x, y = y, x
-	}
-	return a.position(n, x, y)
-}
-
-// position lifts x + P where P is the first T rows of a (C, d) table:
-// position.learned with context_length C.
-func (a *analysis) position(n *node, x, pos string) (*region, *failure) {
-	tables := a.staticSources(pos)
-	var best string
-	C := 0
-	for _, cand := range tables {
-		ok := true
-		for _, p := range a.probes {
-			if !a.isTablePrefix(p, cand, x, pos) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			best, C = cand, mustShape(a.probes[0], cand)[0]
-			break
-		}
-	}
-	if best == "" {
-		return nil, fail([]*node{n}, "adds the constant %q, which is not the first rows of a position table (one row per token)", pos)
-	}
-	table, _ := a.probes[0].value(best)
-	d := table.Shape()[1]
-	r := &region{typ: "position.learned", kind: "pos", inputs: []string{x}, output: n.GetOutput()[0], nodes: []*node{n},
-		fields: []field{{"context_length", C}, {"d", d}},
-		params: []param{{name: "weight", value: toFloat32(table, 0), pieces: []piece{{value: best}}}}}
-	if len(a.probes) == 1 && a.g.Producer(pos) == nil {
-		r.notes = append(r.notes, fmt.Sprintf("the exporter kept only the %d rows this static graph uses; context_length is %d", C, C))
-	}
 	return r, nil
 }
 
@@ -125,85 +72,6 @@ func (a *analysis) staticSources(v string) []string {
 	}
 	walk(v)
 	return out
-}
-
-// isTablePrefix checks at a probe that pos equals rows 0..T-1 of table,
-// shaped (T, d) or (1, T, d), for tokens x of shape (…, T, d).
-func (a *analysis) isTablePrefix(p *probe, table, x, pos string) bool {
-	tok, err := a.tokensOf(p, x)
-	if err != nil {
-		return false
-	}
-	tt, err1 := p.value(table)
-	pt, err2 := p.value(pos)
-	if err1 != nil || err2 != nil || tt.Dims() != 2 || tt.Shape()[1] != tok.D || tt.Shape()[0] < tok.T {
-		return false
-	}
-	ps := []int(pt.Shape())
-	if !(equalShapes(ps, []int{tok.T, tok.D}) || equalShapes(ps, []int{1, tok.T, tok.D})) {
-		return false
-	}
-	tv, _ := floats64(tt)
-	pv, _ := floats64(pt)
-	for i, v := range pv {
-		if tv[i] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// concat lifts a Concat of token tensors on the feature axis: nn.concat.
-func (a *analysis) concat(n *node) (*region, *failure) {
-	for _, in := range n.GetInput() {
-		if !a.g.IsData(in) {
-			return nil, fail([]*node{n}, "concatenates the constant %q with computed values", in)
-		}
-	}
-	shape := mustShape(a.probes[0], n.GetOutput()[0])
-	axis := n.Int("axis", 0)
-	if axis < 0 {
-		axis += int64(len(shape))
-	}
-	if axis != int64(len(shape)-1) {
-		return nil, fail([]*node{n}, "concatenates along axis %d of %d; nn.concat joins features (the last axis)", axis, len(shape))
-	}
-	return &region{typ: "nn.concat", kind: "concat", inputs: n.GetInput(), output: n.GetOutput()[0], nodes: []*node{n}}, nil
-}
-
-// average lifts A @ x with A the causal averaging matrix (row t holds
-// 1/(t+1) in its first t+1 columns): attention.average.
-func (a *analysis) average(n *node) (*region, *failure) {
-	A, x := n.GetInput()[0], n.GetInput()[1]
-	if !a.g.IsData(x) {
-		return nil, nil
-	}
-	for _, p := range a.probes {
-		tok, err := a.tokensOf(p, x)
-		if err != nil {
-			return nil, fail([]*node{n}, "%v", err)
-		}
-		t, err := p.value(A)
-		if err != nil {
-			return nil, fail([]*node{n}, "%v", err)
-		}
-		s := []int(t.Shape())
-		if !(equalShapes(s, []int{tok.T, tok.T}) || equalShapes(s, []int{1, tok.T, tok.T})) {
-			return nil, fail([]*node{n}, "multiplies tokens by a constant %s matrix; the causal average is %d×%d", fmtShape(s), tok.T, tok.T)
-		}
-		vals, _ := floats64(t)
-		for i, v := range vals {
-			r, c := i/tok.T%tok.T, i%tok.T
-			want := 0.0
-			if c <= r {
-				want = 1 / float64(r+1)
-			}
-			if math.Abs(v-want) > 1e-6*math.Max(1, want) {
-				return nil, fail([]*node{n}, "multiplies tokens by a constant matrix that is not the causal average (row %d, column %d is %g)", r, c, v)
-			}
-		}
-	}
-	return &region{typ: "attention.average", kind: "avg", inputs: []string{x}, output: n.GetOutput()[0], nodes: []*node{n}}, nil
 }
 
 // layerNorm lifts LayerNormalization (opset 17) over the last axis.
@@ -306,7 +174,7 @@ func (a *analysis) reducesLastAxis(n *node) bool {
 		if err != nil {
 			return false
 		}
-		f, _ := floats64(t)
+		f, _ := match.Floats(t)
 		for _, v := range f {
 			axes = append(axes, int64(v))
 		}

@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // builder turns recognized regions into a model config.
@@ -334,7 +335,7 @@ func (b *builder) stateDict(m *models.Model) (map[string]*tensor.Dense, []Mappin
 // ModelInput converts a graph input to what a lifted model takes: float32,
 // with booleans (a key_padding_mask) as 0 and 1.
 func ModelInput(t *tensor.Dense) (*tensor.Dense, error) {
-	f, err := floats64(t)
+	f, err := match.Floats(t)
 	if err != nil {
 		return nil, err
 	}

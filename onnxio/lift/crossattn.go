@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // paddingMask is a mask computed from a graph input of shape (B, S): key j
@@ -103,7 +105,7 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 		if !broadcasts(ts, scoreShape) {
 			return km, fmt.Errorf("mask %q of shape %s does not fit the scores of shape %s", d.value, fmtShape(ts), fmtShape(scoreShape))
 		}
-		vals, err := floats64(t)
+		vals, err := match.Floats(t)
 		if err != nil {
 			return km, err
 		}

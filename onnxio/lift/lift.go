@@ -216,9 +216,11 @@ func (a *analysis) plan() *plan {
 			p.claimed[n] = true
 			continue
 		}
-		r, f := a.block(n)
-		if r != nil {
-			f = a.checkContained(r)
+		r, f, ok := a.matchLate(n) // layers' late patterns, then the recognizers still here
+		if !ok {
+			if r, f = a.block(n); r != nil {
+				f = a.checkContained(r)
+			}
 		}
 		if f != nil {
 			r = nil

@@ -184,7 +184,7 @@ func transpose2(t *tensor.Dense) *tensor.Dense {
 // toFloat32 copies a float tensor into a new float32 tensor of shape
 // (n) (a bias) or keeps its shape when n is 0.
 func toFloat32(t *tensor.Dense, n int) *tensor.Dense {
-	f, _ := floats64(t)
+	f, _ := match.Floats(t)
 	out := make([]float32, len(f))
 	for i, v := range f {
 		out[i] = float32(v)

@@ -36,7 +36,7 @@ func (a *analysis) matchPatterns(p *plan) {
 		}
 		var first *failure
 		for _, pat := range ps {
-			if pat.Op != n.GetOpType() {
+			if pat.Late || pat.Op != n.GetOpType() {
 				continue
 			}
 			r, err := a.matchPattern(pat, n)
@@ -46,29 +46,89 @@ func (a *analysis) matchPatterns(p *plan) {
 				break
 			}
 			if err != nil && first == nil {
-				first = fail([]*node{n}, "pattern %s: %v", pat.Name, err)
+				first = patternFailure(pat, n, err)
 			}
 		}
 		if first != nil {
 			p.failures = append(p.failures, first)
-			p.failedBy[n] = first
+			for _, m := range first.nodes {
+				if m == n || p.failedBy[m] == nil && !p.claimed[m] {
+					p.failedBy[m] = first
+				}
+			}
 		}
 	}
 }
 
-// matchPattern runs one pattern's Match on an anchor, recovering from a
-// panic in it, and turns the Layer it returns into a region.
-func (a *analysis) matchPattern(pat match.Pattern, anchor *node) (r *region, err error) {
+// matchLate offers node n to the late patterns anchored at its op; plan
+// calls it for each node it offers its own recognizers. It returns the
+// region of the first pattern that returns a Layer (or why that Layer
+// cannot stand), else the first failure; ok is false when every late
+// pattern declines.
+func (a *analysis) matchLate(n *node) (r *region, f *failure, ok bool) {
+	for _, pat := range match.Registered() {
+		if !pat.Late || pat.Op != n.GetOpType() {
+			continue
+		}
+		l, err := a.runMatch(pat, n)
+		switch {
+		case l != nil:
+			r, err := a.patternRegion(l, n)
+			if err != nil {
+				return nil, patternFailure(pat, n, err), true
+			}
+			return r, a.checkContained(r), true
+		case err != nil && f == nil:
+			f = patternFailure(pat, n, err)
+		}
+	}
+	return nil, f, f != nil
+}
+
+// patternFailure is a pattern's error as the report shows it: a
+// match.Refusal as it is, over the nodes it names; any other error after
+// the pattern's name, on the anchor.
+func patternFailure(pat match.Pattern, anchor *node, err error) *failure {
+	var refusal *match.Refusal
+	if errors.As(err, &refusal) {
+		nodes := []*node{anchor}
+		if len(refusal.Nodes) > 0 {
+			nodes = unwrap(refusal.Nodes)
+		}
+		return fail(nodes, "%s", refusal.Reason)
+	}
+	return fail([]*node{anchor}, "pattern %s: %v", pat.Name, err)
+}
+
+// unwrap returns the graph nodes of pattern nodes.
+func unwrap(ns []*match.Node) []*node {
+	out := make([]*node, len(ns))
+	for i, n := range ns {
+		out[i] = n.Unwrap()
+	}
+	return out
+}
+
+// runMatch runs one pattern's Match on an anchor, recovering from a panic
+// in it.
+func (a *analysis) runMatch(pat match.Pattern, anchor *node) (l *match.Layer, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			r, err = nil, fmt.Errorf("panic in Match: %v", v)
+			l, err = nil, fmt.Errorf("panic in Match: %v", v)
 		}
 	}()
-	l, err := pat.Match(patternGraph{a: a}, match.NewNode(anchor))
+	return pat.Match(patternGraph{a: a}, match.NewNode(anchor))
+}
+
+// matchPattern runs one pattern's Match on an anchor and turns the Layer
+// it returns into a region.
+func (a *analysis) matchPattern(pat match.Pattern, anchor *node) (*region, error) {
+	l, err := a.runMatch(pat, anchor)
 	if err != nil || l == nil {
 		return nil, err
 	}
-	if r, err = a.patternRegion(l, anchor); err != nil {
+	r, err := a.patternRegion(l, anchor)
+	if err != nil {
 		return nil, err
 	}
 	if f := a.checkContained(r); f != nil {
@@ -78,7 +138,7 @@ func (a *analysis) matchPattern(pat match.Pattern, anchor *node) (r *region, err
 }
 
 // patternRegion checks a pattern's Layer and builds its region: the nodes
-// are every live data node between the inputs and the output.
+// it names, or every live data node between the inputs and the output.
 func (a *analysis) patternRegion(l *match.Layer, anchor *node) (*region, error) {
 	if _, err := registry.Lookup(l.Type); err != nil {
 		return nil, err
@@ -89,15 +149,22 @@ func (a *analysis) patternRegion(l *match.Layer, anchor *node) (*region, error) 
 	if len(l.Inputs) == 0 {
 		return nil, fmt.Errorf("the %s layer reads no input", l.Type)
 	}
-	nodes, err := a.between(l.Inputs, l.Output)
-	if err != nil {
-		return nil, err
+	nodes := unwrap(l.Nodes)
+	if len(nodes) == 0 {
+		var err error
+		if nodes, err = a.between(l.Inputs, l.Output); err != nil {
+			return nil, err
+		}
 	}
 	if !slices.Contains(nodes, anchor) {
 		return nil, fmt.Errorf("the %s layer from %v to %q does not contain the anchor node %s", l.Type, l.Inputs, l.Output, anchor.Label())
 	}
+	kind := l.Name
+	if kind == "" {
+		kind = sanitize(l.Type)
+	}
 	r := &region{typ: l.Type, inputs: slices.Clone(l.Inputs), output: l.Output, nodes: nodes,
-		kind: sanitize(l.Type), notes: slices.Clone(l.Notes)}
+		kind: kind, notes: slices.Clone(l.Notes)}
 	for _, f := range l.Config {
 		if f.Key == "" {
 			return nil, fmt.Errorf("the %s layer's config has a field without a key", l.Type)
@@ -206,6 +273,28 @@ func (g patternGraph) IsOutput(value string) bool { return g.a.g.IsOutput(value)
 // Shape returns a value's shape at the first probe shape.
 func (g patternGraph) Shape(value string) ([]int, error) { return g.a.probes[0].shape(value) }
 
+// Probes is the number of probe shapes.
+func (g patternGraph) Probes() int { return len(g.a.probes) }
+
+// ShapeAt returns a value's shape at probe i.
+func (g patternGraph) ShapeAt(i int, value string) ([]int, error) {
+	if i < 0 || i >= len(g.a.probes) {
+		return nil, fmt.Errorf("probe %d of %d", i, len(g.a.probes))
+	}
+	return g.a.probes[i].shape(value)
+}
+
+// ValueAt returns a value's contents at probe i.
+func (g patternGraph) ValueAt(i int, value string) (*tensor.Dense, error) {
+	if i < 0 || i >= len(g.a.probes) {
+		return nil, fmt.Errorf("probe %d of %d", i, len(g.a.probes))
+	}
+	return g.a.probes[i].value(value)
+}
+
+// Sources lists the initializers and Constants a static value comes from.
+func (g patternGraph) Sources(value string) []string { return g.a.staticSources(value) }
+
 // Constant returns a static value that is the same at every probe shape.
 func (g patternGraph) Constant(value string) (*tensor.Dense, error) {
 	if !g.a.g.Static(value) {
@@ -215,7 +304,7 @@ func (g patternGraph) Constant(value string) (*tensor.Dense, error) {
 	if err != nil {
 		return nil, err
 	}
-	want, err := floats64(first)
+	want, err := match.Floats(first)
 	if err != nil {
 		return nil, fmt.Errorf("value %q: %w", value, err)
 	}
@@ -224,7 +313,7 @@ func (g patternGraph) Constant(value string) (*tensor.Dense, error) {
 		if err != nil {
 			return nil, err
 		}
-		got, err := floats64(t)
+		got, err := match.Floats(t)
 		if err != nil || !equalShapes(t.Shape(), first.Shape()) || !slices.Equal(got, want) {
 			return nil, fmt.Errorf("value %q changes with the input shapes", value)
 		}
@@ -238,7 +327,7 @@ func (g patternGraph) Scalar(value string) (float64, bool) {
 	if err != nil || t.Shape().TotalSize() != 1 {
 		return 0, false
 	}
-	f, err := floats64(t)
+	f, err := match.Floats(t)
 	if err != nil {
 		return 0, false
 	}

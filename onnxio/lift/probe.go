@@ -11,6 +11,7 @@ import (
 
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -268,7 +269,7 @@ func (p *probe) scalar(v string) (float64, bool) {
 	if err != nil || t.Shape().TotalSize() != 1 {
 		return 0, false
 	}
-	f, err := floats64(t)
+	f, err := match.Floats(t)
 	if err != nil {
 		return 0, false
 	}
@@ -416,7 +417,7 @@ func (p *probe) trace(base, end string, scale []*node) ([]int, []int, error) {
 		return nil, nil, fmt.Errorf("tracing %q back to %q: %w", end, base, err)
 	}
 	got := outs[end]
-	vals, err := floats64(got)
+	vals, err := match.Floats(got)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -440,52 +441,4 @@ func indices(n int) []int {
 		out[i] = i
 	}
 	return out
-}
-
-// floats64 widens a numeric tensor's elements to float64.
-func floats64(t *tensor.Dense) ([]float64, error) {
-	switch d := t.Data().(type) {
-	case []float32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
-	case []float64:
-		return d, nil
-	case []int64:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
-	case []int32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
-	case []bool:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			if v {
-				out[i] = 1
-			}
-		}
-		return out, nil
-	case float32:
-		return []float64{float64(d)}, nil
-	case float64:
-		return []float64{d}, nil
-	case int64:
-		return []float64{float64(d)}, nil
-	case int32:
-		return []float64{float64(d)}, nil
-	case bool:
-		if d {
-			return []float64{1}, nil
-		}
-		return []float64{0}, nil
-	}
-	return nil, fmt.Errorf("tensor of dtype %v is not numeric", t.Dtype())
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -135,11 +136,11 @@ func (c *Check) compare(name string, got, want *tensor.Dense) error {
 	if want == nil {
 		return fmt.Errorf("the graph has no output %q", name)
 	}
-	g, err := floats64(got)
+	g, err := match.Floats(got)
 	if err != nil {
 		return err
 	}
-	w, err := floats64(want)
+	w, err := match.Floats(want)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,12 @@ type Pattern struct {
 	// Op is the op type of the anchor node a match starts from, typically
 	// "Softmax" for an attention variant.
 	Op string
+	// Late offers the pattern only the nodes left once the attention
+	// recognizers and every pattern that is not late have had their turn,
+	// in graph order together with the lifter's remaining recognizers: the
+	// tier of layers that stand alone (a residual Add, a Concat), which
+	// would otherwise claim parts of larger structures.
+	Late bool
 	// Match looks at the structure around anchor. It returns (nil, nil) when
 	// the structure is not this pattern's, so that other patterns and the
 	// unlifted report have their turn; an error when it is, but cannot be
@@ -64,6 +70,33 @@ type Layer struct {
 	Params []Param
 	// Notes are assumptions the pattern made, shown with the result.
 	Notes []string
+	// Name is the layer's name in the config when the graph's node names
+	// suggest none, and names the structure in reports; "" means the type
+	// with its dots as underscores.
+	Name string
+	// Nodes are the nodes the layer replaces; empty means every node
+	// between Inputs and Output.
+	Nodes []*Node
+}
+
+// Refusal is the error of a pattern that recognizes a structure but
+// cannot lift it. The lifter reports its reason as it is (other errors
+// follow the pattern's name, "pattern attention.cosine: ..."), for the
+// nodes it names rather than the anchor alone; so the reason should name
+// the rule the structure breaks ("nn.concat joins features").
+type Refusal struct {
+	// Nodes are the nodes of the structure; empty means the anchor.
+	Nodes []*Node
+	// Reason says what the structure lacks.
+	Reason string
+}
+
+// Error returns the reason.
+func (r *Refusal) Error() string { return r.Reason }
+
+// Refuse returns a Refusal over nodes with a formatted reason.
+func Refuse(nodes []*Node, format string, args ...any) *Refusal {
+	return &Refusal{Nodes: nodes, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Field is one key of a lifted layer's config and its value.
@@ -118,6 +151,19 @@ type Graph interface {
 	// sizes are set to small numbers there: use it for ranks and fixed
 	// sizes such as feature widths.
 	Shape(value string) ([]int, error)
+	// Probes is how many probe shapes the graph was evaluated at: 1 for a
+	// graph of fixed sizes, 2 for a dynamic one, so that a structure that
+	// holds by coincidence at one size is caught at the other.
+	Probes() int
+	// ShapeAt and ValueAt return a value's shape and contents at probe i
+	// (0 ≤ i < Probes()).
+	ShapeAt(i int, value string) ([]int, error)
+	// ValueAt returns a value's contents at probe i.
+	ValueAt(i int, value string) (*tensor.Dense, error)
+	// Sources lists the initializers and Constant outputs a static value is
+	// computed from, itself included, in the order a depth-first walk
+	// meets them; nil for a data value.
+	Sources(value string) []string
 	// Constant returns a static value that is the same at every probe
 	// shape: a weight, an axis list, an epsilon. A value that changes with
 	// the input shapes (a mask cut to the sequence length) is an error.

@@ -1,0 +1,80 @@
+package match
+
+import (
+	"fmt"
+
+	"gorgonia.org/tensor"
+)
+
+// Floats widens a numeric tensor's elements to float64 (bool as 0 and
+// 1), for patterns that compare the numbers a graph holds whatever their
+// element type.
+func Floats(t *tensor.Dense) ([]float64, error) {
+	switch d := t.Data().(type) {
+	case []float32:
+		return widen(d), nil
+	case []float64:
+		return d, nil
+	case []int64:
+		return widen(d), nil
+	case []int32:
+		return widen(d), nil
+	case []bool:
+		out := make([]float64, len(d))
+		for i, v := range d {
+			if v {
+				out[i] = 1
+			}
+		}
+		return out, nil
+	case float32:
+		return []float64{float64(d)}, nil
+	case float64:
+		return []float64{d}, nil
+	case int64:
+		return []float64{float64(d)}, nil
+	case int32:
+		return []float64{float64(d)}, nil
+	case bool:
+		if d {
+			return []float64{1}, nil
+		}
+		return []float64{0}, nil
+	}
+	return nil, fmt.Errorf("tensor of dtype %v is not numeric", t.Dtype())
+}
+
+// widen converts numbers to float64.
+func widen[T float32 | int64 | int32](d []T) []float64 {
+	out := make([]float64, len(d))
+	for i, v := range d {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// Float32 returns a float32 copy of a numeric tensor, for a parameter read
+// from the graph.
+func Float32(t *tensor.Dense) (*tensor.Dense, error) {
+	f, err := Floats(t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(f))
+	for i, v := range f {
+		out[i] = float32(v)
+	}
+	return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(out)), nil
+}
+
+// Tokens reads the shape of a token tensor, (T, d) or (B, T, d), as
+// sequences B (1 for (T, d)), tokens T per sequence and features d.
+func Tokens(shape []int) (b, t, d int, ok bool) {
+	switch len(shape) {
+	case 3:
+		return shape[0], shape[1], shape[2], true
+	case 2:
+		return 1, shape[0], shape[1], true
+	}
+	return 0, 0, 0, false
+}
