@@ -2,7 +2,6 @@ package lift
 
 import (
 	"fmt"
-	"math"
 
 	"gorgonia.org/tensor"
 
@@ -11,43 +10,20 @@ import (
 )
 
 // block recognizes the layer, other than attention, that starts at node n
-// among those whose recognizers are still here: an MLP (blocks_modern.go),
-// a Linear, a layer norm, an RMSNorm or a GELU. (The residual Add, the
-// learned position table, the Concat and the causal average are late
+// among those whose recognizers are still here: a layer norm or an
+// RMSNorm. (The others, from the residual Add to the MLP, are late
 // patterns next to their layers: layers/*_lift.go.) It returns nil, nil
 // when n starts none of them.
 func (a *analysis) block(n *node) (*region, *failure) {
 	switch n.GetOpType() {
-	case "MatMul", "Gemm":
-		if n.GetOpType() == "MatMul" && a.g.Static(n.GetInput()[0]) {
-			return nil, nil // attention.average's (layers/average_lift.go)
-		}
-		if r, f := a.mlp(n); r != nil || f != nil {
-			return r, f
-		}
-		return a.linearBlock(n)
 	case "Pow":
 		return a.powBlock(n)
 	case "LayerNormalization":
 		return a.layerNorm(n)
 	case "ReduceMean":
 		return a.layerNormDecomposed(n)
-	case "Div", "Mul":
-		return a.gelu(n)
 	}
 	return nil, nil
-}
-
-// linearBlock lifts a Linear outside attention: nn.linear.
-func (a *analysis) linearBlock(n *node) (*region, *failure) {
-	l := a.linearAt(n)
-	if l == nil {
-		return nil, nil
-	}
-	r := &region{typ: "nn.linear", kind: "linear", inputs: []string{l.in}, output: l.out, nodes: l.nodes,
-		fields: []field{{"d_in", l.dIn}, {"d_out", l.dOut}, {"bias", l.bias != nil}}}
-	r.params = l.params("")
-	return r, nil
 }
 
 // staticSources lists the initializers and Constants a static value is
@@ -215,58 +191,6 @@ func (a *analysis) normRegion(nodes []*node, x, out, scale, bias string, eps flo
 		fields: []field{{"d", width}, {"eps", float32(eps)}},
 		params: []param{{name: "weight", value: w, pieces: []piece{{value: scale}}},
 			{name: "bias", value: b, pieces: []piece{{value: bias}}}}}, nil
-}
-
-// gelu lifts x · 0.5 · (1 + erf(x / √2)), PyTorch's exact GELU, starting
-// at the Div (or Mul by 1/√2) that feeds the Erf: activation.gelu.
-func (a *analysis) gelu(n *node) (*region, *failure) {
-	f, x, ok := a.scalarFactor(n)
-	if !ok || math.Abs(f-1/math.Sqrt2) > 1e-6 {
-		return nil, nil
-	}
-	rs := a.readers(n.GetOutput()[0])
-	if len(rs) != 1 || rs[0].GetOpType() != "Erf" {
-		return nil, nil
-	}
-	erf := rs[0]
-	nodes := []*node{n, erf}
-	rs = a.readers(erf.GetOutput()[0])
-	if len(rs) != 1 || rs[0].GetOpType() != "Add" {
-		return nil, nil
-	}
-	one := rs[0]
-	if c, ok := a.probes[0].scalar(otherInput(one, erf.GetOutput()[0])); !ok || c != 1 {
-		return nil, nil
-	}
-	nodes = append(nodes, one)
-	// The rest is x · (1 + erf) · 0.5 in some order of the two products.
-	v, haveX, haveHalf := one.GetOutput()[0], false, false
-	for !(haveX && haveHalf) {
-		rs = a.readers(v)
-		if len(rs) != 1 || rs[0].GetOpType() != "Mul" || a.g.IsOutput(v) {
-			return nil, nil
-		}
-		m := rs[0]
-		other := otherInput(m, v)
-		switch {
-		case other == x && !haveX:
-			haveX = true
-		case !haveHalf && a.g.Static(other):
-			if c, ok := a.probes[0].scalar(other); !ok || c != 0.5 {
-				return nil, nil
-			}
-			haveHalf = true
-		default:
-			return nil, nil
-		}
-		nodes = append(nodes, m)
-		v = m.GetOutput()[0]
-	}
-	if !registered("activation.gelu") {
-		return nil, fail(nodes, "exact (erf) GELU: no layer type activation.gelu is registered in this build")
-	}
-	return &region{typ: "activation.gelu", kind: "gelu", inputs: []string{x}, output: v, nodes: nodes,
-		fields: []field{{"approximate", "none"}}}, nil
 }
 
 // hidden lists layer types the lift must act as if they were not

@@ -340,9 +340,16 @@ func (g patternGraph) Linear(value string) (*match.Linear, bool) {
 	if l == nil {
 		return nil, false
 	}
+	nodes := make([]*match.Node, len(l.nodes))
+	for i, n := range l.nodes {
+		nodes[i] = match.NewNode(n)
+	}
 	return &match.Linear{Input: l.in, Output: l.out, In: l.dIn, Out: l.dOut, Weight: l.weight, Bias: l.bias,
-		WeightFrom: l.weightValue, BiasFrom: l.biasValue, Transposed: l.transposed}, true
+		WeightFrom: l.weightValue, BiasFrom: l.biasValue, Transposed: l.transposed, Nodes: nodes}, true
 }
+
+// Registered reports whether a layer type is available to lift into.
+func (patternGraph) Registered(layerType string) bool { return registered(layerType) }
 
 // Scores follows a Softmax back to the product of queries and keys.
 func (g patternGraph) Scores(softmax *match.Node) (*match.Scores, error) {

@@ -42,6 +42,9 @@ type Pattern struct {
 	// tier of layers that stand alone (a residual Add, a Concat), which
 	// would otherwise claim parts of larger structures.
 	Late bool
+	// Priority orders the patterns offered one node: lower first, then by
+	// name (nn.mlp before the nn.linear it starts with).
+	Priority int
 	// Match looks at the structure around anchor. It returns (nil, nil) when
 	// the structure is not this pattern's, so that other patterns and the
 	// unlifted report have their turn; an error when it is, but cannot be
@@ -175,6 +178,9 @@ type Graph interface {
 	// exporter wrote it (MatMul by a static matrix with an optional Add of
 	// a bias, or Gemm), and reports whether there is one.
 	Linear(value string) (*Linear, bool)
+	// Registered reports whether a layer type is available to lift into,
+	// so that a pattern can say what a build without it cannot lift.
+	Registered(layerType string) bool
 	// Scores follows a Softmax back to the product of queries and keys it
 	// normalizes (WalkScores): through scale factors (Mul or Div by a
 	// static scalar) and static masks (Where with -inf, or an added
@@ -197,15 +203,20 @@ type Linear struct {
 	WeightFrom, BiasFrom string
 	// Transposed records that the graph holds the weight as (In, Out).
 	Transposed bool
+	// Nodes are the nodes it is computed by, the MatMul or Gemm first.
+	Nodes []*Node
 }
 
 // Params lists the Linear as nn.Linear's parameters under a prefix:
-// "<prefix>.weight", then "<prefix>.bias" if it has one, with where the
-// graph holds them.
+// "<prefix>.weight", then "<prefix>.bias" if it has one ("weight" and
+// "bias" for an empty prefix), with where the graph holds them.
 func (l *Linear) Params(prefix string) []Param {
-	ps := []Param{{Name: prefix + ".weight", Value: l.Weight, From: l.WeightFrom, Transposed: l.Transposed}}
+	if prefix != "" {
+		prefix += "."
+	}
+	ps := []Param{{Name: prefix + "weight", Value: l.Weight, From: l.WeightFrom, Transposed: l.Transposed}}
 	if l.Bias != nil {
-		ps = append(ps, Param{Name: prefix + ".bias", Value: l.Bias, From: l.BiasFrom})
+		ps = append(ps, Param{Name: prefix + "bias", Value: l.Bias, From: l.BiasFrom})
 	}
 	return ps
 }
@@ -296,12 +307,13 @@ func Patterns() []string {
 	for _, p := range Registered() {
 		names = append(names, p.Name)
 	}
+	sort.Strings(names)
 	return names
 }
 
-// Registered returns the registered patterns sorted by name, so that the
-// order they are tried in does not depend on package initialization
-// order.
+// Registered returns the registered patterns sorted by priority, then
+// name, so that the order they are tried in does not depend on package
+// initialization order.
 func Registered() []Pattern {
 	patternsMu.RLock()
 	defer patternsMu.RUnlock()
@@ -309,6 +321,11 @@ func Registered() []Pattern {
 	for _, p := range patterns {
 		out = append(out, p)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Priority != out[j].Priority {
+			return out[i].Priority < out[j].Priority
+		}
+		return out[i].Name < out[j].Name
+	})
 	return out
 }
