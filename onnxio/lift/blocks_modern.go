@@ -15,10 +15,6 @@ func (a *analysis) onlyReader(v string) *node {
 	return rs[0]
 }
 
-// powBlock lifts what starts at a Pow: RMSNorm (x²). (The tanh GELU, x³,
-// is activation.gelu's late pattern.)
-func (a *analysis) powBlock(n *node) (*region, *failure) { return a.rmsNorm(n) }
-
 // rmsNorm lifts weight · x / √(mean(x²) + eps) starting at Pow(x, 2):
 // ReduceMean over the last axis, Add of eps, Sqrt, then Div of x (or
 // Reciprocal and Mul by x, as torch.rsqrt exports), and the Mul by the

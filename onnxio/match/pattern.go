@@ -272,6 +272,9 @@ func (n *Node) Int(name string, def int64) int64 { return n.n.Int(name, def) }
 // Float returns a float attribute, or def when the node does not have it.
 func (n *Node) Float(name string, def float32) float32 { return n.n.Float(name, def) }
 
+// Has reports whether the node has an attribute.
+func (n *Node) Has(name string) bool { return n.n.Attr(name) != nil }
+
 // Ints returns an integer-list attribute (Transpose's perm), or nil.
 func (n *Node) Ints(name string) []int64 { return n.n.Ints(name) }
 
