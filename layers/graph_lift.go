@@ -30,17 +30,7 @@ func otherInput(n *match.Node, v string) string {
 
 // scalarAt returns the number a single-element value holds at the first
 // probe shape.
-func scalarAt(g match.Graph, v string) (float64, bool) {
-	t, err := g.ValueAt(0, v)
-	if err != nil || t.Shape().TotalSize() != 1 {
-		return 0, false
-	}
-	f, err := match.Floats(t)
-	if err != nil {
-		return 0, false
-	}
-	return f[0], true
-}
+func scalarAt(g match.Graph, v string) (float64, bool) { return g.ScalarAt(0, v) }
 
 // scalarFactor reads n as x·c, c·x or x/c with x computed from the graph
 // inputs and c a static nonzero scalar, the same at every probe shape: it
@@ -61,11 +51,7 @@ func scalarFactor(g match.Graph, n *match.Node) (float64, string, bool) {
 			continue
 		}
 		for i := 1; i < g.Probes(); i++ { // the same number at every size
-			t, err := g.ValueAt(i, c)
-			if err != nil || t.Shape().TotalSize() != 1 {
-				return 0, "", false
-			}
-			if h, err := match.Floats(t); err != nil || h[0] != f {
+			if h, ok := g.ScalarAt(i, c); !ok || h != f {
 				return 0, "", false
 			}
 		}

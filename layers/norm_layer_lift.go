@@ -49,7 +49,7 @@ func liftLayerNormDecomposed(g match.Graph, mean *match.Node) (*match.Layer, err
 		return nil
 	}
 	sub := next(mean.Output(), "Sub")
-	if sub == nil || sub.Inputs()[0] != x || !reducesLastAxis(g, mean) {
+	if sub == nil || sub.Inputs()[0] != x || !match.ReducesLastAxis(g, mean) {
 		return nil, nil
 	}
 	d := sub.Output()
@@ -62,7 +62,7 @@ func liftLayerNormDecomposed(g match.Graph, mean *match.Node) (*match.Layer, err
 		return nil, nil
 	}
 	mean2 := next(pow.Output(), "ReduceMean")
-	if mean2 == nil || !reducesLastAxis(g, mean2) {
+	if mean2 == nil || !match.ReducesLastAxis(g, mean2) {
 		return nil, nil
 	}
 	addEps := next(mean2.Output(), "Add")
@@ -89,26 +89,6 @@ func liftLayerNormDecomposed(g match.Graph, mean *match.Node) (*match.Layer, err
 		}
 	}
 	return layerNormLayer(g, nodes, x, out, scale, bias, float32(eps))
-}
-
-// reducesLastAxis checks a ReduceMean over the last axis with kept dims.
-func reducesLastAxis(g match.Graph, n *match.Node) bool {
-	shape, _ := g.Shape(n.Inputs()[0])
-	rank := len(shape)
-	var axes []int64
-	if n.Has("axes") {
-		axes = n.Ints("axes")
-	} else if ins := n.Inputs(); len(ins) > 1 {
-		t, err := g.ValueAt(0, ins[1])
-		if err != nil {
-			return false
-		}
-		f, _ := match.Floats(t)
-		for _, v := range f {
-			axes = append(axes, int64(v))
-		}
-	}
-	return len(axes) == 1 && (axes[0] == -1 || axes[0] == int64(rank-1)) && n.Int("keepdims", 1) == 1
 }
 
 // layerNormLayer is norm.layer over x's last axis, with weight scale and

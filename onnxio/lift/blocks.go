@@ -51,21 +51,7 @@ func otherInput(n *node, v string) string {
 
 // reducesLastAxis checks a ReduceMean over the last axis with kept dims.
 func (a *analysis) reducesLastAxis(n *node) bool {
-	rank := len(mustShape(a.probes[0], n.GetInput()[0]))
-	var axes []int64
-	if at := n.Attr("axes"); at != nil {
-		axes = at.GetInts()
-	} else if len(n.GetInput()) > 1 {
-		t, err := a.probes[0].value(n.GetInput()[1])
-		if err != nil {
-			return false
-		}
-		f, _ := match.Floats(t)
-		for _, v := range f {
-			axes = append(axes, int64(v))
-		}
-	}
-	return len(axes) == 1 && (axes[0] == -1 || axes[0] == int64(rank-1)) && n.Int("keepdims", 1) == 1
+	return match.ReducesLastAxis(patternGraph{a: a}, match.NewNode(n))
 }
 
 // hidden lists layer types the lift must act as if they were not

@@ -323,15 +323,18 @@ func (g patternGraph) Constant(value string) (*tensor.Dense, error) {
 
 // Scalar returns the number a static single-element value holds.
 func (g patternGraph) Scalar(value string) (float64, bool) {
-	t, err := g.Constant(value)
-	if err != nil || t.Shape().TotalSize() != 1 {
+	if _, err := g.Constant(value); err != nil {
 		return 0, false
 	}
-	f, err := match.Floats(t)
-	if err != nil {
+	return g.a.probes[0].scalar(value)
+}
+
+// ScalarAt returns the number a single-element value holds at probe i.
+func (g patternGraph) ScalarAt(i int, value string) (float64, bool) {
+	if i < 0 || i >= len(g.a.probes) {
 		return 0, false
 	}
-	return f[0], true
+	return g.a.probes[i].scalar(value)
 }
 
 // Linear recognizes the nn.Linear that computes a value.

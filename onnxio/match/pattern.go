@@ -163,6 +163,9 @@ type Graph interface {
 	ShapeAt(i int, value string) ([]int, error)
 	// ValueAt returns a value's contents at probe i.
 	ValueAt(i int, value string) (*tensor.Dense, error)
+	// ScalarAt returns the number a single-element value holds at probe i,
+	// and whether it is one.
+	ScalarAt(i int, value string) (float64, bool)
 	// Sources lists the initializers and Constant outputs a static value is
 	// computed from, itself included, in the order a depth-first walk
 	// meets them; nil for a data value.

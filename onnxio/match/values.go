@@ -78,3 +78,25 @@ func Tokens(shape []int) (b, t, d int, ok bool) {
 	}
 	return 0, 0, 0, false
 }
+
+// ReducesLastAxis reports whether n, a ReduceMean or ReduceSum, reduces
+// the last axis alone and keeps the reduced dimension, its axes given as
+// an attribute (before opset 18) or as its second input.
+func ReducesLastAxis(g Graph, n *Node) bool {
+	shape, _ := g.Shape(n.Inputs()[0])
+	rank := len(shape)
+	var axes []int64
+	if n.Has("axes") {
+		axes = n.Ints("axes")
+	} else if ins := n.Inputs(); len(ins) > 1 {
+		t, err := g.ValueAt(0, ins[1])
+		if err != nil {
+			return false
+		}
+		f, _ := Floats(t)
+		for _, v := range f {
+			axes = append(axes, int64(v))
+		}
+	}
+	return len(axes) == 1 && (axes[0] == -1 || axes[0] == int64(rank-1)) && n.Int("keepdims", 1) == 1
+}
