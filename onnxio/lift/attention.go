@@ -112,19 +112,7 @@ func (a *analysis) softmaxAxis(sm *node) *failure {
 // scalar, the same at every probe; a Where fills with -inf (or a large
 // negative number) from a static value; an Add adds a static mask, or one
 // computed from graph inputs next to the scores.
-type scoresView struct{ a *analysis }
-
-// Producer returns the node computing v.
-func (v scoresView) Producer(x string) (*node, bool) {
-	n := v.a.g.Producer(x)
-	return n, n != nil
-}
-
-// Op is n's op type.
-func (scoresView) Op(n *node) string { return n.GetOpType() }
-
-// Inputs are n's inputs.
-func (scoresView) Inputs(n *node) []string { return n.GetInput() }
+type scoresView struct{ analysisView }
 
 // Follows lets the walk through values computed from the graph inputs.
 func (v scoresView) Follows(x string, _ *node) bool { return v.a.g.IsData(x) }
@@ -155,7 +143,7 @@ var liftedScores = match.Rules{Copies: true}
 // reaches no product is a failure.
 func (a *analysis) scores(sm *node) (scores, *failure) {
 	g := a.g
-	walk := match.WalkScores[*node, string](scoresView{a}, sm.GetInput()[0], liftedScores)
+	walk := match.WalkScores[*node, string](scoresView{analysisView{a}}, sm.GetInput()[0], liftedScores)
 	s := scores{scale: 1, nodes: walk.Nodes}
 	failed := append(s.nodes, sm)
 	n := walk.At

@@ -37,7 +37,7 @@ func (a *analysis) matchLinear(v string) *linear {
 	switch n.GetOpType() {
 	case "Add":
 		var l *linear
-		match.BiasAdd[*node, string](linearView{a}, n, func(mm *node, k int) bool {
+		match.BiasAdd[*node, string](analysisView{a}, n, func(mm *node, k int) bool {
 			l = a.biasedLinear(mm, n.GetInput()[k])
 			return l != nil
 		})
@@ -54,26 +54,27 @@ func (a *analysis) matchLinear(v string) *linear {
 	return nil
 }
 
-// linearView is the graph as match.BiasAdd sees it for the lifter: a
-// product is private when it is read (for its contents) by one node only
-// and is no graph output.
-type linearView struct{ a *analysis }
+// analysisView is the graph as package match's matchers see it for the
+// lifter: NodeProtos and value names; a value is private when it is
+// computed from the inputs, read (for its contents) by one node only and
+// no graph output.
+type analysisView struct{ a *analysis }
 
 // Producer returns the node computing v.
-func (v linearView) Producer(x string) (*node, bool) {
+func (v analysisView) Producer(x string) (*node, bool) {
 	n := v.a.g.Producer(x)
 	return n, n != nil
 }
 
 // Op is n's op type.
-func (linearView) Op(n *node) string { return n.GetOpType() }
+func (analysisView) Op(n *node) string { return n.GetOpType() }
 
 // Inputs are n's inputs.
-func (linearView) Inputs(n *node) []string { return n.GetInput() }
+func (analysisView) Inputs(n *node) []string { return n.GetInput() }
 
 // Private reports whether x is computed from the inputs, read by one node
 // and no graph output.
-func (v linearView) Private(x string) bool {
+func (v analysisView) Private(x string) bool {
 	g := v.a.g
 	return g.IsData(x) && len(g.DataConsumers(x)) == 1 && !g.IsOutput(x)
 }
