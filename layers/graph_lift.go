@@ -9,24 +9,11 @@ import (
 // Helpers the layers' lift patterns share: reading the graph around an
 // anchor as match.Graph shows it.
 
-// onlyReader returns the single node that reads v's contents, or nil when
-// v has another number of readers or is a graph output.
-func onlyReader(g match.Graph, v string) *match.Node {
-	rs := g.Readers(v)
-	if len(rs) != 1 || g.IsOutput(v) {
-		return nil
-	}
-	return rs[0]
-}
+// onlyReader returns the single node that reads v's contents, or nil.
+func onlyReader(g match.Graph, v string) *match.Node { return match.OnlyReader(g, v) }
 
 // otherInput returns the input of binary node n that is not v.
-func otherInput(n *match.Node, v string) string {
-	ins := n.Inputs()
-	if ins[0] == v {
-		return ins[1]
-	}
-	return ins[0]
-}
+func otherInput(n *match.Node, v string) string { return match.OtherInput(n, v) }
 
 // scalarAt returns the number a single-element value holds at the first
 // probe shape.

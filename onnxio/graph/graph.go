@@ -205,3 +205,28 @@ func (g *Graph) DependsOnInputs(v string) []string {
 	walk(v)
 	return found
 }
+
+// StaticSources lists the initializers and Constant outputs a static value
+// is computed from, itself included, in the order a depth-first walk meets
+// them; nil for a data value.
+func (g *Graph) StaticSources(v string) []string {
+	var out []string
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(v string) {
+		if v == "" || seen[v] || g.data[v] {
+			return
+		}
+		seen[v] = true
+		n := g.Producer(v)
+		if n == nil || n.GetOpType() == "Constant" {
+			out = append(out, v)
+			return
+		}
+		for _, in := range n.GetInput() {
+			walk(in)
+		}
+	}
+	walk(v)
+	return out
+}

@@ -49,6 +49,8 @@ func TestGraphIndexesDataAndUses(t *testing.T) {
 	assert.False(t, g.IsInput("w"))
 	assert.True(t, g.IsOutput("y"))
 	assert.Equal(t, "w", g.Origin("w2"))
+	assert.Equal(t, []string{"w"}, g.StaticSources("w2"))
+	assert.Nil(t, g.StaticSources("y"), "a data value")
 	assert.Equal(t, []string{"x"}, g.DependsOnInputs("y"))
 }
 

@@ -255,13 +255,13 @@ func (l *opLayer) build() (*region, error) {
 // projection and RotaryEmbedding: the projection reshaped to (…, heads,
 // head_dim), normalized over the last axis, reshaped back.
 type headNorm struct {
-	source string  // the projection it normalizes
-	width  int     // the normalized axis: head_dim
-	norm   *region // the RMSNorm, as norm.rms's recognizer reads it
+	source string // the projection it normalizes
+	width  int    // the normalized axis: head_dim
+	norm   *match.RMSNorm
 }
 
 // headNorm recognizes the per-head RMSNorm that computes v: layout nodes
-// back to the RMSNorm's output, the RMSNorm (see rmsNorm), and layout
+// back to the RMSNorm's output, the RMSNorm (match.RMSNorm), and layout
 // nodes from its input back to their source. It returns nil when v is not
 // computed that way.
 func (l *opLayer) headNorm(v string) *headNorm {
@@ -274,38 +274,29 @@ func (l *opLayer) headNorm(v string) *headNorm {
 		if n.GetOpType() != "Pow" {
 			continue
 		}
-		r, f := a.rmsNorm(n)
-		if f != nil || r == nil || r.output != after.base {
+		r, err := match.MatchRMSNorm(patternGraph{a: a}, match.NewNode(n))
+		if err != nil || r == nil || r.Output != after.base {
 			continue
 		}
-		before := a.traceBack(r.inputs[0], false)
+		before := a.traceBack(r.Input, false)
 		if len(before.nodes) == 0 {
 			return nil
 		}
 		l.nodes = append(l.nodes, after.nodes...)
-		l.nodes = append(l.nodes, r.nodes...)
+		l.nodes = append(l.nodes, unwrap(r.Nodes)...)
 		l.nodes = append(l.nodes, before.nodes...)
-		shape := mustShape(a.probes[0], r.inputs[0])
+		shape := mustShape(a.probes[0], r.Input)
 		return &headNorm{source: before.base, width: shape[len(shape)-1], norm: r}
 	}
 	return nil
 }
 
-// eps is the RMSNorm's epsilon field.
-func (h *headNorm) eps() any {
-	for _, f := range h.norm.fields {
-		if f.key == "eps" {
-			return f.value
-		}
-	}
-	return nil
-}
+// eps is the RMSNorm's epsilon.
+func (h *headNorm) eps() float32 { return h.norm.Eps }
 
 // param is the RMSNorm's weight under name.
 func (h *headNorm) param(name string) param {
-	p := h.norm.params[0]
-	p.name = name
-	return p
+	return param{name: name, value: h.norm.Weight, pieces: []piece{{value: h.norm.WeightFrom}}}
 }
 
 // qkNorm checks that queries and keys are normalized alike, over heads of
@@ -613,5 +604,5 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 // initializer whose name ends in suffix: how attention.sdpa's out_name
 // (Hugging Face's o_proj) survives a round trip.
 func (a *analysis) fromParam(v, suffix string) bool {
-	return slices.ContainsFunc(a.staticSources(v), func(s string) bool { return strings.HasSuffix(s, suffix) })
+	return slices.ContainsFunc(a.g.StaticSources(v), func(s string) bool { return strings.HasSuffix(s, suffix) })
 }

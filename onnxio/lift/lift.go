@@ -216,12 +216,7 @@ func (a *analysis) plan() *plan {
 			p.claimed[n] = true
 			continue
 		}
-		r, f, ok := a.matchLate(n) // layers' late patterns, then the recognizers still here
-		if !ok {
-			if r, f = a.block(n); r != nil {
-				f = a.checkContained(r)
-			}
-		}
+		r, f := a.matchLate(n) // the layers' late patterns (layers/*_lift.go)
 		if f != nil {
 			r = nil
 		}

@@ -77,7 +77,7 @@ func (a *analysis) origin(pc piece, dims int) origin {
 		}
 		return o
 	}
-	for _, init := range a.staticSources(pc.value) {
+	for _, init := range a.g.StaticSources(pc.value) {
 		if t := a.g.Inits[init]; t == nil || len(t.GetDims()) != dims {
 			continue
 		}

@@ -60,12 +60,11 @@ func (a *analysis) matchPatterns(p *plan) {
 	}
 }
 
-// matchLate offers node n to the late patterns anchored at its op; plan
-// calls it for each node it offers its own recognizers. It returns the
-// region of the first pattern that returns a Layer (or why that Layer
-// cannot stand), else the first failure; ok is false when every late
+// matchLate offers node n to the late patterns anchored at its op. It
+// returns the region of the first pattern that returns a Layer (or why
+// that Layer cannot stand), else the first failure; nils when every late
 // pattern declines.
-func (a *analysis) matchLate(n *node) (r *region, f *failure, ok bool) {
+func (a *analysis) matchLate(n *node) (r *region, f *failure) {
 	for _, pat := range match.Registered() {
 		if !pat.Late || pat.Op != n.GetOpType() {
 			continue
@@ -75,14 +74,14 @@ func (a *analysis) matchLate(n *node) (r *region, f *failure, ok bool) {
 		case l != nil:
 			r, err := a.patternRegion(l, n)
 			if err != nil {
-				return nil, patternFailure(pat, n, err), true
+				return nil, patternFailure(pat, n, err)
 			}
-			return r, a.checkContained(r), true
+			return r, a.checkContained(r)
 		case err != nil && f == nil:
 			f = patternFailure(pat, n, err)
 		}
 	}
-	return nil, f, f != nil
+	return nil, f
 }
 
 // patternFailure is a pattern's error as the report shows it: a
@@ -293,7 +292,7 @@ func (g patternGraph) ValueAt(i int, value string) (*tensor.Dense, error) {
 }
 
 // Sources lists the initializers and Constants a static value comes from.
-func (g patternGraph) Sources(value string) []string { return g.a.staticSources(value) }
+func (g patternGraph) Sources(value string) []string { return g.a.g.StaticSources(value) }
 
 // Constant returns a static value that is the same at every probe shape.
 func (g patternGraph) Constant(value string) (*tensor.Dense, error) {
