@@ -8,11 +8,6 @@ import (
 	"github.com/attnrun/attnrun/onnxio/match"
 )
 
-// unboundedContext is the context_length given to an attention.multihead
-// whose graph bounds the sequence length nowhere (no mask buffer, dynamic
-// axes): the layer needs one, and the graph accepts any length.
-const unboundedContext = 4096
-
 // scores is the chain from the query-key product to the softmax.
 type scores struct {
 	qk    *node
@@ -397,17 +392,75 @@ func (l *attentionLayer) build() (*region, error) {
 		ctx = a.maskBuffer(l.sc.masks)
 	}
 	scale := l.sc.scale * l.q.scale * l.k.scale
+	projected := l.srcQ.lin != nil && l.srcK.lin != nil && l.srcV.lin != nil
 	switch {
 	case l.srcQ.lin == nil && l.srcK.lin == nil && l.srcV.lin == nil && !l.cross() && kpm.input == "":
-		return r, l.simple(r, tokQ, scale, causal)
-	case l.srcQ.lin == nil || l.srcK.lin == nil || l.srcV.lin == nil:
+	case !projected:
 		return nil, fmt.Errorf("some of queries, keys and values are projected and some are not")
 	case l.cross() || kpm.input != "":
 		return r, l.torchMHA(r, tokQ, tokK, hs, out, scale, causal, kpm)
-	case out != nil:
-		return r, l.multihead(r, tokQ, hs, out, scale, causal, ctx)
 	}
-	return r, l.singleHead(r, tokQ, hs, scale, causal, ctx)
+	att := &match.Attention{Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk,
+		Scale: scale, Causal: causal, Context: ctx, Projected: projected,
+		SameSource: l.q.base == l.k.base && l.k.base == l.v.base,
+		QKV: func(prefix string, width int, matrix bool) ([]match.Param, bool, error) {
+			ps, bias, err := l.qkvParams(prefix, hs, width, matrix)
+			return publicParams(ps), bias, err
+		}}
+	if projected {
+		att.Matrix = l.srcQ.lin.matrix && l.srcK.lin.matrix && l.srcV.lin.matrix
+		att.Biased = l.srcQ.lin.bias != nil
+	}
+	if out != nil {
+		att.Out = out.public()
+	}
+	return r, a.buildAttention(r, att)
+}
+
+// buildAttention offers a recognized self-attention to the layers'
+// attention builders (match.RegisterAttention) and fills r with the layer
+// the first one returns.
+func (a *analysis) buildAttention(r *region, att *match.Attention) error {
+	for _, b := range match.AttentionBuilders() {
+		l, err := runBuilder(b, att)
+		if err != nil {
+			return err
+		}
+		if l == nil {
+			continue
+		}
+		r.typ, r.notes = l.Type, append(r.notes, l.Notes...)
+		if r.fields, err = fieldsOf(l); err != nil {
+			return err
+		}
+		r.params, err = a.paramsOf(l)
+		return err
+	}
+	return fmt.Errorf("no registered layer type lifts attention with %d heads of %d", att.Heads, att.HeadDim)
+}
+
+// runBuilder runs an attention builder, recovering from a panic in it.
+func runBuilder(b match.AttentionBuilder, att *match.Attention) (l *match.Layer, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			l, err = nil, fmt.Errorf("attention builder %s: panic: %v", b.Name, v)
+		}
+	}()
+	return b.Build(att)
+}
+
+// publicParams converts parameters read from single graph values into
+// pattern parameters.
+func publicParams(ps []param) []match.Param {
+	out := make([]match.Param, len(ps))
+	for i, p := range ps {
+		pc := p.pieces[0]
+		out[i] = match.Param{Name: p.name, Value: p.value, From: pc.value, Transposed: pc.transposed}
+		if pc.split {
+			out[i].Rows = []int{pc.lo, pc.hi}
+		}
+	}
+	return out
 }
 
 // cross reports cross-attention: keys and values from other tokens than
@@ -505,20 +558,6 @@ func scaledAs(scale float64, d int) bool {
 	return math.Abs(scale*math.Sqrt(float64(d))-1) < 1e-6
 }
 
-// simple lifts attention without projections: attention.simple.
-func (l *attentionLayer) simple(r *region, tok tokens, scale float64, causal bool) error {
-	if l.q.base != l.k.base || l.k.base != l.v.base {
-		return fmt.Errorf("queries, keys and values are different tensors without projections")
-	}
-	scaled := scaledAs(scale, tok.D)
-	if !scaled && math.Abs(scale-1) > 1e-6 {
-		return fmt.Errorf("the scores are scaled by %g; attention.simple scales by 1/√%d or not at all", scale, tok.D)
-	}
-	r.typ = "attention.simple"
-	r.fields = []field{{"scaled", scaled}, {"causal", causal}}
-	return nil
-}
-
 // qkvParams collects W_query, W_key, W_value (weight, then bias) from the
 // projections, each restricted to its columns [seg, seg+width).
 func (l *attentionLayer) qkvParams(prefix string, hs heads, width int, matrix bool) ([]param, bool, error) {
@@ -548,76 +587,4 @@ func (l *attentionLayer) qkvParams(prefix string, hs heads, width int, matrix bo
 		}
 	}
 	return ps, withBias, nil
-}
-
-// singleHead lifts one head with its own projections: attention.causal
-// when the mask is cut from a fixed-size buffer and the scores are scaled
-// by 1/√d_out, attention.self otherwise.
-func (l *attentionLayer) singleHead(r *region, tok tokens, hs heads, scale float64, causal bool, ctx int) error {
-	d := hs.dk
-	scaled := scaledAs(scale, d)
-	if !scaled && math.Abs(scale-1) > 1e-6 {
-		return fmt.Errorf("the scores are scaled by %g; attnrun's layers scale by 1/√%d or not at all", scale, d)
-	}
-	matrix := l.srcQ.lin.matrix && l.srcK.lin.matrix && l.srcV.lin.matrix
-	if causal && ctx > 0 && scaled {
-		ps, bias, err := l.qkvParams("", hs, d, false)
-		if err != nil {
-			return err
-		}
-		r.typ, r.params = "attention.causal", ps
-		r.fields = []field{{"d_in", tok.D}, {"d_out", d}, {"context_length", ctx}, {"qkv_bias", bias}}
-		return nil
-	}
-	if causal && ctx > 0 && len(l.a.probes) > 1 {
-		r.notes = append(r.notes, fmt.Sprintf("the graph's mask buffer bounds sequences to %d tokens; attention.self (unscaled, so not attention.causal) accepts longer ones", ctx))
-	}
-	if matrix && l.srcQ.lin.bias != nil {
-		matrix = false
-	}
-	ps, bias, err := l.qkvParams("", hs, d, matrix)
-	if err != nil {
-		return err
-	}
-	weights := "linear"
-	if matrix {
-		weights = "matrix"
-	}
-	r.typ, r.params = "attention.self", ps
-	r.fields = []field{{"d_in", tok.D}, {"d_out", d}, {"weights", weights}, {"qkv_bias", bias}, {"causal", causal}, {"scaled", scaled}}
-	return nil
-}
-
-// multihead lifts split-head attention with an output projection:
-// attention.multihead.
-func (l *attentionLayer) multihead(r *region, tok tokens, hs heads, out *linear, scale float64, causal bool, ctx int) error {
-	dOut := hs.H * hs.dk
-	if !scaledAs(scale, hs.dk) {
-		return fmt.Errorf("the scores are scaled by %g; attention.multihead scales by 1/√head_dim = 1/√%d", scale, hs.dk)
-	}
-	if out.dIn != dOut {
-		return fmt.Errorf("the output projection takes %d features, the heads give %d", out.dIn, dOut)
-	}
-	ps, bias, err := l.qkvParams("", hs, dOut, false)
-	if err != nil {
-		return err
-	}
-	ps = append(ps, out.params("out_proj.")...)
-	if ctx == 0 {
-		ctx = l.contextFallback(tok)
-		r.notes = append(r.notes, fmt.Sprintf("no mask buffer bounds the sequence length; context_length set to %d", ctx))
-	}
-	r.typ, r.params = "attention.multihead", ps
-	r.fields = []field{{"d_in", tok.D}, {"d_out", dOut}, {"context_length", ctx}, {"num_heads", hs.H},
-		{"qkv_bias", bias}, {"out_bias", out.bias != nil}, {"causal", causal}}
-	return nil
-}
-
-// contextFallback is the context_length of a layer whose graph has no mask
-// buffer: the sequence length when the graph fixes it, else unboundedContext.
-func (l *attentionLayer) contextFallback(tok tokens) int {
-	if len(l.a.probes) == 1 {
-		return tok.T
-	}
-	return unboundedContext
 }

@@ -98,6 +98,16 @@ func (a *analysis) biasedLinear(mm *node, bias string) *linear {
 	return l
 }
 
+// public is the Linear as patterns see it.
+func (l *linear) public() *match.Linear {
+	nodes := make([]*match.Node, len(l.nodes))
+	for i, n := range l.nodes {
+		nodes[i] = match.NewNode(n)
+	}
+	return &match.Linear{Input: l.in, Output: l.out, In: l.dIn, Out: l.dOut, Weight: l.weight, Bias: l.bias,
+		WeightFrom: l.weightValue, BiasFrom: l.biasValue, Transposed: l.transposed, Nodes: nodes}
+}
+
 // biasShape accepts (out), (1, out), (1, 1, out): a bias added to every row.
 func biasShape(s tensor.Shape, out int) bool {
 	if s.IsScalar() || s[len(s)-1] != out {

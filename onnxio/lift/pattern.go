@@ -164,12 +164,32 @@ func (a *analysis) patternRegion(l *match.Layer, anchor *node) (*region, error) 
 	}
 	r := &region{typ: l.Type, inputs: slices.Clone(l.Inputs), output: l.Output, nodes: nodes,
 		kind: kind, notes: slices.Clone(l.Notes)}
+	var err error
+	if r.fields, err = fieldsOf(l); err != nil {
+		return nil, err
+	}
+	if r.params, err = a.paramsOf(l); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// fieldsOf checks and converts a Layer's config.
+func fieldsOf(l *match.Layer) ([]field, error) {
+	var fields []field
 	for _, f := range l.Config {
 		if f.Key == "" {
 			return nil, fmt.Errorf("the %s layer's config has a field without a key", l.Type)
 		}
-		r.fields = append(r.fields, field{key: f.Key, value: f.Value})
+		fields = append(fields, field{key: f.Key, value: f.Value})
 	}
+	return fields, nil
+}
+
+// paramsOf checks and converts a Layer's parameters: each read from a
+// constant of the graph (or computed), whole or some of its rows.
+func (a *analysis) paramsOf(l *match.Layer) ([]param, error) {
+	var params []param
 	for _, p := range l.Params {
 		if p.Value == nil {
 			return nil, fmt.Errorf("parameter %q has no value", p.Name)
@@ -177,14 +197,20 @@ func (a *analysis) patternRegion(l *match.Layer, anchor *node) (*region, error) 
 		if p.From != "" && !a.g.Static(p.From) {
 			return nil, fmt.Errorf("parameter %q comes from %q, which is not a constant of the graph", p.Name, p.From)
 		}
-		rows := 1
+		pc := piece{value: p.From, transposed: p.Transposed, hi: 1}
 		if p.Value.Dims() > 0 {
-			rows = p.Value.Shape()[0]
+			pc.hi = p.Value.Shape()[0]
 		}
-		r.params = append(r.params, param{name: p.Name, value: p.Value,
-			pieces: []piece{{value: p.From, transposed: p.Transposed, hi: rows}}})
+		switch len(p.Rows) {
+		case 0:
+		case 2:
+			pc.lo, pc.hi, pc.split = p.Rows[0], p.Rows[1], true
+		default:
+			return nil, fmt.Errorf("parameter %q has rows %v: want [lo, hi]", p.Name, p.Rows)
+		}
+		params = append(params, param{name: p.Name, value: p.Value, pieces: []piece{pc}})
 	}
-	return r, nil
+	return params, nil
 }
 
 // between lists, in graph order, the live data nodes an output is computed
@@ -342,12 +368,7 @@ func (g patternGraph) Linear(value string) (*match.Linear, bool) {
 	if l == nil {
 		return nil, false
 	}
-	nodes := make([]*match.Node, len(l.nodes))
-	for i, n := range l.nodes {
-		nodes[i] = match.NewNode(n)
-	}
-	return &match.Linear{Input: l.in, Output: l.out, In: l.dIn, Out: l.dOut, Weight: l.weight, Bias: l.bias,
-		WeightFrom: l.weightValue, BiasFrom: l.biasValue, Transposed: l.transposed, Nodes: nodes}, true
+	return l.public(), true
 }
 
 // Registered reports whether a layer type is available to lift into.

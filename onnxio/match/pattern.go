@@ -124,6 +124,9 @@ type Param struct {
 	// Transposed records that the graph holds the value transposed, as
 	// MatMul holds nn.Linear weights (in, out).
 	Transposed bool
+	// Rows, when set, are the rows [lo, hi) of the (transposed) graph
+	// value the parameter takes: one projection of a packed in_proj.
+	Rows []int
 }
 
 // Graph is the view of an ONNX graph a Pattern matches against: who

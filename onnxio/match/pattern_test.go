@@ -71,3 +71,14 @@ func TestFloatsAndTokens(t *testing.T) {
 	_, _, _, ok = Tokens([]int{8})
 	assert.False(t, ok)
 }
+
+func TestRegisterAttention(t *testing.T) {
+	none := func(*Attention) (*Layer, error) { return nil, nil }
+	RegisterAttention(AttentionBuilder{Name: "test.late", Priority: 9, Build: none})
+	RegisterAttention(AttentionBuilder{Name: "test.early", Priority: -9, Build: none})
+	bs := AttentionBuilders()
+	assert.Equal(t, "test.early", bs[0].Name)
+	assert.Equal(t, "test.late", bs[len(bs)-1].Name)
+	assert.Panics(t, func() { RegisterAttention(AttentionBuilder{Name: "test.late", Build: none}) })
+	assert.Panics(t, func() { RegisterAttention(AttentionBuilder{Name: "test.nil"}) })
+}

@@ -1,0 +1,97 @@
+package match
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Attention builders. The lifter recognizes softmax attention itself:
+// softmax(scale · (Q Kᵀ) [masked]) V with Q, K and V projections of the
+// tokens (or none), split into heads and merged however the exporter
+// wrote it, with an optional output projection. Which layer that
+// structure is, and with what config, is the business of the layers: each
+// registers an AttentionBuilder, and the lifter offers every recognized
+// self-attention to the builders by priority until one claims it.
+
+// Attention is a recognized self-attention (queries, keys and values from
+// the same tokens, no padding mask), as a builder sees it.
+type Attention struct {
+	// Width is the tokens' feature width; Tokens their number per
+	// sequence at the last probe shape.
+	Width, Tokens int
+	// Probes is how many probe shapes the graph was read at.
+	Probes int
+	// Heads and HeadDim are the head split.
+	Heads, HeadDim int
+	// Scale is the product of the factors applied to the scores.
+	Scale float64
+	// Causal reports that a mask hides exactly the future keys.
+	Causal bool
+	// Context is the size of the mask buffer a causal mask is cut from,
+	// 0 when there is none.
+	Context int
+	// Projected reports that queries, keys and values each come from a
+	// projection; otherwise none does.
+	Projected bool
+	// SameSource reports that, unprojected, queries, keys and values are
+	// one tensor.
+	SameSource bool
+	// Matrix reports that the three projections are bare (in, out)
+	// matrices used as x @ W rather than nn.Linear weights.
+	Matrix bool
+	// Biased reports that the query projection has a bias.
+	Biased bool
+	// Out is the output projection, nil when there is none.
+	Out *Linear
+	// QKV lists W_query, W_key and W_value (each weight, then its bias) as
+	// parameters under prefix, each restricted to width columns from its
+	// heads' first; matrix lists the bare (in, out) matrices instead. It
+	// reports whether they have biases.
+	QKV func(prefix string, width int, matrix bool) ([]Param, bool, error)
+}
+
+// AttentionBuilder turns a recognized attention into a layer.
+type AttentionBuilder struct {
+	// Name identifies the builder; by convention its layer type.
+	Name string
+	// Priority orders the builders: lower first, then by name.
+	Priority int
+	// Build returns the layer (Type, Config, Params and Notes; the lifter
+	// knows its inputs, output and nodes), nil to leave the attention to
+	// the next builder, or an error saying why the layer cannot express it.
+	Build func(a *Attention) (*Layer, error)
+}
+
+var (
+	buildersMu sync.RWMutex
+	builders   []AttentionBuilder
+)
+
+// RegisterAttention makes a builder available to every lift; it panics on
+// an empty or taken name or a nil Build, programming errors.
+func RegisterAttention(b AttentionBuilder) {
+	if b.Name == "" || b.Build == nil {
+		panic(fmt.Sprintf("match: RegisterAttention %q without a name or Build", b.Name))
+	}
+	buildersMu.Lock()
+	defer buildersMu.Unlock()
+	for _, c := range builders {
+		if c.Name == b.Name {
+			panic(fmt.Sprintf("match: RegisterAttention called twice for %q", b.Name))
+		}
+	}
+	builders = append(builders, b)
+	slices.SortFunc(builders, func(x, y AttentionBuilder) int {
+		return cmp.Or(cmp.Compare(x.Priority, y.Priority), cmp.Compare(x.Name, y.Name))
+	})
+}
+
+// AttentionBuilders returns the registered builders in the order they are
+// tried.
+func AttentionBuilders() []AttentionBuilder {
+	buildersMu.RLock()
+	defer buildersMu.RUnlock()
+	return append([]AttentionBuilder(nil), builders...)
+}
