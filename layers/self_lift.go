@@ -18,7 +18,7 @@ func init() {
 
 // liftSingleHead lifts a projected attention without output projection.
 func liftSingleHead(a *match.Attention) (*match.Layer, error) {
-	if !a.Projected || a.Out != nil {
+	if !a.Projected || a.Out != nil || a.Cross || a.PaddingMask != "" {
 		return nil, nil
 	}
 	d := a.HeadDim

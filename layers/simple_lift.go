@@ -16,7 +16,7 @@ func init() {
 
 // liftSimple lifts an attention without projections.
 func liftSimple(a *match.Attention) (*match.Layer, error) {
-	if a.Projected {
+	if a.Projected || a.Cross || a.PaddingMask != "" {
 		return nil, nil
 	}
 	if !a.SameSource {

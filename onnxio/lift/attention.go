@@ -2,7 +2,7 @@ package lift
 
 import (
 	"fmt"
-	"math"
+	"slices"
 	"strings"
 
 	"github.com/attnrun/attnrun/onnxio/match"
@@ -393,16 +393,20 @@ func (l *attentionLayer) build() (*region, error) {
 	}
 	scale := l.sc.scale * l.q.scale * l.k.scale
 	projected := l.srcQ.lin != nil && l.srcK.lin != nil && l.srcV.lin != nil
-	switch {
-	case l.srcQ.lin == nil && l.srcK.lin == nil && l.srcV.lin == nil && !l.cross() && kpm.input == "":
-	case !projected:
+	if !projected && (l.srcQ.lin != nil || l.srcK.lin != nil || l.srcV.lin != nil || l.cross() || kpm.input != "") {
 		return nil, fmt.Errorf("some of queries, keys and values are projected and some are not")
-	case l.cross() || kpm.input != "":
-		return r, l.torchMHA(r, tokQ, tokK, hs, out, scale, causal, kpm)
 	}
-	att := &match.Attention{Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk,
+	average := true
+	for _, w := range r.weights {
+		average = average && w.mean
+	}
+	att := &match.Attention{Queries: l.srcQ.tokens, Keys: l.srcK.tokens, Cross: l.cross(), KeyWidth: tokK.D,
+		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: kpm.input, PaddingMaskKind: kpm.kind,
+		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk,
 		Scale: scale, Causal: causal, Context: ctx, Projected: projected,
 		SameSource: l.q.base == l.k.base && l.k.base == l.v.base,
+		Segments:   [3]int{hs.segQ, hs.segK, hs.segV},
+		Registered: registered,
 		QKV: func(prefix string, width int, matrix bool) ([]match.Param, bool, error) {
 			ps, bias, err := l.qkvParams(prefix, hs, width, matrix)
 			return publicParams(ps), bias, err
@@ -410,6 +414,7 @@ func (l *attentionLayer) build() (*region, error) {
 	if projected {
 		att.Matrix = l.srcQ.lin.matrix && l.srcK.lin.matrix && l.srcV.lin.matrix
 		att.Biased = l.srcQ.lin.bias != nil
+		att.Projections = [3]*match.Linear{l.srcQ.lin.public(), l.srcK.lin.public(), l.srcV.lin.public()}
 	}
 	if out != nil {
 		att.Out = out.public()
@@ -430,6 +435,9 @@ func (a *analysis) buildAttention(r *region, att *match.Attention) error {
 			continue
 		}
 		r.typ, r.notes = l.Type, append(r.notes, l.Notes...)
+		if len(l.Inputs) > 0 {
+			r.inputs = slices.Clone(l.Inputs)
+		}
 		if r.fields, err = fieldsOf(l); err != nil {
 			return err
 		}
@@ -449,15 +457,14 @@ func runBuilder(b match.AttentionBuilder, att *match.Attention) (l *match.Layer,
 	return b.Build(att)
 }
 
-// publicParams converts parameters read from single graph values into
-// pattern parameters.
+// publicParams converts parameters into pattern parameters, their pieces
+// as they are.
 func publicParams(ps []param) []match.Param {
 	out := make([]match.Param, len(ps))
 	for i, p := range ps {
-		pc := p.pieces[0]
-		out[i] = match.Param{Name: p.name, Value: p.value, From: pc.value, Transposed: pc.transposed}
-		if pc.split {
-			out[i].Rows = []int{pc.lo, pc.hi}
+		out[i] = match.Param{Name: p.name, Value: p.value}
+		for _, pc := range p.pieces {
+			out[i].Pieces = append(out[i].Pieces, match.Piece{From: pc.value, Transposed: pc.transposed, Lo: pc.lo, Hi: pc.hi, Split: pc.split})
 		}
 	}
 	return out
@@ -553,11 +560,6 @@ func (a *analysis) linearReading(v string) *linear {
 	return nil
 }
 
-// scaledAs compares a score scale with 1/√d.
-func scaledAs(scale float64, d int) bool {
-	return math.Abs(scale*math.Sqrt(float64(d))-1) < 1e-6
-}
-
 // qkvParams collects W_query, W_key, W_value (weight, then bias) from the
 // projections, each restricted to its columns [seg, seg+width).
 func (l *attentionLayer) qkvParams(prefix string, hs heads, width int, matrix bool) ([]param, bool, error) {
@@ -579,10 +581,10 @@ func (l *attentionLayer) qkvParams(prefix string, hs heads, width int, matrix bo
 			ps = append(ps, param{name: prefix + name, value: transpose2(lin.weight), pieces: []piece{{value: lin.weightValue}}})
 			continue
 		}
-		ps = append(ps, param{name: prefix + name + ".weight", value: rows(lin.weight, lo, hi),
+		ps = append(ps, param{name: prefix + name + ".weight", value: match.Rows(lin.weight, lo, hi),
 			pieces: []piece{lin.weightPiece(lo, hi, whole)}})
 		if withBias {
-			ps = append(ps, param{name: prefix + name + ".bias", value: rows(lin.bias, lo, hi),
+			ps = append(ps, param{name: prefix + name + ".bias", value: match.Rows(lin.bias, lo, hi),
 				pieces: []piece{lin.biasPiece(lo, hi, whole)}})
 		}
 	}

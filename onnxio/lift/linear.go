@@ -207,17 +207,6 @@ func toFloat32(t *tensor.Dense, n int) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out))
 }
 
-// rows returns rows lo:hi of a (r, c) matrix, or elements lo:hi of a
-// vector, as a new tensor.
-func rows(t *tensor.Dense, lo, hi int) *tensor.Dense {
-	data := t.Data().([]float32)
-	if t.Dims() == 1 {
-		return tensor.New(tensor.WithShape(hi-lo), tensor.WithBacking(append([]float32(nil), data[lo:hi]...)))
-	}
-	c := t.Shape()[1]
-	return tensor.New(tensor.WithShape(hi-lo, c), tensor.WithBacking(append([]float32(nil), data[lo*c:hi*c]...)))
-}
-
 // weightPiece is where rows lo:hi of the weight (out, in) come from;
 // whole says they are all of it.
 func (l *linear) weightPiece(lo, hi int, whole bool) piece {

@@ -194,21 +194,31 @@ func (a *analysis) paramsOf(l *match.Layer) ([]param, error) {
 		if p.Value == nil {
 			return nil, fmt.Errorf("parameter %q has no value", p.Name)
 		}
-		if p.From != "" && !a.g.Static(p.From) {
-			return nil, fmt.Errorf("parameter %q comes from %q, which is not a constant of the graph", p.Name, p.From)
+		q := param{name: p.Name, value: p.Value}
+		for _, pc := range p.Pieces {
+			if pc.From != "" && !a.g.Static(pc.From) {
+				return nil, fmt.Errorf("parameter %q comes from %q, which is not a constant of the graph", p.Name, pc.From)
+			}
+			q.pieces = append(q.pieces, piece{value: pc.From, transposed: pc.Transposed, lo: pc.Lo, hi: pc.Hi, split: pc.Split})
 		}
-		pc := piece{value: p.From, transposed: p.Transposed, hi: 1}
-		if p.Value.Dims() > 0 {
-			pc.hi = p.Value.Shape()[0]
+		if len(p.Pieces) == 0 {
+			if p.From != "" && !a.g.Static(p.From) {
+				return nil, fmt.Errorf("parameter %q comes from %q, which is not a constant of the graph", p.Name, p.From)
+			}
+			c := piece{value: p.From, transposed: p.Transposed, hi: 1}
+			if p.Value.Dims() > 0 {
+				c.hi = p.Value.Shape()[0]
+			}
+			switch len(p.Rows) {
+			case 0:
+			case 2:
+				c.lo, c.hi, c.split = p.Rows[0], p.Rows[1], true
+			default:
+				return nil, fmt.Errorf("parameter %q has rows %v: want [lo, hi]", p.Name, p.Rows)
+			}
+			q.pieces = []piece{c}
 		}
-		switch len(p.Rows) {
-		case 0:
-		case 2:
-			pc.lo, pc.hi, pc.split = p.Rows[0], p.Rows[1], true
-		default:
-			return nil, fmt.Errorf("parameter %q has rows %v: want [lo, hi]", p.Name, p.Rows)
-		}
-		params = append(params, param{name: p.Name, value: p.Value, pieces: []piece{pc}})
+		params = append(params, q)
 	}
 	return params, nil
 }

@@ -15,9 +15,24 @@ import (
 // registers an AttentionBuilder, and the lifter offers every recognized
 // self-attention to the builders by priority until one claims it.
 
-// Attention is a recognized self-attention (queries, keys and values from
-// the same tokens, no padding mask), as a builder sees it.
+// Attention is a recognized attention, as a builder sees it.
 type Attention struct {
+	// Queries and Keys are the token tensors queries and keys (and
+	// values) are computed from; they differ for cross-attention.
+	Queries, Keys string
+	// Cross reports cross-attention: Keys is not Queries.
+	Cross bool
+	// KeyWidth is the key tokens' feature width.
+	KeyWidth int
+	// BatchFirst reports that the query tokens are (B, T, d), not (T, d).
+	BatchFirst bool
+	// PaddingMask is the graph input a key padding mask is computed from,
+	// "" when there is none; PaddingMaskKind says how it masks: "bool"
+	// (true hides a key) or "float" (added to the scores).
+	PaddingMask, PaddingMaskKind string
+	// AverageWeights reports that every graph output of the attention
+	// weights averages them over heads (true when there is none).
+	AverageWeights bool
 	// Width is the tokens' feature width; Tokens their number per
 	// sequence at the last probe shape.
 	Width, Tokens int
@@ -45,6 +60,13 @@ type Attention struct {
 	Biased bool
 	// Out is the output projection, nil when there is none.
 	Out *Linear
+	// Projections are the query, key and value projections (nil when not
+	// projected), and Segments the first output column each one's heads
+	// start at (a packed in_proj holds all three).
+	Projections [3]*Linear
+	Segments    [3]int
+	// Registered reports whether a layer type is available to lift into.
+	Registered func(layerType string) bool
 	// QKV lists W_query, W_key and W_value (each weight, then its bias) as
 	// parameters under prefix, each restricted to width columns from its
 	// heads' first; matrix lists the bare (in, out) matrices instead. It
@@ -58,9 +80,10 @@ type AttentionBuilder struct {
 	Name string
 	// Priority orders the builders: lower first, then by name.
 	Priority int
-	// Build returns the layer (Type, Config, Params and Notes; the lifter
-	// knows its inputs, output and nodes), nil to leave the attention to
-	// the next builder, or an error saying why the layer cannot express it.
+	// Build returns the layer (Type, Config, Params and Notes, and Inputs
+	// when the layer reads more than the query tokens; the lifter knows
+	// its output and nodes), nil to leave the attention to the next
+	// builder, or an error saying why the layer cannot express it.
 	Build func(a *Attention) (*Layer, error)
 }
 

@@ -127,6 +127,22 @@ type Param struct {
 	// Rows, when set, are the rows [lo, hi) of the (transposed) graph
 	// value the parameter takes: one projection of a packed in_proj.
 	Rows []int
+	// Pieces, when set, say where the blocks of a parameter stacked from
+	// several graph values come from, in order (nn.MultiheadAttention's
+	// in_proj_weight from three projections); From, Transposed and Rows
+	// are then unused.
+	Pieces []Piece
+}
+
+// Piece is a block of a parameter's rows read from one graph value.
+type Piece struct {
+	// From and Transposed are as in Param.
+	From       string
+	Transposed bool
+	// Lo and Hi are the rows [Lo, Hi) of the (transposed) value the block
+	// takes; Split says they are not all of its rows.
+	Lo, Hi int
+	Split  bool
 }
 
 // Graph is the view of an ONNX graph a Pattern matches against: who

@@ -100,3 +100,28 @@ func ReducesLastAxis(g Graph, n *Node) bool {
 	}
 	return len(axes) == 1 && (axes[0] == -1 || axes[0] == int64(rank-1)) && n.Int("keepdims", 1) == 1
 }
+
+// Rows returns rows lo:hi of a float32 (r, c) matrix, or elements lo:hi of
+// a vector, as a new tensor: one projection's block of a packed in_proj.
+func Rows(t *tensor.Dense, lo, hi int) *tensor.Dense {
+	data := t.Data().([]float32)
+	if t.Dims() == 1 {
+		return tensor.New(tensor.WithShape(hi-lo), tensor.WithBacking(append([]float32(nil), data[lo:hi]...)))
+	}
+	c := t.Shape()[1]
+	return tensor.New(tensor.WithShape(hi-lo, c), tensor.WithBacking(append([]float32(nil), data[lo*c:hi*c]...)))
+}
+
+// Stack concatenates float32 matrices or vectors along their first axis.
+func Stack(ts []*tensor.Dense) *tensor.Dense {
+	var data []float32
+	n := 0
+	for _, t := range ts {
+		data = append(data, t.Data().([]float32)...)
+		n += t.Shape()[0]
+	}
+	if ts[0].Dims() == 1 {
+		return tensor.New(tensor.WithShape(n), tensor.WithBacking(data))
+	}
+	return tensor.New(tensor.WithShape(n, ts[0].Shape()[1]), tensor.WithBacking(data))
+}
