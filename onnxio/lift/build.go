@@ -2,7 +2,7 @@ package lift
 
 import (
 	"fmt"
-	"reflect"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -153,10 +153,12 @@ func (b *builder) weightsOf(o string) (weightsOutput, string, bool) {
 	return weightsOutput{}, "", false
 }
 
-// fuseWrappers replaces a Concat of independent causal heads that read the
-// same input (the seeds' MultiHeadAttentionWrapper) by one
-// attention.multihead_wrapper layer. It runs before wire.
-func (b *builder) fuseWrappers() {
+// merge offers each region whose inputs are all computed by other regions
+// that nothing else reads (and that return no attention weights) to the
+// layers' merges (match.RegisterMerge), and replaces the regions by the
+// layer the first one returns. It runs before wire.
+func (b *builder) merge() {
+	ms := match.Merges()
 	byOutput := map[string]*region{}
 	for _, r := range b.regions {
 		byOutput[r.output] = r
@@ -164,36 +166,30 @@ func (b *builder) fuseWrappers() {
 	var out []*region
 	drop := map[*region]bool{}
 	for _, r := range b.regions {
-		if r.typ != "nn.concat" || len(r.inputs) < 2 {
+		if len(ms) == 0 || len(r.inputs) < 2 {
 			continue
 		}
-		var heads []*region
+		var inner []*region
 		for _, in := range r.inputs {
 			h := byOutput[b.p.resolve(in)]
-			if h == nil || h.typ != "attention.causal" || len(h.weights) > 0 || !b.readOnlyBy(h.output, r) ||
-				h.inputs[0] != heads0(heads, h).inputs[0] || !reflect.DeepEqual(h.fields, heads0(heads, h).fields) {
-				heads = nil
+			if h == nil || len(h.weights) > 0 || !b.readOnlyBy(h.output, r) {
+				inner = nil
 				break
 			}
-			heads = append(heads, h)
+			inner = append(inner, h)
 		}
-		if heads == nil {
+		if inner == nil {
 			continue
 		}
-		fields := heads[0].fields // d_in, d_out, context_length, qkv_bias
-		w := &region{typ: "attention.multihead_wrapper", kind: "attention", inputs: heads[0].inputs, output: r.output,
-			fields: []field{fields[0], fields[1], fields[2], {"num_heads", len(heads)}, fields[3]}}
-		for i, h := range heads {
-			for _, p := range h.params {
-				p.name = fmt.Sprintf("heads.%d.%s", i, p.name)
-				w.params = append(w.params, p)
+		if w := b.merged(ms, r, inner); w != nil {
+			for _, h := range inner {
+				w.nodes = append(w.nodes, h.nodes...)
+				drop[h] = true
 			}
-			w.nodes = append(w.nodes, h.nodes...)
-			drop[h] = true
+			w.nodes = uniqueNodes(append(w.nodes, r.nodes...))
+			drop[r] = true
+			out = append(out, w)
 		}
-		w.nodes = uniqueNodes(append(w.nodes, r.nodes...))
-		drop[r] = true
-		out = append(out, w)
 	}
 	for _, r := range b.regions {
 		if !drop[r] {
@@ -205,12 +201,53 @@ func (b *builder) fuseWrappers() {
 	}
 }
 
-// heads0 is the first head of a group, or h when the group is empty.
-func heads0(group []*region, h *region) *region {
-	if len(group) == 0 {
-		return h
+// merged returns the region of the first merge that joins outer and
+// inner, or nil.
+func (b *builder) merged(ms []match.Merge, outer *region, inner []*region) *region {
+	views := make([]*match.Layer, len(inner))
+	for i, h := range inner {
+		views[i] = h.public()
 	}
-	return group[0]
+	for _, m := range ms {
+		l := runMerge(m, outer.public(), views)
+		if l == nil {
+			continue
+		}
+		kind := l.Name
+		if kind == "" {
+			kind = sanitize(l.Type)
+		}
+		w := &region{typ: l.Type, kind: kind, inputs: slices.Clone(l.Inputs), output: outer.output}
+		var err error
+		if w.fields, err = fieldsOf(l); err != nil {
+			continue
+		}
+		if w.params, err = b.a.paramsOf(l); err != nil {
+			continue
+		}
+		return w
+	}
+	return nil
+}
+
+// runMerge runs a merge, a panic in it counting as no merge.
+func runMerge(m match.Merge, outer *match.Layer, inner []*match.Layer) (l *match.Layer) {
+	defer func() {
+		if recover() != nil {
+			l = nil
+		}
+	}()
+	return m.Merge(outer, inner)
+}
+
+// public is the region as a pattern layer: what merges see of it.
+func (r *region) public() *match.Layer {
+	l := &match.Layer{Type: r.typ, Name: r.kind, Inputs: slices.Clone(r.inputs), Output: r.output,
+		Params: publicParams(r.params), Notes: slices.Clone(r.notes)}
+	for _, f := range r.fields {
+		l.Config = append(l.Config, match.Field{Key: f.key, Value: f.value})
+	}
+	return l
 }
 
 // readOnlyBy reports whether v is read only by region r's nodes.

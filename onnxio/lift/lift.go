@@ -292,7 +292,7 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 			return res, fmt.Errorf("lift: --partial: %w", err)
 		}
 	}
-	b.fuseWrappers()
+	b.merge()
 	err := b.wire()
 	res.Unlifted = append(res.Unlifted, b.extraUnlifted...)
 	config, yerr := b.yaml()

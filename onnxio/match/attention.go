@@ -118,3 +118,46 @@ func AttentionBuilders() []AttentionBuilder {
 	defer buildersMu.RUnlock()
 	return append([]AttentionBuilder(nil), builders...)
 }
+
+// Merge joins a lifted layer and the layers that compute all of its inputs
+// into one layer: attention.multihead_wrapper is an nn.concat of
+// independent attention.causal heads. The lifter offers it every layer
+// whose inputs are each computed by a lifted layer that nothing else reads
+// (and that returns no attention weights).
+type Merge struct {
+	// Name identifies the merge; by convention the merged layer's type.
+	Name string
+	// Merge returns the merged layer (its Type, Name, Inputs, Config and
+	// Params; the lifter takes the output and the nodes of all of them),
+	// or nil when the layers are not its.
+	Merge func(outer *Layer, inner []*Layer) *Layer
+}
+
+var (
+	mergesMu sync.RWMutex
+	merges   []Merge
+)
+
+// RegisterMerge makes a merge available to every lift; it panics on an
+// empty or taken name or a nil Merge, programming errors.
+func RegisterMerge(m Merge) {
+	if m.Name == "" || m.Merge == nil {
+		panic(fmt.Sprintf("match: RegisterMerge %q without a name or Merge", m.Name))
+	}
+	mergesMu.Lock()
+	defer mergesMu.Unlock()
+	for _, c := range merges {
+		if c.Name == m.Name {
+			panic(fmt.Sprintf("match: RegisterMerge called twice for %q", m.Name))
+		}
+	}
+	merges = append(merges, m)
+	slices.SortFunc(merges, func(x, y Merge) int { return cmp.Compare(x.Name, y.Name) })
+}
+
+// Merges returns the registered merges sorted by name.
+func Merges() []Merge {
+	mergesMu.RLock()
+	defer mergesMu.RUnlock()
+	return slices.Clone(merges)
+}

@@ -82,3 +82,11 @@ func TestRegisterAttention(t *testing.T) {
 	assert.Panics(t, func() { RegisterAttention(AttentionBuilder{Name: "test.late", Build: none}) })
 	assert.Panics(t, func() { RegisterAttention(AttentionBuilder{Name: "test.nil"}) })
 }
+
+func TestRegisterMerge(t *testing.T) {
+	none := func(*Layer, []*Layer) *Layer { return nil }
+	RegisterMerge(Merge{Name: "test.merge", Merge: none})
+	assert.True(t, slices.ContainsFunc(Merges(), func(m Merge) bool { return m.Name == "test.merge" }))
+	assert.Panics(t, func() { RegisterMerge(Merge{Name: "test.merge", Merge: none}) })
+	assert.Panics(t, func() { RegisterMerge(Merge{Name: "test.nil"}) })
+}
