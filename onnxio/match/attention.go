@@ -87,37 +87,20 @@ type AttentionBuilder struct {
 	Build func(a *Attention) (*Layer, error)
 }
 
-var (
-	buildersMu sync.RWMutex
-	builders   []AttentionBuilder
-)
+// builders are the registered attention builders, by priority, then name.
+var builders = newList(func(x, y AttentionBuilder) int {
+	return cmp.Or(cmp.Compare(x.Priority, y.Priority), cmp.Compare(x.Name, y.Name))
+})
 
 // RegisterAttention makes a builder available to every lift; it panics on
 // an empty or taken name or a nil Build, programming errors.
 func RegisterAttention(b AttentionBuilder) {
-	if b.Name == "" || b.Build == nil {
-		panic(fmt.Sprintf("match: RegisterAttention %q without a name or Build", b.Name))
-	}
-	buildersMu.Lock()
-	defer buildersMu.Unlock()
-	for _, c := range builders {
-		if c.Name == b.Name {
-			panic(fmt.Sprintf("match: RegisterAttention called twice for %q", b.Name))
-		}
-	}
-	builders = append(builders, b)
-	slices.SortFunc(builders, func(x, y AttentionBuilder) int {
-		return cmp.Or(cmp.Compare(x.Priority, y.Priority), cmp.Compare(x.Name, y.Name))
-	})
+	builders.add("RegisterAttention", b.Name, b.Build == nil, b)
 }
 
 // AttentionBuilders returns the registered builders in the order they are
 // tried.
-func AttentionBuilders() []AttentionBuilder {
-	buildersMu.RLock()
-	defer buildersMu.RUnlock()
-	return append([]AttentionBuilder(nil), builders...)
-}
+func AttentionBuilders() []AttentionBuilder { return builders.all() }
 
 // Merge joins a lifted layer and the layers that compute all of its inputs
 // into one layer: attention.multihead_wrapper is an nn.concat of
@@ -133,31 +116,48 @@ type Merge struct {
 	Merge func(outer *Layer, inner []*Layer) *Layer
 }
 
-var (
-	mergesMu sync.RWMutex
-	merges   []Merge
-)
+// merges are the registered merges, by name.
+var merges = newList(func(x, y Merge) int { return cmp.Compare(x.Name, y.Name) })
 
 // RegisterMerge makes a merge available to every lift; it panics on an
 // empty or taken name or a nil Merge, programming errors.
-func RegisterMerge(m Merge) {
-	if m.Name == "" || m.Merge == nil {
-		panic(fmt.Sprintf("match: RegisterMerge %q without a name or Merge", m.Name))
-	}
-	mergesMu.Lock()
-	defer mergesMu.Unlock()
-	for _, c := range merges {
-		if c.Name == m.Name {
-			panic(fmt.Sprintf("match: RegisterMerge called twice for %q", m.Name))
-		}
-	}
-	merges = append(merges, m)
-	slices.SortFunc(merges, func(x, y Merge) int { return cmp.Compare(x.Name, y.Name) })
-}
+func RegisterMerge(m Merge) { merges.add("RegisterMerge", m.Name, m.Merge == nil, m) }
 
 // Merges returns the registered merges sorted by name.
-func Merges() []Merge {
-	mergesMu.RLock()
-	defer mergesMu.RUnlock()
-	return slices.Clone(merges)
+func Merges() []Merge { return merges.all() }
+
+// list is a registry of named items kept sorted, safe for concurrent use.
+type list[T any] struct {
+	mu    sync.RWMutex
+	items []T
+	names map[string]bool
+	order func(x, y T) int
+}
+
+// newList returns an empty list sorted by order.
+func newList[T any](order func(x, y T) int) *list[T] {
+	return &list[T]{names: map[string]bool{}, order: order}
+}
+
+// add registers item under name; it panics (naming the function what) on
+// an empty or taken name, or when missing says the item lacks its func.
+func (l *list[T]) add(what, name string, missing bool, item T) {
+	if name == "" || missing {
+		panic(fmt.Sprintf("match: %s %q without a name or function", what, name))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.names[name] {
+		panic(fmt.Sprintf("match: %s called twice for %q", what, name))
+	}
+	l.names[name] = true
+	l.items = append(l.items, item)
+	slices.SortFunc(l.items, l.order)
+}
+
+// all returns the items in order.
+func (l *list[T]) all() []T {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return slices.Clone(l.items)
 }
