@@ -20,11 +20,19 @@ import (
 )
 
 func init() {
+	match.RegisterSubgraph(liftSubgraph)
 	registry.Register(registry.Info{
 		ID:      "onnx.subgraph",
 		Summary: "part of an ONNX graph run by attnrun's executor (what `attnrun import --partial` could not lift)",
 		New:     func() registry.Layer { return &Subgraph{} },
 	})
+}
+
+// liftSubgraph is the layer the lifter's partial mode makes of a piece of
+// a graph no other layer lifts.
+func liftSubgraph(model []byte, params []string) *match.Layer {
+	return &match.Layer{Type: "onnx.subgraph", Config: []match.Field{
+		{Key: "graph", Value: base64.StdEncoding.EncodeToString(model)}, {Key: "params", Value: params}}}
 }
 
 // Subgraph is onnx.subgraph: a piece of an ONNX graph, kept as ONNX and run

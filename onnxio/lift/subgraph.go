@@ -1,7 +1,7 @@
 package lift
 
 import (
-	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -157,6 +158,14 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 	if op := sanitize(g.Producer(v).GetOpType()); op != "" {
 		kind = "onnx_" + op
 	}
-	return &region{typ: "onnx.subgraph", kind: kind, inputs: boundary, output: v, nodes: ours, params: params,
-		fields: []field{{"graph", base64.StdEncoding.EncodeToString(data)}, {"params", paramNames}}}, nil
+	layer := match.Subgraph()
+	if layer == nil {
+		return nil, errors.New("no layer type runs unlifted parts of a graph (onnx.subgraph: import package layers)")
+	}
+	l := layer(data, paramNames)
+	fields, err := fieldsOf(l)
+	if err != nil {
+		return nil, err
+	}
+	return &region{typ: l.Type, kind: kind, inputs: boundary, output: v, nodes: ours, params: params, fields: fields}, nil
 }

@@ -161,3 +161,33 @@ func (l *list[T]) all() []T {
 	defer l.mu.RUnlock()
 	return slices.Clone(l.items)
 }
+
+// SubgraphLayer makes the layer that runs a piece of a graph no other
+// layer lifts (onnx.subgraph), for the lifter's partial mode: model is the
+// piece as an encoded ONNX ModelProto whose inputs are the layer's inputs,
+// then the parameters params names. It returns the layer's Type and
+// Config.
+type SubgraphLayer func(model []byte, params []string) *Layer
+
+var (
+	subgraphMu sync.RWMutex
+	subgraph   SubgraphLayer
+)
+
+// RegisterSubgraph sets the SubgraphLayer; it panics when one is set
+// already or f is nil, programming errors.
+func RegisterSubgraph(f SubgraphLayer) {
+	subgraphMu.Lock()
+	defer subgraphMu.Unlock()
+	if f == nil || subgraph != nil {
+		panic("match: RegisterSubgraph called twice or with nil")
+	}
+	subgraph = f
+}
+
+// Subgraph returns the registered SubgraphLayer, or nil.
+func Subgraph() SubgraphLayer {
+	subgraphMu.RLock()
+	defer subgraphMu.RUnlock()
+	return subgraph
+}
