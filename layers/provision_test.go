@@ -191,6 +191,9 @@ func TestShapeCasesCoverEveryLayer(t *testing.T) {
 		if reflect.TypeOf(info.New()).Elem().PkgPath() != reflect.TypeOf(Linear{}).PkgPath() {
 			continue // registered by a test or another package
 		}
+		if info.ID == "onnx.subgraph" {
+			continue // its shapes are those of the ONNX graph it holds: onnxio/lift's partial tests run it
+		}
 		assert.True(t, covered[info.ID], "%s has no entry in shapeCases", info.ID)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/attnrun/attnrun/onnxio/lift"
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // This file teaches `attnrun import` to recognize attention.cosine in ONNX
@@ -23,7 +23,7 @@ import (
 // builds the layer and runs it against the graph before it accepts it.
 
 func init() {
-	lift.RegisterPattern(lift.Pattern{Name: "attention.cosine", Op: "Softmax", Match: matchCosine})
+	match.RegisterPattern(match.Pattern{Name: "attention.cosine", Op: "Softmax", Match: matchCosine})
 }
 
 // errNotCosine is how the helpers below say "not this structure": the
@@ -34,7 +34,7 @@ var errNotCosine = errors.New("not cosine attention")
 // matchCosine is the pattern's Match. It declines (nil, nil) until it has
 // seen normalized queries and keys; from there on, anything the layer
 // cannot express is an error that names it.
-func matchCosine(g *lift.Graph, softmax *lift.Node) (*lift.Layer, error) {
+func matchCosine(g match.Graph, softmax *match.Node) (*match.Layer, error) {
 	scores, err := g.Scores(softmax)
 	if err != nil {
 		return nil, nil // no query-key product, or a mask no layer applies: the built-in reason stands
@@ -68,7 +68,7 @@ func matchCosine(g *lift.Graph, softmax *lift.Node) (*lift.Layer, error) {
 	}
 	v := pv.Inputs()[1]
 
-	var lins [3]*lift.Linear
+	var lins [3]*match.Linear
 	for i, p := range []struct{ what, value string }{{"queries", q}, {"keys", k}, {"values", v}} {
 		l, ok := g.Linear(p.value)
 		if !ok {
@@ -91,9 +91,9 @@ func matchCosine(g *lift.Graph, softmax *lift.Node) (*lift.Layer, error) {
 	params := wq.Params("W_query")
 	params = append(params, wk.Params("W_key")...)
 	params = append(params, wv.Params("W_value")...)
-	return &lift.Layer{
+	return &match.Layer{
 		Type: "attention.cosine",
-		Config: []lift.Field{
+		Config: []match.Field{
 			{Key: "d_in", Value: wq.In},
 			{Key: "d_out", Value: wq.Out},
 			// The graph holds the scale as float32: printing it at that
@@ -110,7 +110,7 @@ func matchCosine(g *lift.Graph, softmax *lift.Node) (*lift.Layer, error) {
 
 // lastTwoSwapped recognizes a Transpose of the last two axes (PyTorch's
 // k.transpose(-2, -1)) and returns what it transposes.
-func lastTwoSwapped(g *lift.Graph, value string) (string, bool) {
+func lastTwoSwapped(g match.Graph, value string) (string, bool) {
 	n := g.Producer(value)
 	if n == nil || n.Op() != "Transpose" {
 		return "", false
@@ -135,7 +135,7 @@ func lastTwoSwapped(g *lift.Graph, value string) (string, bool) {
 // returns x and eps. It returns errNotCosine when value is not a division
 // of a tensor by a function of its own norm, and another error when it is
 // one that attention.cosine does not compute (a norm over another axis).
-func normalized(g *lift.Graph, value string) (x string, eps float64, err error) {
+func normalized(g match.Graph, value string) (x string, eps float64, err error) {
 	div := g.Producer(value)
 	if div == nil || div.Op() != "Div" {
 		return "", 0, errNotCosine
@@ -168,7 +168,7 @@ func normalized(g *lift.Graph, value string) (x string, eps float64, err error) 
 
 // clampedBelow recognizes max(v, eps) with eps a constant: Clip(v, eps)
 // (torch's clamp_min) or Max(v, eps) in either order.
-func clampedBelow(g *lift.Graph, n *lift.Node) (v string, eps float64, ok bool) {
+func clampedBelow(g match.Graph, n *match.Node) (v string, eps float64, ok bool) {
 	if n == nil {
 		return "", 0, false
 	}
@@ -195,7 +195,7 @@ func clampedBelow(g *lift.Graph, n *lift.Node) (v string, eps float64, ok bool) 
 
 // l2Norm recognizes the L2 norm of a tensor over some axes, kept as axes
 // of size 1: ReduceL2(x) or Sqrt(ReduceSum(x·x)). It returns x and the axes.
-func l2Norm(g *lift.Graph, value string) (x string, axes []int64, ok bool) {
+func l2Norm(g match.Graph, value string) (x string, axes []int64, ok bool) {
 	n := g.Producer(value)
 	if n == nil {
 		return "", nil, false
@@ -225,7 +225,7 @@ func l2Norm(g *lift.Graph, value string) (x string, axes []int64, ok bool) {
 
 // reduceAxes reads a Reduce node's axes: the attribute, or from ReduceSum
 // at opset 13 and the other reductions at opset 18 on, the second input.
-func reduceAxes(g *lift.Graph, n *lift.Node) ([]int64, bool) {
+func reduceAxes(g match.Graph, n *match.Node) ([]int64, bool) {
 	if axes := n.Ints("axes"); axes != nil {
 		return axes, true
 	}
@@ -243,7 +243,7 @@ func reduceAxes(g *lift.Graph, n *lift.Node) ([]int64, bool) {
 
 // weightedValues finds the product of the attention weights with the
 // values: the softmax's only reader, MatMul(weights, v).
-func weightedValues(g *lift.Graph, softmax *lift.Node) (*lift.Node, error) {
+func weightedValues(g match.Graph, softmax *match.Node) (*match.Node, error) {
 	weights := softmax.Output()
 	if g.IsOutput(weights) {
 		return nil, fmt.Errorf("the attention weights %q are a graph output; attention.cosine returns its output only", weights)

@@ -16,6 +16,7 @@ import (
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -228,7 +229,7 @@ func TestLiftRefusals(t *testing.T) {
 // TestPatternRegistered checks that importing the package registered the
 // pattern with the importer.
 func TestPatternRegistered(t *testing.T) {
-	assert.Contains(t, lift.Patterns(), "attention.cosine")
+	assert.Contains(t, match.Patterns(), "attention.cosine")
 }
 
 // export exports m at an opset, encodes it and decodes the bytes, so that

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/attnrun/attnrun/internal/kernels"
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // Attention fusion. PyTorch exports scaled dot-product attention as a
@@ -16,8 +17,8 @@ import (
 //	  → Softmax(S, axis −1) → MatMul(S, V) [→ Transpose(0, 2, 1, 3)]
 //
 // (masking and scaling in either order, each optional), which, run node
-// by node, materializes the B·H·T·T scores three times. fuseNodes
-// replaces such a chain with one node that calls kernels.AttendBatch,
+// by node, materializes the B·H·T·T scores three times. The attention
+// fusion replaces such a chain with one node that calls kernels.AttendBatch,
 // which never forms the scores and skips the hidden half of a causal
 // mask. Q, K and V are read in place through the Transposes that put the
 // heads first, and the result is written straight into the layout of a
@@ -36,6 +37,27 @@ import (
 // score NaN, so an Add mask is fused only while every score is finite
 // (kernels.FiniteScores). A query with nothing to see is NaN, as Softmax
 // gives, and the weights multiply every row of V, as MatMul does.
+
+func init() {
+	registerFusion(fusion{name: "attention", order: 10, run: fuseAttention})
+	registerFusion(fusion{name: "shape of transpose", order: 30, run: skipTransposeForShape})
+}
+
+// fuseAttention rewrites every attention chain of order into a fused node
+// (see the comment at the top of this file).
+func fuseAttention(f *fuser, order []*node) []*node {
+	replaced := map[*node]*node{} // a chain's last node: the fused node
+	for _, n := range order {
+		if n.op != "MatMul" || f.removed[n] {
+			continue
+		}
+		if fused, fa, last := f.match(n); fused != nil {
+			replaced[last] = fused
+			f.g.attention = append(f.g.attention, fa)
+		}
+	}
+	return f.replace(order, replaced)
+}
 
 // fusedAttentionOp is the op name of fused nodes, as errors show it.
 const fusedAttentionOp = "FusedAttention"
@@ -81,105 +103,30 @@ type fusedAttention struct {
 	fast, slow atomic.Int64 // runs on the fused path and on the fallback
 }
 
-// fuser holds what the pattern match needs to know about the graph.
-type fuser struct {
-	producer map[int]*node // slot: the node writing it
-	reader   map[int]*node // slot: the last node reading it
-	readers  []int         // slot: how many node inputs read it
-	isOutput []bool
-	removed  map[*node]bool
-}
-
-// fuseNodes rewrites every attention chain of order into a fused node
-// (see the comment at the top of this file), then every remaining
-// MatMul+Add bias pair (fuse_bias.go), then makes Shape nodes skip
-// Transposes, and returns the new order. It runs before schedule, which
-// then drops the Transposes nothing reads any more.
-func (b *builder) fuseNodes(order []*node) []*node {
-	f := &fuser{
-		producer: map[int]*node{},
-		reader:   map[int]*node{},
-		readers:  make([]int, len(b.g.consts)),
-		isOutput: make([]bool, len(b.g.consts)),
-		removed:  map[*node]bool{},
-	}
-	for _, s := range b.g.outSlots {
-		f.isOutput[s] = true
-	}
-	for _, n := range order {
-		for _, s := range n.in {
-			if s >= 0 {
-				f.readers[s]++
-				f.reader[s] = n
-			}
-		}
-		for _, s := range n.out {
-			if s >= 0 {
-				f.producer[s] = n
-			}
-		}
-	}
-	replaced := map[*node]*node{} // a chain's last node: the fused node
-	for _, n := range order {
-		if n.op != "MatMul" || f.removed[n] {
-			continue
-		}
-		if fused, fa, last := f.match(n); fused != nil {
-			replaced[last] = fused
-			b.g.attention = append(b.g.attention, fa)
-		}
-	}
-	for _, n := range order {
-		if n.op == "MatMul" && !f.removed[n] {
-			if fused, last := f.matchBias(n); fused != nil {
-				replaced[last] = fused
-			}
-		}
-	}
-	out := make([]*node, 0, len(order))
-	for _, n := range order {
-		switch {
-		case replaced[n] != nil:
-			out = append(out, replaced[n])
-		case !f.removed[n]:
-			out = append(out, n)
-		}
-	}
-	f.skipTransposeForShape(out)
-	return out
-}
-
 // private reports whether slot s is read by exactly one node input and is
 // no graph output, so that a chain may swallow it.
-func (f *fuser) private(s int) bool {
-	return s >= 0 && f.readers[s] == 1 && !f.isOutput[s]
+func (f *fuser) private(s int) bool { return f.uses.Private(s) }
+
+// scoresView is the graph as match.WalkScores sees it for a fusion: a
+// chain swallows only values that its next node alone reads, each the
+// single output of its producer, and its scores come from a MatMul or
+// another step.
+type scoresView struct{ fuserView }
+
+// Follows lets the walk swallow s when it is private and p writes only s.
+func (v scoresView) Follows(s int, p *node) bool { return v.f.private(s) && len(p.out) == 1 }
+
+// Carries reports whether input k of p is private and written by a MatMul
+// or another step.
+func (v scoresView) Carries(p *node, k int) bool {
+	s := p.in[k]
+	q := v.f.producer(s)
+	return q != nil && v.f.private(s) && (q.op == "MatMul" || match.IsStep(q.op, false))
 }
 
-// isStepOp reports whether op may sit between the two products.
-func isStepOp(op string) bool {
-	return op == "Div" || op == "Mul" || op == "Where" || op == "Add"
-}
-
-// scoreInput returns the slot of step p's input that carries the scores:
-// the one a MatMul or another step writes and nothing else reads; -1 if
-// there is none.
-func (f *fuser) scoreInput(p *node) int {
-	var candidates []int
-	switch p.op {
-	case "Div":
-		candidates = p.in[:1]
-	case "Mul", "Add":
-		candidates = p.in
-	case "Where":
-		candidates = p.in[1:]
-	}
-	for _, s := range candidates {
-		if q := f.producer[s]; q != nil && f.private(s) && (q.op == "MatMul" || isStepOp(q.op)) {
-			return s
-		}
-	}
-	return -1
-}
+// fusedScores bounds the chains fusion takes: a scale and a mask at most,
+// no copies.
+var fusedScores = match.Rules{MaxSteps: 2}
 
 // match tries to read mm2 as the last product of an attention chain. It
 // returns the fused node, its plan and the chain's last node, or nils.
@@ -187,31 +134,23 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 	if len(mm2.in) != 2 || len(mm2.out) != 1 || !f.private(mm2.in[0]) {
 		return nil, nil, nil
 	}
-	sm := f.producer[mm2.in[0]]
+	sm := f.producer(mm2.in[0])
 	if sm == nil || sm.op != "Softmax" || len(sm.out) != 1 || !f.private(sm.in[0]) {
 		return nil, nil, nil
 	}
 	// Walk back from the softmax to the first product.
-	var steps []*node // last first
-	var mm1 *node
-	for s := sm.in[0]; mm1 == nil; {
-		p := f.producer[s]
-		switch {
-		case p == nil || !f.private(s) || len(p.out) != 1:
-			return nil, nil, nil
-		case p.op == "MatMul" && len(p.in) == 2:
-			mm1 = p
-		case len(steps) == 2 || !isStepOp(p.op):
-			return nil, nil, nil
-		default:
-			steps = append(steps, p)
-			if s = f.scoreInput(p); s < 0 {
-				return nil, nil, nil
-			}
-		}
+	walk := match.WalkScores[*node, int](scoresView{fuserView{f}}, sm.in[0], fusedScores)
+	mm1 := walk.Product
+	if walk.Stop != match.AtProduct || len(mm1.in) != 2 {
+		return nil, nil, nil
 	}
+	steps := walk.Steps // last first
 	slices.Reverse(steps)
-	chain := slices.Concat([]*node{mm1}, steps, []*node{sm, mm2})
+	chain := []*node{mm1}
+	for _, st := range steps {
+		chain = append(chain, st.Node)
+	}
+	chain = append(chain, sm, mm2)
 	if t := f.outTranspose(mm2); t != nil {
 		chain = append(chain, t)
 	}
@@ -230,7 +169,7 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 		k  int
 	}{{&fa.q, mm1, 0}, {&fa.kt, mm1, 1}, {&fa.v, mm2, 1}} {
 		s := x.n.in[x.k]
-		t := f.producer[s]
+		t := f.producer(s)
 		if t != nil && t.op == "Transpose" && t.has("perm") && !f.removed[t] {
 			x.op.perm, _ = t.attrInts("perm")
 			x.op.arg = c.arg(t.in[0], t.inName[0])
@@ -240,9 +179,8 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 		x.op.arg = c.arg(s, x.n.inName[x.k])
 	}
 	scales, masks := 0, 0
-	cur := mm1.out[0]
 	for _, p := range steps {
-		st, ok := c.step(p, cur)
+		st, ok := c.step(p)
 		if !ok {
 			return nil, nil, nil
 		}
@@ -252,7 +190,6 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 			masks++
 		}
 		fa.steps = append(fa.steps, st)
-		cur = p.out[0]
 	}
 	if scales > 1 || masks > 1 {
 		return nil, nil, nil
@@ -280,7 +217,7 @@ func (f *fuser) outTranspose(mm2 *node) *node {
 	if !f.private(s) {
 		return nil
 	}
-	t := f.reader[s]
+	t := f.reader(s)
 	if t == nil || t.op != "Transpose" || len(t.out) != 1 || t.out[0] < 0 {
 		return nil
 	}
@@ -307,29 +244,26 @@ func (c *chainInputs) arg(s int, name string) int {
 	return len(c.slots) - 1
 }
 
-// step describes step node p, whose scores input is slot cur.
-func (c *chainInputs) step(p *node, cur int) (chainStep, bool) {
-	other := func() int { // the input of a binary op that is not cur
-		if p.in[0] == cur {
-			return c.arg(p.in[1], p.inName[1])
-		}
-		return c.arg(p.in[0], p.inName[0])
+// step describes a step of the chain in terms of the fused node's inputs,
+// or reports false when an operand is omitted or the node has the wrong
+// number of inputs.
+func (c *chainInputs) step(st match.Step[*node]) (chainStep, bool) {
+	p := st.Node
+	want := 2
+	if st.Kind == match.Where {
+		want = 3
 	}
-	switch {
-	case len(p.in) == 2 && p.op == "Div" && p.in[0] == cur && p.in[1] >= 0:
-		return chainStep{kind: stepScale, arg: c.arg(p.in[1], p.inName[1]), onDiv: true}, true
-	case len(p.in) == 2 && p.op == "Mul" && p.in[0] >= 0 && p.in[1] >= 0:
-		return chainStep{kind: stepScale, arg: other()}, true
-	case len(p.in) == 2 && p.op == "Add" && p.in[0] >= 0 && p.in[1] >= 0:
-		return chainStep{kind: stepAdd, arg: other()}, true
-	case len(p.in) == 3 && p.op == "Where" && p.in[0] >= 0 && p.in[1] >= 0 && p.in[2] >= 0:
-		st := chainStep{kind: stepWhere, arg: c.arg(p.in[0], p.inName[0])}
-		if p.in[2] == cur {
-			st.fill = c.arg(p.in[1], p.inName[1])
-		} else {
-			st.fill, st.keep = c.arg(p.in[2], p.inName[2]), true
-		}
-		return st, true
+	if len(p.in) != want || slices.Contains(p.in, -1) {
+		return chainStep{}, false
+	}
+	arg := c.arg(p.in[st.Arg], p.inName[st.Arg])
+	switch st.Kind {
+	case match.Scale:
+		return chainStep{kind: stepScale, arg: arg, onDiv: st.OnDiv}, true
+	case match.Add:
+		return chainStep{kind: stepAdd, arg: arg}, true
+	case match.Where:
+		return chainStep{kind: stepWhere, arg: arg, fill: c.arg(p.in[st.Fill], p.inName[st.Fill]), keep: st.Keep}, true
 	}
 	return chainStep{}, false
 }
@@ -723,12 +657,12 @@ func floatMask(rc *runCtx, x *value, tq, tk int) maskPattern {
 // output read the Transpose's input and permute the dimensions itself, so
 // that a Transpose kept only for its shape (PyTorch exports K's for the
 // 1/√dₖ scale) is no longer computed.
-func (f *fuser) skipTransposeForShape(order []*node) {
+func skipTransposeForShape(f *fuser, order []*node) []*node {
 	for i, n := range order {
 		if n.op != "Shape" || len(n.attrs) > 0 || len(n.in) != 1 {
 			continue
 		}
-		t := f.producer[n.in[0]]
+		t := f.producer(n.in[0])
 		if t == nil || t.op != "Transpose" || !t.has("perm") || f.removed[t] {
 			continue
 		}
@@ -738,6 +672,7 @@ func (f *fuser) skipTransposeForShape(order []*node) {
 		m.spec = &opSpec{minIn: 1, maxIn: 1, minOut: 1, maxOut: 1, run: permutedShapeOp(perm)}
 		order[i] = &m
 	}
+	return order
 }
 
 // permutedShapeOp returns the op computing Shape(Transpose(x, perm)) from x.

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/attnrun/attnrun/internal/kernels"
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // Bias fusion. A linear layer exports as Add(MatMul(x, W), b) (or
@@ -15,24 +16,39 @@ import (
 // matrix and b a vector of its columns (possibly with leading axes of
 // size 1), and runs the two original nodes otherwise.
 
+func init() {
+	registerFusion(fusion{name: "bias", order: 20, run: fuseBias})
+}
+
+// fuseBias rewrites every MatMul+Add pair of order that no earlier fusion
+// took into a fused node.
+func fuseBias(f *fuser, order []*node) []*node {
+	replaced := map[*node]*node{} // the Add: the fused node
+	for _, n := range order {
+		if n.op == "MatMul" && !f.removed[n] {
+			if fused, last := f.matchBias(n); fused != nil {
+				replaced[last] = fused
+			}
+		}
+	}
+	return f.replace(order, replaced)
+}
+
 // fusedMatMulAddOp is the op name of fused MatMul+Add nodes.
 const fusedMatMulAddOp = "FusedMatMulAdd"
 
 // matchBias tries to read mm as the product of a MatMul+Add pair. It
 // returns the fused node and the Add it replaces, or nils.
 func (f *fuser) matchBias(mm *node) (*node, *node) {
-	if len(mm.in) != 2 || len(mm.out) != 1 || !f.private(mm.out[0]) {
+	if len(mm.in) != 2 || len(mm.out) != 1 {
 		return nil, nil
 	}
-	add := f.reader[mm.out[0]]
-	if add == nil || add.op != "Add" || len(add.in) != 2 || len(add.out) != 1 || f.removed[add] {
+	add := f.reader(mm.out[0])
+	if add == nil || len(add.out) != 1 || f.removed[add] {
 		return nil, nil
 	}
-	k := 1 // the bias's position in add.in
-	if add.in[1] == mm.out[0] {
-		k = 0
-	}
-	if add.in[k] < 0 {
+	_, k, ok := match.BiasAdd[*node, int](fuserView{f}, add, func(p *node, bias int) bool { return p == mm && add.in[bias] >= 0 })
+	if !ok {
 		return nil, nil
 	}
 	var c chainInputs

@@ -2,14 +2,11 @@ package lift
 
 import (
 	"fmt"
-	"math"
+	"slices"
 	"strings"
-)
 
-// unboundedContext is the context_length given to an attention.multihead
-// whose graph bounds the sequence length nowhere (no mask buffer, dynamic
-// axes): the layer needs one, and the graph accepts any length.
-const unboundedContext = 4096
+	"github.com/attnrun/attnrun/onnxio/match"
+)
 
 // scores is the chain from the query-key product to the softmax.
 type scores struct {
@@ -92,10 +89,10 @@ func (a *analysis) softmaxAxis(sm *node) *failure {
 		return fail(nil, "softmax: %v", err)
 	}
 	def := int64(-1)
-	if a.g.opset < 13 {
+	if a.g.Opset < 13 {
 		def = 1 // coerced to 2-D: equals the last axis only when it is the last axis
 	}
-	axis := attrInt(sm, "axis", def)
+	axis := sm.Int("axis", def)
 	if axis < 0 {
 		axis += int64(len(shape))
 	}
@@ -105,82 +102,99 @@ func (a *analysis) softmaxAxis(sm *node) *failure {
 	return nil
 }
 
+// scoresView is the graph as match.WalkScores sees it for the lifter: the
+// scores are values computed from the graph inputs; a scale is a static
+// scalar, the same at every probe; a Where fills with -inf (or a large
+// negative number) from a static value; an Add adds a static mask, or one
+// computed from graph inputs next to the scores.
+type scoresView struct{ analysisView }
+
+// Follows lets the walk through values computed from the graph inputs.
+func (v scoresView) Follows(x string, _ *node) bool { return v.a.g.IsData(x) }
+
+// Carries reports whether input k of step n carries the scores.
+func (v scoresView) Carries(n *node, k int) bool {
+	a, ins := v.a, n.GetInput()
+	switch n.GetOpType() {
+	case "Mul", "Div":
+		_, x, ok := a.scalarFactor(n)
+		return ok && x == ins[k]
+	case "Where":
+		fill := ins[3-k]
+		return a.g.Static(fill) && a.g.IsData(ins[k]) && a.isMaskFill(fill)
+	case "Add":
+		x, other := ins[k], ins[1-k]
+		return a.g.IsData(x) && (a.g.Static(other) || a.leadsToProduct(x) && !a.leadsToProduct(other))
+	}
+	return true // Identity
+}
+
+// liftedScores are the chains the lifter takes: any number of scales,
+// masks and copies.
+var liftedScores = match.Rules{Copies: true}
+
 // scores walks back from the softmax to the query-key product, collecting
 // scale factors, static masks and masks computed from inputs; a chain that
 // reaches no product is a failure.
 func (a *analysis) scores(sm *node) (scores, *failure) {
 	g := a.g
-	s := scores{scale: 1}
-	v := sm.GetInput()[0]
-	for {
-		n := g.producer[v]
-		if n == nil || !g.data[v] {
-			return s, fail(append(s.nodes, sm), "softmax over %q, which is not computed from query-key scores", v)
+	walk := match.WalkScores[*node, string](scoresView{analysisView{a}}, sm.GetInput()[0], liftedScores)
+	s := scores{scale: 1, nodes: walk.Nodes}
+	failed := append(s.nodes, sm)
+	n := walk.At
+	switch walk.Stop {
+	case match.AtSource:
+		return s, fail(failed, "softmax over %q, which is not computed from query-key scores", walk.Value)
+	case match.AtProduct:
+		if ins := n.GetInput(); !g.IsData(ins[0]) || !g.IsData(ins[1]) {
+			return s, fail(failed, "softmax over a product with a constant matrix (node %s), not of queries and keys", n.Label())
 		}
-		s.nodes = append(s.nodes, n)
-		if f, x, ok := a.scalarFactor(n); ok {
-			s.scale *= f
-			v = x
-			continue
-		}
-		ins := n.GetInput()
+		s.qk = n
+	case match.NoScores:
 		switch n.GetOpType() {
-		case "MatMul":
-			if g.data[ins[0]] && g.data[ins[1]] {
-				s.qk = n
-				return s, nil
-			}
-			return s, fail(append(s.nodes, sm), "softmax over a product with a constant matrix (node %s), not of queries and keys", n.label())
-		case "Identity":
-			v = ins[0]
-			continue
 		case "Where":
-			cond, x, y := ins[0], ins[1], ins[2]
-			switch {
-			case g.static(x) && g.data[y] && a.isMaskFill(x):
-				s.masks = append(s.masks, maskTerm{value: cond, kind: maskWhereTrue})
-				v = y
-			case g.static(y) && g.data[x] && a.isMaskFill(y):
-				s.masks = append(s.masks, maskTerm{value: cond, kind: maskWhereFalse})
-				v = x
-			default:
-				return s, fail(append(s.nodes, sm), "node %s (Where) does not fill masked scores with -inf", n.label())
-			}
-			if !g.static(cond) {
-				s.dynamic = append(s.dynamic, s.masks[len(s.masks)-1])
-				s.masks = s.masks[:len(s.masks)-1]
-			}
-			continue
+			return s, fail(failed, "node %s (Where) does not fill masked scores with -inf", n.Label())
 		case "Add":
-			x, y := ins[0], ins[1]
-			switch {
-			case g.data[x] && g.static(y):
-				s.masks = append(s.masks, maskTerm{value: y, kind: maskAdd})
-				v = x
-			case g.static(x) && g.data[y]:
-				s.masks = append(s.masks, maskTerm{value: x, kind: maskAdd})
-				v = y
-			case a.leadsToProduct(x) != a.leadsToProduct(y):
-				scoresIn, other := x, y
-				if !a.leadsToProduct(x) {
-					scoresIn, other = y, x
-				}
-				s.dynamic = append(s.dynamic, maskTerm{value: other, kind: maskAdd})
-				v = scoresIn
-			default:
-				return s, fail(append(s.nodes, sm), "node %s adds two computed values to the scores", n.label())
-			}
-			continue
+			return s, fail(failed, "node %s adds two computed values to the scores", n.Label())
 		}
-		return s, fail(append(s.nodes, sm), "softmax over the output of node %s (%s), not over query-key scores", n.label(), n.GetOpType())
+		fallthrough
+	default:
+		return s, fail(failed, "softmax over the output of node %s (%s), not over query-key scores", n.Label(), n.GetOpType())
 	}
+	for _, st := range walk.Steps {
+		ins := st.Node.GetInput()
+		switch st.Kind {
+		case match.Scale:
+			f, _, _ := a.scalarFactor(st.Node)
+			s.scale *= f
+		case match.Where:
+			kind := maskWhereTrue
+			if st.Keep {
+				kind = maskWhereFalse
+			}
+			m := maskTerm{value: ins[st.Arg], kind: kind}
+			if g.Static(m.value) {
+				s.masks = append(s.masks, m)
+			} else {
+				s.dynamic = append(s.dynamic, m)
+			}
+		case match.Add:
+			m := maskTerm{value: ins[st.Arg], kind: maskAdd}
+			if g.Static(m.value) {
+				s.masks = append(s.masks, m)
+			} else {
+				s.dynamic = append(s.dynamic, m)
+			}
+		}
+	}
+	return s, nil
 }
 
 // leadsToProduct reports whether v is a product of two computed values,
 // possibly scaled: the query-key scores rather than a mask.
 func (a *analysis) leadsToProduct(v string) bool {
 	for {
-		n := a.g.producer[v]
+		n := a.g.Producer(v)
 		if n == nil {
 			return false
 		}
@@ -192,7 +206,7 @@ func (a *analysis) leadsToProduct(v string) bool {
 			v = n.GetInput()[0]
 			continue
 		}
-		return n.GetOpType() == "MatMul" && a.g.data[n.GetInput()[0]] && a.g.data[n.GetInput()[1]]
+		return n.GetOpType() == "MatMul" && a.g.IsData(n.GetInput()[0]) && a.g.IsData(n.GetInput()[1])
 	}
 }
 
@@ -203,7 +217,7 @@ func (a *analysis) weightedSum(sm *node) (*node, []*node, []weightsOutput, *fail
 	var weights []weightsOutput
 	var visit func(v string) *failure
 	visit = func(v string) *failure {
-		if a.g.isGraphOutput(v) {
+		if a.g.IsOutput(v) {
 			weights = append(weights, weightsOutput{output: v})
 		}
 		for _, r := range a.readers(v) {
@@ -230,7 +244,7 @@ func (a *analysis) weightedSum(sm *node) (*node, []*node, []weightsOutput, *fail
 		return nil, nodes, nil, f
 	}
 	if len(pvs) != 1 {
-		return nil, append(nodes, pvs...), nil, fail(nil, "the attention weights of softmax %s are multiplied with %d value tensors, want 1", sm.label(), len(pvs))
+		return nil, append(nodes, pvs...), nil, fail(nil, "the attention weights of softmax %s are multiplied with %d value tensors, want 1", sm.Label(), len(pvs))
 	}
 	return pvs[0], append(nodes, pvs[0]), weights, nil
 }
@@ -250,12 +264,12 @@ func (a *analysis) weightsChain(n *node, v string) (weightsOutput, []*node, *fai
 		default:
 			if _, x, ok := a.scalarFactor(n); !ok || x != v {
 				return weightsOutput{}, nodes, fail(nil, "the attention weights are also read by node %s (%s), which is not part of an attention layer",
-					n.label(), n.GetOpType())
+					n.Label(), n.GetOpType())
 			}
 		}
 		v = n.GetOutput()[0]
 		rs := a.readers(v)
-		if a.g.isGraphOutput(v) && len(rs) == 0 {
+		if a.g.IsOutput(v) && len(rs) == 0 {
 			return weightsOutput{output: v, mean: reduced}, nodes, nil
 		}
 		if len(rs) != 1 {
@@ -378,17 +392,82 @@ func (l *attentionLayer) build() (*region, error) {
 		ctx = a.maskBuffer(l.sc.masks)
 	}
 	scale := l.sc.scale * l.q.scale * l.k.scale
-	switch {
-	case l.srcQ.lin == nil && l.srcK.lin == nil && l.srcV.lin == nil && !l.cross() && kpm.input == "":
-		return r, l.simple(r, tokQ, scale, causal)
-	case l.srcQ.lin == nil || l.srcK.lin == nil || l.srcV.lin == nil:
+	projected := l.srcQ.lin != nil && l.srcK.lin != nil && l.srcV.lin != nil
+	if !projected && (l.srcQ.lin != nil || l.srcK.lin != nil || l.srcV.lin != nil || l.cross() || kpm.input != "") {
 		return nil, fmt.Errorf("some of queries, keys and values are projected and some are not")
-	case l.cross() || kpm.input != "":
-		return r, l.torchMHA(r, tokQ, tokK, hs, out, scale, causal, kpm)
-	case out != nil:
-		return r, l.multihead(r, tokQ, hs, out, scale, causal, ctx)
 	}
-	return r, l.singleHead(r, tokQ, hs, scale, causal, ctx)
+	average := true
+	for _, w := range r.weights {
+		average = average && w.mean
+	}
+	att := &match.Attention{Queries: l.srcQ.tokens, Keys: l.srcK.tokens, Cross: l.cross(), KeyWidth: tokK.D,
+		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: kpm.input, PaddingMaskKind: kpm.kind,
+		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk,
+		Scale: scale, Causal: causal, Context: ctx, Projected: projected,
+		SameSource: l.q.base == l.k.base && l.k.base == l.v.base,
+		Segments:   [3]int{hs.segQ, hs.segK, hs.segV},
+		Registered: registered,
+		QKV: func(prefix string, width int, matrix bool) ([]match.Param, bool, error) {
+			ps, bias, err := l.qkvParams(prefix, hs, width, matrix)
+			return publicParams(ps), bias, err
+		}}
+	if projected {
+		att.Matrix = l.srcQ.lin.matrix && l.srcK.lin.matrix && l.srcV.lin.matrix
+		att.Biased = l.srcQ.lin.bias != nil
+		att.Projections = [3]*match.Linear{l.srcQ.lin.public(), l.srcK.lin.public(), l.srcV.lin.public()}
+	}
+	if out != nil {
+		att.Out = out.public()
+	}
+	return r, a.buildAttention(r, att)
+}
+
+// buildAttention offers a recognized self-attention to the layers'
+// attention builders (match.RegisterAttention) and fills r with the layer
+// the first one returns.
+func (a *analysis) buildAttention(r *region, att *match.Attention) error {
+	for _, b := range match.AttentionBuilders() {
+		l, err := runBuilder(b, att)
+		if err != nil {
+			return err
+		}
+		if l == nil {
+			continue
+		}
+		r.typ, r.notes = l.Type, append(r.notes, l.Notes...)
+		if len(l.Inputs) > 0 {
+			r.inputs = slices.Clone(l.Inputs)
+		}
+		if r.fields, err = fieldsOf(l); err != nil {
+			return err
+		}
+		r.params, err = a.paramsOf(l)
+		return err
+	}
+	return fmt.Errorf("no registered layer type lifts attention with %d heads of %d", att.Heads, att.HeadDim)
+}
+
+// runBuilder runs an attention builder, recovering from a panic in it.
+func runBuilder(b match.AttentionBuilder, att *match.Attention) (l *match.Layer, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			l, err = nil, fmt.Errorf("attention builder %s: panic: %v", b.Name, v)
+		}
+	}()
+	return b.Build(att)
+}
+
+// publicParams converts parameters into pattern parameters, their pieces
+// as they are.
+func publicParams(ps []param) []match.Param {
+	out := make([]match.Param, len(ps))
+	for i, p := range ps {
+		out[i] = match.Param{Name: p.name, Value: p.value}
+		for _, pc := range p.pieces {
+			out[i].Pieces = append(out[i].Pieces, match.Piece{From: pc.value, Transposed: pc.transposed, Lo: pc.lo, Hi: pc.hi, Split: pc.split})
+		}
+	}
+	return out
 }
 
 // cross reports cross-attention: keys and values from other tokens than
@@ -462,7 +541,7 @@ func projectedRows(idx, shape, rowsTok []int, width int) ([]int, error) {
 // linearReading finds a Linear whose input is v and v's only reader.
 func (a *analysis) linearReading(v string) *linear {
 	rs := a.readers(v)
-	if len(rs) != 1 || a.g.isGraphOutput(v) || rs[0].GetInput()[0] != v {
+	if len(rs) != 1 || a.g.IsOutput(v) || rs[0].GetInput()[0] != v {
 		return nil
 	}
 	n := rs[0]
@@ -471,32 +550,13 @@ func (a *analysis) linearReading(v string) *linear {
 		return a.matchGemm(n)
 	case "MatMul":
 		out := n.GetOutput()[0]
-		if next := a.readers(out); len(next) == 1 && next[0].GetOpType() == "Add" && !a.g.isGraphOutput(out) {
+		if next := a.readers(out); len(next) == 1 && next[0].GetOpType() == "Add" && !a.g.IsOutput(out) {
 			if l := a.matchLinear(next[0].GetOutput()[0]); l != nil && l.in == v {
 				return l
 			}
 		}
 		return a.matchMatMul(n)
 	}
-	return nil
-}
-
-// scaledAs compares a score scale with 1/√d.
-func scaledAs(scale float64, d int) bool {
-	return math.Abs(scale*math.Sqrt(float64(d))-1) < 1e-6
-}
-
-// simple lifts attention without projections: attention.simple.
-func (l *attentionLayer) simple(r *region, tok tokens, scale float64, causal bool) error {
-	if l.q.base != l.k.base || l.k.base != l.v.base {
-		return fmt.Errorf("queries, keys and values are different tensors without projections")
-	}
-	scaled := scaledAs(scale, tok.D)
-	if !scaled && math.Abs(scale-1) > 1e-6 {
-		return fmt.Errorf("the scores are scaled by %g; attention.simple scales by 1/√%d or not at all", scale, tok.D)
-	}
-	r.typ = "attention.simple"
-	r.fields = []field{{"scaled", scaled}, {"causal", causal}}
 	return nil
 }
 
@@ -521,84 +581,12 @@ func (l *attentionLayer) qkvParams(prefix string, hs heads, width int, matrix bo
 			ps = append(ps, param{name: prefix + name, value: transpose2(lin.weight), pieces: []piece{{value: lin.weightValue}}})
 			continue
 		}
-		ps = append(ps, param{name: prefix + name + ".weight", value: rows(lin.weight, lo, hi),
+		ps = append(ps, param{name: prefix + name + ".weight", value: match.Rows(lin.weight, lo, hi),
 			pieces: []piece{lin.weightPiece(lo, hi, whole)}})
 		if withBias {
-			ps = append(ps, param{name: prefix + name + ".bias", value: rows(lin.bias, lo, hi),
+			ps = append(ps, param{name: prefix + name + ".bias", value: match.Rows(lin.bias, lo, hi),
 				pieces: []piece{lin.biasPiece(lo, hi, whole)}})
 		}
 	}
 	return ps, withBias, nil
-}
-
-// singleHead lifts one head with its own projections: attention.causal
-// when the mask is cut from a fixed-size buffer and the scores are scaled
-// by 1/√d_out, attention.self otherwise.
-func (l *attentionLayer) singleHead(r *region, tok tokens, hs heads, scale float64, causal bool, ctx int) error {
-	d := hs.dk
-	scaled := scaledAs(scale, d)
-	if !scaled && math.Abs(scale-1) > 1e-6 {
-		return fmt.Errorf("the scores are scaled by %g; attnrun's layers scale by 1/√%d or not at all", scale, d)
-	}
-	matrix := l.srcQ.lin.matrix && l.srcK.lin.matrix && l.srcV.lin.matrix
-	if causal && ctx > 0 && scaled {
-		ps, bias, err := l.qkvParams("", hs, d, false)
-		if err != nil {
-			return err
-		}
-		r.typ, r.params = "attention.causal", ps
-		r.fields = []field{{"d_in", tok.D}, {"d_out", d}, {"context_length", ctx}, {"qkv_bias", bias}}
-		return nil
-	}
-	if causal && ctx > 0 && len(l.a.probes) > 1 {
-		r.notes = append(r.notes, fmt.Sprintf("the graph's mask buffer bounds sequences to %d tokens; attention.self (unscaled, so not attention.causal) accepts longer ones", ctx))
-	}
-	if matrix && l.srcQ.lin.bias != nil {
-		matrix = false
-	}
-	ps, bias, err := l.qkvParams("", hs, d, matrix)
-	if err != nil {
-		return err
-	}
-	weights := "linear"
-	if matrix {
-		weights = "matrix"
-	}
-	r.typ, r.params = "attention.self", ps
-	r.fields = []field{{"d_in", tok.D}, {"d_out", d}, {"weights", weights}, {"qkv_bias", bias}, {"causal", causal}, {"scaled", scaled}}
-	return nil
-}
-
-// multihead lifts split-head attention with an output projection:
-// attention.multihead.
-func (l *attentionLayer) multihead(r *region, tok tokens, hs heads, out *linear, scale float64, causal bool, ctx int) error {
-	dOut := hs.H * hs.dk
-	if !scaledAs(scale, hs.dk) {
-		return fmt.Errorf("the scores are scaled by %g; attention.multihead scales by 1/√head_dim = 1/√%d", scale, hs.dk)
-	}
-	if out.dIn != dOut {
-		return fmt.Errorf("the output projection takes %d features, the heads give %d", out.dIn, dOut)
-	}
-	ps, bias, err := l.qkvParams("", hs, dOut, false)
-	if err != nil {
-		return err
-	}
-	ps = append(ps, out.params("out_proj.")...)
-	if ctx == 0 {
-		ctx = l.contextFallback(tok)
-		r.notes = append(r.notes, fmt.Sprintf("no mask buffer bounds the sequence length; context_length set to %d", ctx))
-	}
-	r.typ, r.params = "attention.multihead", ps
-	r.fields = []field{{"d_in", tok.D}, {"d_out", dOut}, {"context_length", ctx}, {"num_heads", hs.H},
-		{"qkv_bias", bias}, {"out_bias", out.bias != nil}, {"causal", causal}}
-	return nil
-}
-
-// contextFallback is the context_length of a layer whose graph has no mask
-// buffer: the sequence length when the graph fixes it, else unboundedContext.
-func (l *attentionLayer) contextFallback(tok tokens) int {
-	if len(l.a.probes) == 1 {
-		return tok.T
-	}
-	return unboundedContext
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // ONNX's Attention op (opsets 23 to 25) computes softmax(mask(softcap(scale
@@ -79,13 +81,13 @@ func (a *analysis) attentionOp(n *node) (*region, *failure) {
 func (l *opLayer) build() (*region, error) {
 	a, n := l.a, l.n
 	ins := n.GetInput()
-	for i, what := range map[int]string{4: "past_key", 5: "past_value", 6: "nonpad_kv_seqlen"} {
-		if len(ins) > i && ins[i] != "" {
+	for i, what := range []string{4: "past_key", 5: "past_value", 6: "nonpad_kv_seqlen"} {
+		if what != "" && len(ins) > i && ins[i] != "" {
 			return nil, fmt.Errorf("it reads %s: attention.sdpa keeps its KV cache outside the graph (Step)", what)
 		}
 	}
 	for i, o := range n.GetOutput() {
-		if i > 0 && o != "" && (len(a.readers(o)) > 0 || a.g.isGraphOutput(o)) {
+		if i > 0 && o != "" && (len(a.readers(o)) > 0 || a.g.IsOutput(o)) {
 			return nil, fmt.Errorf("its output %d (%s) is used; attention.sdpa returns only Y", i, []string{"Y", "present_key", "present_value", "qk_matmul_output"}[i])
 		}
 	}
@@ -135,7 +137,7 @@ func (l *opLayer) build() (*region, error) {
 		return nil, fmt.Errorf("the output projection gives %d features, the queries' tokens have %d; attention.sdpa's output has the width of x", out.dOut, tokQ.D)
 	}
 
-	isCausal := attrInt(n, "is_causal", 0) == 1
+	isCausal := n.Int("is_causal", 0) == 1
 	w, err := l.opWindow(isCausal)
 	if err != nil {
 		return nil, err
@@ -191,13 +193,13 @@ func (l *opLayer) build() (*region, error) {
 			fields = append(fields, field{"causal_align", "top_left"})
 		}
 	}
-	if at := attr(n, "scale"); at != nil {
+	if at := n.Attr("scale"); at != nil {
 		if s := float64(at.GetF()); math.Abs(s*math.Sqrt(float64(headDim))-1) > 1e-7 {
-			fields = append(fields, field{"scale", float32Value(at.GetF())})
+			fields = append(fields, field{"scale", float32(at.GetF())})
 		}
 	}
-	if c := attrFloat(n, "softcap", 0); c > 0 {
-		fields = append(fields, field{"softcap", float32Value(c)})
+	if c := n.Float("softcap", 0); c > 0 {
+		fields = append(fields, field{"softcap", float32(c)})
 	}
 	if m.window > 0 {
 		fields = append(fields, field{"window", m.window})
@@ -253,57 +255,48 @@ func (l *opLayer) build() (*region, error) {
 // projection and RotaryEmbedding: the projection reshaped to (…, heads,
 // head_dim), normalized over the last axis, reshaped back.
 type headNorm struct {
-	source string  // the projection it normalizes
-	width  int     // the normalized axis: head_dim
-	norm   *region // the RMSNorm, as norm.rms's recognizer reads it
+	source string // the projection it normalizes
+	width  int    // the normalized axis: head_dim
+	norm   *match.RMSNorm
 }
 
 // headNorm recognizes the per-head RMSNorm that computes v: layout nodes
-// back to the RMSNorm's output, the RMSNorm (see rmsNorm), and layout
+// back to the RMSNorm's output, the RMSNorm (match.RMSNorm), and layout
 // nodes from its input back to their source. It returns nil when v is not
 // computed that way.
 func (l *opLayer) headNorm(v string) *headNorm {
 	a := l.a
 	after := a.traceBack(v, false)
-	if len(after.nodes) == 0 || a.g.producer[after.base] == nil {
+	if len(after.nodes) == 0 || a.g.Producer(after.base) == nil {
 		return nil
 	}
-	for _, n := range a.g.nodes {
+	for _, n := range a.g.Nodes {
 		if n.GetOpType() != "Pow" {
 			continue
 		}
-		r, f := a.rmsNorm(n)
-		if f != nil || r == nil || r.output != after.base {
+		r, err := match.MatchRMSNorm(patternGraph{a: a}, match.NewNode(n))
+		if err != nil || r == nil || r.Output != after.base {
 			continue
 		}
-		before := a.traceBack(r.inputs[0], false)
+		before := a.traceBack(r.Input, false)
 		if len(before.nodes) == 0 {
 			return nil
 		}
 		l.nodes = append(l.nodes, after.nodes...)
-		l.nodes = append(l.nodes, r.nodes...)
+		l.nodes = append(l.nodes, unwrap(r.Nodes)...)
 		l.nodes = append(l.nodes, before.nodes...)
-		shape := mustShape(a.probes[0], r.inputs[0])
+		shape := mustShape(a.probes[0], r.Input)
 		return &headNorm{source: before.base, width: shape[len(shape)-1], norm: r}
 	}
 	return nil
 }
 
-// eps is the RMSNorm's epsilon field.
-func (h *headNorm) eps() any {
-	for _, f := range h.norm.fields {
-		if f.key == "eps" {
-			return f.value
-		}
-	}
-	return nil
-}
+// eps is the RMSNorm's epsilon.
+func (h *headNorm) eps() float32 { return h.norm.Eps }
 
 // param is the RMSNorm's weight under name.
 func (h *headNorm) param(name string) param {
-	p := h.norm.params[0]
-	p.name = name
-	return p
+	return param{name: name, value: h.norm.Weight, pieces: []piece{{value: h.norm.WeightFrom}}}
 }
 
 // qkNorm checks that queries and keys are normalized alike, over heads of
@@ -320,7 +313,7 @@ func qkNorm(q, k *headNorm, headDim int) ([]field, error) {
 		return nil, fmt.Errorf("the queries' and keys' RMSNorms have epsilons %v and %v: attention.sdpa's qk_norm has one", q.eps(), k.eps())
 	}
 	fields := []field{{"qk_norm", "rms"}}
-	if eps := q.eps(); eps != float32Value(1e-6) {
+	if eps := q.eps(); eps != float32(1e-6) {
 		fields = append(fields, field{"qk_norm_eps", eps})
 	}
 	return fields, nil
@@ -342,7 +335,7 @@ type opWindow struct {
 // bounds the right side anyway.
 func (l *opLayer) opWindow(isCausal bool) (opWindow, error) {
 	var w opWindow
-	left, right := attrInt(l.n, "left_window_size", -1), attrInt(l.n, "right_window_size", -1)
+	left, right := l.n.Int("left_window_size", -1), l.n.Int("right_window_size", -1)
 	if right > 0 && !isCausal {
 		return w, fmt.Errorf("right_window_size %d lets queries see keys ahead of them: attention.sdpa's window looks back only", right)
 	}
@@ -358,9 +351,9 @@ func (l *opLayer) opWindow(isCausal bool) (opWindow, error) {
 func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error) {
 	a := l.a
 	var op opOperand
-	if pn := a.g.producer[v]; pn != nil && pn.GetOpType() == "RotaryEmbedding" && a.g.data[v] {
+	if pn := a.g.Producer(v); pn != nil && pn.GetOpType() == "RotaryEmbedding" && a.g.IsData(v) {
 		if !rotates {
-			return op, fmt.Errorf("input V is rotated by RotaryEmbedding %s; RoPE rotates queries and keys", pn.label())
+			return op, fmt.Errorf("input V is rotated by RotaryEmbedding %s; RoPE rotates queries and keys", pn.Label())
 		}
 		op.rope = pn
 		l.nodes = append(l.nodes, pn)
@@ -392,7 +385,7 @@ func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error
 func (l *opLayer) heads(ops [3]opOperand, rank4 bool) (heads, kvHeads, d int, err error) {
 	n := l.n
 	if !rank4 {
-		heads, kvHeads = int(attrInt(n, "q_num_heads", 0)), int(attrInt(n, "kv_num_heads", 0))
+		heads, kvHeads = int(n.Int("q_num_heads", 0)), int(n.Int("kv_num_heads", 0))
 		if heads <= 0 || kvHeads <= 0 {
 			return 0, 0, 0, fmt.Errorf("3-D Q needs q_num_heads and kv_num_heads (they are %d and %d)", heads, kvHeads)
 		}
@@ -516,15 +509,15 @@ func (l *opLayer) rope(qr, kr *node, heads, kvHeads, headDim int, rank4 bool) ([
 		n     *node
 		heads int
 	}{{qr, heads}, {kr, kvHeads}} {
-		if h := int(attrInt(c.n, "num_heads", 0)); !rank4 && h != c.heads {
-			return nil, fmt.Errorf("RotaryEmbedding %s rotates %d heads, the attention has %d", c.n.label(), h, c.heads)
+		if h := int(c.n.Int("num_heads", 0)); !rank4 && h != c.heads {
+			return nil, fmt.Errorf("RotaryEmbedding %s rotates %d heads, the attention has %d", c.n.Label(), h, c.heads)
 		}
 	}
-	if attrInt(qr, "interleaved", 0) != attrInt(kr, "interleaved", 0) ||
-		attrInt(qr, "rotary_embedding_dim", 0) != attrInt(kr, "rotary_embedding_dim", 0) {
+	if qr.Int("interleaved", 0) != kr.Int("interleaved", 0) ||
+		qr.Int("rotary_embedding_dim", 0) != kr.Int("rotary_embedding_dim", 0) {
 		return nil, errors.New("the queries and keys are rotated differently")
 	}
-	dim := int(attrInt(qr, "rotary_embedding_dim", 0))
+	dim := int(qr.Int("rotary_embedding_dim", 0))
 	if dim == 0 {
 		dim = headDim
 	}
@@ -536,7 +529,7 @@ func (l *opLayer) rope(qr, kr *node, heads, kvHeads, headDim int, rank4 bool) ([
 		return nil, err
 	}
 	style := "half"
-	if attrInt(qr, "interleaved", 0) == 1 {
+	if qr.Int("interleaved", 0) == 1 {
 		style = "interleaved"
 	}
 	fields := []field{{"rope", style}}
@@ -557,9 +550,9 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 	for _, rn := range []*node{qr, kr} {
 		ins := rn.GetInput()
 		for _, v := range ins[1:] {
-			if v != "" && !a.g.static(v) {
+			if v != "" && !a.g.Static(v) {
 				return 0, fmt.Errorf("RotaryEmbedding %s reads %q, computed from the inputs %s: attention.sdpa rotates positions 0..T−1",
-					rn.label(), v, quoted(a.g.dependsOnInputs(v)))
+					rn.Label(), v, quoted(a.g.DependsOnInputs(v)))
 			}
 		}
 		if len(ins) > 3 && ins[3] != "" {
@@ -568,14 +561,14 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 				if err != nil {
 					return 0, err
 				}
-				vals, err := floats64(pos)
+				vals, err := match.Floats(pos)
 				if err != nil {
 					return 0, err
 				}
 				T := pos.Shape()[pos.Dims()-1]
 				for i, x := range vals {
 					if int(x) != i%T {
-						return 0, fmt.Errorf("RotaryEmbedding %s rotates position %g at token %d: attention.sdpa rotates positions 0..T−1", rn.label(), x, i%T)
+						return 0, fmt.Errorf("RotaryEmbedding %s rotates position %g at token %d: attention.sdpa rotates positions 0..T−1", rn.Label(), x, i%T)
 					}
 				}
 			}
@@ -592,8 +585,8 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return 0, err
 	}
-	c, _ := floats64(cos)
-	s, _ := floats64(sin)
+	c, _ := match.Floats(cos)
+	s, _ := match.Floats(sin)
 	if cos.Shape()[cos.Dims()-1] != half || len(c) < 2*half {
 		return 0, fmt.Errorf("the cos cache has shape %v, want (positions, %d)", cos.Shape(), half)
 	}
@@ -611,5 +604,5 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 // initializer whose name ends in suffix: how attention.sdpa's out_name
 // (Hugging Face's o_proj) survives a round trip.
 func (a *analysis) fromParam(v, suffix string) bool {
-	return slices.ContainsFunc(a.staticSources(v), func(s string) bool { return strings.HasSuffix(s, suffix) })
+	return slices.ContainsFunc(a.g.StaticSources(v), func(s string) bool { return strings.HasSuffix(s, suffix) })
 }

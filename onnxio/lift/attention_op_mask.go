@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // opMask is what an Attention node's attn_mask lifts to.
@@ -32,7 +34,7 @@ func (l *opLayer) mask(v string, heads int, isCausal, cross bool, tokens []strin
 	a := l.a
 	var m opMask
 	l.nodes = append(l.nodes, a.maskNodes(v)...)
-	deps := a.g.dependsOnInputs(v)
+	deps := a.g.DependsOnInputs(v)
 	switch {
 	case len(deps) > 1:
 		return m, fmt.Errorf("the mask is computed from inputs %s; attention.sdpa takes one mask input", quoted(deps))
@@ -194,7 +196,7 @@ func (l *opLayer) staticPart(v string, m opMask) ([]float64, []int, error) {
 		return nil, nil, fmt.Errorf("cannot evaluate the mask at %d tokens: %w", windowProbe, err)
 	}
 	if m.input == "" {
-		vals, err := p.run(g.model.GetGraph().GetNode(), nil, []string{v}, nil)
+		vals, err := p.run(g.Model.GetGraph().GetNode(), nil, []string{v}, nil)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -229,7 +231,7 @@ func (l *opLayer) evalMask(p *probe, v, input string, shape []int, fill func(i i
 	default:
 		return nil, nil, fmt.Errorf("mask input %q is %v; a mask is bool or float32", input, feed.Dtype())
 	}
-	vals, err := p.run(l.a.g.model.GetGraph().GetNode(), nil, []string{v}, map[string]*tensor.Dense{input: t})
+	vals, err := p.run(l.a.g.Model.GetGraph().GetNode(), nil, []string{v}, map[string]*tensor.Dense{input: t})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -243,7 +245,7 @@ func additiveMask(t *tensor.Dense) ([]float64, []int, error) {
 	if t == nil {
 		return nil, nil, errors.New("the mask could not be evaluated")
 	}
-	vals, err := floats64(t)
+	vals, err := match.Floats(t)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/export"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -232,8 +233,8 @@ func sameTensor(a, b *onnxpb.TensorProto) bool {
 	if err1 != nil || err2 != nil || !da.Shape().Eq(db.Shape()) {
 		return false
 	}
-	fa, err1 := floats64(da)
-	fb, err2 := floats64(db)
+	fa, err1 := match.Floats(da)
+	fb, err2 := match.Floats(db)
 	return err1 == nil && err2 == nil && slices.Equal(fa, fb)
 }
 

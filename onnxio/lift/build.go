@@ -2,13 +2,14 @@ package lift
 
 import (
 	"fmt"
-	"reflect"
-	"strconv"
+	"slices"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // builder turns recognized regions into a model config.
@@ -37,7 +38,7 @@ type layer struct {
 func newBuilder(a *analysis, p *plan, o Options) *builder {
 	b := &builder{a: a, p: p, o: o, regions: append([]*region(nil), p.regions...), inputNames: map[string]string{}}
 	used := map[string]bool{}
-	for i, vi := range a.g.inputs {
+	for i, vi := range a.g.Inputs {
 		name := identifier(vi.GetName())
 		if name == "" || used[name] {
 			name = fmt.Sprintf("input_%d", i)
@@ -109,7 +110,7 @@ func (b *builder) wire() error {
 		values[r.output] = name
 		b.layers = append(b.layers, l)
 	}
-	for i, o := range a.g.outputs {
+	for i, o := range a.g.Outputs {
 		v := p.resolve(o)
 		if i == 0 {
 			name, ok := values[v]
@@ -152,10 +153,12 @@ func (b *builder) weightsOf(o string) (weightsOutput, string, bool) {
 	return weightsOutput{}, "", false
 }
 
-// fuseWrappers replaces a Concat of independent causal heads that read the
-// same input (the seeds' MultiHeadAttentionWrapper) by one
-// attention.multihead_wrapper layer. It runs before wire.
-func (b *builder) fuseWrappers() {
+// merge offers each region whose inputs are all computed by other regions
+// that nothing else reads (and that return no attention weights) to the
+// layers' merges (match.RegisterMerge), and replaces the regions by the
+// layer the first one returns. It runs before wire.
+func (b *builder) merge() {
+	ms := match.Merges()
 	byOutput := map[string]*region{}
 	for _, r := range b.regions {
 		byOutput[r.output] = r
@@ -163,36 +166,30 @@ func (b *builder) fuseWrappers() {
 	var out []*region
 	drop := map[*region]bool{}
 	for _, r := range b.regions {
-		if r.typ != "nn.concat" || len(r.inputs) < 2 {
+		if len(ms) == 0 || len(r.inputs) < 2 {
 			continue
 		}
-		var heads []*region
+		var inner []*region
 		for _, in := range r.inputs {
 			h := byOutput[b.p.resolve(in)]
-			if h == nil || h.typ != "attention.causal" || len(h.weights) > 0 || !b.readOnlyBy(h.output, r) ||
-				h.inputs[0] != heads0(heads, h).inputs[0] || !reflect.DeepEqual(h.fields, heads0(heads, h).fields) {
-				heads = nil
+			if h == nil || len(h.weights) > 0 || !b.readOnlyBy(h.output, r) {
+				inner = nil
 				break
 			}
-			heads = append(heads, h)
+			inner = append(inner, h)
 		}
-		if heads == nil {
+		if inner == nil {
 			continue
 		}
-		fields := heads[0].fields // d_in, d_out, context_length, qkv_bias
-		w := &region{typ: "attention.multihead_wrapper", kind: "attention", inputs: heads[0].inputs, output: r.output,
-			fields: []field{fields[0], fields[1], fields[2], {"num_heads", len(heads)}, fields[3]}}
-		for i, h := range heads {
-			for _, p := range h.params {
-				p.name = fmt.Sprintf("heads.%d.%s", i, p.name)
-				w.params = append(w.params, p)
+		if w := b.merged(ms, r, inner); w != nil {
+			for _, h := range inner {
+				w.nodes = append(w.nodes, h.nodes...)
+				drop[h] = true
 			}
-			w.nodes = append(w.nodes, h.nodes...)
-			drop[h] = true
+			w.nodes = uniqueNodes(append(w.nodes, r.nodes...))
+			drop[r] = true
+			out = append(out, w)
 		}
-		w.nodes = uniqueNodes(append(w.nodes, r.nodes...))
-		drop[r] = true
-		out = append(out, w)
 	}
 	for _, r := range b.regions {
 		if !drop[r] {
@@ -204,17 +201,58 @@ func (b *builder) fuseWrappers() {
 	}
 }
 
-// heads0 is the first head of a group, or h when the group is empty.
-func heads0(group []*region, h *region) *region {
-	if len(group) == 0 {
-		return h
+// merged returns the region of the first merge that joins outer and
+// inner, or nil.
+func (b *builder) merged(ms []match.Merge, outer *region, inner []*region) *region {
+	views := make([]*match.Layer, len(inner))
+	for i, h := range inner {
+		views[i] = h.public()
 	}
-	return group[0]
+	for _, m := range ms {
+		l := runMerge(m, outer.public(), views)
+		if l == nil {
+			continue
+		}
+		kind := l.Name
+		if kind == "" {
+			kind = sanitize(l.Type)
+		}
+		w := &region{typ: l.Type, kind: kind, inputs: slices.Clone(l.Inputs), output: outer.output}
+		var err error
+		if w.fields, err = fieldsOf(l); err != nil {
+			continue
+		}
+		if w.params, err = b.a.paramsOf(l); err != nil {
+			continue
+		}
+		return w
+	}
+	return nil
+}
+
+// runMerge runs a merge, a panic in it counting as no merge.
+func runMerge(m match.Merge, outer *match.Layer, inner []*match.Layer) (l *match.Layer) {
+	defer func() {
+		if recover() != nil {
+			l = nil
+		}
+	}()
+	return m.Merge(outer, inner)
+}
+
+// public is the region as a pattern layer: what merges see of it.
+func (r *region) public() *match.Layer {
+	l := &match.Layer{Type: r.typ, Name: r.kind, Inputs: slices.Clone(r.inputs), Output: r.output,
+		Params: publicParams(r.params), Notes: slices.Clone(r.notes)}
+	for _, f := range r.fields {
+		l.Config = append(l.Config, match.Field{Key: f.key, Value: f.value})
+	}
+	return l
 }
 
 // readOnlyBy reports whether v is read only by region r's nodes.
 func (b *builder) readOnlyBy(v string, r *region) bool {
-	if b.a.g.isGraphOutput(v) {
+	if b.a.g.IsOutput(v) {
 		return false
 	}
 	for _, c := range b.a.readers(v) {
@@ -229,67 +267,85 @@ func (b *builder) readOnlyBy(v string, r *region) bool {
 	return true
 }
 
-// yaml writes the model config.
-func (b *builder) yaml() string {
-	var s strings.Builder
+// liftedConfig is a lifted model config as Go values; config marshals it
+// with package yaml, which models.Parse reads back.
+type liftedConfig struct {
+	Name        string        `yaml:"name"`
+	Description string        `yaml:"description"`
+	Inputs      []string      `yaml:"inputs,flow"`
+	Output      string        `yaml:"output,omitempty"`
+	Layers      []layerConfig `yaml:"layers"`
+}
+
+// layerConfig is one layer of a lifted config: its keys in order (name,
+// type, inputs, then the layer's fields), written as a flow mapping so
+// that each layer reads as one line.
+type layerConfig []field
+
+// MarshalYAML encodes the layer as a flow mapping, each value as package
+// yaml encodes it (a float32 at float32 precision).
+func (l layerConfig) MarshalYAML() (any, error) {
+	m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	for _, f := range l {
+		var k, v yaml.Node
+		if err := k.Encode(f.key); err != nil {
+			return nil, err
+		}
+		if err := v.Encode(f.value); err != nil {
+			return nil, fmt.Errorf("field %s: %w", f.key, err)
+		}
+		m.Content = append(m.Content, &k, &v)
+	}
+	return m, nil
+}
+
+// config builds the model config as Go values.
+func (b *builder) config() liftedConfig {
 	name := b.o.Name
 	if name == "" {
 		name = "lifted"
 	}
-	m := b.a.g.model
+	m := b.a.g.Model
 	producer := strings.TrimSpace(m.GetProducerName() + " " + m.GetProducerVersion())
 	if producer == "" {
 		producer = "unknown producer"
 	}
-	fmt.Fprintf(&s, "name: %s\n", yamlScalar(name))
-	fmt.Fprintf(&s, "description: %s\n", strconv.Quote(fmt.Sprintf("lifted from ONNX (%s, opset %d) by attnrun import", producer, b.a.g.opset)))
-	var ins []string
+	c := liftedConfig{
+		Name:        name,
+		Description: fmt.Sprintf("lifted from ONNX (%s, opset %d) by attnrun import", producer, b.a.g.Opset),
+		Inputs:      []string{},
+		Output:      b.output,
+	}
 	for _, v := range b.inputs {
-		ins = append(ins, b.inputNames[v])
+		c.Inputs = append(c.Inputs, b.inputNames[v])
 	}
-	fmt.Fprintf(&s, "inputs: [%s]\n", strings.Join(ins, ", "))
-	if b.output != "" {
-		fmt.Fprintf(&s, "output: %s\n", b.output)
-	}
-	s.WriteString("layers:\n")
 	previous := ""
-	if len(ins) > 0 {
-		previous = ins[0]
+	if len(c.Inputs) > 0 {
+		previous = c.Inputs[0]
 	}
 	for _, l := range b.layers {
-		parts := []string{"name: " + l.name, "type: " + l.typ}
+		lc := layerConfig{{"name", l.name}, {"type", l.typ}}
 		if len(l.in) != 1 || l.in[0] != previous {
-			parts = append(parts, "inputs: ["+strings.Join(l.in, ", ")+"]")
+			lc = append(lc, field{"inputs", l.in})
 		}
-		for _, f := range l.fields {
-			parts = append(parts, f.key+": "+yamlScalar(f.value))
-		}
-		fmt.Fprintf(&s, "  - {%s}\n", strings.Join(parts, ", "))
+		c.Layers = append(c.Layers, append(lc, l.fields...))
 		previous = l.name
 	}
-	return s.String()
+	return c
 }
 
-// yamlScalar formats a config value for a YAML flow mapping.
-func yamlScalar(v any) string {
-	switch x := v.(type) {
-	case string:
-		if x != "" && strings.IndexFunc(x, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
-		}) < 0 && x != "true" && x != "false" && x != "null" {
-			return x
-		}
-		return strconv.Quote(x)
-	case []string:
-		q := make([]string, len(x))
-		for i, e := range x {
-			q[i] = yamlScalar(e)
-		}
-		return "[" + strings.Join(q, ", ") + "]"
-	case fmt.Stringer:
-		return x.String()
+// yaml writes the model config, two spaces per level.
+func (b *builder) yaml() (string, error) {
+	var s strings.Builder
+	enc := yaml.NewEncoder(&s)
+	enc.SetIndent(2)
+	if err := enc.Encode(b.config()); err != nil {
+		return "", fmt.Errorf("the lifted config does not marshal: %w", err)
 	}
-	return fmt.Sprint(v)
+	if err := enc.Close(); err != nil {
+		return "", err
+	}
+	return s.String(), nil
 }
 
 // stateDict gathers the layers' parameters under their model names and
@@ -316,7 +372,7 @@ func (b *builder) stateDict(m *models.Model) (map[string]*tensor.Dense, []Mappin
 // ModelInput converts a graph input to what a lifted model takes: float32,
 // with booleans (a key_padding_mask) as 0 and 1.
 func ModelInput(t *tensor.Dense) (*tensor.Dense, error) {
-	f, err := floats64(t)
+	f, err := match.Floats(t)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // paddingMask is a mask computed from a graph input of shape (B, S): key j
@@ -22,11 +24,11 @@ func (a *analysis) maskNodes(v string) []*node {
 	seen := map[string]bool{}
 	var walk func(string)
 	walk = func(v string) {
-		if seen[v] || !a.g.data[v] {
+		if seen[v] || !a.g.IsData(v) {
 			return
 		}
 		seen[v] = true
-		if n := a.g.producer[v]; n != nil {
+		if n := a.g.Producer(v); n != nil {
 			out = append(out, n)
 			for _, in := range n.GetInput() {
 				walk(in)
@@ -45,7 +47,7 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 	var km paddingMask
 	var values []string
 	for _, d := range l.sc.dynamic {
-		deps := g.dependsOnInputs(d.value)
+		deps := g.DependsOnInputs(d.value)
 		if len(deps) != 1 || km.input != "" && deps[0] != km.input {
 			return km, fmt.Errorf("the scores are masked by values computed from inputs %s; a padding mask comes from one input", quoted(deps))
 		}
@@ -86,7 +88,7 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 	default:
 		return km, fmt.Errorf("mask input %q is %v; a key padding mask is bool or float32", km.input, dt)
 	}
-	outs, err := p.run(g.model.GetGraph().GetNode(), nil, values, map[string]*tensor.Dense{km.input: override})
+	outs, err := p.run(g.Model.GetGraph().GetNode(), nil, values, map[string]*tensor.Dense{km.input: override})
 	if err != nil {
 		return km, err
 	}
@@ -103,7 +105,7 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 		if !broadcasts(ts, scoreShape) {
 			return km, fmt.Errorf("mask %q of shape %s does not fit the scores of shape %s", d.value, fmtShape(ts), fmtShape(scoreShape))
 		}
-		vals, err := floats64(t)
+		vals, err := match.Floats(t)
 		if err != nil {
 			return km, err
 		}
@@ -132,137 +134,4 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 		}
 	}
 	return km, nil
-}
-
-// torchMHA lifts cross-attention, or attention with a key padding mask, as
-// nn.MultiheadAttention does them: attention.torch_mha, batch first, with
-// the query, the memory (for cross-attention) and the mask as inputs.
-func (l *attentionLayer) torchMHA(r *region, tokQ, tokK tokens, hs heads, out *linear, scale float64, causal bool, kpm paddingMask) error {
-	var what []string
-	if l.cross() {
-		what = append(what, fmt.Sprintf("cross-attention (queries from %q, keys and values from %q)", l.srcQ.tokens, l.srcK.tokens))
-	}
-	if kpm.input != "" {
-		what = append(what, fmt.Sprintf("a key padding mask from input %q", kpm.input))
-	}
-	desc := joinAnd(what)
-	if !registered("attention.torch_mha") {
-		return fmt.Errorf("%s: no layer type attention.torch_mha is registered in this build", desc)
-	}
-	if causal {
-		return fmt.Errorf("%s together with a causal mask: attention.torch_mha takes masks as inputs, not a causal flag", desc)
-	}
-	if out == nil {
-		return fmt.Errorf("%s without an output projection: attention.torch_mha has out_proj", desc)
-	}
-	E := hs.H * hs.dk
-	if tokQ.D != E || out.dIn != E {
-		return fmt.Errorf("%s: queries of width %d give %d heads of %d; attention.torch_mha needs embed_dim = num_heads·head_dim", desc, tokQ.D, hs.H, hs.dk)
-	}
-	if !scaledAs(scale, hs.dk) {
-		return fmt.Errorf("%s: the scores are scaled by %g; attention.torch_mha scales by 1/√head_dim = 1/√%d", desc, scale, hs.dk)
-	}
-	lins := []*linear{l.srcQ.lin, l.srcK.lin, l.srcV.lin, out}
-	bias := out.bias != nil
-	for _, lin := range lins {
-		if (lin.bias != nil) != bias {
-			return fmt.Errorf("%s: some projections have a bias and some do not; nn.MultiheadAttention's bias is all or none", desc)
-		}
-	}
-	kdim := tokK.D
-	segs := []int{hs.segQ, hs.segK, hs.segV}
-	var ps []param
-	if kdim == E {
-		w := param{name: "in_proj_weight"}
-		b := param{name: "in_proj_bias"}
-		var wRows, bRows []*tensor.Dense
-		for i, lin := range lins[:3] {
-			lo, hi := segs[i], segs[i]+E
-			wRows = append(wRows, rows(lin.weight, lo, hi))
-			w.pieces = append(w.pieces, lin.weightPiece(lo, hi, lo == 0 && hi == lin.dOut))
-			if bias {
-				bRows = append(bRows, rows(lin.bias, lo, hi))
-				b.pieces = append(b.pieces, lin.biasPiece(lo, hi, lo == 0 && hi == lin.dOut))
-			}
-		}
-		w.value = stackRows(wRows)
-		ps = append(ps, w)
-		if bias {
-			b.value = stackRows(bRows)
-			ps = append(ps, b)
-		}
-	} else {
-		var bRows []*tensor.Dense
-		b := param{name: "in_proj_bias"}
-		for i, name := range []string{"q_proj_weight", "k_proj_weight", "v_proj_weight"} {
-			lin, lo := lins[i], segs[i]
-			ps = append(ps, param{name: name, value: rows(lin.weight, lo, lo+E), pieces: []piece{lin.weightPiece(lo, lo+E, lo == 0 && lo+E == lin.dOut)}})
-			if bias {
-				bRows = append(bRows, rows(lin.bias, lo, lo+E))
-				b.pieces = append(b.pieces, lin.biasPiece(lo, lo+E, lo == 0 && lo+E == lin.dOut))
-			}
-		}
-		if bias {
-			b.value = stackRows(bRows)
-			ps = append(ps, b)
-		}
-	}
-	ps = append(ps, out.params("out_proj.")...)
-	average := true
-	for _, w := range r.weights {
-		average = average && w.mean
-	}
-	r.typ, r.params = "attention.torch_mha", ps
-	r.fields = []field{{"embed_dim", E}, {"num_heads", hs.H}, {"bias", bias}}
-	if kdim != E {
-		r.fields = append(r.fields, field{"kdim", kdim}, field{"vdim", kdim})
-	}
-	r.fields = append(r.fields, field{"batch_first", len(mustShape(l.a.probes[0], l.srcQ.tokens)) == 3})
-	if kpm.input != "" {
-		r.fields = append(r.fields, field{"key_padding_mask", kpm.kind})
-	}
-	if !average {
-		r.fields = append(r.fields, field{"average_attn_weights", false})
-	}
-	r.inputs = []string{l.srcQ.tokens}
-	if l.cross() {
-		r.inputs = append(r.inputs, l.srcK.tokens)
-	}
-	if kpm.input != "" {
-		r.inputs = append(r.inputs, kpm.input)
-	}
-	return nil
-}
-
-// stackRows concatenates matrices or vectors along their first axis.
-func stackRows(ts []*tensor.Dense) *tensor.Dense {
-	var data []float32
-	n := 0
-	for _, t := range ts {
-		data = append(data, t.Data().([]float32)...)
-		n += t.Shape()[0]
-	}
-	if ts[0].Dims() == 1 {
-		return tensor.New(tensor.WithShape(n), tensor.WithBacking(data))
-	}
-	return tensor.New(tensor.WithShape(n, ts[0].Shape()[1]), tensor.WithBacking(data))
-}
-
-// joinAnd joins phrases with commas and "and".
-func joinAnd(parts []string) string {
-	switch len(parts) {
-	case 0:
-		return "attention"
-	case 1:
-		return parts[0]
-	}
-	return fmt.Sprintf("%s and %s", joinComma(parts[:len(parts)-1]), parts[len(parts)-1])
-}
-
-func joinComma(parts []string) string {
-	out := parts[0]
-	for _, p := range parts[1:] {
-		out += ", " + p
-	}
-	return out
 }

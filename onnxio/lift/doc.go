@@ -28,6 +28,20 @@
 // MLP of a transformer block (two Linears around an activation, or
 // Llama's gated three, as one nn.mlp) are recognized the same way.
 //
+// # An engine over patterns
+//
+// Those other layers are not recognized here: each layer registers its
+// own lift pattern next to its code (layers/linear_lift.go,
+// layers/mlp_lift.go, ...), through the public API of package
+// onnxio/match that layers from other modules use too (see
+// examples/cosine). Lift runs the attention recognizers on every Softmax
+// and Attention node first, then offers every node no layer has claimed
+// to the registered patterns anchored at its op, and builds the config
+// from what they return as Go values, marshaled with package yaml. The
+// structures both the lifter and the executor's fusions look for (the
+// scores chain, the bias Add of a Linear) are read by package match; the
+// graph index is package onnxio/graph's.
+//
 // ONNX's Attention op (opsets 23 and 24) lifts to attention.sdpa: its
 // attributes give the heads (grouped-query attention included), is_causal,
 // the scale and the softcap; Q, K and V are followed back to their
@@ -60,7 +74,7 @@
 // not causal, a scale no attnrun layer applies, heads that are not slices
 // of the projection) is reported with the reason; the nodes no layer
 // computes are listed in an *UnliftedError and in Result.Unlifted. With
-// Options.Partial they become onnx.subgraph layers (type Subgraph), pieces
+// Options.Partial they become onnx.subgraph layers (layers.Subgraph), pieces
 // of the graph run by the executor inside the attnrun model, so the whole
 // model runs and the rest is still lifted.
 //

@@ -22,11 +22,11 @@ type analysis struct {
 // markLive computes the live values, walking back from the graph outputs.
 func (a *analysis) markLive() {
 	a.live = map[string]bool{}
-	for _, o := range a.g.outputs {
-		a.live[o] = a.g.data[o]
+	for _, o := range a.g.Outputs {
+		a.live[o] = a.g.IsData(o)
 	}
-	for i := len(a.g.nodes) - 1; i >= 0; i-- {
-		n := a.g.nodes[i]
+	for i := len(a.g.Nodes) - 1; i >= 0; i-- {
+		n := a.g.Nodes[i]
 		used := false
 		for _, out := range n.GetOutput() {
 			used = used || a.live[out]
@@ -35,7 +35,7 @@ func (a *analysis) markLive() {
 			continue
 		}
 		for _, in := range n.GetInput() {
-			if a.g.data[in] && n.GetOpType() != "Shape" && n.GetOpType() != "Size" {
+			if a.g.IsData(in) && n.GetOpType() != "Shape" && n.GetOpType() != "Size" {
 				a.live[in] = true
 			}
 		}
@@ -55,7 +55,7 @@ func (a *analysis) liveNode(n *node) bool {
 // readers lists the live nodes that read v's contents.
 func (a *analysis) readers(v string) []*node {
 	var out []*node
-	for _, c := range a.g.dataConsumers(v) {
+	for _, c := range a.g.DataConsumers(v) {
 		if a.liveNode(c) {
 			out = append(out, c)
 		}
@@ -73,11 +73,11 @@ func (a *analysis) isLayout(n *node) bool {
 		return false
 	}
 	ins := n.GetInput()
-	if len(ins) == 0 || !a.g.data[ins[0]] {
+	if len(ins) == 0 || !a.g.IsData(ins[0]) {
 		return false
 	}
 	for _, in := range ins[1:] {
-		if in != "" && !a.g.static(in) {
+		if in != "" && !a.g.Static(in) {
 			return false
 		}
 	}
@@ -99,7 +99,7 @@ func (a *analysis) scalarFactor(n *node) (float64, string, bool) {
 	ins := n.GetInput()
 	for k := 0; k < 2; k++ {
 		x, c := ins[k], ins[1-k]
-		if !a.g.data[x] || !a.g.static(c) || op == "Div" && k == 1 {
+		if !a.g.IsData(x) || !a.g.Static(c) || op == "Div" && k == 1 {
 			continue
 		}
 		f, ok := a.probes[0].scalar(c)
@@ -134,7 +134,7 @@ func (a *analysis) traceBack(value string, withScale bool) chain {
 	c := chain{value: value, scale: 1}
 	v := value
 	for {
-		n := a.g.producer[v]
+		n := a.g.Producer(v)
 		if n == nil {
 			break
 		}
@@ -161,7 +161,7 @@ func (a *analysis) traceBack(value string, withScale bool) chain {
 // a single reader, and returns where it ends.
 func (a *analysis) traceForward(v string) chain {
 	c := chain{base: v, scale: 1}
-	for !a.g.isGraphOutput(v) {
+	for !a.g.IsOutput(v) {
 		rs := a.readers(v)
 		if len(rs) != 1 || !a.isLayout(rs[0]) || rs[0].GetInput()[0] != v || len(rs[0].GetOutput()) != 1 {
 			break

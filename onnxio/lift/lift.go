@@ -198,8 +198,8 @@ type plan struct {
 // look like plain Linears), then the other layers in graph order.
 func (a *analysis) plan() *plan {
 	p := &plan{alias: map[string]string{}, claimed: map[*node]bool{}, failedBy: map[*node]*failure{}}
-	for _, n := range a.g.nodes {
-		if n.GetOpType() == "Softmax" && a.liveNode(n) && a.g.data[n.GetInput()[0]] {
+	for _, n := range a.g.Nodes {
+		if n.GetOpType() == "Softmax" && a.liveNode(n) && a.g.IsData(n.GetInput()[0]) {
 			p.add(a.attention(n))
 		}
 		if n.GetOpType() == "Attention" && a.liveNode(n) {
@@ -207,7 +207,7 @@ func (a *analysis) plan() *plan {
 		}
 	}
 	a.matchPatterns(p) // layers from other modules (RegisterPattern), before their projections look like Linears
-	for _, n := range a.g.nodes {
+	for _, n := range a.g.Nodes {
 		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) {
 			continue
 		}
@@ -216,10 +216,7 @@ func (a *analysis) plan() *plan {
 			p.claimed[n] = true
 			continue
 		}
-		r, f := a.block(n)
-		if r != nil {
-			f = a.checkContained(r)
-		}
+		r, f := a.matchLate(n) // the layers' late patterns (layers/*_lift.go)
 		if f != nil {
 			r = nil
 		}
@@ -234,7 +231,7 @@ func (p *plan) add(r *region, f *failure) {
 	if r != nil {
 		for _, n := range r.nodes {
 			if p.claimed[n] {
-				f = fail(r.nodes, "%s overlaps another layer at node %s", r.kind, n.label())
+				f = fail(r.nodes, "%s overlaps another layer at node %s", r.kind, n.Label())
 				break
 			}
 		}
@@ -259,7 +256,7 @@ func (p *plan) add(r *region, f *failure) {
 // unlifted lists the live data nodes no region claims, with their reasons.
 func (a *analysis) unlifted(p *plan) []Unlifted {
 	var out []Unlifted
-	for _, n := range a.g.nodes {
+	for _, n := range a.g.Nodes {
 		if p.claimed[n] || !a.liveNode(n) {
 			continue
 		}
@@ -267,7 +264,7 @@ func (a *analysis) unlifted(p *plan) []Unlifted {
 		if f := p.failedBy[n]; f != nil {
 			reason = f.reason
 		}
-		out = append(out, Unlifted{Node: n.label(), Op: n.GetOpType(), Reason: reason})
+		out = append(out, Unlifted{Node: n.Label(), Op: n.GetOpType(), Reason: reason})
 	}
 	return out
 }
@@ -295,10 +292,14 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 			return res, fmt.Errorf("lift: --partial: %w", err)
 		}
 	}
-	b.fuseWrappers()
+	b.merge()
 	err := b.wire()
 	res.Unlifted = append(res.Unlifted, b.extraUnlifted...)
-	res.Config = b.yaml()
+	config, yerr := b.yaml()
+	if yerr != nil {
+		return res, fmt.Errorf("lift: %w", yerr)
+	}
+	res.Config = config
 	if len(res.Unlifted) > 0 && !o.Partial {
 		return res, &UnliftedError{Nodes: res.Unlifted}
 	}
@@ -336,8 +337,8 @@ var errNoOutput = errors.New("the graph's output is not computed by a lifted lay
 // sortRegions orders regions by where their output is computed.
 func (a *analysis) sortRegions(rs []*region) {
 	pos := func(r *region) int {
-		if n := a.g.producer[r.output]; n != nil {
-			return n.index
+		if n := a.g.Producer(r.output); n != nil {
+			return n.Index
 		}
 		return -1
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // linear is an nn.Linear found in the graph, y = x Wᵀ + b, however the
@@ -28,38 +30,82 @@ type linear struct {
 
 // matchLinear recognizes the Linear whose output is v, or returns nil.
 func (a *analysis) matchLinear(v string) *linear {
-	g, p := a.g, a.probes[0]
-	n := g.producer[v]
+	n := a.g.Producer(v)
 	if n == nil {
 		return nil
 	}
 	switch n.GetOpType() {
 	case "Add":
-		ins := n.GetInput()
-		for k := 0; k < 2; k++ {
-			data, bias := ins[k], ins[1-k]
-			if !g.data[data] || !g.static(bias) || len(g.dataConsumers(data)) != 1 || g.isGraphOutput(data) {
-				continue
-			}
-			l := a.matchMatMul(g.producer[data])
-			if l == nil {
-				continue
-			}
-			b, err := p.value(bias)
-			if err != nil || b.Shape().TotalSize() != l.dOut || !biasShape(b.Shape(), l.dOut) {
-				continue
-			}
-			l.bias, l.biasValue = toFloat32(b, l.dOut), bias
+		var l *linear
+		match.BiasAdd[*node, string](analysisView{a}, n, func(mm *node, k int) bool {
+			l = a.biasedLinear(mm, n.GetInput()[k])
+			return l != nil
+		})
+		if l != nil {
 			l.nodes = append(l.nodes, n)
 			l.out = v
-			return l
 		}
+		return l
 	case "MatMul":
 		return a.matchMatMul(n)
 	case "Gemm":
 		return a.matchGemm(n)
 	}
 	return nil
+}
+
+// analysisView is the graph as package match's matchers see it for the
+// lifter: NodeProtos and value names; a value is private when it is
+// computed from the inputs, read (for its contents) by one node only and
+// no graph output.
+type analysisView struct{ a *analysis }
+
+// Producer returns the node computing v.
+func (v analysisView) Producer(x string) (*node, bool) {
+	n := v.a.g.Producer(x)
+	return n, n != nil
+}
+
+// Op is n's op type.
+func (analysisView) Op(n *node) string { return n.GetOpType() }
+
+// Inputs are n's inputs.
+func (analysisView) Inputs(n *node) []string { return n.GetInput() }
+
+// Private reports whether x is computed from the inputs, read by one node
+// and no graph output.
+func (v analysisView) Private(x string) bool {
+	g := v.a.g
+	return g.IsData(x) && len(g.DataConsumers(x)) == 1 && !g.IsOutput(x)
+}
+
+// biasedLinear is the Linear of MatMul mm with a static bias: nil unless
+// mm multiplies by a static matrix and bias is a static vector of its
+// output width.
+func (a *analysis) biasedLinear(mm *node, bias string) *linear {
+	if !a.g.Static(bias) {
+		return nil
+	}
+	l := a.matchMatMul(mm)
+	if l == nil {
+		return nil
+	}
+	b, err := a.probes[0].value(bias)
+	if err != nil || b.Shape().TotalSize() != l.dOut || !biasShape(b.Shape(), l.dOut) {
+		return nil
+	}
+	l.bias, l.biasValue = toFloat32(b, l.dOut), bias
+	return l
+}
+
+// public is the Linear as patterns see it.
+func (l *linear) public() *match.Linear {
+	nodes := make([]*match.Node, len(l.nodes))
+	for i, n := range l.nodes {
+		nodes[i] = match.NewNode(n)
+	}
+	return &match.Linear{Input: l.in, Output: l.out, In: l.dIn, Out: l.dOut, Weight: l.weight, Bias: l.bias,
+		WeightFrom: l.weightValue, BiasFrom: l.biasValue, Transposed: l.transposed, Nodes: nodes}
 }
 
 // biasShape accepts (out), (1, out), (1, 1, out): a bias added to every row.
@@ -82,7 +128,7 @@ func (a *analysis) matchMatMul(n *node) *linear {
 		return nil
 	}
 	x, w := n.GetInput()[0], n.GetInput()[1]
-	if !g.data[x] || !g.static(w) {
+	if !g.IsData(x) || !g.Static(w) {
 		return nil
 	}
 	wt, err := p.value(w)
@@ -90,7 +136,7 @@ func (a *analysis) matchMatMul(n *node) *linear {
 		return nil
 	}
 	in, out := wt.Shape()[0], wt.Shape()[1]
-	from := g.origin(w)
+	from := g.Origin(w)
 	return &linear{
 		in: x, out: n.GetOutput()[0], nodes: []*node{n},
 		weight: transpose2(wt), weightValue: w, transposed: true,
@@ -104,8 +150,8 @@ func (a *analysis) matchMatMul(n *node) *linear {
 func (a *analysis) matchGemm(n *node) *linear {
 	g, p := a.g, a.probes[0]
 	ins := n.GetInput()
-	if !g.data[ins[0]] || !g.static(ins[1]) || attrInt(n, "transA", 0) != 0 ||
-		attrFloat(n, "alpha", 1) != 1 || attrFloat(n, "beta", 1) != 1 {
+	if !g.IsData(ins[0]) || !g.Static(ins[1]) || n.Int("transA", 0) != 0 ||
+		n.Float("alpha", 1) != 1 || n.Float("beta", 1) != 1 {
 		return nil
 	}
 	wt, err := p.value(ins[1])
@@ -113,7 +159,7 @@ func (a *analysis) matchGemm(n *node) *linear {
 		return nil
 	}
 	l := &linear{in: ins[0], out: n.GetOutput()[0], nodes: []*node{n}, weightValue: ins[1]}
-	if attrInt(n, "transB", 0) == 1 {
+	if n.Int("transB", 0) == 1 {
 		l.weight = wt
 		l.dOut, l.dIn = wt.Shape()[0], wt.Shape()[1]
 	} else {
@@ -121,7 +167,7 @@ func (a *analysis) matchGemm(n *node) *linear {
 		l.dIn, l.dOut = wt.Shape()[0], wt.Shape()[1]
 	}
 	if len(ins) > 2 && ins[2] != "" {
-		if !g.static(ins[2]) {
+		if !g.Static(ins[2]) {
 			return nil
 		}
 		b, err := p.value(ins[2])
@@ -149,7 +195,7 @@ func transpose2(t *tensor.Dense) *tensor.Dense {
 // toFloat32 copies a float tensor into a new float32 tensor of shape
 // (n) (a bias) or keeps its shape when n is 0.
 func toFloat32(t *tensor.Dense, n int) *tensor.Dense {
-	f, _ := floats64(t)
+	f, _ := match.Floats(t)
 	out := make([]float32, len(f))
 	for i, v := range f {
 		out[i] = float32(v)
@@ -159,17 +205,6 @@ func toFloat32(t *tensor.Dense, n int) *tensor.Dense {
 		shape = []int{n}
 	}
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out))
-}
-
-// rows returns rows lo:hi of a (r, c) matrix, or elements lo:hi of a
-// vector, as a new tensor.
-func rows(t *tensor.Dense, lo, hi int) *tensor.Dense {
-	data := t.Data().([]float32)
-	if t.Dims() == 1 {
-		return tensor.New(tensor.WithShape(hi-lo), tensor.WithBacking(append([]float32(nil), data[lo:hi]...)))
-	}
-	c := t.Shape()[1]
-	return tensor.New(tensor.WithShape(hi-lo, c), tensor.WithBacking(append([]float32(nil), data[lo*c:hi*c]...)))
 }
 
 // weightPiece is where rows lo:hi of the weight (out, in) come from;

@@ -63,13 +63,13 @@ func (a *analysis) mapping(name string, p param) []Mapping {
 // initializer through those nodes, and described the same way.
 func (a *analysis) origin(pc piece, dims int) origin {
 	rowsOf := func(init string, transposed bool) int {
-		d := a.g.inits[init].GetDims()
+		d := a.g.Inits[init].GetDims()
 		if transposed && len(d) == 2 {
 			return int(d[1])
 		}
 		return int(d[0])
 	}
-	if init := a.g.origin(pc.value); init != "" && a.g.inits[init] != nil {
+	if init := a.g.Origin(pc.value); init != "" && a.g.Inits[init] != nil {
 		o := origin{init: init, transposed: pc.transposed, rows: rowsOf(init, pc.transposed)}
 		o.lo, o.hi = 0, o.rows
 		if pc.split {
@@ -77,8 +77,8 @@ func (a *analysis) origin(pc piece, dims int) origin {
 		}
 		return o
 	}
-	for _, init := range a.staticSources(pc.value) {
-		if t := a.g.inits[init]; t == nil || len(t.GetDims()) != dims {
+	for _, init := range a.g.StaticSources(pc.value) {
+		if t := a.g.Inits[init]; t == nil || len(t.GetDims()) != dims {
 			continue
 		}
 		if o, ok := a.derive(init, pc, dims); ok {
@@ -115,7 +115,7 @@ func (a *analysis) derive(init string, pc piece, dims int) (origin, bool) {
 	if pc.split {
 		idx = idx[pc.lo*cols : pc.hi*cols]
 	}
-	src := a.g.inits[init].GetDims()
+	src := a.g.Inits[init].GetDims()
 	R, C := int(src[0]), 1
 	if dims == 2 {
 		C = int(src[1])

@@ -3,6 +3,8 @@ package lift
 import (
 	"fmt"
 	"math"
+
+	"github.com/attnrun/attnrun/onnxio/match"
 )
 
 // maskKind says how a static value masks the scores.
@@ -45,7 +47,7 @@ func (a *analysis) maskAt(p *probe, terms []maskTerm, scores []int) ([]bool, err
 		if !broadcasts(shape, scores) {
 			return nil, fmt.Errorf("mask %q of shape %s does not fit the scores of shape %s", term.value, fmtShape(shape), fmtShape(scores))
 		}
-		vals, err := floats64(t)
+		vals, err := match.Floats(t)
 		if err != nil {
 			return nil, err
 		}
@@ -137,11 +139,11 @@ func (a *analysis) maskBuffer(terms []maskTerm) int {
 	seen := map[string]bool{}
 	var walk func(v string)
 	walk = func(v string) {
-		if v == "" || seen[v] || a.g.data[v] {
+		if v == "" || seen[v] || a.g.IsData(v) {
 			return
 		}
 		seen[v] = true
-		n := a.g.producer[v]
+		n := a.g.Producer(v)
 		if n == nil || n.GetOpType() == "Constant" {
 			if t, err := a.probes[0].value(v); err == nil && t.Dims() >= 2 {
 				s := t.Shape()

@@ -4,144 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/registry"
 )
 
-// Lifting patterns registered from outside this package.
-//
-// The built-in recognizers know attnrun's own layers. A layer type written
-// elsewhere (see examples/cosine) teaches the lifter its structure with a
-// Pattern, registered from an init function next to its registry.Register:
-//
-//	func init() {
-//		lift.RegisterPattern(lift.Pattern{Name: "attention.cosine", Op: "Softmax", Match: matchCosine})
-//	}
-//
-// Lift tries the built-in attention recognizer on every Softmax first; then,
-// in graph order, it offers every node of a pattern's Op that no layer has
-// claimed to the registered patterns, sorted by name, and the first that
-// returns a Layer claims it. The layer is then wired, built and checked
-// against the graph like any other: a pattern that recognizes the wrong
-// thing yields an error naming the mismatch, never a wrong model.
-
-// Pattern recognizes one layer type in ONNX graphs by its structure.
-type Pattern struct {
-	// Name identifies the pattern in reports ("pattern attention.cosine: ...");
-	// by convention the ID of the layer type it lifts to. It must be unique.
-	Name string
-	// Op is the op type of the anchor node a match starts from, typically
-	// "Softmax" for an attention variant.
-	Op string
-	// Match looks at the structure around anchor. It returns (nil, nil) when
-	// the structure is not this pattern's, so that other patterns and the
-	// unlifted report have their turn; an error when it is, but cannot be
-	// lifted (the error becomes the anchor's reason in the report); or the
-	// Layer the structure lifts to. g is valid only during the call.
-	Match func(g *Graph, anchor *Node) (*Layer, error)
-}
-
-// Layer is what a Pattern lifts a part of the graph to: one attnrun layer.
-// The nodes it replaces are found from Inputs and Output: every node
-// between them. No value computed in between may be read from outside.
-type Layer struct {
-	// Type is the registered layer type, "attention.cosine".
-	Type string
-	// Config is the layer's config, written in this order after its name,
-	// type and inputs: {d_in: 4, d_out: 3, causal: true}.
-	Config []Field
-	// Inputs are the graph values the layer reads, in the order of its
-	// config's inputs; typically one, the token tensor.
-	Inputs []string
-	// Output is the graph value the layer computes.
-	Output string
-	// Params are the layer's parameters under their names within the
-	// layer, with where the graph holds them; Lift loads them into the
-	// model, and every parameter of the layer must be among them.
-	Params []Param
-	// Notes are assumptions the pattern made, shown with the result.
-	Notes []string
-}
-
-// Field is one key of a lifted layer's config and its value.
-type Field struct {
-	// Key is the yaml key of the layer's config field, "d_in".
-	Key string
-	// Value is a string, a number, a bool or a []string, written as YAML
-	// (a float32 prints at float32 precision: 0.3, not 0.30000001192092896).
-	Value any
-}
-
-// Param is one parameter of a lifted layer.
-type Param struct {
-	// Name is the parameter's name within the layer, "W_query.weight".
-	Name string
-	// Value holds its numbers, in the layout the layer's Params uses
-	// (nn.Linear weights (out, in)).
-	Value *tensor.Dense
-	// From is the graph value it was read from, for the mapping table;
-	// "" when the numbers were computed rather than read.
-	From string
-	// Transposed records that the graph holds the value transposed, as
-	// MatMul holds nn.Linear weights (in, out).
-	Transposed bool
-}
-
-var (
-	patternsMu sync.RWMutex
-	patterns   = map[string]Pattern{}
-)
-
-// RegisterPattern makes a pattern available to every Lift. It is meant to
-// be called from init and panics if the name is empty or taken, the op is
-// empty, or Match is nil: programming errors that must surface at start-up,
-// as with registry.Register.
-func RegisterPattern(p Pattern) {
-	switch {
-	case p.Name == "":
-		panic("lift: RegisterPattern with an empty name")
-	case p.Op == "":
-		panic(fmt.Sprintf("lift: RegisterPattern %q with an empty anchor op", p.Name))
-	case p.Match == nil:
-		panic(fmt.Sprintf("lift: RegisterPattern %q with a nil Match", p.Name))
-	}
-	patternsMu.Lock()
-	defer patternsMu.Unlock()
-	if _, dup := patterns[p.Name]; dup {
-		panic(fmt.Sprintf("lift: RegisterPattern called twice for %q", p.Name))
-	}
-	patterns[p.Name] = p
-}
-
-// Patterns lists the names of the registered patterns, sorted.
-func Patterns() []string {
-	patternsMu.RLock()
-	defer patternsMu.RUnlock()
-	names := make([]string, 0, len(patterns))
-	for name := range patterns {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// registeredPatterns returns the patterns sorted by name, so that the order
-// they are tried in does not depend on package initialization order.
-func registeredPatterns() []Pattern {
-	patternsMu.RLock()
-	defer patternsMu.RUnlock()
-	out := make([]Pattern, 0, len(patterns))
-	for _, p := range patterns {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
+// Lifting patterns (package onnxio/match): the engine that offers the
+// graph's nodes to the registered patterns and turns what they return into
+// regions. Lift tries the built-in attention recognizer on every Softmax
+// first; then, in graph order, it offers every node of a pattern's Op that
+// no layer has claimed to the registered patterns, sorted by name, and the
+// first that returns a Layer claims it.
 
 // matchPatterns offers every live node no layer claims to the registered
 // patterns anchored at its op. It runs after the built-in attention
@@ -150,17 +26,17 @@ func registeredPatterns() []Pattern {
 // that returns a Layer claims the node; when none does, the first error
 // becomes the node's reason in the report, in place of a built-in's.
 func (a *analysis) matchPatterns(p *plan) {
-	ps := registeredPatterns()
+	ps := match.Registered()
 	if len(ps) == 0 {
 		return
 	}
-	for _, n := range a.g.nodes {
+	for _, n := range a.g.Nodes {
 		if p.claimed[n] || !a.liveNode(n) {
 			continue
 		}
 		var first *failure
 		for _, pat := range ps {
-			if pat.Op != n.GetOpType() {
+			if pat.Late || pat.Op != n.GetOpType() {
 				continue
 			}
 			r, err := a.matchPattern(pat, n)
@@ -170,29 +46,88 @@ func (a *analysis) matchPatterns(p *plan) {
 				break
 			}
 			if err != nil && first == nil {
-				first = fail([]*node{n}, "pattern %s: %v", pat.Name, err)
+				first = patternFailure(pat, n, err)
 			}
 		}
 		if first != nil {
 			p.failures = append(p.failures, first)
-			p.failedBy[n] = first
+			for _, m := range first.nodes {
+				if m == n || p.failedBy[m] == nil && !p.claimed[m] {
+					p.failedBy[m] = first
+				}
+			}
 		}
 	}
 }
 
-// matchPattern runs one pattern's Match on an anchor, recovering from a
-// panic in it, and turns the Layer it returns into a region.
-func (a *analysis) matchPattern(pat Pattern, anchor *node) (r *region, err error) {
+// matchLate offers node n to the late patterns anchored at its op. It
+// returns the region of the first pattern that returns a Layer (or why
+// that Layer cannot stand), else the first failure; nils when every late
+// pattern declines.
+func (a *analysis) matchLate(n *node) (r *region, f *failure) {
+	for _, pat := range match.Registered() {
+		if !pat.Late || pat.Op != n.GetOpType() {
+			continue
+		}
+		l, err := a.runMatch(pat, n)
+		switch {
+		case l != nil:
+			r, err := a.patternRegion(l, n)
+			if err != nil {
+				return nil, patternFailure(pat, n, err)
+			}
+			return r, a.checkContained(r)
+		case err != nil && f == nil:
+			f = patternFailure(pat, n, err)
+		}
+	}
+	return nil, f
+}
+
+// patternFailure is a pattern's error as the report shows it: a
+// match.Refusal as it is, over the nodes it names; any other error after
+// the pattern's name, on the anchor.
+func patternFailure(pat match.Pattern, anchor *node, err error) *failure {
+	var refusal *match.Refusal
+	if errors.As(err, &refusal) {
+		nodes := []*node{anchor}
+		if len(refusal.Nodes) > 0 {
+			nodes = unwrap(refusal.Nodes)
+		}
+		return fail(nodes, "%s", refusal.Reason)
+	}
+	return fail([]*node{anchor}, "pattern %s: %v", pat.Name, err)
+}
+
+// unwrap returns the graph nodes of pattern nodes.
+func unwrap(ns []*match.Node) []*node {
+	out := make([]*node, len(ns))
+	for i, n := range ns {
+		out[i] = n.Unwrap()
+	}
+	return out
+}
+
+// runMatch runs one pattern's Match on an anchor, recovering from a panic
+// in it.
+func (a *analysis) runMatch(pat match.Pattern, anchor *node) (l *match.Layer, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			r, err = nil, fmt.Errorf("panic in Match: %v", v)
+			l, err = nil, fmt.Errorf("panic in Match: %v", v)
 		}
 	}()
-	l, err := pat.Match(&Graph{a: a}, &Node{n: anchor})
+	return pat.Match(patternGraph{a: a}, match.NewNode(anchor))
+}
+
+// matchPattern runs one pattern's Match on an anchor and turns the Layer
+// it returns into a region.
+func (a *analysis) matchPattern(pat match.Pattern, anchor *node) (*region, error) {
+	l, err := a.runMatch(pat, anchor)
 	if err != nil || l == nil {
 		return nil, err
 	}
-	if r, err = a.patternRegion(l, anchor); err != nil {
+	r, err := a.patternRegion(l, anchor)
+	if err != nil {
 		return nil, err
 	}
 	if f := a.checkContained(r); f != nil {
@@ -202,47 +137,90 @@ func (a *analysis) matchPattern(pat Pattern, anchor *node) (r *region, err error
 }
 
 // patternRegion checks a pattern's Layer and builds its region: the nodes
-// are every live data node between the inputs and the output.
-func (a *analysis) patternRegion(l *Layer, anchor *node) (*region, error) {
+// it names, or every live data node between the inputs and the output.
+func (a *analysis) patternRegion(l *match.Layer, anchor *node) (*region, error) {
 	if _, err := registry.Lookup(l.Type); err != nil {
 		return nil, err
 	}
-	if l.Output == "" || a.g.producer[l.Output] == nil || !a.live[l.Output] {
+	if l.Output == "" || a.g.Producer(l.Output) == nil || !a.live[l.Output] {
 		return nil, fmt.Errorf("output %q is not a value computed from the graph inputs for a graph output", l.Output)
 	}
 	if len(l.Inputs) == 0 {
 		return nil, fmt.Errorf("the %s layer reads no input", l.Type)
 	}
-	nodes, err := a.between(l.Inputs, l.Output)
-	if err != nil {
-		return nil, err
+	nodes := unwrap(l.Nodes)
+	if len(nodes) == 0 {
+		var err error
+		if nodes, err = a.between(l.Inputs, l.Output); err != nil {
+			return nil, err
+		}
 	}
 	if !slices.Contains(nodes, anchor) {
-		return nil, fmt.Errorf("the %s layer from %v to %q does not contain the anchor node %s", l.Type, l.Inputs, l.Output, anchor.label())
+		return nil, fmt.Errorf("the %s layer from %v to %q does not contain the anchor node %s", l.Type, l.Inputs, l.Output, anchor.Label())
+	}
+	kind := l.Name
+	if kind == "" {
+		kind = sanitize(l.Type)
 	}
 	r := &region{typ: l.Type, inputs: slices.Clone(l.Inputs), output: l.Output, nodes: nodes,
-		kind: sanitize(l.Type), notes: slices.Clone(l.Notes)}
+		kind: kind, notes: slices.Clone(l.Notes)}
+	var err error
+	if r.fields, err = fieldsOf(l); err != nil {
+		return nil, err
+	}
+	if r.params, err = a.paramsOf(l); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// fieldsOf checks and converts a Layer's config.
+func fieldsOf(l *match.Layer) ([]field, error) {
+	var fields []field
 	for _, f := range l.Config {
 		if f.Key == "" {
 			return nil, fmt.Errorf("the %s layer's config has a field without a key", l.Type)
 		}
-		r.fields = append(r.fields, field{key: f.Key, value: f.Value})
+		fields = append(fields, field{key: f.Key, value: f.Value})
 	}
+	return fields, nil
+}
+
+// paramsOf checks and converts a Layer's parameters: each read from a
+// constant of the graph (or computed), whole or some of its rows.
+func (a *analysis) paramsOf(l *match.Layer) ([]param, error) {
+	var params []param
 	for _, p := range l.Params {
 		if p.Value == nil {
 			return nil, fmt.Errorf("parameter %q has no value", p.Name)
 		}
-		if p.From != "" && !a.g.static(p.From) {
-			return nil, fmt.Errorf("parameter %q comes from %q, which is not a constant of the graph", p.Name, p.From)
+		q := param{name: p.Name, value: p.Value}
+		for _, pc := range p.Pieces {
+			if pc.From != "" && !a.g.Static(pc.From) {
+				return nil, fmt.Errorf("parameter %q comes from %q, which is not a constant of the graph", p.Name, pc.From)
+			}
+			q.pieces = append(q.pieces, piece{value: pc.From, transposed: pc.Transposed, lo: pc.Lo, hi: pc.Hi, split: pc.Split})
 		}
-		rows := 1
-		if p.Value.Dims() > 0 {
-			rows = p.Value.Shape()[0]
+		if len(p.Pieces) == 0 {
+			if p.From != "" && !a.g.Static(p.From) {
+				return nil, fmt.Errorf("parameter %q comes from %q, which is not a constant of the graph", p.Name, p.From)
+			}
+			c := piece{value: p.From, transposed: p.Transposed, hi: 1}
+			if p.Value.Dims() > 0 {
+				c.hi = p.Value.Shape()[0]
+			}
+			switch len(p.Rows) {
+			case 0:
+			case 2:
+				c.lo, c.hi, c.split = p.Rows[0], p.Rows[1], true
+			default:
+				return nil, fmt.Errorf("parameter %q has rows %v: want [lo, hi]", p.Name, p.Rows)
+			}
+			q.pieces = []piece{c}
 		}
-		r.params = append(r.params, param{name: p.Name, value: p.Value,
-			pieces: []piece{{value: p.From, transposed: p.Transposed, hi: rows}}})
+		params = append(params, q)
 	}
-	return r, nil
+	return params, nil
 }
 
 // between lists, in graph order, the live data nodes an output is computed
@@ -251,7 +229,7 @@ func (a *analysis) patternRegion(l *Layer, anchor *node) (*region, error) {
 func (a *analysis) between(inputs []string, output string) ([]*node, error) {
 	stop := map[string]bool{}
 	for _, in := range inputs {
-		if !a.g.data[in] {
+		if !a.g.IsData(in) {
 			return nil, fmt.Errorf("input %q is not a value computed from the graph inputs", in)
 		}
 		stop[in] = true
@@ -265,7 +243,7 @@ func (a *analysis) between(inputs []string, output string) ([]*node, error) {
 			reached[v] = true
 			return nil
 		}
-		n := a.g.producer[v]
+		n := a.g.Producer(v)
 		if n == nil {
 			return fmt.Errorf("output %q depends on graph input %q, which is not among the layer's inputs %v", output, v, inputs)
 		}
@@ -275,7 +253,7 @@ func (a *analysis) between(inputs []string, output string) ([]*node, error) {
 		seen[n] = true
 		nodes = append(nodes, n)
 		for _, in := range n.GetInput() {
-			if a.g.data[in] {
+			if a.g.IsData(in) {
 				if err := walk(in); err != nil {
 					return err
 				}
@@ -294,70 +272,74 @@ func (a *analysis) between(inputs []string, output string) ([]*node, error) {
 	return uniqueNodes(nodes), nil
 }
 
-// Graph is the view of an ONNX graph a Pattern matches against: who
-// produces and who reads each value, and the numbers static values hold.
-//
-// Values are named as in the graph. A value is data when it depends on the
-// contents of the graph inputs, and static otherwise: computed from
-// initializers, Constants and input shapes alone. Static values are
-// evaluated by running the graph at probe shapes (two sizes for a dynamic
-// graph), so a pattern reads a scale or an axis however the exporter
-// computed it.
-type Graph struct {
+// patternGraph is the graph as patterns see it (match.Graph).
+type patternGraph struct {
 	a *analysis
 }
 
-// Node is a node of the Graph.
-type Node struct {
-	n *node
-}
+var _ match.Graph = patternGraph{}
 
 // Opset is the graph's default-domain opset version.
-func (g *Graph) Opset() int { return int(g.a.g.opset) }
+func (g patternGraph) Opset() int { return int(g.a.g.Opset) }
 
-// Producer returns the node that computes a value, or nil for a graph
-// input or an initializer.
-func (g *Graph) Producer(value string) *Node {
-	if n := g.a.g.producer[value]; n != nil {
-		return &Node{n: n}
+// Producer returns the node that computes a value, or nil.
+func (g patternGraph) Producer(value string) *match.Node {
+	if n := g.a.g.Producer(value); n != nil {
+		return match.NewNode(n)
 	}
 	return nil
 }
 
-// Readers returns the nodes that read a value's contents (not merely its
-// shape) and contribute to some graph output, in graph order.
-func (g *Graph) Readers(value string) []*Node {
-	var out []*Node
+// Readers returns the live nodes that read a value's contents.
+func (g patternGraph) Readers(value string) []*match.Node {
+	var out []*match.Node
 	for _, n := range g.a.readers(value) {
-		out = append(out, &Node{n: n})
+		out = append(out, match.NewNode(n))
 	}
 	return out
 }
 
-// IsData reports whether a value depends on the contents of the graph
-// inputs; a static value does not.
-func (g *Graph) IsData(value string) bool { return g.a.g.data[value] }
+// IsData reports whether a value depends on the graph inputs' contents.
+func (g patternGraph) IsData(value string) bool { return g.a.g.IsData(value) }
 
-// IsOutput reports whether a value is one of the graph's outputs.
-func (g *Graph) IsOutput(value string) bool { return g.a.g.isGraphOutput(value) }
+// IsOutput reports whether a value is a graph output.
+func (g patternGraph) IsOutput(value string) bool { return g.a.g.IsOutput(value) }
 
-// Shape returns a value's shape at the first probe shape. Symbolic sizes
-// are set to small numbers there: use it for ranks and fixed sizes such
-// as feature widths.
-func (g *Graph) Shape(value string) ([]int, error) { return g.a.probes[0].shape(value) }
+// Shape returns a value's shape at the first probe shape.
+func (g patternGraph) Shape(value string) ([]int, error) { return g.a.probes[0].shape(value) }
 
-// Constant returns a static value that is the same at every probe shape:
-// a weight, an axis list, an epsilon. A value that changes with the input
-// shapes (a mask cut to the sequence length) is an error.
-func (g *Graph) Constant(value string) (*tensor.Dense, error) {
-	if !g.a.g.static(value) {
+// Probes is the number of probe shapes.
+func (g patternGraph) Probes() int { return len(g.a.probes) }
+
+// ShapeAt returns a value's shape at probe i.
+func (g patternGraph) ShapeAt(i int, value string) ([]int, error) {
+	if i < 0 || i >= len(g.a.probes) {
+		return nil, fmt.Errorf("probe %d of %d", i, len(g.a.probes))
+	}
+	return g.a.probes[i].shape(value)
+}
+
+// ValueAt returns a value's contents at probe i.
+func (g patternGraph) ValueAt(i int, value string) (*tensor.Dense, error) {
+	if i < 0 || i >= len(g.a.probes) {
+		return nil, fmt.Errorf("probe %d of %d", i, len(g.a.probes))
+	}
+	return g.a.probes[i].value(value)
+}
+
+// Sources lists the initializers and Constants a static value comes from.
+func (g patternGraph) Sources(value string) []string { return g.a.g.StaticSources(value) }
+
+// Constant returns a static value that is the same at every probe shape.
+func (g patternGraph) Constant(value string) (*tensor.Dense, error) {
+	if !g.a.g.Static(value) {
 		return nil, fmt.Errorf("value %q depends on the graph inputs", value)
 	}
 	first, err := g.a.probes[0].value(value)
 	if err != nil {
 		return nil, err
 	}
-	want, err := floats64(first)
+	want, err := match.Floats(first)
 	if err != nil {
 		return nil, fmt.Errorf("value %q: %w", value, err)
 	}
@@ -366,7 +348,7 @@ func (g *Graph) Constant(value string) (*tensor.Dense, error) {
 		if err != nil {
 			return nil, err
 		}
-		got, err := floats64(t)
+		got, err := match.Floats(t)
 		if err != nil || !equalShapes(t.Shape(), first.Shape()) || !slices.Equal(got, want) {
 			return nil, fmt.Errorf("value %q changes with the input shapes", value)
 		}
@@ -374,52 +356,50 @@ func (g *Graph) Constant(value string) (*tensor.Dense, error) {
 	return first, nil
 }
 
-// Scalar returns the number a static single-element value holds, the same
-// at every probe shape, and whether it is one.
-func (g *Graph) Scalar(value string) (float64, bool) {
-	t, err := g.Constant(value)
-	if err != nil || t.Shape().TotalSize() != 1 {
+// Scalar returns the number a static single-element value holds.
+func (g patternGraph) Scalar(value string) (float64, bool) {
+	if _, err := g.Constant(value); err != nil {
 		return 0, false
 	}
-	f, err := floats64(t)
-	if err != nil {
-		return 0, false
-	}
-	return f[0], true
+	return g.a.probes[0].scalar(value)
 }
 
-// Linear recognizes the nn.Linear that computes a value, however the
-// exporter wrote it (MatMul by a static matrix with an optional Add of a
-// bias, or Gemm), and reports whether there is one.
-func (g *Graph) Linear(value string) (*Linear, bool) {
+// ScalarAt returns the number a single-element value holds at probe i.
+func (g patternGraph) ScalarAt(i int, value string) (float64, bool) {
+	if i < 0 || i >= len(g.a.probes) {
+		return 0, false
+	}
+	return g.a.probes[i].scalar(value)
+}
+
+// Linear recognizes the nn.Linear that computes a value.
+func (g patternGraph) Linear(value string) (*match.Linear, bool) {
 	l := g.a.matchLinear(value)
 	if l == nil {
 		return nil, false
 	}
-	return &Linear{Input: l.in, Output: l.out, In: l.dIn, Out: l.dOut, Weight: l.weight, Bias: l.bias, l: l}, true
+	return l.public(), true
 }
 
-// Scores follows a Softmax back to the product of queries and keys it
-// normalizes: through scale factors (Mul or Div by a static scalar) and
-// static masks (Where with -inf, or an added 0/-inf tensor), checking at
-// every probe shape that a mask hides exactly the future keys. It fails
-// when the softmax is not over the last axis, when the scores are masked
-// by values computed from graph inputs (a padding mask), or when a mask is
-// not causal.
-func (g *Graph) Scores(softmax *Node) (*Scores, error) {
+// Registered reports whether a layer type is available to lift into.
+func (patternGraph) Registered(layerType string) bool { return registered(layerType) }
+
+// Scores follows a Softmax back to the product of queries and keys.
+func (g patternGraph) Scores(softmax *match.Node) (*match.Scores, error) {
 	a := g.a
-	if softmax == nil || softmax.n.GetOpType() != "Softmax" {
+	if softmax == nil || softmax.Op() != "Softmax" {
 		return nil, fmt.Errorf("Scores needs a Softmax node")
 	}
-	sc, f := a.scores(softmax.n)
+	sm := softmax.Unwrap()
+	sc, f := a.scores(sm)
 	if f != nil {
 		return nil, f
 	}
-	if f := a.softmaxAxis(softmax.n); f != nil {
+	if f := a.softmaxAxis(sm); f != nil {
 		return nil, f
 	}
 	if len(sc.dynamic) > 0 {
-		return nil, fmt.Errorf("the scores are masked by values computed from graph inputs %s", quoted(a.g.dependsOnInputs(sc.dynamic[0].value)))
+		return nil, fmt.Errorf("the scores are masked by values computed from graph inputs %s", quoted(a.g.DependsOnInputs(sc.dynamic[0].value)))
 	}
 	causal := false
 	for i, p := range a.probes {
@@ -443,75 +423,5 @@ func (g *Graph) Scores(softmax *Node) (*Scores, error) {
 		}
 		causal = c
 	}
-	return &Scores{Product: &Node{n: sc.qk}, Scale: sc.scale, Causal: causal}, nil
-}
-
-// Linear is an nn.Linear found in the graph: Output = Input Weightᵀ + Bias.
-type Linear struct {
-	// Input and Output are the graph values it reads and computes.
-	Input, Output string
-	// In and Out are its input and output widths.
-	In, Out int
-	// Weight is (Out, In), as nn.Linear stores it; Bias is (Out), or nil.
-	Weight, Bias *tensor.Dense
-	l            *linear
-}
-
-// Params lists the Linear as nn.Linear's parameters under a prefix:
-// "<prefix>.weight", then "<prefix>.bias" if it has one, with where the
-// graph holds them.
-func (l *Linear) Params(prefix string) []Param {
-	ps := []Param{{Name: prefix + ".weight", Value: l.Weight, From: l.l.weightValue, Transposed: l.l.transposed}}
-	if l.Bias != nil {
-		ps = append(ps, Param{Name: prefix + ".bias", Value: l.Bias, From: l.l.biasValue})
-	}
-	return ps
-}
-
-// Scores is the chain from a product of queries and keys to the softmax
-// over it.
-type Scores struct {
-	// Product is the MatMul of the queries and the transposed keys.
-	Product *Node
-	// Scale is the product of the scalar factors applied to the scores.
-	Scale float64
-	// Causal reports that a mask hides every key after its query's position
-	// and nothing else; false means no score is masked.
-	Causal bool
-}
-
-// Op is the node's op type.
-func (n *Node) Op() string { return n.n.GetOpType() }
-
-// Name is the node's name, or "#index (op)" when the exporter left it
-// unnamed; for messages.
-func (n *Node) Name() string { return n.n.label() }
-
-// Inputs are the values the node reads, in order ("" for an omitted
-// optional input).
-func (n *Node) Inputs() []string { return slices.Clone(n.n.GetInput()) }
-
-// Outputs are the values the node writes, in order.
-func (n *Node) Outputs() []string { return slices.Clone(n.n.GetOutput()) }
-
-// Output is the node's first output.
-func (n *Node) Output() string {
-	if outs := n.n.GetOutput(); len(outs) > 0 {
-		return outs[0]
-	}
-	return ""
-}
-
-// Int returns an integer attribute, or def when the node does not have it.
-func (n *Node) Int(name string, def int64) int64 { return attrInt(n.n, name, def) }
-
-// Float returns a float attribute, or def when the node does not have it.
-func (n *Node) Float(name string, def float32) float32 { return attrFloat(n.n, name, def) }
-
-// Ints returns an integer-list attribute (Transpose's perm), or nil.
-func (n *Node) Ints(name string) []int64 {
-	if at := attr(n.n, name); at != nil {
-		return slices.Clone(at.GetInts())
-	}
-	return nil
+	return &match.Scores{Product: match.NewNode(sc.qk), Scale: sc.scale, Causal: causal}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -30,9 +31,9 @@ func init() {
 		New: func() registry.Layer { return &tiedAttention{} }})
 	registry.Register(registry.Info{ID: "test.linear_relu", Summary: "relu(x Wᵀ + b)",
 		New: func() registry.Layer { return &linearReLU{} }})
-	lift.RegisterPattern(lift.Pattern{Name: "test.tied_attention", Op: "Softmax", Match: matchTied})
-	lift.RegisterPattern(lift.Pattern{Name: "test.linear_relu", Op: "Relu", Match: matchLinearReLU})
-	lift.RegisterPattern(lift.Pattern{Name: "test.misbehaving", Op: "Relu", Match: misbehave})
+	match.RegisterPattern(match.Pattern{Name: "test.tied_attention", Op: "Softmax", Match: matchTied})
+	match.RegisterPattern(match.Pattern{Name: "test.linear_relu", Op: "Relu", Match: matchLinearReLU})
+	match.RegisterPattern(match.Pattern{Name: "test.misbehaving", Op: "Relu", Match: misbehave})
 }
 
 // TestPatternLiftsSoftmaxStructure lifts softmax(mask(scale · q qᵀ)) q
@@ -115,22 +116,22 @@ func TestBuiltinsComeFirst(t *testing.T) {
 // TestRegisterPattern checks the listing and the programming errors
 // RegisterPattern refuses at start-up.
 func TestRegisterPattern(t *testing.T) {
-	names := lift.Patterns()
+	names := match.Patterns()
 	assert.True(t, slices.IsSorted(names))
 	assert.Subset(t, names, []string{"test.linear_relu", "test.misbehaving", "test.tied_attention"})
 
-	match := func(*lift.Graph, *lift.Node) (*lift.Layer, error) { return nil, nil }
-	assert.PanicsWithValue(t, "lift: RegisterPattern with an empty name", func() {
-		lift.RegisterPattern(lift.Pattern{Op: "Softmax", Match: match})
+	none := func(match.Graph, *match.Node) (*match.Layer, error) { return nil, nil }
+	assert.PanicsWithValue(t, "match: RegisterPattern with an empty name", func() {
+		match.RegisterPattern(match.Pattern{Op: "Softmax", Match: none})
 	})
-	assert.PanicsWithValue(t, `lift: RegisterPattern "x" with an empty anchor op`, func() {
-		lift.RegisterPattern(lift.Pattern{Name: "x", Match: match})
+	assert.PanicsWithValue(t, `match: RegisterPattern "x" with an empty anchor op`, func() {
+		match.RegisterPattern(match.Pattern{Name: "x", Match: none})
 	})
-	assert.PanicsWithValue(t, `lift: RegisterPattern "x" with a nil Match`, func() {
-		lift.RegisterPattern(lift.Pattern{Name: "x", Op: "Softmax"})
+	assert.PanicsWithValue(t, `match: RegisterPattern "x" with a nil Match`, func() {
+		match.RegisterPattern(match.Pattern{Name: "x", Op: "Softmax"})
 	})
-	assert.PanicsWithValue(t, `lift: RegisterPattern called twice for "test.tied_attention"`, func() {
-		lift.RegisterPattern(lift.Pattern{Name: "test.tied_attention", Op: "Softmax", Match: match})
+	assert.PanicsWithValue(t, `match: RegisterPattern called twice for "test.tied_attention"`, func() {
+		match.RegisterPattern(match.Pattern{Name: "test.tied_attention", Op: "Softmax", Match: none})
 	})
 }
 
@@ -220,7 +221,7 @@ func (a *anchors) get() []string   { a.mu.Lock(); defer a.mu.Unlock(); return sl
 
 // matchTied recognizes softmax(scale · mask(q qᵀ)) q with q an nn.Linear
 // without bias.
-func matchTied(g *lift.Graph, softmax *lift.Node) (*lift.Layer, error) {
+func matchTied(g match.Graph, softmax *match.Node) (*match.Layer, error) {
 	offered.add(softmax.Name())
 	scores, err := g.Scores(softmax)
 	if err != nil {
@@ -239,9 +240,9 @@ func matchTied(g *lift.Graph, softmax *lift.Node) (*lift.Layer, error) {
 	if !ok || lin.Bias != nil {
 		return nil, errors.New("the tied projection is not an nn.Linear without bias")
 	}
-	return &lift.Layer{
+	return &match.Layer{
 		Type: "test.tied_attention",
-		Config: []lift.Field{{Key: "d_in", Value: lin.In}, {Key: "d_out", Value: lin.Out},
+		Config: []match.Field{{Key: "d_in", Value: lin.In}, {Key: "d_out", Value: lin.Out},
 			{Key: "scale", Value: float32(scores.Scale)}, {Key: "causal", Value: scores.Causal}},
 		Inputs: []string{lin.Input},
 		Output: readers[0].Output(),
@@ -250,21 +251,21 @@ func matchTied(g *lift.Graph, softmax *lift.Node) (*lift.Layer, error) {
 }
 
 // matchLinearReLU recognizes Relu(nn.Linear(x)).
-func matchLinearReLU(g *lift.Graph, relu *lift.Node) (*lift.Layer, error) {
+func matchLinearReLU(g match.Graph, relu *match.Node) (*match.Layer, error) {
 	lin, ok := g.Linear(relu.Inputs()[0])
 	if !ok || lin.Bias == nil {
 		return nil, nil
 	}
-	return &lift.Layer{
+	return &match.Layer{
 		Type:   "test.linear_relu",
-		Config: []lift.Field{{Key: "d_in", Value: lin.In}, {Key: "d_out", Value: lin.Out}},
+		Config: []match.Field{{Key: "d_in", Value: lin.In}, {Key: "d_out", Value: lin.Out}},
 		Inputs: []string{lin.Input}, Output: relu.Output(), Params: lin.Params("linear"),
 	}, nil
 }
 
 // misbehave does what its anchor's name says, on reluGraph's graphs only.
-func misbehave(g *lift.Graph, relu *lift.Node) (*lift.Layer, error) {
-	layer := &lift.Layer{Type: "test.linear_relu", Inputs: []string{"x"}, Output: "r"}
+func misbehave(g match.Graph, relu *match.Node) (*match.Layer, error) {
+	layer := &match.Layer{Type: "test.linear_relu", Inputs: []string{"x"}, Output: "r"}
 	switch relu.Name() {
 	case "error":
 		return nil, errors.New("not this kind of relu")
@@ -279,7 +280,7 @@ func misbehave(g *lift.Graph, relu *lift.Node) (*lift.Layer, error) {
 	case "anchor outside":
 		layer.Inputs, layer.Output = []string{"r"}, "y"
 	case "param from data":
-		layer.Params = []lift.Param{{Name: "weight", Value: tensor.New(tensor.WithShape(1), tensor.WithBacking([]float32{1})), From: "x"}}
+		layer.Params = []match.Param{{Name: "weight", Value: tensor.New(tensor.WithShape(1), tensor.WithBacking([]float32{1})), From: "x"}}
 	default:
 		return nil, nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -66,7 +67,7 @@ const probeIndexInput = "__lift_index"
 // appearance; a dimension with neither size nor name gets a name of its own.
 func symbolic(g *graph) []string {
 	var names []string
-	for i, vi := range g.inputs {
+	for i, vi := range g.Inputs {
 		for j, d := range onnxio.Dims(vi) {
 			name := d.Param
 			if !d.Known && name == "" {
@@ -103,26 +104,26 @@ func evalProbe(g *graph, first int, masksOne bool) (*probe, error) {
 		return nil, err
 	}
 	var all []string // every value a node computes; Constants are read below
-	for _, n := range g.nodes {
+	for _, n := range g.Nodes {
 		for _, out := range n.GetOutput() {
 			if out != "" && n.GetOpType() != "Constant" {
 				all = append(all, out)
 			}
 		}
 	}
-	vals, err := p.run(g.model.GetGraph().GetNode(), nil, all, nil)
+	vals, err := p.run(g.Model.GetGraph().GetNode(), nil, all, nil)
 	if err != nil {
 		return nil, err
 	}
 	p.values = vals
-	for _, n := range g.nodes { // Constants the executor folded: read them directly
+	for _, n := range g.Nodes { // Constants the executor folded: read them directly
 		if n.GetOpType() == "Constant" && p.values[n.GetOutput()[0]] == nil {
 			if t, err := constantValue(n); err == nil {
 				p.values[n.GetOutput()[0]] = t
 			}
 		}
 	}
-	for name, t := range g.inits {
+	for name, t := range g.Inits {
 		if d, err := onnxio.TensorToDense(t); err == nil {
 			p.values[name] = d
 		}
@@ -147,7 +148,7 @@ func newProbeWith(g *graph, first int, masksOne bool) (*probe, error) {
 			p.dims[name] = 1
 		}
 	}
-	for i, vi := range g.inputs {
+	for i, vi := range g.Inputs {
 		if !onnxio.HasShape(vi) {
 			return nil, fmt.Errorf("input %q declares no shape", vi.GetName())
 		}
@@ -180,7 +181,7 @@ func newProbeWith(g *graph, first int, masksOne bool) (*probe, error) {
 // or the scores'. Probes set them to 1, which broadcasts to any scores.
 func maskOnlyDims(g *graph) map[string]bool {
 	users := map[string]int{}
-	for _, vi := range g.inputs {
+	for _, vi := range g.Inputs {
 		seen := map[string]bool{}
 		for _, d := range onnxio.Dims(vi) {
 			if d.Param != "" && !seen[d.Param] {
@@ -190,7 +191,7 @@ func maskOnlyDims(g *graph) map[string]bool {
 		}
 	}
 	out := map[string]bool{}
-	for _, vi := range g.inputs {
+	for _, vi := range g.Inputs {
 		dims := onnxio.Dims(vi)
 		fixed := false
 		for _, d := range dims {
@@ -210,9 +211,9 @@ func maskOnlyDims(g *graph) map[string]bool {
 
 // constantValue reads a Constant node's tensor attribute.
 func constantValue(n *node) (*tensor.Dense, error) {
-	a := attr(n, "value")
+	a := n.Attr("value")
 	if a == nil || a.GetT() == nil {
-		return nil, fmt.Errorf("Constant %s has no tensor value", n.label())
+		return nil, fmt.Errorf("Constant %s has no tensor value", n.Label())
 	}
 	return onnxio.TensorToDense(a.GetT())
 }
@@ -268,7 +269,7 @@ func (p *probe) scalar(v string) (float64, bool) {
 	if err != nil || t.Shape().TotalSize() != 1 {
 		return 0, false
 	}
-	f, err := floats64(t)
+	f, err := match.Floats(t)
 	if err != nil {
 		return 0, false
 	}
@@ -279,15 +280,15 @@ func (p *probe) scalar(v string) (float64, bool) {
 // fed by extra, and returns the named values. Only the nodes and
 // initializers the outputs need are kept.
 func (p *probe) run(nodes []*onnxpb.NodeProto, extraInputs []*onnxpb.ValueInfoProto, outputs []string, extra map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
-	gp := p.g.model.GetGraph()
+	gp := p.g.Model.GetGraph()
 	keep, inits := closure(nodes, gp.GetInitializer(), outputs)
 	var outInfos []*onnxpb.ValueInfoProto
 	for _, o := range outputs {
 		outInfos = append(outInfos, untypedInfo(o, onnxio.Float))
 	}
 	m := &onnxpb.ModelProto{
-		IrVersion:   proto.Int64(p.g.model.GetIrVersion()),
-		OpsetImport: p.g.model.GetOpsetImport(),
+		IrVersion:   proto.Int64(p.g.Model.GetIrVersion()),
+		OpsetImport: p.g.Model.GetOpsetImport(),
 		Graph: &onnxpb.GraphProto{
 			Name:        proto.String("probe"),
 			Node:        keep,
@@ -388,12 +389,12 @@ func (p *probe) trace(base, end string, scale []*node) ([]int, []int, error) {
 		skip[s.NodeProto] = true
 	}
 	var nodes []*onnxpb.NodeProto
-	for _, np := range p.g.model.GetGraph().GetNode() {
+	for _, np := range p.g.Model.GetGraph().GetNode() {
 		c := proto.Clone(np).(*onnxpb.NodeProto)
 		if skip[np] {
 			data := ""
 			for _, in := range np.GetInput() {
-				if p.g.data[in] {
+				if p.g.IsData(in) {
 					data = in
 				}
 			}
@@ -416,7 +417,7 @@ func (p *probe) trace(base, end string, scale []*node) ([]int, []int, error) {
 		return nil, nil, fmt.Errorf("tracing %q back to %q: %w", end, base, err)
 	}
 	got := outs[end]
-	vals, err := floats64(got)
+	vals, err := match.Floats(got)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -440,52 +441,4 @@ func indices(n int) []int {
 		out[i] = i
 	}
 	return out
-}
-
-// floats64 widens a numeric tensor's elements to float64.
-func floats64(t *tensor.Dense) ([]float64, error) {
-	switch d := t.Data().(type) {
-	case []float32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
-	case []float64:
-		return d, nil
-	case []int64:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
-	case []int32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
-	case []bool:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			if v {
-				out[i] = 1
-			}
-		}
-		return out, nil
-	case float32:
-		return []float64{float64(d)}, nil
-	case float64:
-		return []float64{d}, nil
-	case int64:
-		return []float64{float64(d)}, nil
-	case int32:
-		return []float64{float64(d)}, nil
-	case bool:
-		if d {
-			return []float64{1}, nil
-		}
-		return []float64{0}, nil
-	}
-	return nil, fmt.Errorf("tensor of dtype %v is not numeric", t.Dtype())
 }

@@ -79,7 +79,7 @@ func uniqueNodes(nodes []*node) []*node {
 			out = append(out, n)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].index < out[j].index })
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
 	return out
 }
 
@@ -100,13 +100,13 @@ func (a *analysis) checkContained(r *region) *failure {
 			if exposed[out] || out == "" {
 				continue
 			}
-			if a.g.isGraphOutput(out) {
+			if a.g.IsOutput(out) {
 				return fail(r.nodes, "%s: its intermediate value %q is a graph output", r.kind, out)
 			}
 			for _, c := range a.readers(out) {
 				if !inside[c] {
 					return fail(r.nodes, "%s: its intermediate value %q is also read by node %s (%s) outside it",
-						r.kind, out, c.label(), c.GetOpType())
+						r.kind, out, c.Label(), c.GetOpType())
 				}
 			}
 		}

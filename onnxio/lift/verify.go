@@ -9,6 +9,7 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -24,11 +25,11 @@ const (
 // every probe size and compares every output.
 func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (Check, error) {
 	var c Check
-	eg, err := exec.NewWithOptions(a.g.model, a.g.limits.opts)
+	eg, err := exec.NewWithOptions(a.g.Model, a.g.limits.opts)
 	if err != nil {
 		return c, err
 	}
-	rng := rand.New(rand.NewPCG(0x11f7, uint64(len(a.g.nodes))))
+	rng := rand.New(rand.NewPCG(0x11f7, uint64(len(a.g.Nodes))))
 	for _, p := range a.probes {
 		feeds := map[string]*tensor.Dense{}
 		var args []*tensor.Dense
@@ -135,11 +136,11 @@ func (c *Check) compare(name string, got, want *tensor.Dense) error {
 	if want == nil {
 		return fmt.Errorf("the graph has no output %q", name)
 	}
-	g, err := floats64(got)
+	g, err := match.Floats(got)
 	if err != nil {
 		return err
 	}
-	w, err := floats64(want)
+	w, err := match.Floats(want)
 	if err != nil {
 		return err
 	}

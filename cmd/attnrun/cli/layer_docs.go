@@ -162,6 +162,10 @@ var layerFieldDocs = map[string]map[string]string{
 	"SoftcapMod": {
 		"cap": "bounds the scores to (−cap, cap); it must be positive",
 	},
+	"Subgraph": {
+		"graph":  "the subgraph: a serialized ONNX ModelProto, base64",
+		"params": "lists the graph inputs that are parameters",
+	},
 	"TorchMHA": {
 		"add_bias_kv":          "appends the learned bias_k and bias_v to the keys and values",
 		"add_zero_attn":        "appends a zero key and value after them",

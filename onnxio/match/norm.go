@@ -1,0 +1,106 @@
+package match
+
+import "gorgonia.org/tensor"
+
+// RMSNorm is weight · x / √(mean(x²) + eps) over the last axis, as
+// PyTorch exports it: Pow(x, 2), ReduceMean over the last axis, Add of
+// eps, Sqrt, then Div of x (or Reciprocal and Mul by x, as torch.rsqrt
+// exports), and the Mul by the weight. Both norm.rms's lift pattern and
+// the lifter's reading of attention.sdpa's per-head qk_norm match it.
+type RMSNorm struct {
+	// Input and Output are x and the normalized value.
+	Input, Output string
+	// Width is the normalized (last) axis's size.
+	Width int
+	// Eps is the epsilon added to the mean square.
+	Eps float32
+	// Weight is the (Width) weight, ones when the graph multiplies by
+	// none; WeightFrom names the graph value it is read from ("" then).
+	Weight     *tensor.Dense
+	WeightFrom string
+	// Nodes are the nodes it is computed by, the Pow first.
+	Nodes []*Node
+}
+
+// MatchRMSNorm reads the RMSNorm that starts at pow. It returns nil, nil
+// when the structure is not one, and a Refusal when its weight is not a
+// vector of the normalized width.
+func MatchRMSNorm(g Graph, pow *Node) (*RMSNorm, error) {
+	ins := pow.Inputs()
+	x := ins[0]
+	if e, ok := g.ScalarAt(0, ins[1]); !ok || e != 2 || !g.IsData(x) {
+		return nil, nil
+	}
+	mean := OnlyReader(g, pow.Output())
+	if mean == nil || mean.Op() != "ReduceMean" || !ReducesLastAxis(g, mean) {
+		return nil, nil
+	}
+	addEps := OnlyReader(g, mean.Output())
+	if addEps == nil || addEps.Op() != "Add" {
+		return nil, nil
+	}
+	eps, ok := g.ScalarAt(0, OtherInput(addEps, mean.Output()))
+	sqrt := OnlyReader(g, addEps.Output())
+	if !ok || sqrt == nil || sqrt.Op() != "Sqrt" {
+		return nil, nil
+	}
+	nodes := []*Node{pow, mean, addEps, sqrt}
+	next := OnlyReader(g, sqrt.Output())
+	var out string
+	switch {
+	case next != nil && next.Op() == "Div" && next.Inputs()[0] == x && next.Inputs()[1] == sqrt.Output():
+		nodes, out = append(nodes, next), next.Output()
+	case next != nil && next.Op() == "Reciprocal":
+		mul := OnlyReader(g, next.Output())
+		if mul == nil || mul.Op() != "Mul" || OtherInput(mul, next.Output()) != x {
+			return nil, nil
+		}
+		nodes, out = append(nodes, next, mul), mul.Output()
+	default:
+		return nil, nil
+	}
+	shape, _ := g.Shape(x)
+	width := shape[len(shape)-1]
+	ones := make([]float32, width)
+	for i := range ones {
+		ones[i] = 1
+	}
+	r := &RMSNorm{Input: x, Width: width, Eps: float32(eps), Weight: tensor.New(tensor.WithShape(width), tensor.WithBacking(ones))}
+	if m := OnlyReader(g, out); m != nil && m.Op() == "Mul" {
+		if w := OtherInput(m, out); w != "" && !g.IsData(w) {
+			t, err := g.ValueAt(0, w)
+			if err != nil || t.Shape().TotalSize() != width {
+				return nil, Refuse(append(nodes, m), "RMSNorm weight %q is not a vector of %d", w, width)
+			}
+			if r.Weight, err = Float32(t); err != nil {
+				return nil, err
+			}
+			if err := r.Weight.Reshape(width); err != nil {
+				return nil, err
+			}
+			r.WeightFrom = w
+			nodes, out = append(nodes, m), m.Output()
+		}
+	}
+	r.Output, r.Nodes = out, nodes
+	return r, nil
+}
+
+// OnlyReader returns the single node that reads v's contents, or nil when
+// v has another number of readers or is a graph output.
+func OnlyReader(g Graph, v string) *Node {
+	rs := g.Readers(v)
+	if len(rs) != 1 || g.IsOutput(v) {
+		return nil
+	}
+	return rs[0]
+}
+
+// OtherInput returns the input of binary node n that is not v.
+func OtherInput(n *Node, v string) string {
+	ins := n.Inputs()
+	if ins[0] == v {
+		return ins[1]
+	}
+	return ins[0]
+}
