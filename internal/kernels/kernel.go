@@ -29,7 +29,15 @@ type microKernel struct {
 	// the strides also let the attention kernel read row-major blocks of
 	// Q, scores and V in place (aRow = ld, aCol = 1; bRow = ld).
 	tile func(kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32)
+	// rows, when set, computes a tile of 1 to maxTileRows rows of C and
+	// nr columns as tile does (same operands, same order of operations),
+	// for products too short for a full tile; nil means that such
+	// products take the full tiles.
+	rows func(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32)
 }
+
+// maxTileRows is the most rows microKernel.rows computes at once.
+const maxTileRows = 4
 
 // isa is one complete set of kernels for an instruction set: the GEMM
 // micro-kernel and the vector helpers the attention and softmax use.

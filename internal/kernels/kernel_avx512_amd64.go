@@ -16,6 +16,7 @@ var avx512Kernel = microKernel{
 	mr:   12, nr: 32,
 	kc: 256, mc: 240, nc: 4096,
 	tile: tileAVX512Go,
+	rows: tileRowsAVX512Go,
 }
 
 // tileAVX512 is the assembly tile function (kernel_avx512_amd64.s), with
