@@ -151,6 +151,7 @@ func (g *Graph) execute(rc *runCtx, inputs map[string]*value) (outs []*value, er
 			err = fmt.Errorf("exec: internal error: %v", r)
 		}
 	}()
+	rc.weights = g.weights
 	env := slices.Clone(g.consts)
 	if err := g.bindInputs(env, inputs); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 
 	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/internal/kernels"
 )
 
 // runCtx is what one run of the graph hands every op: the caller's context
@@ -30,6 +31,8 @@ type runCtx struct {
 	// reserved since the last settle, and those whose last holder was
 	// dropped.
 	pending []*block
+	// weights are the graph's packed constant operands (weights.go).
+	weights map[weightKey]*kernels.PackedB
 }
 
 // block is one reservation from the run's budget.

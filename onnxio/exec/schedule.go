@@ -134,4 +134,5 @@ func (b *builder) schedule(order []*node) {
 		}
 	}
 	b.g.nodes = keep
+	b.packWeights()
 }
