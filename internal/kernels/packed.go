@@ -210,7 +210,22 @@ func (j *shortJob) runPart(part int) {
 			jr := jp * nr
 			cols := min(nr, j.nc-jr)
 			bp := blk[jp*nr*kc : (jp+1)*nr*kc]
-			for i := 0; i < g.m; i += maxTileRows {
+			i := 0
+			for ; i+kern.mr <= g.m; i += kern.mr { // full tiles, A read in place
+				a := g.a[i*aRow+pc*aCol:]
+				c := g.c[i*g.ldc+j.jc+jr:]
+				if cols == nr {
+					kern.tile(kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)
+					continue
+				}
+				if ws == nil {
+					ws = getWorkspace()
+					ws.tile = grow(ws.tile, kern.mr*nr)
+				}
+				kern.tile(kc, a, aRow, aCol, bp, nr, ws.tile, nr, 1, 0)
+				mergeTile(c, g.ldc, ws.tile, nr, kern.mr, cols, g.alpha, beta)
+			}
+			for ; i < g.m; i += maxTileRows {
 				rows := min(maxTileRows, g.m-i)
 				a := g.a[i*aRow+pc*aCol:]
 				c := g.c[i*g.ldc+j.jc+jr:]
