@@ -29,6 +29,8 @@ type Graph struct {
 	attention []*fusedAttention
 	// weights holds the constant operands of products packed once (weights.go).
 	weights map[weightKey]*kernels.PackedB
+	// plans holds the run plans of recent input signatures (plan.go).
+	plans *planCache
 	// warnings lists what New accepted only because ONNX Runtime does.
 	warnings []string
 }

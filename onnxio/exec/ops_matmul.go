@@ -13,6 +13,12 @@ import (
 // from the result. float32 goes through kernels.Gemm.
 func matmulOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	a, b := in[0], in[1]
+	if out, ok, err := matmulLinear(rc, n, a, b); ok || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return rc.one(out)
+	}
 	if err := sameDType(in); err != nil {
 		return nil, err
 	}
@@ -84,6 +90,24 @@ func matmulOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		shape = slices.Concat(batch, []int{m})
 	}
 	return one(out.withShape(shape))
+}
+
+// matmulLinear is MatMul's float32 product of an x of rank ≥ 2 by a
+// matrix, a linear layer's shape, with nothing to broadcast: one product
+// of all rows of x (on the packed weight when W is one), as the general
+// path computes it, without its bookkeeping. ok is false for other
+// operands, which the general path takes (and reports).
+func matmulLinear(rc *runCtx, n *node, x, w *value) (out *value, ok bool, err error) {
+	if x.dtype != Float32 || w.dtype != Float32 || x.rank() < 2 || w.rank() != 2 || x.shape[x.rank()-1] != w.shape[0] {
+		return nil, false, nil
+	}
+	k, cols := w.shape[0], w.shape[1]
+	shape := slices.Clone(x.shape)
+	shape[len(shape)-1] = cols
+	if out, err = rc.alloc(n, Float32, shape); err != nil || out.size() == 0 || k == 0 {
+		return out, true, err
+	}
+	return out, true, rc.product(false, false, x.size()/k, cols, k, 1, x.data.([]float32), k, w, cols, 0, out.data.([]float32), cols)
 }
 
 // scaled multiplies strides counted in matrices into strides in elements.

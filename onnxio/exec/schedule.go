@@ -135,4 +135,5 @@ func (b *builder) schedule(order []*node) {
 	}
 	b.g.nodes = keep
 	b.packWeights()
+	b.g.plans = &planCache{}
 }
