@@ -64,14 +64,14 @@ type planCache struct {
 
 // plan is how runs of one input signature go.
 type plan struct {
-	shapes  [][]int  // the input shapes, in the order of Graph.inputs
-	env     []*value // by slot: the constants and the values fixed for the signature
-	steps   []nodePlan // by node position
-	allocs  []allocPlan
-	bufs    []bufPlan
+	shapes    [][]int    // the input shapes, in the order of Graph.inputs
+	env       []*value   // by slot: the constants and the values fixed for the signature
+	steps     []nodePlan // by node position
+	allocs    []allocPlan
+	bufs      []bufPlan
 	arenas    chan *arena
 	maxMemory int64 // each run's budget
-	retired   bool // a check failed: runs of this signature go node by node (guarded by planCache.mu)
+	retired   bool  // a check failed: runs of this signature go node by node (guarded by planCache.mu)
 }
 
 // allocPlan is where the run's i-th allocation goes.
