@@ -102,7 +102,7 @@ func matmulLinear(rc *runCtx, n *node, x, w *value) (out *value, ok bool, err er
 		return nil, false, nil
 	}
 	k, cols := w.shape[0], w.shape[1]
-	shape := slices.Clone(x.shape)
+	shape := rc.shapeOf(x.shape)
 	shape[len(shape)-1] = cols
 	if out, err = rc.alloc(n, Float32, shape); err != nil || out.size() == 0 || k == 0 {
 		return out, true, err

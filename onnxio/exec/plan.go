@@ -96,6 +96,7 @@ type arena struct {
 	values []value  // by allocation: the value alloc returns
 	blocks []block  // by allocation
 	steps  []value  // by node position: a view's value
+	shapes [][]int  // by allocation: its shape (runCtx.shapeOf)
 	rc     runCtx   // the run's context, its stacks kept
 	budget *budget.Budget
 }
@@ -360,6 +361,7 @@ func (p *plan) getArena(nodes int) *arena {
 		values: make([]value, len(p.allocs)),
 		blocks: make([]block, len(p.allocs)),
 		steps:  make([]value, nodes),
+		shapes: make([][]int, len(p.allocs)),
 		budget: budget.New(p.maxMemory),
 	}
 }
@@ -467,4 +469,16 @@ func (g *Graph) retire(p *plan) {
 	g.plans.mu.Lock()
 	p.retired = true
 	g.plans.mu.Unlock()
+}
+
+// shapeOf returns a copy of dims for the shape of the value about to be
+// allocated: in a planned run the arena's, reused run after run, else a
+// new slice.
+func (rc *runCtx) shapeOf(dims []int) []int {
+	if rc.plan == nil || rc.allocs >= len(rc.arena.shapes) {
+		return slices.Clone(dims)
+	}
+	s := &rc.arena.shapes[rc.allocs]
+	*s = append((*s)[:0], dims...)
+	return *s
 }

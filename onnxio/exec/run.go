@@ -48,7 +48,7 @@ func (g *Graph) RunContext(ctx context.Context, inputs map[string]*tensor.Dense)
 		}
 		values[name] = v
 	}
-	outs, err := g.runOwned(ctx, values)
+	outs, err := g.runOwned(ctx, values, false)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (g *Graph) RunArrays(ctx context.Context, inputs map[string]*array.Array) (
 		}
 		values[name] = v
 	}
-	outs, err := g.runOwned(ctx, values)
+	outs, err := g.runOwned(ctx, values, true)
 	if err != nil {
 		return nil, err
 	}
@@ -102,8 +102,10 @@ func (g *Graph) RunArrays(ctx context.Context, inputs map[string]*array.Array) (
 // buffer of a plan's arena) copied.
 //
 // A run whose input shapes have a plan follows it (plan.go); the first
-// run of a signature records one.
-func (g *Graph) runOwned(ctx context.Context, values map[string]*value) ([]*value, error) {
+// run of a signature records one. The outputs' shapes may then be the
+// plan's, valid until the next run: keep asks for copies, for callers
+// that hand them on (data is the caller's either way).
+func (g *Graph) runOwned(ctx context.Context, values map[string]*value, keep bool) ([]*value, error) {
 	p, rec := g.planFor(values)
 	var rc *runCtx
 	if p != nil {
@@ -130,8 +132,12 @@ func (g *Graph) runOwned(ctx context.Context, values map[string]*value) ([]*valu
 	for i, v := range outs {
 		if v.mem != nil && !v.mem.arena && !slices.Contains(handed, v.mem) {
 			handed = append(handed, v.mem)
-			if p != nil { // the value and its shape may be the arena's
-				outs[i] = &value{dtype: v.dtype, shape: slices.Clone(v.shape), data: v.data}
+			if p != nil { // the struct is the arena's, and its shape may be
+				shape := v.shape
+				if keep {
+					shape = slices.Clone(shape)
+				}
+				outs[i] = &value{dtype: v.dtype, shape: shape, data: v.data}
 			}
 			continue
 		}
