@@ -105,9 +105,10 @@ type arena struct {
 // signature.
 type recorder struct {
 	candidate []bool      // by node position: may be skipped or checked
-	outs      [][]*value  // by node position: the outputs of candidates and views
+	outs      [][]*value  // by node position: the outputs of candidates
 	inShape   [][]int     // by node position: input 0's shape, for checks and views
-	shares    []bool      // by node position: output 0 shares input 0's data
+	outShape  [][]int     // by node position: a view's output shape
+	shares    []bool      // by node position: a view's output shares input 0's data
 	allocs    []allocNote // in order
 	pos       int         // the node running
 }
@@ -190,6 +191,7 @@ func (g *Graph) newRecorder() *recorder {
 		candidate: make([]bool, len(g.nodes)),
 		outs:      make([][]*value, len(g.nodes)),
 		inShape:   make([][]int, len(g.nodes)),
+		outShape:  make([][]int, len(g.nodes)),
 		shares:    make([]bool, len(g.nodes)),
 	}
 	for p, n := range g.nodes {
@@ -214,11 +216,12 @@ func (r *recorder) node(p int, n *node, in, outs []*value) {
 	if len(in) > 0 && in[0] != nil {
 		r.inShape[p] = slices.Clone(in[0].shape)
 	}
-	if r.candidate[p] || viewOps[n.op] {
+	if r.candidate[p] {
 		r.outs[p] = slices.Clone(outs[:len(n.out)])
 	}
-	if viewOps[n.op] && len(outs) > 0 && outs[0] != nil && in[0] != nil {
+	if viewOps[n.op] && len(outs) > 0 && outs[0] != nil && len(in) > 0 && in[0] != nil {
 		r.shares[p] = sameData(in[0].data, outs[0].data)
+		r.outShape[p] = slices.Clone(outs[0].shape)
 	}
 }
 
@@ -298,7 +301,7 @@ func (r *recorder) step(pos int, n *node, fixed []bool, kept *int64) nodePlan {
 			return nodePlan{}
 		}
 	}
-	return nodePlan{kind: stepView, inShape: r.inShape[pos], shape: slices.Clone(outs[0].shape)}
+	return nodePlan{kind: stepView, inShape: r.inShape[pos], shape: r.outShape[pos]}
 }
 
 // planBuffers gives each recorded allocation a buffer of the arena, the
