@@ -110,7 +110,6 @@ type recorder struct {
 	outShape  [][]int     // by node position: a view's output shape
 	shares    []bool      // by node position: a view's output shares input 0's data
 	allocs    []allocNote // in order
-	pos       int         // the node running
 }
 
 // allocNote is one allocation of the recorded run.
