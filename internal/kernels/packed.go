@@ -137,10 +137,12 @@ func runPacked(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 const maxShortRows = 16
 
 // shortMinFlops is the smallest short product (2·m·n·k) worth splitting
-// across threads: a product with one row reads all of B and does little
-// else, so two cores reading halves of it win from about 1 MFLOP (a
-// 768×768 weight), where waking a worker costs a few percent.
-var shortMinFlops = 1 << 20
+// across threads. A short product reads B once and does little else; one
+// core streams a 768×768 weight from L3 in about 30 µs, and measured on a
+// shared 2-core machine a second core did not make one to four rows
+// faster, while waiting for it costs the most when the machine is busy.
+// A variable so tests can send small products down the parallel path.
+var shortMinFlops = 8 << 20
 
 // shortJob is a short product in progress: its parts are ranges of B's
 // column panels, each computed over the whole depth, rows in groups of up
