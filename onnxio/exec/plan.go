@@ -39,6 +39,12 @@ const maxPlans = 8
 // (a causal mask sliced to T×T, say); past it, nodes run every time.
 const maxStaticBytes = 64 << 20
 
+// maxKeptArenaBytes bounds the buffers of an arena that a plan keeps for
+// the next run; a larger arena (long inputs, whose products dwarf an
+// allocation) is let go after its run, so that idle graphs do not hold
+// the memory of their largest inputs.
+const maxKeptArenaBytes = 64 << 20
+
 // planKind is what a planned run does at a node.
 type planKind uint8
 
@@ -70,6 +76,7 @@ type plan struct {
 	allocs    []allocPlan
 	bufs      []bufPlan
 	arenas    chan *arena
+	bufBytes  int64 // the arena's buffers, all together
 	maxMemory int64 // each run's budget
 	retired   bool  // a check failed: runs of this signature go node by node (guarded by planCache.mu)
 }
@@ -232,7 +239,7 @@ func sameData(a, b any) bool {
 
 // build makes the plan of the recorded run of inputs.
 func (r *recorder) build(g *Graph, inputs map[string]*value) *plan {
-	p := &plan{env: slices.Clone(g.consts), steps: make([]nodePlan, len(g.nodes)), arenas: make(chan *arena, 4), maxMemory: g.maxMemory}
+	p := &plan{env: slices.Clone(g.consts), steps: make([]nodePlan, len(g.nodes)), arenas: make(chan *arena, 2), maxMemory: g.maxMemory}
 	for _, info := range g.inputs {
 		p.shapes = append(p.shapes, slices.Clone(inputs[info.Name].shape))
 	}
@@ -339,6 +346,9 @@ func (p *plan) planBuffers(notes []allocNote) {
 		}
 		p.allocs = append(p.allocs, plan)
 	}
+	for _, b := range p.bufs {
+		p.bufBytes += int64(b.elems) * int64(b.dtype.size())
+	}
 }
 
 func absDiff(a, b int) int {
@@ -379,8 +389,12 @@ func (a *arena) runCtx(ctx context.Context, p *plan) *runCtx {
 }
 
 // putArena gives an arena back once its run is over: nothing the caller
-// keeps points into its buffers (runOwned copied such results).
+// keeps points into its buffers (runOwned copied such results). A plan
+// keeps up to two, of at most maxKeptArenaBytes each.
 func (p *plan) putArena(a *arena) {
+	if p.bufBytes > maxKeptArenaBytes {
+		return
+	}
 	a.budget.Release(a.budget.Used())
 	a.rc = runCtx{pending: a.rc.pending[:0], args: a.rc.args[:0]}
 	clear(a.env)
