@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -249,4 +251,106 @@ func TestPlannedRunAllocations(t *testing.T) {
 	t.Logf("%.0f allocations, %.0f bytes per run (output %d bytes)", allocs, bytes, outBytes)
 	require.LessOrEqual(t, allocs, 40.0)
 	require.LessOrEqual(t, bytes, float64(outBytes)+8<<10)
+}
+
+// TestPlannedRunsOnNodeTests runs ONNX's node tests (every op, in
+// ../shared/conformance) three times each on one graph: the first run
+// records a plan and the others follow it, so every op and every
+// structure the executor accepts (subgraphs, sequences of Shape and
+// Reshape, data-dependent shapes, empty tensors, narrow types) passes
+// through a planned run, which must give the node-by-node run's outputs.
+// Graphs with random ops are left out: their runs differ anyway.
+func TestPlannedRunsOnNodeTests(t *testing.T) {
+	dirs, _ := filepath.Glob(filepath.Join(sharedNodeTests, "test_*"))
+	if len(dirs) == 0 {
+		t.Skipf("ONNX node tests are not under %s (../shared/conformance is absent)", sharedNodeTests)
+	}
+	planned := 0
+	for _, dir := range dirs {
+		m, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
+		if err != nil || hasRandomOp(m) {
+			continue
+		}
+		g, err := New(m)
+		if err != nil {
+			continue
+		}
+		ds, err := onnxio.ReadDataSet(filepath.Join(dir, "test_data_set_0"))
+		if err != nil || len(ds.Inputs) != len(g.inputs) {
+			continue
+		}
+		feeds := map[string]*array.Array{}
+		ok := true
+		for i, tp := range ds.Inputs {
+			v, err := tensorValue(tp)
+			if err != nil {
+				ok = false
+				break
+			}
+			feeds[g.inputs[i].Name] = v.toArray()
+		}
+		if !ok {
+			continue
+		}
+		want, err := unplanned(g).RunArrays(context.Background(), feeds)
+		if err != nil {
+			continue // a failing case is the conformance test's business
+		}
+		for run := range 3 {
+			got, err := g.RunArrays(context.Background(), feeds)
+			if err != nil {
+				t.Errorf("%s: run %d: %v", filepath.Base(dir), run+1, err)
+				break
+			}
+			if msg := sameArrays(want, got); msg != "" {
+				t.Errorf("%s: run %d: %s", filepath.Base(dir), run+1, msg)
+				break
+			}
+		}
+		planned++
+	}
+	t.Logf("%d node tests ran planned", planned)
+}
+
+// hasRandomOp reports whether a model's graph draws random numbers.
+func hasRandomOp(m *onnxpb.ModelProto) bool {
+	for _, n := range m.GetGraph().GetNode() {
+		switch n.GetOpType() {
+		case "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout":
+			return true
+		}
+	}
+	return false
+}
+
+// sameArrays describes how got differs from want, or returns "" when the
+// outputs are the same (NaN matching NaN).
+func sameArrays(want, got map[string]*array.Array) string {
+	for name, w := range want {
+		g := got[name]
+		switch {
+		case g == nil:
+			return fmt.Sprintf("output %q missing", name)
+		case w.DType != g.DType || !slices.Equal(w.Shape, g.Shape):
+			return fmt.Sprintf("output %q: %s %v, want %s %v", name, g.DType, g.Shape, w.DType, w.Shape)
+		}
+		wd, gd := reflect.ValueOf(w.Data), reflect.ValueOf(g.Data)
+		for i := range wd.Len() {
+			a, b := wd.Index(i).Interface(), gd.Index(i).Interface()
+			if a != b && !(isNaN(a) && isNaN(b)) {
+				return fmt.Sprintf("output %q: element %d is %v, want %v", name, i, b, a)
+			}
+		}
+	}
+	return ""
+}
+
+func isNaN(x any) bool {
+	switch v := x.(type) {
+	case float32:
+		return v != v
+	case float64:
+		return v != v
+	}
+	return false
 }
