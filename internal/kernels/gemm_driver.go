@@ -94,6 +94,10 @@ func runGemmGoContext(ctx context.Context, g *gemmCall, threads int) {
 		scaleMatrix(g.c, g.ldc, g.m, g.n, g.beta)
 		return
 	}
+	if set := currentISA(); set.dot4 != nil && g.transB && !g.transA && g.m <= maxDotRows && g.k >= 32 {
+		runDots(g, set.dot4)
+		return
+	}
 	if 2*g.m*g.n*g.k < parallelMinFlops {
 		threads = 1
 	}

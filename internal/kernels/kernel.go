@@ -58,6 +58,9 @@ type isa struct {
 	// p < n: rows of src become columns of dst, groups of ldd floats. It
 	// packs A (rows into mr-groups) and transposed B (into nr-groups).
 	interleave func(dst []float32, ldd int, src []float32, lds, rows, n int)
+	// dot4, when set, puts in out the dot products of x[0:k32] with four
+	// rows of w, ldw apart, k32 a multiple of 32 (dots.go).
+	dot4 func(k32 int, x, w []float32, ldw int, out *[4]float32)
 }
 
 // goISA is the portable fallback, written in plain Go.

@@ -36,4 +36,5 @@ var avx512ISA = &isa{
 	add:      add512,
 
 	interleave: interleave256,
+	dot4:       dot4AVX512Go,
 }
