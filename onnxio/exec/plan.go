@@ -257,7 +257,9 @@ func (r *recorder) build(g *Graph, inputs map[string]*value) *plan {
 			for i, s := range n.out {
 				if s >= 0 {
 					fixed[s] = true
-					p.env[s] = &value{dtype: r.outs[pos][i].dtype, shape: r.outs[pos][i].shape, data: r.outs[pos][i].data}
+					// A copy: the recorded run may hand its value to its caller.
+					v := r.outs[pos][i]
+					p.env[s] = &value{dtype: v.dtype, shape: slices.Clone(v.shape), data: cloneData(v.data)}
 				}
 			}
 		}

@@ -354,3 +354,30 @@ func isNaN(x any) bool {
 	}
 	return false
 }
+
+// TestPlanKeepsItsOwnCopies writes into the outputs of a graph whose
+// outputs are fixed for the signature (a shape, a constant's slice): the
+// plan recorded on that run must not share their memory, or the next
+// run would return what the caller wrote.
+func TestPlanKeepsItsOwnCopies(t *testing.T) {
+	m := graphSpec{
+		nodes: []*onnxpb.NodeProto{
+			nodeP("shape", "Shape", []string{"x"}, []string{"s"}),
+			nodeP("neg", "Neg", []string{"c"}, []string{"n"}),
+		},
+		inputs:  []*onnxpb.ValueInfoProto{info("x", onnxio.Float, 2, 3)},
+		outputs: []*onnxpb.ValueInfoProto{info("s", onnxio.Int64, 2), info("n", onnxio.Float, 2)},
+		inits:   []*onnxpb.TensorProto{initializer(t, "c", dense([]int{2}, float32(1), 2))},
+	}.model()
+	g, err := New(m)
+	require.NoError(t, err)
+	x := dense([]int{2, 3}, make([]float32, 6)...)
+	for run := range 3 {
+		out, err := g.Run(map[string]*tensor.Dense{"x": x})
+		require.NoError(t, err)
+		require.Equal(t, []int64{2, 3}, out["s"].Data(), "run %d", run)
+		require.Equal(t, []float32{-1, -2}, out["n"].Data(), "run %d", run)
+		copy(out["s"].Data().([]int64), []int64{7, 7})
+		copy(out["n"].Data().([]float32), []float32{7, 7})
+	}
+}
