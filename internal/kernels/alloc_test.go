@@ -49,6 +49,7 @@ func TestSteadyStateAllocations(t *testing.T) {
 	calls := map[string]func(){
 		"Gemm small":   func() { Gemm(false, false, 7, 9, 11, 1, a, 11, b, 9, 0, c, 9) },
 		"Gemm large":   func() { Gemm(false, true, n, n, n, 1, a, n, b, n, 0.5, c, n) },
+		"Gemm dots":    func() { Gemm(false, true, 3, n, n, 1, a, n, b, n, 0, c, n) },
 		"GemmStrided":  func() { GemmStrided(8, false, false, 32, 32, 32, 1, a, 32, 1024, b, 32, 1024, 0, c, 32, 1024) },
 		"Attend small": func() { Attend(small, opt) },
 		"Attend large": func() { Attend(large, opt) },

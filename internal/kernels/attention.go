@@ -96,7 +96,8 @@ func Attend(h Head, opt AttentionOptions) {
 }
 
 // AttendBatch computes Attend for every head of heads, typically the B·H
-// heads of a multi-head layer, spreading them over all processors.
+// heads of a multi-head layer, spreading them over all processors when
+// they are work enough (a token of decoding is not).
 //
 // Options apply to every head. If opt.Weights is non-nil it receives the
 // weights of all heads one after another: head i's Tq×Tk block starts
@@ -105,12 +106,20 @@ func Attend(h Head, opt AttentionOptions) {
 // would, so the result does not depend on the number of processors.
 // The heads' Out regions must not overlap.
 func AttendBatch(heads []Head, opt AttentionOptions) {
-	off := 0
+	off, work := 0, 0
 	for i := range heads {
-		checkHead("AttendBatch", &heads[i], &opt, off)
-		off += heads[i].Tq * heads[i].Tk
+		h := &heads[i]
+		checkHead("AttendBatch", h, &opt, off)
+		off += h.Tq * h.Tk
+		work += 2 * h.Tq * h.Tk * (h.D + h.Dv)
 	}
 	threads := maxThreads()
+	if work < parallelMinFlops/8 {
+		// One token of twelve heads is a few thousand multiply-adds, far
+		// less than waking a worker costs; from about 1 MFLOP (2·Tq·Tk·
+		// (D+Dv) over the heads) the heads are spread over the threads.
+		threads = 1
+	}
 	// Whole heads per thread balance when they go round evenly or there
 	// are many; otherwise (3 heads on 2 threads) each head is split.
 	byHead := len(heads)%threads == 0 || len(heads) >= 4*threads

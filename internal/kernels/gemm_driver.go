@@ -38,6 +38,9 @@ type gemmJob struct {
 	ctx context.Context
 
 	packedB []float32 // the current kc×nc block of B, packed
+	// pre, when set, holds B packed already (PackB): its blocks are used
+	// as they are and the packing phase is skipped.
+	pre *PackedB
 
 	// The current block and how its work is split.
 	jc, nc, pc, kc int
@@ -91,6 +94,10 @@ func runGemmGoContext(ctx context.Context, g *gemmCall, threads int) {
 		scaleMatrix(g.c, g.ldc, g.m, g.n, g.beta)
 		return
 	}
+	if set := currentISA(); set.dot4 != nil && g.transB && !g.transA && g.m <= maxDotRows && g.k >= 32 {
+		runDots(g, set.dot4)
+		return
+	}
 	if 2*g.m*g.n*g.k < parallelMinFlops {
 		threads = 1
 	}
@@ -140,6 +147,10 @@ func (j *gemmJob) run() {
 			if j.pc > 0 {
 				j.beta = 1 // later blocks of k add to what the first wrote
 			}
+			if j.pre != nil {
+				j.compute(j.pre.block(j.jc, j.pc))
+				continue
+			}
 			j.packedB = grow(j.packedB, roundUp(ncBlk, kern.nr)*j.kcBlk)
 			j.packing = true
 			parallelFor(j.packParts, j.threads, j)
@@ -147,6 +158,14 @@ func (j *gemmJob) run() {
 			parallelFor(j.mBlocks*j.nSplit, j.threads, j)
 		}
 	}
+}
+
+// compute multiplies every block of A by the packed block of B given.
+func (j *gemmJob) compute(packedB []float32) {
+	own := j.packedB
+	j.packedB = packedB
+	parallelFor(j.mBlocks*j.nSplit, j.threads, j)
+	j.packedB = own
 }
 
 // runPart runs one part of the current phase, unless the product's

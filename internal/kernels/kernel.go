@@ -29,7 +29,15 @@ type microKernel struct {
 	// the strides also let the attention kernel read row-major blocks of
 	// Q, scores and V in place (aRow = ld, aCol = 1; bRow = ld).
 	tile func(kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32)
+	// rows, when set, computes a tile of 1 to maxTileRows rows of C and
+	// nr columns as tile does (same operands, same order of operations),
+	// for products too short for a full tile; nil means that such
+	// products take the full tiles.
+	rows func(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32)
 }
+
+// maxTileRows is the most rows microKernel.rows computes at once.
+const maxTileRows = 4
 
 // isa is one complete set of kernels for an instruction set: the GEMM
 // micro-kernel and the vector helpers the attention and softmax use.
@@ -50,6 +58,9 @@ type isa struct {
 	// p < n: rows of src become columns of dst, groups of ldd floats. It
 	// packs A (rows into mr-groups) and transposed B (into nr-groups).
 	interleave func(dst []float32, ldd int, src []float32, lds, rows, n int)
+	// dot4, when set, puts in out the dot products of x[0:k32] with four
+	// rows of w, ldw apart, k32 a multiple of 32 (dots.go).
+	dot4 func(k32 int, x, w []float32, ldw int, out *[4]float32)
 }
 
 // goISA is the portable fallback, written in plain Go.

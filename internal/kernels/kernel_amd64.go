@@ -38,6 +38,7 @@ var avx512ISA = &isa{
 	add:      asmAdd(addAVX512),
 
 	interleave: interleave256,
+	dot4:       dot4AVX512Go,
 }
 
 // The assembly routines take a pointer and a length and check no bounds;
@@ -80,4 +81,10 @@ func asmAdd(f func(x, y *float32, n int)) func(x, y []float32) {
 		_ = y[:len(x)]
 		f(unsafe.SliceData(x), unsafe.SliceData(y), len(x))
 	}
+}
+
+// withRows sets the kernel's short-tile function (microKernel.rows).
+func (k microKernel) withRows(rows func(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32)) microKernel {
+	k.rows = rows
+	return k
 }

@@ -13,7 +13,7 @@ var avx512Kernel = asmKernel(microKernel{
 	name: "avx512-12x32",
 	mr:   12, nr: 32,
 	kc: 256, mc: 240, nc: 4096,
-}, tileAVX512)
+}, tileAVX512).withRows(tileRowsAVX512Go)
 
 // tileAVX512 is the assembly tile function (kernel_avx512_amd64.s), with
 // the operands addressed as described at microKernel.tile.

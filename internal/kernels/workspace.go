@@ -12,6 +12,7 @@ type workspace struct {
 	packA []float32 // packed mc×kc block of A
 	tile  []float32 // one mr×nr tile for ragged edges
 	attn  attnScratch
+	dots  [4]float32 // dot products of runDots
 }
 
 // freeWorkspaces holds idle workspaces; at most one per goroutine that

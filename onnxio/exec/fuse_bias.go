@@ -3,7 +3,6 @@ package exec
 import (
 	"slices"
 
-	"github.com/attnrun/attnrun/internal/kernels"
 	"github.com/attnrun/attnrun/onnxio/match"
 )
 
@@ -75,7 +74,7 @@ func (f *fuser) matchBias(mm *node) (*node, *node) {
 // stop: out of budget, or the context done.
 func matmulAdd(rc *runCtx, n *node, x, w, b *value) (*value, bool, error) {
 	xd, ok1 := x.data.([]float32)
-	wd, ok2 := w.data.([]float32)
+	_, ok2 := w.data.([]float32)
 	bd, ok3 := b.data.([]float32)
 	if !ok1 || !ok2 || !ok3 || x.rank() < 2 || w.rank() != 2 || b.rank() < 1 || b.rank() > x.rank() {
 		return nil, false, nil
@@ -96,7 +95,7 @@ func matmulAdd(rc *runCtx, n *node, x, w, b *value) (*value, bool, error) {
 	for r := range rows {
 		copy(out[r*cols:(r+1)*cols], bd)
 	}
-	if err := kernels.GemmContext(rc.ctx, false, false, rows, cols, k, 1, xd, k, wd, cols, 1, out, cols); err != nil {
+	if err := rc.product(false, false, rows, cols, k, 1, xd, k, w, cols, 1, out, cols); err != nil {
 		return nil, false, err
 	}
 	return res, true, nil

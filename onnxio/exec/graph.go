@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/internal/kernels"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -26,6 +27,10 @@ type Graph struct {
 	outSlots  []int
 	// attention holds the plans of the fused attention nodes.
 	attention []*fusedAttention
+	// weights holds the constant operands of products packed once (weights.go).
+	weights map[weightKey]*kernels.PackedB
+	// plans holds the run plans of recent input signatures (plan.go).
+	plans *planCache
 	// warnings lists what New accepted only because ONNX Runtime does.
 	warnings []string
 }

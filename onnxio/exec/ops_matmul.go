@@ -13,6 +13,12 @@ import (
 // from the result. float32 goes through kernels.Gemm.
 func matmulOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	a, b := in[0], in[1]
+	if out, ok, err := matmulLinear(rc, n, a, b); ok || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return rc.one(out)
+	}
 	if err := sameDType(in); err != nil {
 		return nil, err
 	}
@@ -51,7 +57,7 @@ func matmulOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	switch {
 	case out.size() == 0 || k == 0: // nothing to add up: zeros
 	case a.dtype == Float32:
-		err = mm.float32(rc, a.data.([]float32), b.data.([]float32), out.data.([]float32))
+		err = mm.float32(rc, a.data.([]float32), b, out.data.([]float32))
 	case a.dtype == Float64:
 		err = matmulT(rc, mm, a.data.([]float64), b.data.([]float64), out.data.([]float64))
 	case a.dtype == Int64:
@@ -84,6 +90,24 @@ func matmulOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		shape = slices.Concat(batch, []int{m})
 	}
 	return one(out.withShape(shape))
+}
+
+// matmulLinear is MatMul's float32 product of an x of rank ≥ 2 by a
+// matrix, a linear layer's shape, with nothing to broadcast: one product
+// of all rows of x (on the packed weight when W is one), as the general
+// path computes it, without its bookkeeping. ok is false for other
+// operands, which the general path takes (and reports).
+func matmulLinear(rc *runCtx, n *node, x, w *value) (out *value, ok bool, err error) {
+	if x.dtype != Float32 || w.dtype != Float32 || x.rank() < 2 || w.rank() != 2 || x.shape[x.rank()-1] != w.shape[0] {
+		return nil, false, nil
+	}
+	k, cols := w.shape[0], w.shape[1]
+	shape := rc.shapeOf(x.shape)
+	shape[len(shape)-1] = cols
+	if out, err = rc.alloc(n, Float32, shape); err != nil || out.size() == 0 || k == 0 {
+		return out, true, err
+	}
+	return out, true, rc.product(false, false, x.size()/k, cols, k, 1, x.data.([]float32), k, w, cols, 0, out.data.([]float32), cols)
 }
 
 // scaled multiplies strides counted in matrices into strides in elements.
@@ -129,14 +153,15 @@ func (mm matmul) each(f func(ia, ib, ic int) error) error {
 // GemmStrided call.
 // The products stop early, with rc's error, when the run's context is
 // done.
-func (mm matmul) float32(rc *runCtx, a, b, c []float32) error {
+func (mm matmul) float32(rc *runCtx, a []float32, bv *value, c []float32) error {
 	shared := true
 	for i, d := range mm.batch {
 		shared = shared && (mm.bStrides[i] == 0 || d == 1)
 	}
 	if shared {
-		return kernels.GemmContext(rc.ctx, false, false, numel(mm.batch)*mm.m, mm.n, mm.k, 1, a, mm.k, b, mm.n, 0, c, mm.n)
+		return rc.product(false, false, numel(mm.batch)*mm.m, mm.n, mm.k, 1, a, mm.k, bv, mm.n, 0, c, mm.n)
 	}
+	b := bv.data.([]float32)
 	cStrides := scaled(stridesOf(mm.batch), mm.m*mm.n)
 	var err error
 	walk(mm.batch, [][]int{mm.aStrides, mm.bStrides, cStrides}, func(off []int, n int, step []int) {
@@ -212,8 +237,8 @@ func gemmOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		return nil, err
 	}
 	if a.dtype == Float32 {
-		err := kernels.GemmContext(rc.ctx, transA, transB, m, cols, k, alpha, a.data.([]float32), a.shape[1],
-			b.data.([]float32), b.shape[1], beta, out.data.([]float32), cols)
+		err := rc.product(transA, transB, m, cols, k, alpha, a.data.([]float32), a.shape[1],
+			b, b.shape[1], beta, out.data.([]float32), cols)
 		return oneOrErr(out, err)
 	}
 	// Other types: compute op(A)·op(B) with MatMul's loop, then combine.

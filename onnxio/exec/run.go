@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -47,7 +48,7 @@ func (g *Graph) RunContext(ctx context.Context, inputs map[string]*tensor.Dense)
 		}
 		values[name] = v
 	}
-	outs, err := g.runOwned(ctx, values)
+	outs, err := g.runOwned(ctx, values, false)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func (g *Graph) RunArrays(ctx context.Context, inputs map[string]*array.Array) (
 		}
 		values[name] = v
 	}
-	outs, err := g.runOwned(ctx, values)
+	outs, err := g.runOwned(ctx, values, true)
 	if err != nil {
 		return nil, err
 	}
@@ -97,24 +98,54 @@ func (g *Graph) RunArrays(ctx context.Context, inputs map[string]*array.Array) (
 // runOwned executes the graph with a budget of its own and returns the
 // outputs in declaration order, each with data the caller may keep and
 // write: a block the run made and nothing else holds is handed over,
-// anything else (an input, a constant, a block another output has) copied.
-func (g *Graph) runOwned(ctx context.Context, values map[string]*value) ([]*value, error) {
-	rc := newRunCtx(ctx, budget.New(g.maxMemory))
+// anything else (an input, a constant, a block another output has, a
+// buffer of a plan's arena) copied.
+//
+// A run whose input shapes have a plan follows it (plan.go); the first
+// run of a signature records one. The outputs' shapes may then be the
+// plan's, valid until the next run: keep asks for copies, for callers
+// that hand them on (data is the caller's either way).
+func (g *Graph) runOwned(ctx context.Context, values map[string]*value, keep bool) ([]*value, error) {
+	p, rec := g.planFor(values)
+	var rc *runCtx
+	if p != nil {
+		a := p.getArena(len(g.nodes))
+		defer p.putArena(a)
+		rc = a.runCtx(ctx, p)
+	} else {
+		rc = newRunCtx(ctx, budget.New(g.maxMemory))
+		rc.rec = rec
+	}
 	outs, err := g.execute(rc, values)
+	if errors.Is(err, errPlanMiss) {
+		g.retire(p)
+		rc = newRunCtx(ctx, budget.New(g.maxMemory))
+		outs, err = g.execute(rc, values)
+	}
 	if err != nil {
 		return nil, err
 	}
-	handed := map[*block]bool{} // blocks already given to the caller
+	if rec != nil {
+		g.keep(rec.build(g, values), values)
+	}
+	var handed []*block // blocks already given to the caller
 	for i, v := range outs {
-		if v.mem != nil && !handed[v.mem] {
-			handed[v.mem] = true
+		if v.mem != nil && !v.mem.arena && !slices.Contains(handed, v.mem) {
+			handed = append(handed, v.mem)
+			if p != nil { // the struct is the arena's, and its shape may be
+				shape := v.shape
+				if keep {
+					shape = slices.Clone(shape)
+				}
+				outs[i] = &value{dtype: v.dtype, shape: shape, data: v.data}
+			}
 			continue
 		}
 		bytes := budget.Bytes(int64(v.size()), v.dtype.size())
 		if _, err := rc.take(bytes, func() string { return v.describe() }); err != nil {
 			return nil, fmt.Errorf("exec: output %q: %w", g.outputs[i].Name, err)
 		}
-		outs[i] = &value{dtype: v.dtype, shape: v.shape, data: cloneData(v.data)}
+		outs[i] = &value{dtype: v.dtype, shape: slices.Clone(v.shape), data: cloneData(v.data)}
 	}
 	return outs, nil
 }
@@ -144,22 +175,44 @@ func (g *Graph) runContext(ctx context.Context, inputs map[string]*value) ([]*va
 	return g.execute(newRunCtx(ctx, budget.New(g.maxMemory)), inputs)
 }
 
-// execute runs the nodes in order with run context rc.
+// errPlanMiss stops a planned run whose plan does not hold for its
+// inputs; runOwned runs the graph again node by node.
+var errPlanMiss = errors.New("exec: the run's plan does not hold")
+
+// execute runs the nodes in order with run context rc, following rc.plan
+// when it has one.
 func (g *Graph) execute(rc *runCtx, inputs map[string]*value) (outs []*value, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("exec: internal error: %v", r)
 		}
 	}()
-	env := slices.Clone(g.consts)
+	rc.weights = g.weights
+	var env []*value
+	if rc.plan != nil {
+		env = rc.arena.env
+		copy(env, rc.plan.env)
+	} else {
+		env = slices.Clone(g.consts)
+	}
 	if err := g.bindInputs(env, inputs); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	for _, n := range g.nodes {
+	for p, n := range g.nodes {
+		rc.pos = p
 		if err := rc.err(); err != nil {
 			return nil, fmt.Errorf("exec: stopped before node %s (%s): %w", n.label(), n.op, err)
 		}
-		if err := runNode(rc, n, env); err != nil {
+		if rc.plan != nil {
+			done, err := rc.planned(p, n, env)
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				continue
+			}
+		}
+		if err := runStep(rc, n, env, p); err != nil {
 			return nil, fmt.Errorf("exec: %w", err)
 		}
 	}
@@ -170,18 +223,60 @@ func (g *Graph) execute(rc *runCtx, inputs map[string]*value) (outs []*value, er
 	return outs, nil
 }
 
+// planned does what the plan says at node n (position p) and reports
+// whether that was all; errPlanMiss when a check fails.
+func (rc *runCtx) planned(p int, n *node, env []*value) (bool, error) {
+	st := &rc.plan.steps[p]
+	switch st.kind {
+	case stepSkip:
+		return true, nil
+	case stepCheck:
+		if in := env[n.in[0]]; in == nil || !equalShapes(in.shape, st.inShape) {
+			return false, errPlanMiss
+		}
+	case stepView:
+		in := env[n.in[0]]
+		if in == nil || !equalShapes(in.shape, st.inShape) {
+			return false, errPlanMiss
+		}
+		v := &rc.arena.steps[p]
+		*v = value{dtype: in.dtype, shape: st.shape, data: in.data, mem: in.mem}
+		env[n.out[0]] = v
+		rc.hold(v)
+	default:
+		return false, nil
+	}
+	for _, s := range n.free {
+		rc.drop(env[s])
+		env[s] = nil
+	}
+	rc.settle()
+	return true, nil
+}
+
 // runNode runs one node on the environment: it gathers the inputs, turns a
 // panic in the op into an error naming the node, stores the outputs, drops
 // the values this node was the last to read and releases the memory no
 // value holds any more.
-func runNode(rc *runCtx, n *node, env []*value) (err error) {
+func runNode(rc *runCtx, n *node, env []*value) error { return runStep(rc, n, env, -1) }
+
+// runStep is runNode for the node at position pos of the graph's order,
+// which a recording run notes; pos is -1 for a subgraph's nodes.
+func runStep(rc *runCtx, n *node, env []*value, pos int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("node %s (%s): internal error: %v", n.label(), n.op, r)
 		}
 	}()
-	in := make([]*value, len(n.in))
+	base := len(rc.args)
+	rc.args = slices.Grow(rc.args, len(n.in))[:base+len(n.in)]
+	in := rc.args[base:]
+	defer func() {
+		clear(in)
+		rc.args = rc.args[:base]
+	}()
 	for k, s := range n.in {
+		in[k] = nil
 		if s >= 0 {
 			in[k] = env[s]
 		}
@@ -195,6 +290,9 @@ func runNode(rc *runCtx, n *node, env []*value) (err error) {
 		return fmt.Errorf("node %s (%s): produced %d outputs, the node has %d", n.label(), n.op, len(outs), len(n.out))
 	}
 	narrowOutputs(n, narrowType, in, outs)
+	if pos >= 0 && rc.rec != nil {
+		rc.rec.node(pos, n, in, outs)
+	}
 	for k, s := range n.out {
 		if s >= 0 {
 			env[s] = outs[k]

@@ -7,6 +7,7 @@ import (
 	"reflect"
 
 	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/internal/kernels"
 )
 
 // runCtx is what one run of the graph hands every op: the caller's context
@@ -30,12 +31,36 @@ type runCtx struct {
 	// reserved since the last settle, and those whose last holder was
 	// dropped.
 	pending []*block
+	// weights are the graph's packed constant operands (weights.go).
+	weights map[weightKey]*kernels.PackedB
+	// A planned run (plan.go) takes its buffers from arena; allocs counts
+	// the allocations so far. A recorded run notes what the plan needs in
+	// rec. pos is the position of the node running, for both.
+	plan   *plan
+	arena  *arena
+	allocs int
+	rec    *recorder
+	pos    int
+	// args is a stack of node inputs (runStep), kept across nodes.
+	args []*value
+	// result backs the slice one returns.
+	result [1]*value
+}
+
+// one returns v as an op's only output, in a slice the run context owns:
+// valid until the next op returns through it, so callers store the
+// outputs before running another op (runStep, runOriginal do).
+func (rc *runCtx) one(v *value) ([]*value, error) {
+	rc.result[0] = v
+	return rc.result[:], nil
 }
 
 // block is one reservation from the run's budget.
 type block struct {
-	bytes   int64 // reserved; 0 once released
-	holders int   // environment slots holding a value of this block
+	bytes    int64 // reserved; 0 once released
+	holders  int   // environment slots holding a value of this block
+	released int   // the node position at which it was released; -1 before
+	arena    bool  // its memory belongs to a plan's arena, not to the caller
 }
 
 // newRunCtx returns a run context; a nil ctx means context.Background. A
@@ -60,11 +85,20 @@ func (rc *runCtx) alloc(n *node, dt DType, shape []int) (*value, error) {
 		return nil, err
 	}
 	elems := budget.Elements(shape)
-	b, err := rc.take(budget.Bytes(elems, dt.size()), func() string {
-		return dt.String() + " " + shapeString(shape)
-	})
-	if err != nil {
+	bytes := budget.Bytes(elems, dt.size())
+	if err := rc.reserveBytes(bytes, func() string { return dt.String() + " " + shapeString(shape) }); err != nil {
 		return nil, err
+	}
+	if rc.plan != nil {
+		if v, b, ok := rc.allocFrom(dt, int(elems), bytes); ok {
+			rc.pending = append(rc.pending, b)
+			v.shape = shape
+			return v, nil
+		}
+	}
+	b := rc.newBlock(bytes)
+	if rc.rec != nil {
+		rc.rec.allocs = append(rc.rec.allocs, allocNote{dtype: dt, elems: int(elems), pos: rc.pos, blk: b})
 	}
 	return &value{dtype: dt, shape: shape, data: makeSlice(dt, int(elems)), mem: b}, nil
 }
@@ -91,19 +125,34 @@ func (rc *runCtx) reserve(n *node, elemSize uintptr, elems int64, purpose string
 // take reserves bytes, naming the buffer with what() only when the budget
 // refuses, and returns the block (nil when not tracking).
 func (rc *runCtx) take(bytes int64, what func() string) (*block, error) {
+	if err := rc.reserveBytes(bytes, what); err != nil {
+		return nil, err
+	}
+	return rc.newBlock(bytes), nil
+}
+
+// reserveBytes reserves bytes, naming the buffer with what() only when
+// the budget refuses.
+func (rc *runCtx) reserveBytes(bytes int64, what func() string) error {
 	if err := rc.budget.Reserve(bytes, ""); err != nil {
 		var e *budget.ExceededError
 		if errors.As(err, &e) {
 			e.What = what()
 		}
-		return nil, err
+		return err
 	}
+	return nil
+}
+
+// newBlock records a reservation of bytes made, released at a later
+// settle; nil when not tracking.
+func (rc *runCtx) newBlock(bytes int64) *block {
 	if !rc.track {
-		return nil, nil
+		return nil
 	}
-	b := &block{bytes: bytes}
+	b := &block{bytes: bytes, released: -1}
 	rc.pending = append(rc.pending, b)
-	return b, nil
+	return b
 }
 
 // hold records that an environment slot now holds v.
@@ -130,6 +179,7 @@ func (rc *runCtx) settle() {
 		if b.holders <= 0 && b.bytes > 0 {
 			rc.budget.Release(b.bytes)
 			b.bytes = 0
+			b.released = rc.pos
 		}
 	}
 	clear(rc.pending)

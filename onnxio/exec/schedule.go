@@ -134,4 +134,6 @@ func (b *builder) schedule(order []*node) {
 		}
 	}
 	b.g.nodes = keep
+	b.packWeights()
+	b.g.plans = &planCache{}
 }

@@ -33,6 +33,9 @@ func newValue(dt DType, shape []int) *value {
 // makeSlice allocates n zero elements of type dt, in the Go type package
 // array holds it in ([]float32 for float16).
 func makeSlice(dt DType, n int) any {
+	if dt == Float32 {
+		return make([]float32, n)
+	}
 	t := array.DType(dt).Storage()
 	if t == nil {
 		panic(fmt.Sprintf("exec: makeSlice of unsupported %s", dt))
@@ -79,11 +82,28 @@ func cloneData(data any) any {
 // views and transposed tensors are materialized first. A rank-0 Dense
 // (gorgonia returns its datum as a bare scalar) becomes a rank-0 value.
 func fromDense(t *tensor.Dense) (*value, error) {
+	if v := float32Dense(t); v != nil {
+		return v, nil
+	}
 	a, err := array.FromDense(t)
 	if err != nil {
 		return nil, err
 	}
 	return &value{dtype: DType(a.DType), shape: a.Shape, data: a.Data}, nil
+}
+
+// float32Dense wraps a contiguous float32 Dense of rank ≥ 1 that holds
+// exactly its elements, the usual input, with fewer allocations than
+// array.FromDense, which takes every other case; nil if t is not one.
+func float32Dense(t *tensor.Dense) *value {
+	if t == nil || t.Dtype() != tensor.Float32 || t.IsScalar() || t.IsMaterializable() || !t.DataOrder().IsRowMajor() {
+		return nil
+	}
+	shape, data := t.Shape(), t.Float32s()
+	if len(shape) == 0 || len(data) != shape.TotalSize() {
+		return nil
+	}
+	return &value{dtype: Float32, shape: slices.Clone([]int(shape)), data: data}
 }
 
 // fromArray wraps an Array without copying, after checking it. An Array

@@ -71,7 +71,8 @@ attnrun export does).
 It prints the latency (median, min, p10, p90, max), the work per forward
 pass and the rate at the median, the peak memory (the process's peak RSS
 while benchmarking, VmHWM, and the Go heap's peak), the allocations per
-forward pass, and as the last line "median_ms=<float> gflops=<float>".
+forward pass, and as the last line "median_ms=<float> gflops=<float>
+allocs_op=<float> bytes_op=<float>".
 
 Work counts 2 flops per multiply-add of the matrix products (projections,
 Q·Kᵀ, weights·V), attention over all T×T query-key pairs even under a causal
@@ -214,9 +215,9 @@ func bench(stdout io.Writer, lim *limits, target string, shape []int, f benchFla
 	gflops := work.total / st.median.Seconds() / 1e9
 	fmt.Fprintf(w, "speed    %.2f GFLOP/s at the median\n", gflops)
 	fmt.Fprintf(w, "memory   %s\n", peak.describe())
-	fmt.Fprintf(w, "allocs   %.1f objects, %s per forward pass\n",
-		float64(allocs.objects)/float64(len(times)), byteSize(float64(allocs.bytes)/float64(len(times))))
-	fmt.Fprintf(w, "median_ms=%.4f gflops=%.3f\n", ms(st.median), gflops)
+	objects, bytes := float64(allocs.objects)/float64(len(times)), float64(allocs.bytes)/float64(len(times))
+	fmt.Fprintf(w, "allocs   %.1f objects, %s per forward pass\n", objects, byteSize(bytes))
+	fmt.Fprintf(w, "median_ms=%.4f gflops=%.3f allocs_op=%.1f bytes_op=%.0f\n", ms(st.median), gflops, objects, bytes)
 	return w.Flush()
 }
 

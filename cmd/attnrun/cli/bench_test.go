@@ -34,7 +34,7 @@ func benchCommand(args ...string) (string, error) {
 	return out.String(), err
 }
 
-var lastLine = regexp.MustCompile(`^median_ms=([0-9]+\.[0-9]+) gflops=([0-9]+\.[0-9]+)$`)
+var lastLine = regexp.MustCompile(`^median_ms=([0-9]+\.[0-9]+) gflops=([0-9]+\.[0-9]+) allocs_op=[0-9]+\.[0-9] bytes_op=[0-9]+$`)
 
 // checkBenchOutput asserts the report's shape and returns the numbers of
 // its last line.

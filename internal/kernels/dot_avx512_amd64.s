@@ -1,0 +1,69 @@
+#include "textflag.h"
+
+// AVX-512 dot products of one row of A with four rows of B: see
+// dot_avx512_amd64.go.
+
+// Reduce the 16 lanes of Z to its lowest float (Y/X name the same register).
+#define HSUM(z, y, x) \
+	VEXTRACTF64X4 $1, z, Y14; \
+	VADDPS        Y14, y, y;  \
+	VEXTRACTF128  $1, y, X14; \
+	VADDPS        X14, x, x;  \
+	VHADDPS       x, x, x;    \
+	VHADDPS       x, x, x
+
+// func dot4AVX512(k32 int, x *float32, w *float32, ldw int, out *float32)
+TEXT ·dot4AVX512(SB), NOSPLIT, $0-40
+	MOVQ k32+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), BX
+	MOVQ ldw+24(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	ADDQ BX, R9
+	MOVQ out+32(FP), DX
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+
+	SHRQ $5, CX
+	JZ   reduce
+
+loop:
+	VMOVUPS     (SI), Z4
+	VMOVUPS     64(SI), Z9
+	VFMADD231PS (BX), Z4, Z0
+	VFMADD231PS (BX)(R8*1), Z4, Z1
+	VFMADD231PS (BX)(R8*2), Z4, Z2
+	VFMADD231PS (R9), Z4, Z3
+	VFMADD231PS 64(BX), Z9, Z5
+	VFMADD231PS 64(BX)(R8*1), Z9, Z6
+	VFMADD231PS 64(BX)(R8*2), Z9, Z7
+	VFMADD231PS 64(R9), Z9, Z8
+	ADDQ        $128, SI
+	ADDQ        $128, BX
+	ADDQ        $128, R9
+	DECQ        CX
+	JNZ         loop
+
+reduce:
+	VADDPS Z5, Z0, Z0
+	VADDPS Z6, Z1, Z1
+	VADDPS Z7, Z2, Z2
+	VADDPS Z8, Z3, Z3
+	HSUM(Z0, Y0, X0)
+	HSUM(Z1, Y1, X1)
+	HSUM(Z2, Y2, X2)
+	HSUM(Z3, Y3, X3)
+	VMOVSS X0, (DX)
+	VMOVSS X1, 4(DX)
+	VMOVSS X2, 8(DX)
+	VMOVSS X3, 12(DX)
+	VZEROUPPER
+	RET

@@ -1,0 +1,250 @@
+package kernels
+
+import (
+	"context"
+	"fmt"
+)
+
+// PackedB is the right operand op(B) of products, k×n, packed once into
+// the blocks and panels the GEMM driver reads (pack.go), so that products
+// with the same B — a layer's weight, run after run — skip packing it.
+// Packing costs about as much as a product with a handful of rows, so for
+// short products (one token, a short sentence) it is most of the work.
+//
+// A PackedB is immutable and may be used by many goroutines at once. It
+// keeps a reference to the B it was packed from (not a copy), which must
+// not change while the PackedB is in use: products fall back to it when
+// the kernels in use are not the ones it was packed for (UseISA) or when
+// a BLAS backend computes them.
+type PackedB struct {
+	transB       bool
+	k, n         int
+	b            []float32
+	ldb          int
+	set          *isa
+	kcBlk, ncBlk int
+	blocks       [][]float32 // by block of columns, then block of depth
+}
+
+// PackB packs op(B), k×n, for GemmPacked: B itself (k×n, row stride ldb)
+// or, with transB, Bᵀ where B is stored n×k, as nn.Linear stores its
+// weight. It panics if b cannot hold the matrix.
+func PackB(transB bool, k, n int, b []float32, ldb int) *PackedB {
+	if k < 0 || n < 0 {
+		panic(fmt.Sprintf("kernels: PackB: negative size k=%d n=%d", k, n))
+	}
+	rows, cols := k, n
+	if transB {
+		rows, cols = n, k
+	}
+	checkMatrix("PackB", "B", b, rows, cols, ldb, 1, 0)
+	set := currentISA()
+	kern := set.gemm
+	p := &PackedB{transB: transB, k: k, n: n, b: b, ldb: ldb, set: set}
+	if k == 0 || n == 0 {
+		return p
+	}
+	p.ncBlk = balancedBlock(n, kern.nc, kern.nr)
+	p.kcBlk = balancedBlock(k, kern.kc, 1)
+	for jc := 0; jc < n; jc += p.ncBlk {
+		nc := min(p.ncBlk, n-jc)
+		for pc := 0; pc < k; pc += p.kcBlk {
+			kc := min(p.kcBlk, k-pc)
+			blk := make([]float32, roundUp(nc, kern.nr)*kc)
+			packB(set, blk, b, ldb, transB, pc, kc, jc, nc, kern.nr)
+			p.blocks = append(p.blocks, blk)
+		}
+	}
+	return p
+}
+
+// Dims returns the sizes of op(B): k rows, n columns.
+func (p *PackedB) Dims() (k, n int) { return p.k, p.n }
+
+// block returns the packed block of columns jc and depth pc (offsets).
+func (p *PackedB) block(jc, pc int) []float32 {
+	kBlocks := ceilDiv(p.k, p.kcBlk)
+	return p.blocks[(jc/p.ncBlk)*kBlocks+pc/p.kcBlk]
+}
+
+// GemmPacked computes C = alpha·op(A)·op(B) + beta·C as Gemm does, with
+// op(B) packed by PackB: op(A) is m×k (A stored m×k with row stride lda,
+// or k×m with transA), C is m×n with row stride ldc. The result is the
+// one Gemm gives, bit for bit.
+func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, p *PackedB, beta float32, c []float32, ldc int) {
+	g := p.call(transA, m, alpha, a, lda, beta, c, ldc)
+	g.check("GemmPacked", 1, 0, 0, 0)
+	runPacked(context.Background(), &g, p, maxThreads())
+}
+
+// GemmPackedContext is GemmPacked that gives up when ctx is done, as
+// GemmContext does.
+func GemmPackedContext(ctx context.Context, transA bool, m int, alpha float32, a []float32, lda int, p *PackedB, beta float32, c []float32, ldc int) error {
+	g := p.call(transA, m, alpha, a, lda, beta, c, ldc)
+	g.check("GemmPackedContext", 1, 0, 0, 0)
+	runPacked(ctx, &g, p, maxThreads())
+	return ctx.Err()
+}
+
+// call is the product as Gemm would take it.
+func (p *PackedB) call(transA bool, m int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) gemmCall {
+	return gemmCall{transA, p.transB, m, p.n, p.k, alpha, beta, a, lda, p.b, p.ldb, c, ldc}
+}
+
+// runPacked computes g, whose B p holds packed, on up to threads
+// goroutines: short products on the few-rows kernel, others on the GEMM
+// driver without its packing phase, and on the unpacked B when p was
+// packed for other kernels or a backend computes every product.
+func runPacked(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
+	set := currentISA()
+	if gemmBackend != nil || set != p.set {
+		runGemmContext(ctx, g, threads)
+		return
+	}
+	if g.m == 0 || g.n == 0 {
+		return
+	}
+	if g.k == 0 || g.alpha == 0 {
+		scaleMatrix(g.c, g.ldc, g.m, g.n, g.beta)
+		return
+	}
+	if set.gemm.rows != nil && g.m <= maxShortRows {
+		runShort(ctx, g, p, threads)
+		return
+	}
+	if 2*g.m*g.n*g.k < parallelMinFlops {
+		threads = 1
+	}
+	var j *gemmJob
+	select {
+	case j = <-freeGemmJobs:
+	default:
+		j = new(gemmJob)
+	}
+	j.set = set
+	j.g, j.kern, j.threads, j.ctx, j.pre = *g, set.gemm, threads, ctx, p
+	j.run()
+	j.g, j.ctx, j.pre = gemmCall{}, nil, nil
+	select {
+	case freeGemmJobs <- j:
+	default:
+	}
+}
+
+// maxShortRows is the longest product the few-rows kernel computes: up to
+// here it does fewer multiply-adds than full tiles of padding rows, and
+// it reads A in place.
+const maxShortRows = 16
+
+// shortMinFlops is the smallest short product (2·m·n·k) worth splitting
+// across threads. A short product reads B once and does little else; one
+// core streams a 768×768 weight from L3 in about 30 µs, and measured on a
+// shared 2-core machine a second core did not make one to four rows
+// faster, while waiting for it costs the most when the machine is busy.
+// A variable so tests can send small products down the parallel path.
+var shortMinFlops = 8 << 20
+
+// shortJob is a short product in progress: its parts are ranges of B's
+// column panels, each computed over the whole depth, rows in groups of up
+// to maxTileRows.
+type shortJob struct {
+	g      gemmCall
+	p      *PackedB
+	kern   *microKernel
+	ctx    context.Context
+	jc, nc int // the current block of columns
+	parts  int
+}
+
+// freeShortJobs recycles shortJobs.
+var freeShortJobs = make(chan *shortJob, 16)
+
+// runShort computes a product of at most maxShortRows rows.
+func runShort(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
+	var j *shortJob
+	select {
+	case j = <-freeShortJobs:
+	default:
+		j = new(shortJob)
+	}
+	j.g, j.p, j.kern, j.ctx = *g, p, p.set.gemm, ctx
+	if 2*g.m*g.n*g.k < shortMinFlops {
+		threads = 1
+	}
+	for j.jc = 0; j.jc < g.n && ctx.Err() == nil; j.jc += p.ncBlk {
+		j.nc = min(p.ncBlk, g.n-j.jc)
+		panels := ceilDiv(j.nc, j.kern.nr)
+		j.parts = min(panels, 2*threads)
+		if threads == 1 {
+			j.parts = 1
+		}
+		parallelFor(j.parts, threads, j)
+	}
+	j.g, j.p, j.ctx = gemmCall{}, nil, nil
+	select {
+	case freeShortJobs <- j:
+	default:
+	}
+}
+
+// runPart computes the columns of one range of panels, unless the
+// context is done.
+func (j *shortJob) runPart(part int) {
+	if j.ctx.Err() != nil {
+		return
+	}
+	g, p, kern := &j.g, j.p, j.kern
+	nr := kern.nr
+	p0, p1 := splitRange(ceilDiv(j.nc, nr), j.parts, part)
+	aRow, aCol := g.lda, 1
+	if g.transA {
+		aRow, aCol = 1, g.lda
+	}
+	var ws *workspace // for a ragged panel, computed aside
+	for pc := 0; pc < g.k; pc += p.kcBlk {
+		kc := min(p.kcBlk, g.k-pc)
+		beta := g.beta
+		if pc > 0 {
+			beta = 1 // later blocks of k add to what the first wrote
+		}
+		blk := p.block(j.jc, pc)
+		for jp := p0; jp < p1; jp++ {
+			jr := jp * nr
+			cols := min(nr, j.nc-jr)
+			bp := blk[jp*nr*kc : (jp+1)*nr*kc]
+			i := 0
+			for ; i+kern.mr <= g.m; i += kern.mr { // full tiles, A read in place
+				a := g.a[i*aRow+pc*aCol:]
+				c := g.c[i*g.ldc+j.jc+jr:]
+				if cols == nr {
+					kern.tile(kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)
+					continue
+				}
+				if ws == nil {
+					ws = freeWorkspaces.get()
+					ws.tile = grow(ws.tile, kern.mr*nr)
+				}
+				kern.tile(kc, a, aRow, aCol, bp, nr, ws.tile, nr, 1, 0)
+				mergeTile(c, g.ldc, ws.tile, nr, kern.mr, cols, g.alpha, beta)
+			}
+			for ; i < g.m; i += maxTileRows {
+				rows := min(maxTileRows, g.m-i)
+				a := g.a[i*aRow+pc*aCol:]
+				c := g.c[i*g.ldc+j.jc+jr:]
+				if cols == nr {
+					kern.rows(rows, kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)
+					continue
+				}
+				if ws == nil {
+					ws = freeWorkspaces.get()
+					ws.tile = grow(ws.tile, kern.mr*nr)
+				}
+				kern.rows(rows, kc, a, aRow, aCol, bp, nr, ws.tile, nr, 1, 0)
+				mergeTile(c, g.ldc, ws.tile, nr, rows, cols, g.alpha, beta)
+			}
+		}
+	}
+	if ws != nil {
+		freeWorkspaces.put(ws)
+	}
+}

@@ -1,0 +1,149 @@
+package kernels
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestGemmPackedMatchesGemm checks that a product with B packed once gives
+// the bits of Gemm's driver (which packs B on the call), on every kernel, for short products (the
+// few-rows kernel, serial and split across threads) and long ones (the
+// driver without its packing phase), ragged edges, both transposes, and
+// alpha and beta; and that it is within float32 rounding of a float64
+// reference.
+func TestGemmPackedMatchesGemm(t *testing.T) {
+	forEachISA(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(15, 1))
+		for _, m := range []int{1, 2, 3, 4, 5, 7, 13, 16, 17, 40} {
+			for _, nk := range [][2]int{{1, 1}, {31, 7}, {32, 256}, {33, 257}, {100, 600}, {768, 64}} {
+				for _, tr := range [][2]bool{{false, false}, {true, true}, {false, true}} {
+					for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.5, -2}} {
+						n, k := nk[0], nk[1]
+						name := fmt.Sprintf("m=%d/n=%d/k=%d/trans=%v/alpha=%g/beta=%g", m, n, k, tr, ab[0], ab[1])
+						checkPacked(t, rng, name, m, n, k, tr[0], tr[1], ab[0], ab[1])
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestGemmPackedParallel sends short and long products down the parallel
+// paths and checks them against Gemm.
+func TestGemmPackedParallel(t *testing.T) {
+	savedShort := shortMinFlops
+	shortMinFlops = 1
+	defer func() { shortMinFlops = savedShort }()
+	withParallelThreshold(1, func() {
+		forEachISA(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(15, 2))
+			for _, m := range []int{1, 4, 9, 16, 30} {
+				checkPacked(t, rng, fmt.Sprintf("m=%d", m), m, 300, 70, false, true, 1, 0)
+			}
+		})
+	})
+}
+
+// checkPacked compares GemmPacked with Gemm (bitwise) and the reference.
+func checkPacked(t *testing.T, rng *rand.Rand, name string, m, n, k int, transA, transB bool, alpha, beta float32) {
+	t.Helper()
+	lda, ldb, ldc := k+3, n+1, n+2
+	if transA {
+		lda = m + 3
+	}
+	if transB {
+		ldb = k + 1
+	}
+	aRows, bRows := m, k
+	if transA {
+		aRows = k
+	}
+	if transB {
+		bRows = n
+	}
+	a, b := randSlice(rng, aRows*lda), randSlice(rng, bRows*ldb)
+	c0 := randSlice(rng, m*ldc)
+	want, got, ref := append([]float32(nil), c0...), append([]float32(nil), c0...), append([]float32(nil), c0...)
+	saved := maxDotRows
+	maxDotRows = 0 // Gemm by the driver, which packs B as PackB does
+	Gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, want, ldc)
+	maxDotRows = saved
+	p := PackB(transB, k, n, b, ldb)
+	require.NoError(t, GemmPackedContext(context.Background(), transA, m, alpha, a, lda, p, beta, got, ldc), name)
+	require.Equal(t, want, got, "%s: GemmPacked differs from Gemm", name)
+	mag := gemmRef(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, ref, ldc)
+	requireClose(t, dense(ref, m, n, ldc), dense(got, m, n, ldc), mag, k, name)
+}
+
+// dense returns the m×n matrix of row stride ld in c, rows adjacent.
+func dense(c []float32, m, n, ld int) []float32 {
+	out := make([]float32, 0, m*n)
+	for i := range m {
+		out = append(out, c[i*ld:i*ld+n]...)
+	}
+	return out
+}
+
+// TestGemmPackedOtherKernels checks that a PackedB made for one kernel
+// still gives the right product after the kernels change (it falls back
+// to the unpacked B).
+func TestGemmPackedOtherKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 3))
+	a, b := randSlice(rng, 3*50), randSlice(rng, 50*40)
+	p := PackB(false, 50, 40, b, 40)
+	want := make([]float32, 3*40)
+	Gemm(false, false, 3, 40, 50, 1, a, 50, b, 40, 0, want, 40)
+	forEachISA(t, func(t *testing.T) {
+		got := make([]float32, 3*40)
+		GemmPacked(false, 3, 1, a, 50, p, 0, got, 40)
+		ref := make([]float32, 3*40)
+		mag := gemmRef(false, false, 3, 40, 50, 1, a, 50, b, 40, 0, ref, 40)
+		requireClose(t, ref, got, mag, 50, "after switching kernels")
+	})
+}
+
+// TestGemmPackedAllocations checks that products on a packed B allocate
+// nothing once warm, short or long, serial or parallel.
+func TestGemmPackedAllocations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 4))
+	const k, n = 768, 768
+	b := randSlice(rng, k*n)
+	a, c := randSlice(rng, 64*k), make([]float32, 64*n)
+	p := PackB(true, k, n, b, k)
+	for _, m := range []int{1, 16, 64} {
+		got := mallocsPerCall(50, func() { GemmPacked(false, m, 1, a, k, p, 0, c, n) })
+		require.Less(t, got, 0.5, "m=%d: allocations per call", m)
+	}
+}
+
+func TestPackBPanicsOnShortSlice(t *testing.T) {
+	require.PanicsWithValue(t, "kernels: PackB: B holds 10 floats, 4×3 with row stride 3 (batch 1, stride 0) needs 12",
+		func() { PackB(false, 4, 3, make([]float32, 10), 3) })
+}
+
+// BenchmarkGemmPacked times x·Wᵀ for a 768×768 weight (a projection of
+// GPT-2 small) with m rows, on the weight packed once and, for
+// comparison, on Gemm, which packs it on every call.
+func BenchmarkGemmPacked(b *testing.B) {
+	rng := rand.New(rand.NewPCG(15, 5))
+	const k, n = 768, 768
+	w := randSlice(rng, k*n)
+	p := PackB(true, k, n, w, k)
+	for _, m := range []int{1, 4, 16, 64, 128} {
+		a, c := randSlice(rng, m*k), make([]float32, m*n)
+		b.Run(fmt.Sprintf("packed/m=%d", m), func(b *testing.B) {
+			for b.Loop() {
+				GemmPacked(false, m, 1, a, k, p, 0, c, n)
+			}
+		})
+		b.Run(fmt.Sprintf("gemm/m=%d", m), func(b *testing.B) {
+			for b.Loop() {
+				Gemm(false, true, m, n, k, 1, a, k, w, k, 0, c, n)
+			}
+		})
+	}
+}

@@ -1,0 +1,81 @@
+package exec
+
+import (
+	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/internal/kernels"
+)
+
+// Packed weights. A product's right operand that is a constant — the
+// weight of a linear layer, exported as MatMul(x, W), Gemm(x, W, b) or
+// fused MatMul+Add — is packed once, when the graph is prepared, into the
+// blocks the GEMM kernels read (kernels.PackB), instead of on every run.
+// For short inputs (one token, a short sentence) packing the weight is
+// most of a product's work. The packed copies count against the graph's
+// memory budget beside the initializers; a weight that does not fit is
+// left unpacked, which costs time, not correctness.
+
+// weightKey names a packed operand: a constant value and whether the
+// product reads it transposed.
+type weightKey struct {
+	v     *value
+	trans bool
+}
+
+// packWeights packs the constant float32 matrices that the graph's
+// MatMul, Gemm and fused MatMul+Add nodes multiply by on the right.
+func (b *builder) packWeights() {
+	for _, n := range b.g.nodes {
+		if len(n.in) < 2 || n.in[1] < 0 {
+			continue
+		}
+		var trans bool
+		switch n.op {
+		case "MatMul", fusedMatMulAddOp:
+		case "Gemm":
+			trans = n.attrInt("transB", 0) != 0
+		default:
+			continue
+		}
+		v := b.g.consts[n.in[1]]
+		key := weightKey{v, trans}
+		if v == nil || b.isDefault(n.in[1]) || b.g.weights[key] != nil || v.dtype != Float32 || v.rank() != 2 || v.size() == 0 {
+			continue
+		}
+		if b.budget.Reserve(budget.Bytes(int64(v.size()), 4), "packed weight") != nil {
+			continue
+		}
+		rows, cols := v.shape[0], v.shape[1]
+		k, cols2 := rows, cols
+		if trans {
+			k, cols2 = cols, rows
+		}
+		if b.g.weights == nil {
+			b.g.weights = map[weightKey]*kernels.PackedB{}
+		}
+		b.g.weights[key] = kernels.PackB(trans, k, cols2, v.data.([]float32), cols)
+	}
+}
+
+// isDefault reports whether slot s is an input's default value, which a
+// run may replace.
+func (b *builder) isDefault(s int) bool {
+	for _, d := range b.g.defaults {
+		if d == s {
+			return true
+		}
+	}
+	return false
+}
+
+// product computes C = alpha·op(A)·op(B) + beta·C for float32 operands,
+// op(A) m×k and op(B) k×n, where B is the value w (row stride ldb): on
+// the packed copy when the graph packed w for this transpose, else with
+// kernels.GemmContext. Both give the same bits.
+func (rc *runCtx) product(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, w *value, ldb int, beta float32, c []float32, ldc int) error {
+	if p := rc.weights[weightKey{w, transB}]; p != nil {
+		if pk, pn := p.Dims(); pk == k && pn == n {
+			return kernels.GemmPackedContext(rc.ctx, transA, m, alpha, a, lda, p, beta, c, ldc)
+		}
+	}
+	return kernels.GemmContext(rc.ctx, transA, transB, m, n, k, alpha, a, lda, w.data.([]float32), ldb, beta, c, ldc)
+}
