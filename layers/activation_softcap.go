@@ -46,19 +46,9 @@ func (s *Softcap) Params() []registry.Param { return nil }
 // Forward computes cap·tanh(x/cap) in float32 steps, as PyTorch's
 // logits / cap, tanh, * cap does.
 func (s *Softcap) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if len(inputs) != 1 {
-		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
-	}
-	x := inputs[0]
-	if x == nil || x.Dtype() != tensor.Float32 || x.Dims() == 0 {
-		return nil, errors.New("input must be a float32 tensor of rank 1 or more")
-	}
-	if x.RequiresIterator() {
-		m, ok := x.Materialize().(*tensor.Dense)
-		if !ok {
-			return nil, errors.New("input view could not be copied to a dense tensor")
-		}
-		x = m
+	x, err := floatInput(inputs)
+	if err != nil {
+		return nil, err
 	}
 	capped := float32(s.Cap)
 	in := x.Float32s()

@@ -166,12 +166,9 @@ func readIDs(name string, x *tensor.Dense) ([]int64, tensor.Shape, error) {
 	if err := idShape(shape); err != nil {
 		return nil, nil, fmt.Errorf("%s input: %w", name, err)
 	}
-	if x.RequiresIterator() {
-		m, ok := x.Materialize().(*tensor.Dense)
-		if !ok {
-			return nil, nil, fmt.Errorf("%s input view could not be copied to a dense tensor", name)
-		}
-		x = m
+	x, err := rowMajor(name+" input", x)
+	if err != nil {
+		return nil, nil, err
 	}
 	ids, ok := x.Data().([]int64)
 	if !ok || len(ids) < volume(shape) {

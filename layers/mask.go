@@ -72,12 +72,9 @@ func maskData(name string, x *tensor.Dense) ([]float32, []int, error) {
 	if x.Dtype() != tensor.Float32 {
 		return nil, nil, fmt.Errorf("%s dtype %v: want float32 (a bool mask as 0 and 1)", name, x.Dtype())
 	}
-	if x.RequiresIterator() {
-		m, ok := x.Materialize().(*tensor.Dense)
-		if !ok {
-			return nil, nil, fmt.Errorf("%s view could not be copied to a dense tensor", name)
-		}
-		x = m
+	x, err := rowMajor(name, x)
+	if err != nil {
+		return nil, nil, err
 	}
 	shape := []int(x.Shape().Clone())
 	data, ok := x.Data().([]float32)

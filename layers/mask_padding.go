@@ -1,7 +1,6 @@
 package layers
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/attnrun/attnrun/registry"
@@ -46,12 +45,9 @@ func (p *PaddingMask) Forward(run *registry.Run, inputs []*tensor.Dense) (*tenso
 	if _, err := p.OutputShape([]tensor.Shape{mask.Shape()}); err != nil {
 		return nil, err
 	}
-	if mask.RequiresIterator() {
-		m, ok := mask.Materialize().(*tensor.Dense)
-		if !ok {
-			return nil, errors.New("attention_mask view could not be copied to a dense tensor")
-		}
-		mask = m
+	mask, err := rowMajor("attention_mask", mask)
+	if err != nil {
+		return nil, err
 	}
 	b, t := mask.Shape()[0], mask.Shape()[1]
 	keep := make([]float32, b*t)

@@ -95,10 +95,9 @@ func poolMask(mask *tensor.Dense, x seqs) ([]float64, error) {
 	if want := maskShape(x); !shape.Eq(want) {
 		return nil, fmt.Errorf("attention mask shape %s: want %s, one weight per token", fmtShape(shape), fmtShape(want))
 	}
-	if mask.RequiresIterator() {
-		if m, ok := mask.Materialize().(*tensor.Dense); ok {
-			mask = m
-		}
+	mask, err := rowMajor("attention mask", mask)
+	if err != nil {
+		return nil, err
 	}
 	weights := make([]float64, x.rows())
 	switch data := mask.Data().(type) {

@@ -38,12 +38,9 @@ func readSeqs(x *tensor.Dense) (seqs, error) {
 	if x.Dtype() != tensor.Float32 {
 		return seqs{}, fmt.Errorf("input dtype %v: want float32", x.Dtype())
 	}
-	if x.RequiresIterator() {
-		m, ok := x.Materialize().(*tensor.Dense)
-		if !ok {
-			return seqs{}, errors.New("input view could not be copied to a dense tensor")
-		}
-		x = m
+	x, err = rowMajor("input", x)
+	if err != nil {
+		return seqs{}, err
 	}
 	// Float32s reads the backing array without Data()'s allocations; the
 	// dtype was checked above.
@@ -54,6 +51,33 @@ func readSeqs(x *tensor.Dense) (seqs, error) {
 	}
 	s.data, s.dense = data[:volume(shape)], x
 	return s, nil
+}
+
+// rowMajor returns x itself, or its row-major copy if it is a strided
+// view (a column slice, a transpose): the kernels and loops read the
+// backing array directly. name says which input it is, for the error.
+func rowMajor(name string, x *tensor.Dense) (*tensor.Dense, error) {
+	if !x.RequiresIterator() {
+		return x, nil
+	}
+	m, ok := x.Materialize().(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("%s view could not be copied to a dense tensor", name)
+	}
+	return m, nil
+}
+
+// floatInput returns the input of a layer that takes one float32 tensor
+// of any rank from 1, in row-major order.
+func floatInput(inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
+	}
+	x := inputs[0]
+	if x == nil || x.Dtype() != tensor.Float32 || x.Dims() == 0 {
+		return nil, errors.New("input must be a float32 tensor of rank 1 or more")
+	}
+	return rowMajor("input", x)
 }
 
 // singleInput returns the input of a layer that takes exactly one.
