@@ -55,7 +55,7 @@ type gemmJob struct {
 }
 
 // freeGemmJobs recycles gemmJobs (and their packed-B buffers).
-var freeGemmJobs = make(chan *gemmJob, 64)
+var freeGemmJobs = make(freeList[gemmJob], 64)
 
 // gemmBackend, when set, computes every product in place of the Go kernels:
 // the openblas build tag sets it to OpenBLAS's cblas_sgemm, so that whole
@@ -98,23 +98,21 @@ func runGemmGoContext(ctx context.Context, g *gemmCall, threads int) {
 		runDots(g, set.dot4)
 		return
 	}
+	runJob(ctx, g, currentISA(), nil, threads)
+}
+
+// runJob runs the blocked product on a recycled job: with the packed
+// weight pre, when the caller has one.
+func runJob(ctx context.Context, g *gemmCall, set *isa, pre *PackedB, threads int) {
 	if 2*g.m*g.n*g.k < parallelMinFlops {
 		threads = 1
 	}
-	var j *gemmJob
-	select {
-	case j = <-freeGemmJobs:
-	default:
-		j = new(gemmJob)
-	}
-	j.set = currentISA()
-	j.g, j.kern, j.threads, j.ctx = *g, j.set.gemm, threads, ctx
+	j := freeGemmJobs.get()
+	j.set = set
+	j.g, j.kern, j.threads, j.ctx, j.pre = *g, set.gemm, threads, ctx, pre
 	j.run()
-	j.g, j.ctx = gemmCall{}, nil // drop references to the caller's slices and context
-	select {
-	case freeGemmJobs <- j:
-	default:
-	}
+	j.g, j.ctx, j.pre = gemmCall{}, nil, nil // drop references to the caller's slices and context
+	freeGemmJobs.put(j)
 }
 
 // run walks the blocks of B and runs the two phases for each.

@@ -112,23 +112,7 @@ func runPacked(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 		runShort(ctx, g, p, threads)
 		return
 	}
-	if 2*g.m*g.n*g.k < parallelMinFlops {
-		threads = 1
-	}
-	var j *gemmJob
-	select {
-	case j = <-freeGemmJobs:
-	default:
-		j = new(gemmJob)
-	}
-	j.set = set
-	j.g, j.kern, j.threads, j.ctx, j.pre = *g, set.gemm, threads, ctx, p
-	j.run()
-	j.g, j.ctx, j.pre = gemmCall{}, nil, nil
-	select {
-	case freeGemmJobs <- j:
-	default:
-	}
+	runJob(ctx, g, set, p, threads)
 }
 
 // maxShortRows is the longest product the few-rows kernel computes: up to
