@@ -233,4 +233,3 @@ func quantileMS(sorted []time.Duration, q float64) float64 {
 	}
 	return v / 1e6
 }
-
