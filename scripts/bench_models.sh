@@ -11,7 +11,8 @@
 #     12 query / 4 KV heads) with a KV cache of 128, 512 and 2048 positions;
 #   - the real all-MiniLM-L6-v2 at B=1, T=32 and B=32, T=128;
 #   - the same MiniLM exported without attention_mask, the graph GoMLX can
-#     import, for the GoMLX comparison.
+#     import, for the GoMLX comparison;
+#   - greedy decoding of 32 tokens with a GPT-2-small-sized model (tokens/s).
 #
 # testdata/bench_models/models_bench.py exports the models and their data
 # sets once into BENCH_MODELS (default ~/.cache/attnrun/bench, outside the
@@ -27,15 +28,17 @@
 # ROUNDS times, shape by shape; each run reports its median latency, and the
 # table shows the median of those and the ratios of medians taken in the
 # same run. Every timing first checks the engine's output against PyTorch's
-# (max_abs_diff), warms up, then runs until TIME seconds have passed (at
-# least 3 runs).
+# (max_abs_diff; greedy decoding: every token), which also warms it up, runs
+# once more untimed, then until TIME seconds have passed (at least 3 runs;
+# attnrun's Go benchmark times b.N runs as `go test -benchtime` decides,
+# one when a run is longer than TIME; GoMLX at B=32, T=128: one).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 TIME=${TIME:-2}
-GOMLX_BIG=${GOMLX_BIG:-1} # GoMLX at B=32, T=128 takes minutes a run: once, not per round
+GOMLX_BIG=${GOMLX_BIG:-1} # GoMLX at B=32, T=128 takes minutes a run: in round 1 only (0: never)
 if [ "${QUICK:-}" = 1 ]; then
   ROUNDS=1 TIME=0.5 GOMLX_BIG=0
 fi
@@ -74,26 +77,34 @@ kv() { tail -1 | grep -o "\b$1=[^ ]*" | tail -1 | cut -d= -f2; }
 # median: the median of the numbers on stdin ("nan" lines left out).
 median() { grep -E '^[0-9.]+([eE][-+]?[0-9]+)?$' | sort -g | awk '{v[NR]=$1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
+# check_of LOG: a timing's check: max_abs_diff of the first output, or for greedy decoding the mismatched tokens.
+check_of() { local c; c=$(kv max_abs_diff <"$1"); [ -n "$c" ] || c=$(kv mismatched_tokens <"$1"); echo "${c:-nan}"; }
 # run ENGINE MODEL/SHAPE LOG: one timing; prints "median_ms max_abs_diff allocs bytes" ("nan ..." on failure).
 run() {
   local engine=$1 set=$2 log=$3 ok=0
   case $engine in
   attnrun)
     local model=${set%/*} shape=${set#*/}
-    ATTNRUN_BENCH_MODELS=$BENCH_MODELS "$work/bench.test" -test.run '^$' -test.bench "^BenchmarkExecutor\$/^$model\$/^$shape\$" \
+    local bench=BenchmarkExecutor
+    [[ $shape == greedy_* ]] && bench=BenchmarkGreedy
+    ATTNRUN_BENCH_MODELS=$BENCH_MODELS "$work/bench.test" -test.run '^$' -test.bench "^$bench\$/^$model\$/^$shape\$" \
       -test.cpu "$THREADS" -test.benchtime "${TIME}s" -test.benchmem >"$log" 2>&1 && grep -q '^ok\|^PASS' "$log" && ok=1
     if [ $ok = 1 ]; then
       # BenchmarkExecutor/llama/past_128-2  20  51234567 ns/op  50.1 median-ms  0.0000012 max_abs_diff  49.0 p10-ms  1234 B/op  56 allocs/op
-      awk '$1 ~ /^BenchmarkExecutor\// {for (i = 2; i < NF; i++) {if ($(i+1) == "median-ms") m = $i; if ($(i+1) == "max_abs_diff") d = $i; if ($(i+1) == "allocs/op") a = $i; if ($(i+1) == "B/op") b = $i}} END {print m, d, a, b}' "$log"
+      # (BenchmarkGreedy checks every token before timing and fails otherwise: its check is 0 mismatched tokens.)
+      awk -v b="$bench" '$1 ~ "^" b "/" {d = 0; for (i = 2; i < NF; i++) {if ($(i+1) == "median-ms") m = $i; if ($(i+1) == "max_abs_diff") d = $i; if ($(i+1) == "allocs/op") a = $i; if ($(i+1) == "B/op") by = $i}} END {print m, d, a, by}' "$log"
     fi
     ;;
   ort | torch)
-    "$PY" "$HELPER" time "$engine" "$BENCH_MODELS/$set" --threads "$THREADS" --time "$TIME" >"$log" 2>&1 && ok=1
-    [ $ok = 1 ] && echo "$(kv median_ms <"$log") $(kv max_abs_diff <"$log") - -"
+    "$PY" "$HELPER" time "$engine" "$BENCH_MODELS/$set" --threads "$THREADS" --time "$TIME" --warmup 1 >"$log" 2>&1 && ok=1
+    [ $ok = 1 ] && echo "$(kv median_ms <"$log") $(check_of "$log") - -"
     ;;
   gomlx)
     [ -x "$work/gomlx-bench" ] || { echo "nan nan - -"; return; }
-    "$work/gomlx-bench" -threads "$THREADS" -time "${TIME}s" -warmup "${GOMLX_WARMUP:-1}" "$BENCH_MODELS/$set" >"$log" 2>&1 && ok=1
+    local runs=(-warmup 1)
+    # B=32, T=128 takes minutes a run: the checked first run is the warm-up, one run is timed.
+    [ "$set" = minilm_nomask/b32_t128 ] && runs=(-warmup 0 -min-runs 1)
+    "$work/gomlx-bench" -threads "$THREADS" -time "${TIME}s" "${runs[@]}" "$BENCH_MODELS/$set" >"$log" 2>&1 && ok=1
     [ $ok = 1 ] && echo "$(kv median_ms <"$log") $(kv max_abs_diff <"$log") - -"
     ;;
   esac
@@ -112,6 +123,7 @@ rows=(
   "minilm/b32_t128 attnrun ort torch"
   "minilm_nomask/b1_t32 attnrun ort gomlx"
   "minilm_nomask/b32_t128 attnrun ort gomlx"
+  "gpt2/greedy_32 attnrun ort torch"
 )
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -187,8 +199,23 @@ for s in b1_t32 b32_t128; do
 done
 cat <<EOF
 
+**Greedy decoding**, GPT-2 small's size (GPT2LMHeadModel from a seeded GPT2Config with its defaults: 12 layers, width 768, 12 heads, vocabulary 50257; sdpa), batch 1: a prompt of 16 tokens, then 32 new tokens, one call per token with the cache fed back (present → past_key_values), TorchScript export at opset 17. Every engine's 32 tokens are checked against PyTorch's before timing. Tokens per second at the median of whole generations (32 × 1000 / ms, the prompt included).
+
+| engine | ms per generation | tokens/s | attnrun / it |
+|---|---:|---:|---:|
+EOF
+a=$(col gpt2_greedy_32_attnrun 1)
+for e in attnrun ort torch; do
+  m=$(col gpt2_greedy_32_$e 1)
+  name=$e
+  [ $e = ort ] && name="ONNX Runtime"
+  [ $e = torch ] && name=PyTorch
+  echo "| $name | $(fmt "$m") | $(rate 32 "$m") | $(ratio "$a" "$m") |"
+done
+cat <<EOF
+
 Per round, attnrun / ORT (medians of the same round): $(for row in "${rows[@]}"; do set=${row%% *}; k=${set//\//_}; echo -n "$set $(per_round ${k}_attnrun ${k}_ort); "; done | sed 's/; $//').
 
-Largest difference of the first output from PyTorch's over all runs (logits, last_hidden_state): $(for row in "${rows[@]}"; do read -r set engines <<<"$row"; k=${set//\//_}; for e in $engines; do echo -n "$e on $set $(worst ${k}_$e); "; done; done | sed 's/; $//').
+Checks against PyTorch, the largest over all runs (max |difference| of logits or last_hidden_state; tokens that differ for greedy decoding): $(for row in "${rows[@]}"; do read -r set engines <<<"$row"; k=${set//\//_}; for e in $engines; do echo -n "$e on $set $(worst ${k}_$e); "; done; done | sed 's/; $//').
 <!-- scripts/bench_models.sh: end -->
 EOF

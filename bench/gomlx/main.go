@@ -11,7 +11,8 @@
 // input, output_0.pb is PyTorch's first output). It prints one line of
 // key=value pairs, as models_bench.py does: max_abs_diff, median_ms,
 // p10_ms, min_ms and runs. The first run compiles the graph for the shape
-// and is part of the warm-up.
+// and is checked; -warmup more runs follow untimed, then the timed ones
+// until -time has passed and at least -min-runs were timed.
 //
 // This is a module of its own so that attnrun's module does not depend on
 // GoMLX; its versions are pinned in go.mod.
@@ -41,19 +42,20 @@ import (
 func main() {
 	threads := flag.Int("threads", 2, "GOMAXPROCS and the backend's parallelism")
 	budget := flag.Duration("time", 2*time.Second, "how long to time (at least 3 runs)")
-	warmup := flag.Int("warmup", 2, "untimed runs first (the first one compiles)")
+	warmup := flag.Int("warmup", 2, "untimed runs after the checked first one (which compiles)")
+	minRuns := flag.Int("min-runs", 3, "timed runs at least, however long they take")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: gomlx-bench [-threads N] [-time D] [-warmup N] SHAPE_DIR")
+		fmt.Fprintln(os.Stderr, "usage: gomlx-bench [-threads N] [-time D] [-warmup N] [-min-runs N] SHAPE_DIR")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *threads, *warmup, *budget); err != nil {
+	if err := run(flag.Arg(0), *threads, *warmup, max(*minRuns, 1), *budget); err != nil {
 		fmt.Fprintln(os.Stderr, "gomlx-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(shapeDir string, threads, warmup int, budget time.Duration) (err error) {
+func run(shapeDir string, threads, warmup, minRuns int, budget time.Duration) (err error) {
 	// GoMLX reports many errors by panicking (its graph building API has no
 	// error results); they end the benchmark as errors.
 	defer func() {
@@ -124,7 +126,7 @@ func run(shapeDir string, threads, warmup int, budget time.Duration) (err error)
 	}
 	var times []time.Duration
 	start := time.Now()
-	for len(times) < 3 || time.Since(start) < budget {
+	for len(times) < minRuns || time.Since(start) < budget {
 		t0 := time.Now()
 		out, err := forward()
 		if err != nil {

