@@ -146,7 +146,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 col() { if [ -f "$work/$1" ]; then cut -d' ' -f"$2" "$work/$1" | median; else echo nan; fi; }
 # worst KEY: the largest max_abs_diff of KEY's runs.
 worst() { if [ -f "$work/$1" ]; then cut -d' ' -f2 "$work/$1" | grep -v nan | sort -g | tail -1; fi; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.2f×\n", a / b}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "" || b == "" || a == "nan" || b == "nan" || b + 0 == 0) print "n/a"; else printf "%.2f×\n", a / b}'; }
 fmt() { awk -v x="$1" 'BEGIN {if (x == "" || x == "nan") print "n/a"; else if (x < 1) printf "%.3g\n", x; else if (x < 100) printf "%.2f\n", x; else printf "%.0f\n", x}'; }
 rate() { awk -v n="$1" -v ms="$2" 'BEGIN {if (ms == "nan" || ms == 0) print "n/a"; else {r = n * 1000 / ms; if (r < 100) printf "%.1f\n", r; else printf "%.0f\n", r}}'; }
 # per_round A B: A's median over B's, round by round.
@@ -186,7 +186,7 @@ for s in b1_t32 b32_t128; do
 done
 cat <<EOF
 
-**GoMLX**, the Go peer: the same MiniLM exported without attention_mask (onnx-gomlx v0.3.4 cannot import the mask subgraph of either PyTorch exporter: the TorchScript one has an empty int64 Constant, a zero-element tensor GoMLX cannot hold; the dynamo one a GatherND, which it does not implement). attnrun and ONNX Runtime run the same mask-free graph.${gomlx_build:+ GoMLX did not build: $gomlx_build}
+**GoMLX**, the Go peer: the same MiniLM exported without attention_mask (onnx-gomlx v0.3.4 cannot import the mask subgraph of either PyTorch exporter: the TorchScript one has an empty int64 Constant, a zero-element tensor GoMLX cannot hold; the dynamo one a GatherND, which it does not implement). attnrun and ONNX Runtime run the same mask-free graph. GoMLX at B=32, T=128 ran once, in round 1 (a run takes minutes).${gomlx_build:+ GoMLX did not build: $gomlx_build}
 
 | B, T | attnrun ms | ORT ms | GoMLX ms | GoMLX sent/s | attnrun / GoMLX | attnrun / ORT |
 |---|---:|---:|---:|---:|---:|---:|
