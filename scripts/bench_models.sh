@@ -16,10 +16,10 @@
 #
 # testdata/bench_models/models_bench.py exports the models and their data
 # sets once into BENCH_MODELS (default ~/.cache/attnrun/bench, outside the
-# checkout; about 0.6 GB) and again when it changes. It prints progress on
+# checkout; about 1.2 GB) and again when it changes. It prints progress on
 # stderr and, on stdout, a markdown block for docs/performance-models.md.
 #
-#   scripts/bench_models.sh                  # about 15 minutes on 2 cores
+#   scripts/bench_models.sh                  # 12-22 minutes on a loaded 2-core machine
 #   QUICK=1 scripts/bench_models.sh          # 1 round, short timings, no GoMLX at B=32
 #   ROUNDS=5 TIME=3 scripts/bench_models.sh  # more rounds, longer timings
 #   KEEP=/tmp/benchm scripts/bench_models.sh # keep every tool's raw output there

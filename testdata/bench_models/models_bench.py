@@ -51,11 +51,12 @@ onnxio.ReadDataSet:
 - minilm/b1_t32, minilm/b32_t128: token ids drawn uniformly from the
   vocabulary (seeded), no padding, token types 0; minilm_nomask likewise.
 
-`time ENGINE SHAPE_DIR` warms up, then runs the set's inputs until --time
+`time ENGINE SHAPE_DIR` runs the set's inputs once and checks the result
+against PyTorch's, warms up (--warmup runs), then runs them until --time
 seconds have passed (at least 3 runs), and prints one line of key=value
-pairs: median, p10 and min latency in ms (numpy's linear interpolation, as
-attnrun bench), runs, and max_abs_diff, the largest difference of the first
-output from PyTorch's (a check that the timed run computes the model).
+pairs: max_abs_diff, the largest difference of the first output from
+PyTorch's (for greedy decoding mismatched_tokens), then median, p10 and min
+latency in ms (numpy's linear interpolation, as attnrun bench) and runs.
 ONNX Runtime runs with intra_op_num_threads=N, inter_op_num_threads=1 and
 all graph optimizations; PyTorch eager under torch.inference_mode() with
 torch.set_num_threads(N).
