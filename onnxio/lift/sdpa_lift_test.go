@@ -1,0 +1,91 @@
+package lift_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio/export"
+	"github.com/attnrun/attnrun/onnxio/lift"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+)
+
+// Sinks are lifted by structure from the standard ops attnrun writes
+// them as at every opset (the softmax over the scores and one more column
+// of sink logits, which is then dropped): the lifted attention.sdpa has
+// sinks, grouped-query heads, qk_norm and the causal mask, its parameters
+// are the graph's, it computes the original model's numbers, and it
+// exports again to the same initializers.
+func TestLiftSinksByStructure(t *testing.T) {
+	for _, c := range []struct{ config, want string }{
+		{"sdpa_sinks", "{name: a, type: attention.sdpa, d: 32, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: true, causal: true, qk_norm: rms, qk_norm_eps: 1e-06, sinks: true}"},
+		{sinksPlain, "{name: attn, type: attention.sdpa, d: 12, num_heads: 3, qkv_bias: true, out_bias: false, out_name: o_proj, causal: false, scale: 0.3, sinks: true}"},
+	} {
+		for _, opset := range []int{13, 17, 23} {
+			t.Run(fmt.Sprintf("%s/opset%d", strings.Fields(c.want)[1], opset), func(t *testing.T) {
+				m, inputs := liftTestModel(t, c.config)
+				first, err := export.Model(m, export.Options{Opset: opset})
+				require.NoError(t, err)
+				stripped := proto.Clone(first).(*onnxpb.ModelProto)
+				stripped.MetadataProps = nil
+				require.False(t, lift.IsAttnrun(stripped))
+
+				res, err := lift.Lift(stripped)
+				require.NoError(t, err, "%v", res)
+				assert.False(t, res.Attnrun)
+				assert.Equal(t, []string{"attention.sdpa"}, layerTypes(res.Config), res.Config)
+				assert.Contains(t, res.Config, c.want)
+				reparsed, err := models.Parse([]byte(res.Config), "lifted.yaml")
+				require.NoError(t, err, res.Config)
+				require.NoError(t, reparsed.Init(1))
+
+				second, err := export.Model(res.Model, export.Options{Opset: opset})
+				require.NoError(t, err, res.Config)
+				assert.Equal(t, initializers(t, first), initializers(t, second), res.Config)
+				for seed := range uint64(2) {
+					feeds := inputs(seed)
+					want, err := m.Forward(nil, feeds["x"])
+					require.NoError(t, err)
+					got, err := res.Model.Forward(nil, feeds["x"])
+					require.NoError(t, err)
+					assertSameOutput(t, want, got)
+					assertSameOutput(t, runExport(t, first, feeds), runExport(t, second, feeds))
+				}
+			})
+		}
+	}
+}
+
+// sinksPlain is multi-head attention with sinks and what a lift must read
+// besides: q/k/v biases, no output bias, Hugging Face's o_proj, an
+// explicit scale and no causal mask.
+const sinksPlain = `# input: [2, 5, 12]
+name: sinks-plain
+layers:
+  - {name: attn, type: attention.sdpa, d: 12, num_heads: 3, qkv_bias: true, out_bias: false, out_name: o_proj, scale: 0.3, sinks: true}
+`
+
+// liftTestModel is roundTripModel for an export config under
+// testdata/export, or one written out in the test (YAML, with its
+// "# input:" line) in a temporary copy of that layout.
+func liftTestModel(t *testing.T, config string) (*models.Model, func(seed uint64) map[string]*tensor.Dense) {
+	t.Helper()
+	if !strings.Contains(config, "\n") {
+		return roundTripModel(t, config)
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "inline.yaml"), []byte(config), 0o644))
+	base, err := filepath.Abs(exportConfigs)
+	require.NoError(t, err)
+	rel, err := filepath.Rel(base, filepath.Join(dir, "inline"))
+	require.NoError(t, err)
+	return roundTripModel(t, rel)
+}
