@@ -18,18 +18,31 @@ import (
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
-// Sinks are lifted by structure from the standard ops attnrun writes
-// them as at every opset (the softmax over the scores and one more column
-// of sink logits, which is then dropped): the lifted attention.sdpa has
-// sinks, grouped-query heads, qk_norm and the causal mask, its parameters
-// are the graph's, it computes the original model's numbers, and it
-// exports again to the same initializers.
-func TestLiftSinksByStructure(t *testing.T) {
-	for _, c := range []struct{ config, want string }{
-		{"sdpa_sinks", "{name: a, type: attention.sdpa, d: 32, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: true, causal: true, qk_norm: rms, qk_norm_eps: 1e-06, sinks: true}"},
-		{sinksPlain, "{name: attn, type: attention.sdpa, d: 12, num_heads: 3, qkv_bias: true, out_bias: false, out_name: o_proj, causal: false, scale: 0.3, sinks: true}"},
+// attention.sdpa is lifted by structure from the standard ops attnrun
+// writes it as before opset 23, and at every opset for sinks and
+// score_mod: the softmax over the scores and a column of sink logits that
+// is then dropped, and each built-in score modification as its ExportONNX
+// writes it. The lifted layer has the original's fields (grouped-query
+// heads, qk_norm, biases, o_proj, scale, causal, sinks, score_mod), its
+// parameters are the graph's, it computes the original model's numbers,
+// and it exports again to the same initializers.
+func TestLiftDecomposedSDPA(t *testing.T) {
+	for _, c := range []struct {
+		config, want string
+		opsets       []int
+	}{
+		{"sdpa_sinks", "{name: a, type: attention.sdpa, d: 32, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: true, causal: true, qk_norm: rms, qk_norm_eps: 1e-06, sinks: true}", nil},
+		{sinksPlain, "{name: attn, type: attention.sdpa, d: 12, num_heads: 3, qkv_bias: true, out_bias: false, out_name: o_proj, causal: false, scale: 0.3, sinks: true}", nil},
+		{"sdpa_score_mod", "{name: attn, type: attention.sdpa, d: 16, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: true, causal: true, score_mod: [{type: softcap, cap: 2}, {type: alibi}, {type: relative_bias, max_distance: 3}, {type: document_mask, lengths: [2, 3, 1]}]}", nil},
+		{scoreModSinks, "{name: attn, type: attention.sdpa, d: 12, num_heads: 2, qkv_bias: false, out_bias: true, causal: false, scale: 0.25, sinks: true, score_mod: {type: relative_bias, max_distance: 2}}", nil},
+		{"sdpa_softcap", "{name: attn, type: attention.sdpa, d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, scale: 0.9, softcap: 1.5}", []int{13, 17}},
+		{"sdpa_gqa", "{name: attn, type: attention.sdpa, d: 8, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: true, causal: true}", []int{13, 17}},
 	} {
-		for _, opset := range []int{13, 17, 23} {
+		opsets := c.opsets
+		if opsets == nil {
+			opsets = []int{13, 17, 23}
+		}
+		for _, opset := range opsets {
 			t.Run(fmt.Sprintf("%s/opset%d", strings.Fields(c.want)[1], opset), func(t *testing.T) {
 				m, inputs := liftTestModel(t, c.config)
 				first, err := export.Model(m, export.Options{Opset: opset})
@@ -71,6 +84,14 @@ const sinksPlain = `# input: [2, 5, 12]
 name: sinks-plain
 layers:
   - {name: attn, type: attention.sdpa, d: 12, num_heads: 3, qkv_bias: true, out_bias: false, out_name: o_proj, scale: 0.3, sinks: true}
+`
+
+// scoreModSinks has sinks and a single score_mod, whose parameter is
+// score_mod.bias rather than score_mod.<i>.bias.
+const scoreModSinks = `# input: [2, 6, 12]
+name: score-mod-sinks
+layers:
+  - {name: attn, type: attention.sdpa, d: 12, num_heads: 2, scale: 0.25, sinks: true, score_mod: {type: relative_bias, max_distance: 2}}
 `
 
 // liftTestModel is roundTripModel for an export config under

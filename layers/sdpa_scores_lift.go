@@ -1,0 +1,382 @@
+package layers
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/match"
+)
+
+// The scores and weights of attention.sdpa as exportDecomposed writes
+// them (onnxScoreRule): read backwards from the softmax, the causal mask
+// (Where(future, −Inf, s)), the score modifications last to first as each
+// ScoreMod's ExportONNX writes them, the softcap field, the scale, and the
+// product of queries and keys.
+
+// sdpaWeights is what follows the scores: the softmax, its sink column,
+// and the product of the weights and the values.
+type sdpaWeights struct {
+	// scores is the value the softmax normalizes, without the sink column.
+	scores string
+	// sinks are the sink logits, nil for none; sinksFrom the graph value
+	// they are read from.
+	sinks     *tensor.Dense
+	sinksFrom string
+	// product is the MatMul of the weights and the values.
+	product *match.Node
+}
+
+// readWeights reads the softmax's sink column, if any, and follows its
+// weights to the values: through the Slice that drops the sink's weight
+// and the Where that gives zeros to rows that see no key (masked_rows:
+// zeros). It returns nil when the softmax is not followed so.
+func readWeights(g match.Graph, softmax *match.Node) (*sdpaWeights, error) {
+	w := &sdpaWeights{scores: softmax.Inputs()[0]}
+	weights := softmax.Output()
+	if concat := g.Producer(w.scores); concat != nil && concat.Op() == "Concat" && len(concat.Inputs()) == 2 && lastAxis(g, concat) {
+		scores, column := concat.Inputs()[0], concat.Inputs()[1]
+		slice := match.OnlyReader(g, weights)
+		if !g.IsData(scores) || g.IsData(column) || slice == nil || !dropsLastColumn(g, slice) {
+			return nil, nil
+		}
+		sinks, from, err := readSinks(g, column)
+		if err != nil {
+			return nil, match.Refuse([]*match.Node{concat, softmax}, "softmax with a sink column: %v", err)
+		}
+		w.scores, w.sinks, w.sinksFrom, weights = scores, sinks, from, slice.Output()
+	}
+	next := match.OnlyReader(g, weights)
+	if next != nil && next.Op() == "Where" && zeroesRows(g, next, weights) {
+		weights, next = next.Output(), match.OnlyReader(g, next.Output())
+	}
+	if next == nil || next.Op() != "MatMul" || next.Inputs()[0] != weights {
+		return nil, nil
+	}
+	w.product = next
+	return w, nil
+}
+
+// zeroesRows reports whether where is Where(static condition, weights, 0).
+func zeroesRows(g match.Graph, where *match.Node, weights string) bool {
+	ins := where.Inputs()
+	zero, ok := g.Scalar(ins[2])
+	return ins[1] == weights && !g.IsData(ins[0]) && ok && zero == 0
+}
+
+// readScores follows the scores back to the product of queries and keys
+// and the projections. It returns what it read before an error, so that
+// the caller knows whether the scores were modified.
+func readScores(g match.Graph, v string) (*sdpaScores, error) {
+	s := &sdpaScores{scale: 1}
+	var caps []float64 // soft caps, last first: the field or score_mods
+	var mods []ScoreMod
+	var types []string
+	var params [][]match.Param
+	push := func(typ string, m ScoreMod, ps []match.Param) {
+		types, mods, params = append(types, typ), append(mods, m), append(params, ps)
+	}
+	for {
+		n := g.Producer(v)
+		if n == nil || !g.IsData(v) {
+			return s, fmt.Errorf("no product of queries and keys computes the scores")
+		}
+		if n.Op() == "MatMul" {
+			break
+		}
+		data, arg, ok := dataAndStatic(g, n)
+		if !ok {
+			return s, fmt.Errorf("the scores pass through %s (%s), which attention.sdpa's lift does not read", n.Name(), n.Op())
+		}
+		switch n.Op() {
+		case "Mul", "Div":
+			c, ok := g.Scalar(arg)
+			if !ok {
+				return s, fmt.Errorf("the scores are scaled by %q, not a constant scalar", arg)
+			}
+			if tanh := g.Producer(data); n.Op() == "Mul" && tanh != nil && tanh.Op() == "Tanh" {
+				inner, ok := softCapped(g, tanh, c)
+				if !ok {
+					return s, fmt.Errorf("the scores pass through %s (Tanh) other than as cap·tanh(s/cap)", tanh.Name())
+				}
+				caps = append(caps, c)
+				push("softcap", &SoftcapMod{Cap: shortFloat(c)}, nil)
+				v = inner
+				continue
+			}
+			if n.Op() == "Div" {
+				c = 1 / c
+			}
+			s.scale *= c
+		case "Where":
+			ins := n.Inputs()
+			if fill, ok := g.Scalar(ins[1]); ok && math.IsInf(fill, -1) && data == ins[2] {
+				if s.causal || len(mods) > 0 || !hidesFuture(g, ins[0]) {
+					return s, fmt.Errorf("the scores are masked by %s (Where), which hides other keys than the causal mask", n.Name())
+				}
+				s.causal = true
+				break
+			}
+			m, err := readDocumentMask(g, n)
+			if err != nil {
+				return s, err
+			}
+			push("document_mask", m, nil)
+		case "Add":
+			bias := g.Producer(arg)
+			switch {
+			case bias != nil && bias.Op() == "Gather":
+				m, p, err := readRelativeBias(g, bias)
+				if err != nil {
+					return s, err
+				}
+				push("relative_bias", m, []match.Param{p})
+			case bias != nil && bias.Op() == "Mul":
+				if err := readALiBi(g, bias); err != nil {
+					return s, err
+				}
+				push("alibi", &ALiBiMod{}, nil)
+			default:
+				return s, fmt.Errorf("the scores are added %q, neither ALiBi's nor a relative bias", arg)
+			}
+		default:
+			return s, fmt.Errorf("the scores pass through %s (%s), which attention.sdpa's lift does not read", n.Name(), n.Op())
+		}
+		v = data
+	}
+	slices.Reverse(mods)
+	slices.Reverse(types)
+	slices.Reverse(params)
+	if len(caps) == len(mods) && len(caps) == 1 {
+		s.softcap = caps[0] // a cap alone is the softcap field, as Gemma 2 has it
+	} else {
+		s.mods, s.modTypes, s.modParams = mods, types, params
+	}
+	return s, s.readHeads(g, g.Producer(v))
+}
+
+// dataAndStatic returns the data input of a binary step and its static
+// other operand (a Where's condition), and whether n is such a step.
+func dataAndStatic(g match.Graph, n *match.Node) (data, arg string, ok bool) {
+	ins := n.Inputs()
+	switch n.Op() {
+	case "Mul", "Add", "Div":
+		if len(ins) != 2 {
+			return "", "", false
+		}
+		if g.IsData(ins[0]) && !g.IsData(ins[1]) {
+			return ins[0], ins[1], true
+		}
+		if n.Op() != "Div" && g.IsData(ins[1]) && !g.IsData(ins[0]) {
+			return ins[1], ins[0], true
+		}
+	case "Where":
+		if len(ins) == 3 && !g.IsData(ins[0]) && g.IsData(ins[1]) != g.IsData(ins[2]) {
+			if g.IsData(ins[1]) {
+				return ins[1], ins[0], true
+			}
+			return ins[2], ins[0], true
+		}
+	}
+	return "", "", false
+}
+
+// softCapped reads Tanh(Div(s, cap)) and returns s.
+func softCapped(g match.Graph, tanh *match.Node, c float64) (string, bool) {
+	div := g.Producer(tanh.Inputs()[0])
+	if div == nil || div.Op() != "Div" {
+		return "", false
+	}
+	d, ok := g.Scalar(div.Inputs()[1])
+	return div.Inputs()[0], ok && d == c && g.IsData(div.Inputs()[0])
+}
+
+// shortFloat is a float32 constant as the shortest float64 that rounds to
+// it: a cap of 0.3, not 0.30000001192092896.
+func shortFloat(c float64) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(c, 'g', -1, 32), 64)
+	return f
+}
+
+// readDocumentMask reads Where(Equal(doc[query], doc[key]), s, −Inf): the
+// table of document ids of DocumentMaskMod, whose runs are the lengths.
+func readDocumentMask(g match.Graph, where *match.Node) (*DocumentMaskMod, error) {
+	ins := where.Inputs()
+	fill, ok := g.Scalar(ins[2])
+	eq := g.Producer(ins[0])
+	if !ok || !math.IsInf(fill, -1) || eq == nil || eq.Op() != "Equal" {
+		return nil, fmt.Errorf("the scores are masked by %s (Where) other than by a causal or document mask", where.Name())
+	}
+	gather := g.Producer(eq.Inputs()[0])
+	if gather == nil || gather.Op() != "Gather" {
+		return nil, fmt.Errorf("the mask of %s compares no table of document ids", where.Name())
+	}
+	t, err := g.Constant(gather.Inputs()[0])
+	if err != nil {
+		return nil, fmt.Errorf("the document ids of %s: %v", where.Name(), err)
+	}
+	ids, err := match.Floats(t)
+	if err != nil || len(ids) == 0 || ids[0] != 0 {
+		return nil, fmt.Errorf("the document ids of %s do not start at document 0", where.Name())
+	}
+	lengths := []int{1}
+	for i := 1; i < len(ids); i++ {
+		switch ids[i] - ids[i-1] {
+		case 0:
+			lengths[len(lengths)-1]++
+		case 1:
+			lengths = append(lengths, 1)
+		default:
+			return nil, fmt.Errorf("the document ids of %s do not number documents one after another", where.Name())
+		}
+	}
+	return &DocumentMaskMod{Lengths: lengths}, nil
+}
+
+// readRelativeBias reads Gather(Reshape(bias, [−1]), index): the table of
+// RelativeBiasMod, (heads, 2·max_distance − 1).
+func readRelativeBias(g match.Graph, gather *match.Node) (*RelativeBiasMod, match.Param, error) {
+	reshape := g.Producer(gather.Inputs()[0])
+	if reshape == nil || reshape.Op() != "Reshape" {
+		return nil, match.Param{}, fmt.Errorf("the score bias gathered by %s is not a table per head and distance", gather.Name())
+	}
+	from := reshape.Inputs()[0]
+	t, err := g.Constant(from)
+	if err == nil {
+		t, err = match.Float32(t)
+	}
+	if err != nil || len(t.Shape()) != 2 || t.Shape()[1]%2 != 1 {
+		return nil, match.Param{}, fmt.Errorf("the score bias %q is not a (heads, 2·max_distance − 1) table", from)
+	}
+	m := &RelativeBiasMod{MaxDistance: (t.Shape()[1] + 1) / 2}
+	return m, match.Param{Name: "bias", Value: t, From: from}, nil
+}
+
+// readALiBi checks that slopes · (key − query) has ALiBi's slopes.
+func readALiBi(g match.Graph, mul *match.Node) error {
+	for _, in := range mul.Inputs() {
+		t, err := g.Constant(in)
+		if err != nil {
+			continue
+		}
+		slopes, err := match.Floats(t)
+		if err != nil {
+			continue
+		}
+		want := alibiSlopes(len(slopes))
+		for h, m := range slopes {
+			if float32(m) != want[h] {
+				return fmt.Errorf("the score bias of %s has slope %g for head %d, ALiBi's is %g", mul.Name(), m, h, want[h])
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("the score bias of %s has no constant slopes", mul.Name())
+}
+
+// lastAxis reports whether a Softmax or Concat works on the last axis of
+// its output.
+func lastAxis(g match.Graph, n *match.Node) bool {
+	shape, err := g.Shape(n.Output())
+	if err != nil {
+		return false
+	}
+	def := int64(-1)
+	if n.Op() == "Softmax" && g.Opset() < 13 {
+		def = 1
+	}
+	axis := n.Int("axis", def)
+	return axis == -1 || axis == int64(len(shape)-1)
+}
+
+// dropsLastColumn reports whether n is a Slice that keeps all but the last
+// element of the last axis.
+func dropsLastColumn(g match.Graph, n *match.Node) bool {
+	ins := n.Inputs()
+	if n.Op() != "Slice" || len(ins) < 4 {
+		return false
+	}
+	in, err1 := g.Shape(ins[0])
+	out, err2 := g.Shape(n.Output())
+	if err1 != nil || err2 != nil || len(in) != len(out) {
+		return false
+	}
+	axis, ok := g.Scalar(ins[3])
+	if !ok || (int(axis) != -1 && int(axis) != len(in)-1) {
+		return false
+	}
+	last := len(in) - 1
+	start, ok := g.Scalar(ins[1])
+	return ok && start == 0 && out[last] == in[last]-1 && slices.Equal(in[:last], out[:last])
+}
+
+// readSinks reads the sink logits from the column (B, H, Tq, 1) the
+// softmax gets besides the scores: one per head, the same for every batch
+// and query.
+func readSinks(g match.Graph, column string) (*tensor.Dense, string, error) {
+	var sinks []float32
+	for i := range g.Probes() {
+		t, err := g.ValueAt(i, column)
+		if err != nil {
+			return nil, "", err
+		}
+		shape := t.Shape()
+		if len(shape) != 4 || shape[3] != 1 {
+			return nil, "", fmt.Errorf("the column %q has shape %v, not (B, H, Tq, 1)", column, shape)
+		}
+		vals, err := match.Floats(t)
+		if err != nil {
+			return nil, "", err
+		}
+		H, rows := shape[1], shape[2]
+		if sinks == nil {
+			sinks = make([]float32, H)
+			for h := range sinks {
+				sinks[h] = float32(vals[h*rows])
+			}
+		}
+		for j, x := range vals {
+			if h := j / rows % H; H != len(sinks) || float32(x) != sinks[h] {
+				return nil, "", fmt.Errorf("the column %q is not one logit per head", column)
+			}
+		}
+	}
+	from := ""
+	for _, src := range g.Sources(column) {
+		c, err := g.Constant(src)
+		if err != nil || c.Shape().TotalSize() != len(sinks) {
+			continue
+		}
+		if vals, err := match.Floats(c); err == nil && slices.EqualFunc(vals, sinks, func(a float64, b float32) bool { return float32(a) == b }) {
+			from = src
+			break
+		}
+	}
+	return tensor.New(tensor.WithShape(len(sinks)), tensor.WithBacking(sinks)), from, nil
+}
+
+// hidesFuture reports whether a static bool condition is true exactly
+// where a key comes after its query, at every probe shape.
+func hidesFuture(g match.Graph, cond string) bool {
+	for i := range g.Probes() {
+		t, err := g.ValueAt(i, cond)
+		if err != nil {
+			return false
+		}
+		hidden, ok := t.Data().([]bool)
+		shape := t.Shape()
+		if !ok || len(shape) < 2 || shape.TotalSize() != shape[len(shape)-2]*shape[len(shape)-1] {
+			return false
+		}
+		rows, cols := shape[len(shape)-2], shape[len(shape)-1]
+		for j, h := range hidden {
+			if h != (j%cols > j/cols) || rows != cols {
+				return false
+			}
+		}
+	}
+	return true
+}
