@@ -71,6 +71,16 @@ func zeroesRows(g match.Graph, where *match.Node, weights string) bool {
 // and the projections. It returns what it read before an error, so that
 // the caller knows whether the scores were modified.
 func readScores(g match.Graph, v string) (*sdpaScores, error) {
+	s, product, err := readScoreSteps(g, v)
+	if err != nil {
+		return s, err
+	}
+	return s, s.readHeads(g, product)
+}
+
+// readScoreSteps follows the scores back through the causal mask, score
+// modifications, softcap and scale to the product of queries and keys.
+func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 	s := &sdpaScores{scale: 1}
 	var caps []float64 // soft caps, last first: the field or score_mods
 	var mods []ScoreMod
@@ -82,25 +92,25 @@ func readScores(g match.Graph, v string) (*sdpaScores, error) {
 	for {
 		n := g.Producer(v)
 		if n == nil || !g.IsData(v) {
-			return s, fmt.Errorf("no product of queries and keys computes the scores")
+			return s, nil, fmt.Errorf("no product of queries and keys computes the scores")
 		}
 		if n.Op() == "MatMul" {
 			break
 		}
 		data, arg, ok := dataAndStatic(g, n)
 		if !ok {
-			return s, fmt.Errorf("the scores pass through %s (%s), which attention.sdpa's lift does not read", n.Name(), n.Op())
+			return s, nil, fmt.Errorf("the scores pass through %s (%s), which attention.sdpa's lift does not read", n.Name(), n.Op())
 		}
 		switch n.Op() {
 		case "Mul", "Div":
 			c, ok := g.Scalar(arg)
 			if !ok {
-				return s, fmt.Errorf("the scores are scaled by %q, not a constant scalar", arg)
+				return s, nil, fmt.Errorf("the scores are scaled by %q, not a constant scalar", arg)
 			}
 			if tanh := g.Producer(data); n.Op() == "Mul" && tanh != nil && tanh.Op() == "Tanh" {
 				inner, ok := softCapped(g, tanh, c)
 				if !ok {
-					return s, fmt.Errorf("the scores pass through %s (Tanh) other than as cap·tanh(s/cap)", tanh.Name())
+					return s, nil, fmt.Errorf("the scores pass through %s (Tanh) other than as cap·tanh(s/cap)", tanh.Name())
 				}
 				caps = append(caps, c)
 				push("softcap", &SoftcapMod{Cap: shortFloat(c)}, nil)
@@ -115,14 +125,14 @@ func readScores(g match.Graph, v string) (*sdpaScores, error) {
 			ins := n.Inputs()
 			if fill, ok := g.Scalar(ins[1]); ok && math.IsInf(fill, -1) && data == ins[2] {
 				if s.causal || len(mods) > 0 || !hidesFuture(g, ins[0]) {
-					return s, fmt.Errorf("the scores are masked by %s (Where), which hides other keys than the causal mask", n.Name())
+					return s, nil, fmt.Errorf("the scores are masked by %s (Where), which hides other keys than the causal mask", n.Name())
 				}
 				s.causal = true
 				break
 			}
 			m, err := readDocumentMask(g, n)
 			if err != nil {
-				return s, err
+				return s, nil, err
 			}
 			push("document_mask", m, nil)
 		case "Add":
@@ -131,19 +141,19 @@ func readScores(g match.Graph, v string) (*sdpaScores, error) {
 			case bias != nil && bias.Op() == "Gather":
 				m, p, err := readRelativeBias(g, bias)
 				if err != nil {
-					return s, err
+					return s, nil, err
 				}
 				push("relative_bias", m, []match.Param{p})
 			case bias != nil && bias.Op() == "Mul":
 				if err := readALiBi(g, bias); err != nil {
-					return s, err
+					return s, nil, err
 				}
 				push("alibi", &ALiBiMod{}, nil)
 			default:
-				return s, fmt.Errorf("the scores are added %q, neither ALiBi's nor a relative bias", arg)
+				return s, nil, fmt.Errorf("the scores are added %q, neither ALiBi's nor a relative bias", arg)
 			}
 		default:
-			return s, fmt.Errorf("the scores pass through %s (%s), which attention.sdpa's lift does not read", n.Name(), n.Op())
+			return s, nil, fmt.Errorf("the scores pass through %s (%s), which attention.sdpa's lift does not read", n.Name(), n.Op())
 		}
 		v = data
 	}
@@ -155,7 +165,7 @@ func readScores(g match.Graph, v string) (*sdpaScores, error) {
 	} else {
 		s.mods, s.modTypes, s.modParams = mods, types, params
 	}
-	return s, s.readHeads(g, g.Producer(v))
+	return s, g.Producer(v), nil
 }
 
 // dataAndStatic returns the data input of a binary step and its static

@@ -44,34 +44,7 @@ func TestLiftDecomposedSDPA(t *testing.T) {
 		}
 		for _, opset := range opsets {
 			t.Run(fmt.Sprintf("%s/opset%d", strings.Fields(c.want)[1], opset), func(t *testing.T) {
-				m, inputs := liftTestModel(t, c.config)
-				first, err := export.Model(m, export.Options{Opset: opset})
-				require.NoError(t, err)
-				stripped := proto.Clone(first).(*onnxpb.ModelProto)
-				stripped.MetadataProps = nil
-				require.False(t, lift.IsAttnrun(stripped))
-
-				res, err := lift.Lift(stripped)
-				require.NoError(t, err, "%v", res)
-				assert.False(t, res.Attnrun)
-				assert.Equal(t, []string{"attention.sdpa"}, layerTypes(res.Config), res.Config)
-				assert.Contains(t, res.Config, c.want)
-				reparsed, err := models.Parse([]byte(res.Config), "lifted.yaml")
-				require.NoError(t, err, res.Config)
-				require.NoError(t, reparsed.Init(1))
-
-				second, err := export.Model(res.Model, export.Options{Opset: opset})
-				require.NoError(t, err, res.Config)
-				assert.Equal(t, initializers(t, first), initializers(t, second), res.Config)
-				for seed := range uint64(2) {
-					feeds := inputs(seed)
-					want, err := m.Forward(nil, feeds["x"])
-					require.NoError(t, err)
-					got, err := res.Model.Forward(nil, feeds["x"])
-					require.NoError(t, err)
-					assertSameOutput(t, want, got)
-					assertSameOutput(t, runExport(t, first, feeds), runExport(t, second, feeds))
-				}
+				checkStructuralLift(t, c.config, c.want, opset)
 			})
 		}
 	}
@@ -109,4 +82,65 @@ func liftTestModel(t *testing.T, config string) (*models.Model, func(seed uint64
 	rel, err := filepath.Rel(base, filepath.Join(dir, "inline"))
 	require.NoError(t, err)
 	return roundTripModel(t, rel)
+}
+
+// attention.mla is lifted by structure from its export (standard ops at
+// every opset): the low-rank projections and their RMSNorms, the split of
+// each head into its non-RoPE and rotated parts, the shared rotated key,
+// the rotary layout and base, biases and scale.
+func TestLiftMLA(t *testing.T) {
+	for _, c := range []struct{ config, want string }{
+		{"attention_mla", "{name: m, type: attention.mla, d: 32, num_heads: 4, q_lora_rank: 16, kv_lora_rank: 8, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 8, attention_bias: false, rope: interleaved}"},
+		{"attention_mla_q_proj", "{name: m, type: attention.mla, d: 12, num_heads: 2, q_lora_rank: 0, kv_lora_rank: 6, qk_nope_head_dim: 4, qk_rope_head_dim: 6, v_head_dim: 3, attention_bias: true, rope: half, scale: 0.3}"},
+		{mlaBase, "{name: attn, type: attention.mla, d: 16, num_heads: 2, q_lora_rank: 8, kv_lora_rank: 4, qk_nope_head_dim: 2, qk_rope_head_dim: 4, v_head_dim: 5, attention_bias: false, rope: half, rope_base: 500, eps: 1e-05}"},
+	} {
+		for _, opset := range []int{13, 17, 23} {
+			t.Run(fmt.Sprintf("%s/opset%d", strings.Fields(c.want)[1], opset), func(t *testing.T) {
+				checkStructuralLift(t, c.config, c.want, opset)
+			})
+		}
+	}
+}
+
+// mlaBase has a rotary base and an epsilon of its own.
+const mlaBase = `# input: [2, 5, 16]
+name: mla-base
+layers:
+  - {name: attn, type: attention.mla, d: 16, num_heads: 2, q_lora_rank: 8, kv_lora_rank: 4, qk_nope_head_dim: 2, qk_rope_head_dim: 4, v_head_dim: 5, rope: half, rope_base: 500, eps: 1e-5}
+`
+
+// checkStructuralLift exports a config at an opset, lifts the export
+// without its metadata (by structure), and checks that the lifted config
+// holds want (one layer), reparses, computes the original model's numbers
+// and exports again to the same initializers and outputs.
+func checkStructuralLift(t *testing.T, config, want string, opset int) {
+	t.Helper()
+	m, inputs := liftTestModel(t, config)
+	first, err := export.Model(m, export.Options{Opset: opset})
+	require.NoError(t, err)
+	stripped := proto.Clone(first).(*onnxpb.ModelProto)
+	stripped.MetadataProps = nil
+	require.False(t, lift.IsAttnrun(stripped))
+
+	res, err := lift.Lift(stripped)
+	require.NoError(t, err, "%v", res)
+	assert.False(t, res.Attnrun)
+	assert.Equal(t, layerTypes(want), layerTypes(res.Config), res.Config)
+	assert.Contains(t, res.Config, want)
+	reparsed, err := models.Parse([]byte(res.Config), "lifted.yaml")
+	require.NoError(t, err, res.Config)
+	require.NoError(t, reparsed.Init(1))
+
+	second, err := export.Model(res.Model, export.Options{Opset: opset})
+	require.NoError(t, err, res.Config)
+	assert.Equal(t, initializers(t, first), initializers(t, second), res.Config)
+	for seed := range uint64(2) {
+		feeds := inputs(seed)
+		want, err := m.Forward(nil, feeds["x"])
+		require.NoError(t, err)
+		got, err := res.Model.Forward(nil, feeds["x"])
+		require.NoError(t, err)
+		assertSameOutput(t, want, got)
+		assertSameOutput(t, runExport(t, first, feeds), runExport(t, second, feeds))
+	}
 }
