@@ -277,7 +277,12 @@ func mergedOutput(g match.Graph, pv *match.Node, width int) (*match.Linear, erro
 	if reshape == nil || reshape.Op() != "Reshape" {
 		return nil, fmt.Errorf("the heads of %s are not merged (Transpose, Reshape)", pv.Name())
 	}
-	merged := reshape.Output()
+	return outProjection(g, reshape.Output(), width)
+}
+
+// outProjection reads the output projection, an nn.Linear of width
+// features, that reads merged.
+func outProjection(g match.Graph, merged string, width int) (*match.Linear, error) {
 	mm := match.OnlyReader(g, merged)
 	if mm == nil {
 		return nil, fmt.Errorf("no output projection reads the merged heads (attention.sdpa has out_proj)")

@@ -144,3 +144,21 @@ func checkStructuralLift(t *testing.T, config, want string, opset int) {
 		assertSameOutput(t, runExport(t, first, feeds), runExport(t, second, feeds))
 	}
 }
+
+// attention.linear is lifted by structure from its parallel-form export:
+// every update rule, grouped key heads, the convolution's kernel, the L2
+// norm, the gates' projections and parameters.
+func TestLiftLinearAttention(t *testing.T) {
+	for _, c := range []struct{ config, want string }{
+		{"attention_linear", "{name: l, type: attention.linear, d: 32, num_heads: 4, head_k_dim: 8, head_v_dim: 8, update_rule: gated_delta, conv_kernel_size: 4, qk_l2norm: true, eps: 1e-06}"},
+		{"attention_linear_delta", "{name: l, type: attention.linear, d: 12, num_heads: 4, num_key_heads: 2, head_k_dim: 4, head_v_dim: 2, update_rule: delta, conv_kernel_size: 3, qk_l2norm: true, eps: 1e-06}"},
+		{"attention_linear_gated", "{name: l, type: attention.linear, d: 8, num_heads: 2, head_k_dim: 4, head_v_dim: 4, update_rule: gated, conv_kernel_size: 1, qk_l2norm: true, eps: 1e-06}"},
+		{"attention_linear_plain", "{name: l, type: attention.linear, d: 8, num_heads: 2, head_k_dim: 4, head_v_dim: 4, update_rule: linear, conv_kernel_size: 4, qk_l2norm: false, eps: 1e-06}"},
+	} {
+		for _, opset := range []int{13, 17, 23} {
+			t.Run(fmt.Sprintf("%s/opset%d", c.config, opset), func(t *testing.T) {
+				checkStructuralLift(t, c.config, c.want, opset)
+			})
+		}
+	}
+}
