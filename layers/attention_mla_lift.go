@@ -49,6 +49,12 @@ func liftMLA(g match.Graph, softmax *match.Node) (*match.Layer, error) {
 	if k == nil || k.Op() != "Concat" || len(q.Inputs()) != 2 || len(k.Inputs()) != 2 || !lastAxis(g, q) || !lastAxis(g, k) {
 		return nil, nil
 	}
+	if _, err := sliceSource(g, q.Inputs()[0]); err != nil {
+		return nil, nil // the queries are not [nope | rope]: rotated heads of attention.sdpa, say
+	}
+	if shared := g.Producer(k.Inputs()[1]); shared == nil || shared.Op() != "Expand" {
+		return nil, nil // no rotated key shared by the heads
+	}
 	if !g.Registered("attention.mla") {
 		return nil, match.Refuse([]*match.Node{softmax}, "latent attention: no layer type attention.mla is registered in this build")
 	}

@@ -67,6 +67,9 @@ type sdpaScores struct {
 	mods      []ScoreMod
 	modTypes  []string
 	modParams [][]match.Param
+	// touched records a step that modifies the scores (a cap, a bias, a
+	// second mask), read or not.
+	touched bool
 	// q and k are the query and key projections; qNorm and kNorm their
 	// per-head RMSNorms (nil without qk_norm).
 	q, k         *match.Linear
@@ -75,8 +78,9 @@ type sdpaScores struct {
 	kvHeads      int
 }
 
-// modified reports whether the scores are soft-capped or modified.
-func (s *sdpaScores) modified() bool { return s.softcap > 0 || len(s.mods) > 0 }
+// modified reports whether the scores are soft-capped or modified, or
+// pass through what looks like a modification.
+func (s *sdpaScores) modified() bool { return s.touched || s.softcap > 0 || len(s.mods) > 0 }
 
 // readHeads follows q and the transposed keys of the product of queries
 // and keys back to their projections.

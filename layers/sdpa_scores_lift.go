@@ -54,6 +54,9 @@ func readWeights(g match.Graph, softmax *match.Node) (*sdpaWeights, error) {
 		weights, next = next.Output(), match.OnlyReader(g, next.Output())
 	}
 	if next == nil || next.Op() != "MatMul" || next.Inputs()[0] != weights {
+		if w.sinks != nil {
+			return nil, match.Refuse([]*match.Node{softmax}, "softmax with sinks: its weights reach the values through %s, which the lift does not read (a mask input hiding whole rows?)", opName(next))
+		}
 		return nil, nil
 	}
 	w.product = next
@@ -101,6 +104,9 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 		if !ok {
 			return s, nil, fmt.Errorf("the scores pass through %s (%s), which attention.sdpa's lift does not read", n.Name(), n.Op())
 		}
+		// a bias, or a Where that keeps where its condition holds (the
+		// causal mask hides where it holds): score_mod's forms
+		s.touched = s.touched || n.Op() == "Add" || n.Op() == "Where" && data == n.Inputs()[1]
 		switch n.Op() {
 		case "Mul", "Div":
 			c, ok := g.Scalar(arg)
@@ -108,6 +114,7 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 				return s, nil, fmt.Errorf("the scores are scaled by %q, not a constant scalar", arg)
 			}
 			if tanh := g.Producer(data); n.Op() == "Mul" && tanh != nil && tanh.Op() == "Tanh" {
+				s.touched = true
 				inner, ok := softCapped(g, tanh, c)
 				if !ok {
 					return s, nil, fmt.Errorf("the scores pass through %s (Tanh) other than as cap·tanh(s/cap)", tanh.Name())
@@ -389,4 +396,12 @@ func hidesFuture(g match.Graph, cond string) bool {
 		}
 	}
 	return true
+}
+
+// opName names a node and its op for messages, "nothing" for nil.
+func opName(n *match.Node) string {
+	if n == nil {
+		return "nothing"
+	}
+	return fmt.Sprintf("%s (%s)", n.Name(), n.Op())
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,4 +162,71 @@ func TestLiftLinearAttention(t *testing.T) {
 			})
 		}
 	}
+}
+
+// The issue's frontier model, its three attention layers one after
+// another, is lifted by structure into the same three layers.
+func TestLiftFrontierModel(t *testing.T) {
+	const frontier = `# input: [2, 6, 32]
+name: frontier
+layers:
+  - {name: a, type: attention.sdpa, d: 32, num_heads: 4, num_kv_heads: 2, causal: true, qk_norm: rms, sinks: true}
+  - {name: l, type: attention.linear, d: 32, num_heads: 4, update_rule: gated_delta}
+  - {name: m, type: attention.mla, d: 32, num_heads: 4, q_lora_rank: 16, kv_lora_rank: 8, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 8}
+`
+	for _, opset := range []int{17, 23} {
+		t.Run(fmt.Sprintf("opset%d", opset), func(t *testing.T) {
+			m, inputs := liftTestModel(t, frontier)
+			pb, err := export.Model(m, export.Options{Opset: opset})
+			require.NoError(t, err)
+			pb.MetadataProps = nil
+			res, err := lift.Lift(pb)
+			require.NoError(t, err, "%v", res)
+			assert.Equal(t, []string{"attention.sdpa", "attention.linear", "attention.mla"}, layerTypes(res.Config), res.Config)
+			for seed := range uint64(2) {
+				feeds := inputs(seed)
+				want, err := m.Forward(nil, feeds["x"])
+				require.NoError(t, err)
+				got, err := res.Model.Forward(nil, feeds["x"])
+				require.NoError(t, err)
+				assertSameOutput(t, want, got)
+			}
+		})
+	}
+}
+
+// What the structural lifts cannot read they name rather than lift it
+// wrong: sinks with a mask input, score_mod of cross-attention, ALiBi
+// whose slopes are not ALiBi's.
+func TestLiftDecomposedRefusals(t *testing.T) {
+	for _, c := range []struct{ config, reason string }{
+		{"multi/sdpa_sinks_padding", "softmax with sinks: its weights reach the values through /attn/Where_2 (Where), which the lift does not read"},
+		{"multi/sdpa_score_mod_cross", `attention with sinks or score_mod: queries, keys and values are projected from "x", "memory" and "memory"`},
+	} {
+		m, _ := roundTripModel(t, c.config)
+		pb, err := export.Model(m, export.Options{Opset: 17})
+		require.NoError(t, err)
+		pb.MetadataProps = nil
+		_, err = lift.Lift(pb)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), c.reason)
+	}
+
+	m, _ := liftTestModel(t, "# input: [2, 5, 8]\nname: alibi\nlayers:\n  - {name: attn, type: attention.sdpa, d: 8, num_heads: 2, score_mod: {type: alibi}}\n")
+	pb, err := export.Model(m, export.Options{Opset: 17})
+	require.NoError(t, err)
+	pb.MetadataProps = nil
+	tampered := false
+	for _, n := range pb.GetGraph().GetNode() {
+		for _, a := range n.GetAttribute() {
+			if tp := a.GetT(); n.GetOpType() == "Constant" && tp != nil && slices.Equal(tp.GetDims(), []int64{1, 2, 1, 1}) {
+				tp.FloatData, tp.RawData = []float32{0.5, 0.5}, nil
+				tampered = true
+			}
+		}
+	}
+	require.True(t, tampered, "no ALiBi slopes constant found")
+	_, err = lift.Lift(pb)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "has slope 0.5 for head 0, ALiBi's is")
 }
