@@ -67,6 +67,8 @@ type sdpaScores struct {
 	mods      []ScoreMod
 	modTypes  []string
 	modParams [][]match.Param
+	// rope is the rotation of queries and keys, nil for none.
+	rope *sdpaRope
 	// touched records a step that modifies the scores (a cap, a bias, a
 	// second mask), read or not.
 	touched bool
@@ -90,11 +92,23 @@ func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
 	if kT == nil || kT.Op() != "Transpose" || !slices.Equal(kT.Ints("perm"), []int64{0, 1, 3, 2}) {
 		return fmt.Errorf("the keys of %s are not transposed heads", product.Name())
 	}
-	q, qNorm := unnormalized(g, ins[0])
+	q, qRope, err := unrotated(g, ins[0])
+	if err != nil {
+		return err
+	}
+	q, qNorm := unnormalized(g, q)
 	k, kvHeads, err := unrepeated(g, kT.Inputs()[0])
 	if err != nil {
 		return err
 	}
+	k, kRope, err := unrotated(g, k)
+	if err != nil {
+		return err
+	}
+	if (qRope == nil) != (kRope == nil) || qRope != nil && *qRope != *kRope {
+		return fmt.Errorf("the queries and keys are not rotated alike; attention.sdpa's rope rotates both")
+	}
+	s.rope = qRope
 	k, kNorm := unnormalized(g, k)
 	if (qNorm == nil) != (kNorm == nil) {
 		return fmt.Errorf("only one of the queries and keys is normalized per head; attention.sdpa's qk_norm normalizes both")
@@ -167,6 +181,19 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 	if s.softcap > 0 {
 		cfg = append(cfg, match.Field{Key: "softcap", Value: float32(s.softcap)})
 	}
+	var notes []string
+	if r := s.rope; r != nil {
+		cfg = append(cfg, match.Field{Key: "rope", Value: r.style})
+		if r.base != 10000 {
+			cfg = append(cfg, match.Field{Key: "rope_base", Value: r.base})
+		}
+		if r.dim != s.dim {
+			cfg = append(cfg, match.Field{Key: "rope_rotary_dim", Value: r.dim})
+		}
+		if r.note != "" {
+			notes = append(notes, r.note)
+		}
+	}
 	params := slices.Concat(s.q.Params("q_proj"), s.k.Params("k_proj"), vl.Params("v_proj"), out.Params(outName))
 	if s.qNorm != nil {
 		if s.qNorm.Eps != s.kNorm.Eps {
@@ -193,7 +220,7 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 			}
 		}
 	}
-	return &match.Layer{Type: "attention.sdpa", Name: "attn", Config: cfg, Inputs: []string{s.q.Input}, Output: out.Output, Params: params}, nil
+	return &match.Layer{Type: "attention.sdpa", Name: "attn", Config: cfg, Inputs: []string{s.q.Input}, Output: out.Output, Params: params, Notes: notes}, nil
 }
 
 // unnormalized returns the heads a per-head RMSNorm computes v from, and
@@ -307,4 +334,72 @@ func outProjection(g match.Graph, merged string, width int) (*match.Linear, erro
 func mustShape(g match.Graph, v string) []int {
 	s, _ := g.Shape(v)
 	return s
+}
+
+// sdpaRope is attention.sdpa's rotation of queries and keys.
+type sdpaRope struct {
+	style string
+	base  float64
+	dim   int
+	note  string
+}
+
+// unrotated returns the heads that RoPE, as rotateONNX writes it, rotates
+// into v, and the rotation; v itself and nil when v is not rotated. A
+// partial rotation joins the rotated first dim features and the rest of
+// the heads (a Slice) by Concat; the rotation itself is the Concat of
+// (a·cos − b·sin, b·cos + a·sin) of the halves, or of the pairs reshaped
+// back (interleaved).
+func unrotated(g match.Graph, v string) (string, *sdpaRope, error) {
+	n := g.Producer(v)
+	if n == nil || (n.Op() != "Concat" && n.Op() != "Reshape") {
+		return v, nil, nil
+	}
+	rotated, whole := v, ""
+	if ins := n.Inputs(); n.Op() == "Concat" && len(ins) == 2 {
+		if rest := g.Producer(ins[1]); rest != nil && rest.Op() == "Slice" {
+			rotated, whole = ins[0], rest.Inputs()[0]
+		}
+	}
+	join := g.Producer(rotated)
+	if join != nil && join.Op() == "Reshape" {
+		join = g.Producer(join.Inputs()[0])
+	}
+	if join == nil || join.Op() != "Concat" || len(join.Inputs()) != 2 {
+		return v, nil, nil
+	}
+	sub := g.Producer(join.Inputs()[0])
+	if sub == nil || sub.Op() != "Sub" {
+		return v, nil, nil
+	}
+	aCos := g.Producer(sub.Inputs()[0])
+	if aCos == nil || aCos.Op() != "Mul" {
+		return v, nil, nil
+	}
+	a, _, ok := dataAndStatic(g, aCos)
+	if !ok {
+		return v, nil, nil
+	}
+	src, err := sliceSource(g, a)
+	if err != nil {
+		return v, nil, nil
+	}
+	if pairs := g.Producer(src); pairs != nil && pairs.Op() == "Reshape" && g.Producer(rotated).Op() == "Reshape" {
+		src = pairs.Inputs()[0]
+	}
+	shape, err := g.Shape(src)
+	if err != nil || len(shape) != 4 {
+		return "", nil, fmt.Errorf("the rotated heads %q are not (B, H, T, rotary_dim)", src)
+	}
+	r := &sdpaRope{dim: shape[3]}
+	if whole != "" {
+		if from, err := sliceSource(g, src); err != nil || from != whole {
+			return "", nil, fmt.Errorf("the partial rotation of %q joins other heads than it rotates", v)
+		}
+		src = whole
+	}
+	if r.style, r.base, r.note, err = readMLARope(g, rotated, r.dim); err != nil {
+		return "", nil, err
+	}
+	return src, r, nil
 }
