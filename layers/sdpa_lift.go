@@ -61,6 +61,8 @@ func liftSDPADecomposed(g match.Graph, softmax *match.Node) (*match.Layer, error
 type sdpaScores struct {
 	scale  float64
 	causal bool
+	// window is how many keys a query sees, 0 for all.
+	window int
 	// softcap is the softcap field (0 for none); mods the score_mod
 	// entries, in order, their types and each one's parameters.
 	softcap   float64
@@ -175,6 +177,9 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 		cfg = append(cfg, match.Field{Key: "out_name", Value: outName})
 	}
 	cfg = append(cfg, match.Field{Key: "causal", Value: s.causal})
+	if s.window > 0 {
+		cfg = append(cfg, match.Field{Key: "window", Value: s.window})
+	}
 	if !scaledAs(s.scale, s.dim) {
 		cfg = append(cfg, match.Field{Key: "scale", Value: float32(s.scale)})
 	}

@@ -131,10 +131,11 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 		case "Where":
 			ins := n.Inputs()
 			if fill, ok := g.Scalar(ins[1]); ok && math.IsInf(fill, -1) && data == ins[2] {
-				if s.causal || len(mods) > 0 || !hidesFuture(g, ins[0]) {
-					return s, nil, fmt.Errorf("the scores are masked by %s (Where), which hides other keys than the causal mask", n.Name())
+				window, ok := causalWindow(g, ins[0])
+				if s.causal || len(mods) > 0 || !ok {
+					return s, nil, fmt.Errorf("the scores are masked by %s (Where), which hides other keys than a causal mask with a window", n.Name())
 				}
-				s.causal = true
+				s.causal, s.window = true, window
 				break
 			}
 			m, err := readDocumentMask(g, n)
@@ -375,27 +376,42 @@ func readSinks(g match.Graph, column string) (*tensor.Dense, string, error) {
 	return tensor.New(tensor.WithShape(len(sinks)), tensor.WithBacking(sinks)), from, nil
 }
 
-// hidesFuture reports whether a static bool condition is true exactly
-// where a key comes after its query, at every probe shape.
-func hidesFuture(g match.Graph, cond string) bool {
+// causalWindow reads a static bool condition that hides the keys after
+// each query and, with a window, those window or more positions before
+// it, at every probe shape. It returns the window, 0 when no key before a
+// query is hidden (at a fixed size, a window as long as the sequence), and
+// whether the condition is such a mask.
+func causalWindow(g match.Graph, cond string) (int, bool) {
+	window := 0
 	for i := range g.Probes() {
 		t, err := g.ValueAt(i, cond)
 		if err != nil {
-			return false
+			return 0, false
 		}
 		hidden, ok := t.Data().([]bool)
 		shape := t.Shape()
-		if !ok || len(shape) < 2 || shape.TotalSize() != shape[len(shape)-2]*shape[len(shape)-1] {
-			return false
+		if !ok || len(shape) < 2 || shape.TotalSize() != shape[len(shape)-2]*shape[len(shape)-1] || shape[len(shape)-2] != shape[len(shape)-1] {
+			return 0, false
 		}
-		rows, cols := shape[len(shape)-2], shape[len(shape)-1]
+		n := shape[len(shape)-1]
+		w := 0 // the nearest hidden key before its query, plus one
 		for j, h := range hidden {
-			if h != (j%cols > j/cols) || rows != cols {
-				return false
+			if back := j/n - j%n; h && back >= 0 && (w == 0 || back < w) {
+				w = back
+			}
+		}
+		if w > 0 && window > 0 && w != window {
+			return 0, false
+		}
+		window = max(window, w)
+		for j, h := range hidden {
+			back := j/n - j%n
+			if h != (back < 0 || w > 0 && back >= w) {
+				return 0, false
 			}
 		}
 	}
-	return true
+	return window, true
 }
 
 // opName names a node and its op for messages, "nothing" for nil.
