@@ -63,6 +63,8 @@ type sdpaScores struct {
 	causal bool
 	// window is how many keys a query sees, 0 for all.
 	window int
+	// alibi is the alibi field (rather than score_mod alibi).
+	alibi bool
 	// softcap is the softcap field (0 for none); mods the score_mod
 	// entries, in order, their types and each one's parameters.
 	softcap   float64
@@ -179,6 +181,9 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 	cfg = append(cfg, match.Field{Key: "causal", Value: s.causal})
 	if s.window > 0 {
 		cfg = append(cfg, match.Field{Key: "window", Value: s.window})
+	}
+	if s.alibi {
+		cfg = append(cfg, match.Field{Key: "alibi", Value: true})
 	}
 	if !scaledAs(s.scale, s.dim) {
 		cfg = append(cfg, match.Field{Key: "scale", Value: float32(s.scale)})

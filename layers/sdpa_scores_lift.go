@@ -153,8 +153,13 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 				}
 				push("relative_bias", m, []match.Param{p})
 			case bias != nil && bias.Op() == "Mul":
-				if err := readALiBi(g, bias); err != nil {
+				field, err := readALiBi(g, bias)
+				if err != nil {
 					return s, nil, err
+				}
+				if field && len(mods) == 0 && !s.alibi { // the field's bias is added after every score_mod
+					s.alibi = true
+					break
 				}
 				push("alibi", &ALiBiMod{}, nil)
 			default:
@@ -273,8 +278,10 @@ func readRelativeBias(g match.Graph, gather *match.Node) (*RelativeBiasMod, matc
 	return m, match.Param{Name: "bias", Value: t, From: from}, nil
 }
 
-// readALiBi checks that slopes · (key − query) has ALiBi's slopes.
-func readALiBi(g match.Graph, mul *match.Node) error {
+// readALiBi checks that slopes · (key − query) has ALiBi's slopes, and
+// reports whether they are the alibi field's, (H, 1, 1) as positionMask
+// writes them, rather than score_mod alibi's (1, H, 1, 1).
+func readALiBi(g match.Graph, mul *match.Node) (bool, error) {
 	for _, in := range mul.Inputs() {
 		t, err := g.Constant(in)
 		if err != nil {
@@ -287,12 +294,12 @@ func readALiBi(g match.Graph, mul *match.Node) error {
 		want := alibiSlopes(len(slopes))
 		for h, m := range slopes {
 			if float32(m) != want[h] {
-				return fmt.Errorf("the score bias of %s has slope %g for head %d, ALiBi's is %g", mul.Name(), m, h, want[h])
+				return false, fmt.Errorf("the score bias of %s has slope %g for head %d, ALiBi's is %g", mul.Name(), m, h, want[h])
 			}
 		}
-		return nil
+		return len(t.Shape()) == 3, nil
 	}
-	return fmt.Errorf("the score bias of %s has no constant slopes", mul.Name())
+	return false, fmt.Errorf("the score bias of %s has no constant slopes", mul.Name())
 }
 
 // lastAxis reports whether a Softmax or Concat works on the last axis of

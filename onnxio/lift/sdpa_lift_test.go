@@ -39,6 +39,7 @@ func TestLiftDecomposedSDPA(t *testing.T) {
 		{"sdpa_softcap", "{name: attn, type: attention.sdpa, d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, scale: 0.9, softcap: 1.5}", []int{13, 17}},
 		{"sdpa_gqa", "{name: attn, type: attention.sdpa, d: 8, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: true, causal: true}", []int{13, 17}},
 		{"sdpa_window", "{name: attn, type: attention.sdpa, d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, window: 3}", []int{13, 17}},
+		{"sdpa_alibi", "{name: attn, type: attention.sdpa, d: 9, num_heads: 3, qkv_bias: false, out_bias: false, out_name: o_proj, causal: true, alibi: true}", []int{13, 17}},
 		{"sdpa_rope", "{name: attn, type: attention.sdpa, d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, rope: half}\n" +
 			"{name: attn_gptj, type: attention.sdpa, d: 8, num_heads: 2, num_kv_heads: 1, qkv_bias: false, out_bias: true, causal: true, rope: interleaved, rope_rotary_dim: 2}", []int{13, 17}},
 		{"sdpa_qk_norm", "{name: attn, type: attention.sdpa, d: 32, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: false, out_name: o_proj, causal: true, rope: half, qk_norm: rms, qk_norm_eps: 1e-05}", []int{13, 17}},
