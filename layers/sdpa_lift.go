@@ -12,19 +12,19 @@ import (
 // ops (exportDecomposed): before opset 23, and at every opset for sinks
 // and score_mod, which the Attention op does not have. The attention
 // recognizer declines what this form adds to plain attention (grouped-
-// query heads, qk_norm, a softmax with a sink column, modified scores);
-// this pattern reads it by structure:
+// query heads, qk_norm, RoPE, a softmax with a sink column, modified
+// scores, a mask input); this pattern reads it by structure:
 //
-//	q = split(x W_qᵀ) [qk_norm]      k, v = split(x W_kᵀ), split(x W_vᵀ) [qk_norm on k] [repeated for GQA]
-//	s = scale · q kᵀ → [softcap] → [score_mod ...] → [causal −Inf]
+//	q = split(x W_qᵀ) [qk_norm] [RoPE]      k, v = split(x W_kᵀ), split(x W_vᵀ) [qk_norm, RoPE on k] [repeated for GQA]
+//	s = scale · q kᵀ → [softcap] → [score_mod ...] → [ALiBi, additive mask] → [causal, window, bool mask: −Inf]
 //	w = Softmax(s) or Slice(Softmax(Concat(s, Expand(sinks))), drop the last column) → [Where: zeros for rows that see no key]
 //	y = merge(w v) W_oᵀ + b_o
 //
 // where split is Reshape (B, T, H, d) then Transpose to (B, H, T, d) and
-// merge the reverse (sdpa_scores_lift.go reads the scores). Rope and the
-// mask input it does not read. It declines what it does not recognize
-// unless the softmax has sinks or the scores are modified, which only
-// this pattern lifts: then it names what it cannot read. The lifter
+// merge the reverse (sdpa_scores_lift.go reads the scores and weights).
+// Cross-attention it does not read. It declines what it does not
+// recognize unless the softmax has sinks or the scores are modified, which
+// only this pattern lifts: then it names what it cannot read. The lifter
 // builds the layer and runs it against the graph before accepting it.
 
 func init() {
@@ -65,6 +65,10 @@ type sdpaScores struct {
 	window int
 	// alibi is the alibi field (rather than score_mod alibi).
 	alibi bool
+	// mask is the kind of the mask input ("" for none, "bool" or
+	// "additive"), maskPolarity a bool mask's polarity and maskInput the
+	// graph input it is.
+	mask, maskPolarity, maskInput string
 	// softcap is the softcap field (0 for none); mods the score_mod
 	// entries, in order, their types and each one's parameters.
 	softcap   float64
@@ -185,6 +189,17 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 	if s.alibi {
 		cfg = append(cfg, match.Field{Key: "alibi", Value: true})
 	}
+	inputs := []string{s.q.Input}
+	if s.mask != "" {
+		inputs = append(inputs, s.maskInput)
+		cfg = append(cfg, match.Field{Key: "mask", Value: s.mask})
+		if s.mask == "bool" {
+			cfg = append(cfg, match.Field{Key: "mask_polarity", Value: s.maskPolarity})
+		}
+		if !w.zeroes { // a query the mask hides from every key keeps the softmax's NaN
+			cfg = append(cfg, match.Field{Key: "masked_rows", Value: "nan"})
+		}
+	}
 	if !scaledAs(s.scale, s.dim) {
 		cfg = append(cfg, match.Field{Key: "scale", Value: float32(s.scale)})
 	}
@@ -230,7 +245,7 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 			}
 		}
 	}
-	return &match.Layer{Type: "attention.sdpa", Name: "attn", Config: cfg, Inputs: []string{s.q.Input}, Output: out.Output, Params: params, Notes: notes}, nil
+	return &match.Layer{Type: "attention.sdpa", Name: "attn", Config: cfg, Inputs: inputs, Output: out.Output, Params: params, Notes: notes}, nil
 }
 
 // unnormalized returns the heads a per-head RMSNorm computes v from, and

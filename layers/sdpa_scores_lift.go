@@ -28,6 +28,8 @@ type sdpaWeights struct {
 	sinksFrom string
 	// product is the MatMul of the weights and the values.
 	product *match.Node
+	// zeroes records the Where that gives zeros to rows that see no key.
+	zeroes bool
 }
 
 // readWeights reads the softmax's sink column, if any, and follows its
@@ -51,7 +53,7 @@ func readWeights(g match.Graph, softmax *match.Node) (*sdpaWeights, error) {
 	}
 	next := match.OnlyReader(g, weights)
 	if next != nil && next.Op() == "Where" && zeroesRows(g, next, weights) {
-		weights, next = next.Output(), match.OnlyReader(g, next.Output())
+		weights, next, w.zeroes = next.Output(), match.OnlyReader(g, next.Output()), true
 	}
 	if next == nil || next.Op() != "MatMul" || next.Inputs()[0] != weights {
 		if w.sinks != nil {
@@ -63,11 +65,91 @@ func readWeights(g match.Graph, softmax *match.Node) (*sdpaWeights, error) {
 	return w, nil
 }
 
-// zeroesRows reports whether where is Where(static condition, weights, 0).
+// zeroesRows reports whether where is Where(condition, weights, 0); the
+// condition (computed from the masks) is checked when the layer is run
+// against the graph.
 func zeroesRows(g match.Graph, where *match.Node, weights string) bool {
 	ins := where.Inputs()
 	zero, ok := g.Scalar(ins[2])
-	return ins[1] == weights && !g.IsData(ins[0]) && ok && zero == 0
+	return ins[1] == weights && ok && zero == 0
+}
+
+// readMaskInput reads the step n of the scores if it applies attention.sdpa's
+// mask input: Where(hidden, −Inf, s) with hidden Equal(mask, 0) (mask:
+// bool, mask_polarity: keep) or its Not (polarity mask), either joined by
+// Or to a static causal mask, or Add(s, mask) (mask: additive), the mask
+// added to ALiBi's bias of the alibi field if any. It returns the scores
+// before the step and whether n is such a step.
+func (s *sdpaScores) readMaskInput(g match.Graph, n *match.Node) (string, bool, error) {
+	ins := n.Inputs()
+	switch {
+	case n.Op() == "Where" && len(ins) == 3 && g.IsData(ins[0]) && g.IsData(ins[2]):
+		fill, ok := g.Scalar(ins[1])
+		if !ok || !math.IsInf(fill, -1) {
+			return "", false, nil
+		}
+		hidden := ins[0]
+		if or := g.Producer(hidden); or != nil && or.Op() == "Or" {
+			positional, rest := or.Inputs()[0], or.Inputs()[1]
+			if g.IsData(positional) {
+				positional, rest = rest, positional
+			}
+			window, ok := causalWindow(g, positional)
+			if g.IsData(positional) || !ok {
+				return "", false, fmt.Errorf("the scores are masked by %s (Or), not the causal mask or window and a mask input", or.Name())
+			}
+			s.causal, s.window, hidden = true, window, rest
+		}
+		input, polarity := boolMaskInput(g, hidden)
+		if input == "" {
+			return "", false, fmt.Errorf("the scores are masked by %q, not a mask input compared with 0", hidden)
+		}
+		s.mask, s.maskPolarity, s.maskInput = "bool", polarity, input
+		return ins[2], true, nil
+	case n.Op() == "Add" && len(ins) == 2 && g.IsData(ins[0]) && g.IsData(ins[1]):
+		scores, mask := ins[0], ins[1]
+		if g.Producer(mask) != nil && g.Producer(scores) == nil {
+			scores, mask = mask, scores
+		}
+		if add := g.Producer(mask); add != nil && add.Op() == "Add" { // ALiBi's bias + the mask input
+			input, alibi, ok := dataAndStatic(g, add)
+			if bias := g.Producer(alibi); !ok || bias == nil || bias.Op() != "Mul" || g.Producer(input) != nil {
+				return "", false, nil
+			}
+			if field, err := readALiBi(g, g.Producer(alibi)); err != nil || !field {
+				return "", false, err
+			}
+			s.alibi, mask = true, input
+		}
+		if g.Producer(mask) != nil {
+			return "", false, nil
+		}
+		s.mask, s.maskInput = "additive", mask
+		return scores, true, nil
+	}
+	return "", false, nil
+}
+
+// boolMaskInput reads Equal(mask, 0) (polarity keep: zero hides) or
+// Not(Equal(mask, 0)) (polarity mask) of a graph input; "" when hidden is
+// neither.
+func boolMaskInput(g match.Graph, hidden string) (input, polarity string) {
+	polarity = "keep"
+	eq := g.Producer(hidden)
+	if eq != nil && eq.Op() == "Not" {
+		polarity, eq = "mask", g.Producer(eq.Inputs()[0])
+	}
+	if eq == nil || eq.Op() != "Equal" {
+		return "", ""
+	}
+	m, zero := eq.Inputs()[0], eq.Inputs()[1]
+	if g.IsData(zero) {
+		m, zero = zero, m
+	}
+	if z, ok := g.Scalar(zero); !ok || z != 0 || g.Producer(m) != nil || !g.IsData(m) {
+		return "", ""
+	}
+	return m, polarity
 }
 
 // readScores follows the scores back to the product of queries and keys
@@ -99,6 +181,16 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 		}
 		if n.Op() == "MatMul" {
 			break
+		}
+		if s.mask == "" && len(mods) == 0 { // the mask input is applied after every score_mod
+			scores, ok, err := s.readMaskInput(g, n)
+			if err != nil {
+				return s, nil, err
+			}
+			if ok {
+				v = scores
+				continue
+			}
 		}
 		data, arg, ok := dataAndStatic(g, n)
 		if !ok {
@@ -418,7 +510,29 @@ func causalWindow(g match.Graph, cond string) (int, bool) {
 			}
 		}
 	}
+	if window == 0 { // no probe is longer than the window: read its constant
+		window = windowConstant(g, cond)
+	}
 	return window, true
+}
+
+// windowConstant reads the window of a causal mask Or(future, Greater(query
+// − key, window − 1)) as positionMask writes it, 0 when there is none.
+func windowConstant(g match.Graph, cond string) int {
+	or := g.Producer(cond)
+	if or == nil || or.Op() != "Or" {
+		return 0
+	}
+	for _, in := range or.Inputs() {
+		if gt := g.Producer(in); gt != nil && gt.Op() == "Greater" {
+			if sub := g.Producer(gt.Inputs()[0]); sub != nil && sub.Op() == "Sub" {
+				if c, ok := g.Scalar(gt.Inputs()[1]); ok && c >= 0 {
+					return int(c) + 1
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // opName names a node and its op for messages, "nothing" for nil.

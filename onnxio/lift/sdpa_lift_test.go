@@ -40,6 +40,12 @@ func TestLiftDecomposedSDPA(t *testing.T) {
 		{"sdpa_gqa", "{name: attn, type: attention.sdpa, d: 8, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: true, causal: true}", []int{13, 17}},
 		{"sdpa_window", "{name: attn, type: attention.sdpa, d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, window: 3}", []int{13, 17}},
 		{"sdpa_alibi", "{name: attn, type: attention.sdpa, d: 9, num_heads: 3, qkv_bias: false, out_bias: false, out_name: o_proj, causal: true, alibi: true}", []int{13, 17}},
+		{"multi/sdpa_keep_mask", "{name: attn, type: attention.sdpa, inputs: [x, mask], d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: false, mask: bool, mask_polarity: keep}", []int{13, 17}},
+		{"multi/sdpa_drop_mask_nan", "{name: attn, type: attention.sdpa, inputs: [x, mask], d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: false, mask: bool, mask_polarity: mask, masked_rows: nan}", []int{13, 17}},
+		{"multi/sdpa_additive", "{name: attn, type: attention.sdpa, inputs: [x, bias], d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, mask: additive}", []int{13, 17}},
+		{"multi/sdpa_alibi_additive", "{name: attn, type: attention.sdpa, inputs: [x, bias], d: 9, num_heads: 3, qkv_bias: false, out_bias: true, causal: true, window: 3, alibi: true, mask: additive}", []int{13, 17}},
+		{"multi/sdpa_everything", "{name: attn, type: attention.sdpa, inputs: [x, keep], d: 8, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: false, out_name: o_proj, causal: true, window: 4, mask: bool, mask_polarity: keep, softcap: 2, rope: half}", []int{13, 17}},
+		{"multi/sdpa_sinks_padding", "{name: attn, type: attention.sdpa, inputs: [x, keep], d: 16, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, window: 3, mask: bool, mask_polarity: keep, rope: half, sinks: true}", nil},
 		{"sdpa_rope", "{name: attn, type: attention.sdpa, d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, rope: half}\n" +
 			"{name: attn_gptj, type: attention.sdpa, d: 8, num_heads: 2, num_kv_heads: 1, qkv_bias: false, out_bias: true, causal: true, rope: interleaved, rope_rotary_dim: 2}", []int{13, 17}},
 		{"sdpa_qk_norm", "{name: attn, type: attention.sdpa, d: 32, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: false, out_name: o_proj, causal: true, rope: half, qk_norm: rms, qk_norm_eps: 1e-05}", []int{13, 17}},
@@ -144,9 +150,16 @@ func checkStructuralLift(t *testing.T, config, want string, opset int) {
 	assert.Equal(t, initializers(t, first), initializers(t, second), res.Config)
 	for seed := range uint64(2) {
 		feeds := inputs(seed)
-		want, err := m.Forward(nil, feeds["x"])
+		var xs []*tensor.Dense
+		for _, in := range m.Config().Inputs {
+			xs = append(xs, feeds[in])
+		}
+		if len(xs) == 0 {
+			xs = []*tensor.Dense{feeds["x"]}
+		}
+		want, err := m.Forward(nil, xs...)
 		require.NoError(t, err)
-		got, err := res.Model.Forward(nil, feeds["x"])
+		got, err := res.Model.Forward(nil, xs...)
 		require.NoError(t, err)
 		assertSameOutput(t, want, got)
 		assertSameOutput(t, runExport(t, first, feeds), runExport(t, second, feeds))
@@ -203,11 +216,9 @@ layers:
 }
 
 // What the structural lifts cannot read they name rather than lift it
-// wrong: sinks with a mask input, score_mod of cross-attention, ALiBi
-// whose slopes are not ALiBi's.
+// wrong: score_mod of cross-attention, ALiBi whose slopes are not ALiBi's.
 func TestLiftDecomposedRefusals(t *testing.T) {
 	for _, c := range []struct{ config, reason string }{
-		{"multi/sdpa_sinks_padding", "softmax with sinks: its weights reach the values through /attn/Where_2 (Where), which the lift does not read"},
 		{"multi/sdpa_score_mod_cross", `attention with sinks or score_mod: queries, keys and values are projected from "x", "memory" and "memory"`},
 	} {
 		m, _ := roundTripModel(t, c.config)
