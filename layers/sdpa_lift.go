@@ -21,9 +21,9 @@ import (
 //	y = merge(w v) W_oᵀ + b_o
 //
 // where split is Reshape (B, T, H, d) then Transpose to (B, H, T, d) and
-// merge the reverse (sdpa_scores_lift.go reads the scores and weights).
-// Cross-attention it does not read. It declines what it does not
-// recognize unless the softmax has sinks or the scores are modified, which
+// merge the reverse (sdpa_scores_lift.go reads the scores and weights);
+// cross-attention projects its keys and values from a second input. It
+// declines what it does not recognize unless the softmax has sinks or the scores are modified, which
 // only this pattern lifts: then it names what it cannot read. The lifter
 // builds the layer and runs it against the graph before accepting it.
 
@@ -61,8 +61,10 @@ func liftSDPADecomposed(g match.Graph, softmax *match.Node) (*match.Layer, error
 type sdpaScores struct {
 	scale  float64
 	causal bool
-	// window is how many keys a query sees, 0 for all.
-	window int
+	// window is how many keys a query sees, 0 for all; topLeft the causal
+	// alignment of cross-attention when it is not bottom-right.
+	window  int
+	topLeft bool
 	// alibi is the alibi field (rather than score_mod alibi).
 	alibi bool
 	// mask is the kind of the mask input ("" for none, "bool" or
@@ -152,8 +154,8 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 		return nil, fmt.Errorf("the values have %d heads of %d, the keys %d of %d", vHeads, vDim, s.kvHeads, s.dim)
 	case s.heads%s.kvHeads != 0:
 		return nil, fmt.Errorf("%d query heads over %d KV heads", s.heads, s.kvHeads)
-	case s.q.Input != s.k.Input || s.k.Input != vl.Input:
-		return nil, fmt.Errorf("queries, keys and values are projected from %q, %q and %q; attention.sdpa's lift from standard ops reads self-attention", s.q.Input, s.k.Input, vl.Input)
+	case s.k.Input != vl.Input:
+		return nil, fmt.Errorf("keys and values are projected from %q and %q; attention.sdpa projects both from one input", s.k.Input, vl.Input)
 	case (s.q.Bias != nil) != (s.k.Bias != nil) || (s.k.Bias != nil) != (vl.Bias != nil):
 		return nil, fmt.Errorf("some of the q, k and v projections have a bias and some do not; attention.sdpa's qkv_bias is all or none")
 	case w.sinks != nil && w.sinks.Shape().TotalSize() != s.heads:
@@ -171,7 +173,15 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 	if slices.ContainsFunc(append(g.Sources(out.WeightFrom), out.WeightFrom), func(v string) bool { return strings.HasSuffix(v, "o_proj.weight") }) {
 		outName = "o_proj" // Hugging Face's name survives the round trip
 	}
-	cfg := []match.Field{{Key: "d", Value: width}, {Key: "num_heads", Value: s.heads}}
+	cfg := []match.Field{{Key: "d", Value: width}}
+	inputs := []string{s.q.Input}
+	if s.k.Input != s.q.Input { // cross-attention
+		inputs = append(inputs, s.k.Input)
+		if s.k.In != width {
+			cfg = append(cfg, match.Field{Key: "d_memory", Value: s.k.In})
+		}
+	}
+	cfg = append(cfg, match.Field{Key: "num_heads", Value: s.heads})
 	if s.kvHeads != s.heads {
 		cfg = append(cfg, match.Field{Key: "num_kv_heads", Value: s.kvHeads})
 	}
@@ -183,13 +193,15 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 		cfg = append(cfg, match.Field{Key: "out_name", Value: outName})
 	}
 	cfg = append(cfg, match.Field{Key: "causal", Value: s.causal})
+	if s.causal && s.topLeft {
+		cfg = append(cfg, match.Field{Key: "causal_align", Value: "top_left"})
+	}
 	if s.window > 0 {
 		cfg = append(cfg, match.Field{Key: "window", Value: s.window})
 	}
 	if s.alibi {
 		cfg = append(cfg, match.Field{Key: "alibi", Value: true})
 	}
-	inputs := []string{s.q.Input}
 	if s.mask != "" {
 		inputs = append(inputs, s.maskInput)
 		cfg = append(cfg, match.Field{Key: "mask", Value: s.mask})

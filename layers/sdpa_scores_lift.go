@@ -94,11 +94,11 @@ func (s *sdpaScores) readMaskInput(g match.Graph, n *match.Node) (string, bool, 
 			if g.IsData(positional) {
 				positional, rest = rest, positional
 			}
-			window, ok := causalWindow(g, positional)
+			window, topLeft, ok := causalWindow(g, positional)
 			if g.IsData(positional) || !ok {
 				return "", false, fmt.Errorf("the scores are masked by %s (Or), not the causal mask or window and a mask input", or.Name())
 			}
-			s.causal, s.window, hidden = true, window, rest
+			s.causal, s.window, s.topLeft, hidden = true, window, topLeft, rest
 		}
 		input, polarity := boolMaskInput(g, hidden)
 		if input == "" {
@@ -223,11 +223,11 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 		case "Where":
 			ins := n.Inputs()
 			if fill, ok := g.Scalar(ins[1]); ok && math.IsInf(fill, -1) && data == ins[2] {
-				window, ok := causalWindow(g, ins[0])
+				window, topLeft, ok := causalWindow(g, ins[0])
 				if s.causal || len(mods) > 0 || !ok {
 					return s, nil, fmt.Errorf("the scores are masked by %s (Where), which hides other keys than a causal mask with a window", n.Name())
 				}
-				s.causal, s.window = true, window
+				s.causal, s.window, s.topLeft = true, window, topLeft
 				break
 			}
 			m, err := readDocumentMask(g, n)
@@ -477,43 +477,70 @@ func readSinks(g match.Graph, column string) (*tensor.Dense, string, error) {
 
 // causalWindow reads a static bool condition that hides the keys after
 // each query and, with a window, those window or more positions before
-// it, at every probe shape. It returns the window, 0 when no key before a
-// query is hidden (at a fixed size, a window as long as the sequence), and
-// whether the condition is such a mask.
-func causalWindow(g match.Graph, cond string) (int, bool) {
-	window := 0
+// it, at every probe shape, in either causal alignment: query i sits at
+// key position i (top-left) or i + Tk − Tq (bottom-right, attention.sdpa's
+// default; the two agree when Tq = Tk). It returns the window, 0 when no
+// key before a query is hidden (at a fixed size, a window as long as the
+// sequence), whether the alignment is top-left only, and whether the
+// condition is such a mask.
+func causalWindow(g match.Graph, cond string) (window int, topLeft, ok bool) {
+	aligned := map[bool]bool{false: true, true: true} // top-left? → still possible
+	windows := map[bool]int{}
 	for i := range g.Probes() {
 		t, err := g.ValueAt(i, cond)
 		if err != nil {
-			return 0, false
+			return 0, false, false
 		}
-		hidden, ok := t.Data().([]bool)
+		hidden, isBool := t.Data().([]bool)
 		shape := t.Shape()
-		if !ok || len(shape) < 2 || shape.TotalSize() != shape[len(shape)-2]*shape[len(shape)-1] || shape[len(shape)-2] != shape[len(shape)-1] {
-			return 0, false
+		if !isBool || len(shape) < 2 || shape.TotalSize() != shape[len(shape)-2]*shape[len(shape)-1] {
+			return 0, false, false
 		}
-		n := shape[len(shape)-1]
-		w := 0 // the nearest hidden key before its query, plus one
-		for j, h := range hidden {
-			if back := j/n - j%n; h && back >= 0 && (w == 0 || back < w) {
-				w = back
+		rows, cols := shape[len(shape)-2], shape[len(shape)-1]
+		for _, tl := range []bool{false, true} {
+			offset := cols - rows
+			if tl {
+				offset = 0
 			}
-		}
-		if w > 0 && window > 0 && w != window {
-			return 0, false
-		}
-		window = max(window, w)
-		for j, h := range hidden {
-			back := j/n - j%n
-			if h != (back < 0 || w > 0 && back >= w) {
-				return 0, false
+			w, fits := windowAt(hidden, cols, offset)
+			if !fits || w > 0 && windows[tl] > 0 && w != windows[tl] {
+				aligned[tl] = false
 			}
+			windows[tl] = max(windows[tl], w)
 		}
+	}
+	switch {
+	case aligned[false]:
+		window = windows[false]
+	case aligned[true]:
+		window, topLeft = windows[true], true
+	default:
+		return 0, false, false
 	}
 	if window == 0 { // no probe is longer than the window: read its constant
 		window = windowConstant(g, cond)
 	}
-	return window, true
+	return window, topLeft, true
+}
+
+// windowAt reads one probe's mask (rows of cols keys) with query i at key
+// position i + offset: it returns the window (0 for none) and whether the
+// mask hides exactly the keys after the query and, with the window, those
+// window or more positions before it.
+func windowAt(hidden []bool, cols, offset int) (int, bool) {
+	w := 0 // the nearest hidden key before its query's position
+	for j, h := range hidden {
+		if back := j/cols + offset - j%cols; h && back >= 0 && (w == 0 || back < w) {
+			w = back
+		}
+	}
+	for j, h := range hidden {
+		back := j/cols + offset - j%cols
+		if h != (back < 0 || w > 0 && back >= w) {
+			return 0, false
+		}
+	}
+	return w, true
 }
 
 // windowConstant reads the window of a causal mask Or(future, Greater(query

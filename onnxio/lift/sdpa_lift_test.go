@@ -14,6 +14,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
@@ -46,6 +47,12 @@ func TestLiftDecomposedSDPA(t *testing.T) {
 		{"multi/sdpa_alibi_additive", "{name: attn, type: attention.sdpa, inputs: [x, bias], d: 9, num_heads: 3, qkv_bias: false, out_bias: true, causal: true, window: 3, alibi: true, mask: additive}", []int{13, 17}},
 		{"multi/sdpa_everything", "{name: attn, type: attention.sdpa, inputs: [x, keep], d: 8, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: false, out_name: o_proj, causal: true, window: 4, mask: bool, mask_polarity: keep, softcap: 2, rope: half}", []int{13, 17}},
 		{"multi/sdpa_sinks_padding", "{name: attn, type: attention.sdpa, inputs: [x, keep], d: 16, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, window: 3, mask: bool, mask_polarity: keep, rope: half, sinks: true}", nil},
+		{"multi/sdpa_cross_bottom_right", "{name: attn, type: attention.sdpa, inputs: [x, memory], d: 8, d_memory: 6, num_heads: 2, qkv_bias: true, out_bias: true, causal: true}", []int{13, 17}},
+		{"multi/sdpa_cross_top_left", "{name: attn, type: attention.sdpa, inputs: [x, memory], d: 8, d_memory: 6, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, causal_align: top_left}", []int{13, 17}},
+		{"multi/sdpa_cross_window_bottom_right", "{name: attn, type: attention.sdpa, inputs: [x, memory], d: 8, d_memory: 6, num_heads: 2, num_kv_heads: 1, qkv_bias: false, out_bias: true, causal: true, window: 3}", []int{13, 17}},
+		{"multi/sdpa_cross_window_top_left", "{name: attn, type: attention.sdpa, inputs: [x, memory], d: 8, d_memory: 6, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, causal_align: top_left, window: 2}", []int{13, 17}},
+		{"multi/sdpa_cross_padding", "{name: attn, type: attention.sdpa, inputs: [x, memory, padding], d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: false, mask: bool, mask_polarity: mask}", []int{13, 17}},
+		{"multi/sdpa_score_mod_cross", "{name: attn, type: attention.sdpa, inputs: [x, memory], d: 16, d_memory: 12, num_heads: 2, qkv_bias: false, out_bias: true, causal: false, score_mod: [{type: relative_bias, max_distance: 2}, {type: document_mask, lengths: [1, 2, 3]}]}", nil},
 		{"sdpa_rope", "{name: attn, type: attention.sdpa, d: 8, num_heads: 2, qkv_bias: false, out_bias: true, causal: true, rope: half}\n" +
 			"{name: attn_gptj, type: attention.sdpa, d: 8, num_heads: 2, num_kv_heads: 1, qkv_bias: false, out_bias: true, causal: true, rope: interleaved, rope_rotary_dim: 2}", []int{13, 17}},
 		{"sdpa_qk_norm", "{name: attn, type: attention.sdpa, d: 32, num_heads: 4, num_kv_heads: 2, qkv_bias: false, out_bias: false, out_name: o_proj, causal: true, rope: half, qk_norm: rms, qk_norm_eps: 1e-05}", []int{13, 17}},
@@ -216,20 +223,9 @@ layers:
 }
 
 // What the structural lifts cannot read they name rather than lift it
-// wrong: score_mod of cross-attention, ALiBi whose slopes are not ALiBi's.
+// wrong: ALiBi whose slopes are not ALiBi's, documents not numbered in
+// order.
 func TestLiftDecomposedRefusals(t *testing.T) {
-	for _, c := range []struct{ config, reason string }{
-		{"multi/sdpa_score_mod_cross", `attention with sinks or score_mod: queries, keys and values are projected from "x", "memory" and "memory"`},
-	} {
-		m, _ := roundTripModel(t, c.config)
-		pb, err := export.Model(m, export.Options{Opset: 17})
-		require.NoError(t, err)
-		pb.MetadataProps = nil
-		_, err = lift.Lift(pb)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), c.reason)
-	}
-
 	m, _ := liftTestModel(t, "# input: [2, 5, 8]\nname: alibi\nlayers:\n  - {name: attn, type: attention.sdpa, d: 8, num_heads: 2, score_mod: {type: alibi}}\n")
 	pb, err := export.Model(m, export.Options{Opset: 17})
 	require.NoError(t, err)
@@ -247,4 +243,30 @@ func TestLiftDecomposedRefusals(t *testing.T) {
 	_, err = lift.Lift(pb)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "has slope 0.5 for head 0, ALiBi's is")
+}
+
+// document_mask whose table of document ids was changed with its table of document ids
+// changed to skip a document number, which no lengths give.
+func TestLiftDocumentMaskRefusal(t *testing.T) {
+	m, _ := liftTestModel(t, "# input: [2, 5, 8]\nname: docs\nlayers:\n  - {name: attn, type: attention.sdpa, d: 8, num_heads: 2, score_mod: {type: document_mask, lengths: [2, 3]}}\n")
+	pb, err := export.Model(m, export.Options{Opset: 17})
+	require.NoError(t, err)
+	pb.MetadataProps = nil
+	tampered := false
+	for _, n := range pb.GetGraph().GetNode() {
+		for _, a := range n.GetAttribute() {
+			if tp := a.GetT(); n.GetOpType() == "Constant" && tp != nil && slices.Equal(tp.GetDims(), []int64{5}) {
+				d, err := onnxio.TensorToDense(tp)
+				require.NoError(t, err)
+				if ids, ok := d.Data().([]int64); ok && slices.Equal(ids, []int64{0, 0, 1, 1, 1}) {
+					tp.Int64Data, tp.RawData = []int64{0, 0, 2, 2, 2}, nil
+					tampered = true
+				}
+			}
+		}
+	}
+	require.True(t, tampered, "no document ids constant found")
+	_, err = lift.Lift(pb)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "do not number documents one after another")
 }
