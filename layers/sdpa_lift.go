@@ -1,0 +1,442 @@
+package layers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/attnrun/attnrun/onnxio/match"
+)
+
+// attention.sdpa in ONNX graphs, as ExportONNX writes it out of standard
+// ops (exportDecomposed): before opset 23, and at every opset for sinks
+// and score_mod, which the Attention op does not have. The attention
+// recognizer declines what this form adds to plain attention (grouped-
+// query heads, qk_norm, RoPE, a softmax with a sink column, modified
+// scores, a mask input); this pattern reads it by structure:
+//
+//	q = split(x W_qᵀ) [qk_norm] [RoPE]      k, v = split(x W_kᵀ), split(x W_vᵀ) [qk_norm, RoPE on k] [repeated for GQA]
+//	s = scale · q kᵀ → [softcap] → [score_mod ...] → [ALiBi, additive mask] → [causal, window, bool mask: −Inf]
+//	w = Softmax(s) or Slice(Softmax(Concat(s, Expand(sinks))), drop the last column) → [Where: zeros for rows that see no key]
+//	y = merge(w v) W_oᵀ + b_o
+//
+// where split is Reshape (B, T, H, d) then Transpose to (B, H, T, d) and
+// merge the reverse (sdpa_scores_lift.go reads the scores and weights);
+// cross-attention projects its keys and values from a second input. It
+// declines what it does not recognize unless the softmax has sinks or the scores are modified, which
+// only this pattern lifts: then it names what it cannot read. The lifter
+// builds the layer and runs it against the graph before accepting it.
+
+func init() {
+	match.RegisterPattern(match.Pattern{Name: "attention.sdpa/decomposed", Op: "Softmax", Match: liftSDPADecomposed})
+}
+
+// liftSDPADecomposed is the pattern's Match.
+func liftSDPADecomposed(g match.Graph, softmax *match.Node) (*match.Layer, error) {
+	if !lastAxis(g, softmax) {
+		return nil, nil
+	}
+	w, err := readWeights(g, softmax)
+	if w == nil || err != nil {
+		return nil, err
+	}
+	s, err := readScores(g, w.scores)
+	if err == nil {
+		var l *match.Layer
+		if l, err = s.layer(g, w); err == nil {
+			return l, nil
+		}
+	}
+	if w.sinks == nil && (s == nil || !s.modified()) {
+		return nil, nil // plain attention the recognizer refused: its reason stands
+	}
+	if !g.Registered("attention.sdpa") {
+		return nil, match.Refuse([]*match.Node{softmax}, "attention with sinks or score_mod: no layer type attention.sdpa is registered in this build")
+	}
+	return nil, match.Refuse([]*match.Node{softmax}, "attention with sinks or score_mod: %v", err)
+}
+
+// sdpaScores is what the walk from the scores back to the projections
+// found.
+type sdpaScores struct {
+	scale  float64
+	causal bool
+	// window is how many keys a query sees, 0 for all; topLeft the causal
+	// alignment of cross-attention when it is not bottom-right.
+	window  int
+	topLeft bool
+	// alibi is the alibi field (rather than score_mod alibi).
+	alibi bool
+	// mask is the kind of the mask input ("" for none, "bool" or
+	// "additive"), maskPolarity a bool mask's polarity and maskInput the
+	// graph input it is.
+	mask, maskPolarity, maskInput string
+	// softcap is the softcap field (0 for none); mods the score_mod
+	// entries, in order, their types and each one's parameters.
+	softcap   float64
+	mods      []ScoreMod
+	modTypes  []string
+	modParams [][]match.Param
+	// rope is the rotation of queries and keys, nil for none.
+	rope *sdpaRope
+	// touched records a step that modifies the scores (a cap, a bias, a
+	// second mask), read or not.
+	touched bool
+	// q and k are the query and key projections; qNorm and kNorm their
+	// per-head RMSNorms (nil without qk_norm).
+	q, k         *match.Linear
+	qNorm, kNorm *match.RMSNorm
+	heads, dim   int
+	kvHeads      int
+}
+
+// modified reports whether the scores are soft-capped or modified, or
+// pass through what looks like a modification.
+func (s *sdpaScores) modified() bool { return s.touched || s.softcap > 0 || len(s.mods) > 0 }
+
+// readHeads follows q and the transposed keys of the product of queries
+// and keys back to their projections.
+func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
+	ins := product.Inputs()
+	kT := g.Producer(ins[1])
+	if kT == nil || kT.Op() != "Transpose" || !slices.Equal(kT.Ints("perm"), []int64{0, 1, 3, 2}) {
+		return fmt.Errorf("the keys of %s are not transposed heads", product.Name())
+	}
+	q, qRope, err := unrotated(g, ins[0])
+	if err != nil {
+		return err
+	}
+	q, qNorm := unnormalized(g, q)
+	k, kvHeads, err := unrepeated(g, kT.Inputs()[0])
+	if err != nil {
+		return err
+	}
+	k, kRope, err := unrotated(g, k)
+	if err != nil {
+		return err
+	}
+	if (qRope == nil) != (kRope == nil) || qRope != nil && *qRope != *kRope {
+		return fmt.Errorf("the queries and keys are not rotated alike; attention.sdpa's rope rotates both")
+	}
+	s.rope = qRope
+	k, kNorm := unnormalized(g, k)
+	if (qNorm == nil) != (kNorm == nil) {
+		return fmt.Errorf("only one of the queries and keys is normalized per head; attention.sdpa's qk_norm normalizes both")
+	}
+	s.qNorm, s.kNorm = qNorm, kNorm
+	var kHeads, kDim int
+	if s.q, s.heads, s.dim, err = projectedHeads(g, q, "queries"); err != nil {
+		return err
+	}
+	if s.k, kHeads, kDim, err = projectedHeads(g, k, "keys"); err != nil {
+		return err
+	}
+	if kDim != s.dim || (kvHeads != 0 && kvHeads != kHeads) {
+		return fmt.Errorf("the keys have %d heads of %d, the queries %d heads of %d", kHeads, kDim, s.heads, s.dim)
+	}
+	s.kvHeads = kHeads
+	return nil
+}
+
+// layer reads the values and the output projection from the product of
+// the weights and the values, and returns the layer.
+func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) {
+	v, kvHeads, err := unrepeated(g, w.product.Inputs()[1])
+	if err != nil {
+		return nil, err
+	}
+	vl, vHeads, vDim, err := projectedHeads(g, v, "values")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case vHeads != s.kvHeads || vDim != s.dim || (kvHeads != 0 && kvHeads != vHeads):
+		return nil, fmt.Errorf("the values have %d heads of %d, the keys %d of %d", vHeads, vDim, s.kvHeads, s.dim)
+	case s.heads%s.kvHeads != 0:
+		return nil, fmt.Errorf("%d query heads over %d KV heads", s.heads, s.kvHeads)
+	case s.k.Input != vl.Input:
+		return nil, fmt.Errorf("keys and values are projected from %q and %q; attention.sdpa projects both from one input", s.k.Input, vl.Input)
+	case (s.q.Bias != nil) != (s.k.Bias != nil) || (s.k.Bias != nil) != (vl.Bias != nil):
+		return nil, fmt.Errorf("some of the q, k and v projections have a bias and some do not; attention.sdpa's qkv_bias is all or none")
+	case w.sinks != nil && w.sinks.Shape().TotalSize() != s.heads:
+		return nil, fmt.Errorf("%d sink logits for %d heads", w.sinks.Shape().TotalSize(), s.heads)
+	}
+	out, err := mergedOutput(g, w.product, s.heads*s.dim)
+	if err != nil {
+		return nil, err
+	}
+	_, _, width, ok := match.Tokens(mustShape(g, s.q.Input))
+	if !ok || out.Out != width {
+		return nil, fmt.Errorf("the output projection gives %d features for tokens of %d; attention.sdpa's output has the width of x", out.Out, width)
+	}
+	outName := "out_proj"
+	if slices.ContainsFunc(append(g.Sources(out.WeightFrom), out.WeightFrom), func(v string) bool { return strings.HasSuffix(v, "o_proj.weight") }) {
+		outName = "o_proj" // Hugging Face's name survives the round trip
+	}
+	cfg := []match.Field{{Key: "d", Value: width}}
+	inputs := []string{s.q.Input}
+	if s.k.Input != s.q.Input { // cross-attention
+		inputs = append(inputs, s.k.Input)
+		if s.k.In != width {
+			cfg = append(cfg, match.Field{Key: "d_memory", Value: s.k.In})
+		}
+	}
+	cfg = append(cfg, match.Field{Key: "num_heads", Value: s.heads})
+	if s.kvHeads != s.heads {
+		cfg = append(cfg, match.Field{Key: "num_kv_heads", Value: s.kvHeads})
+	}
+	if s.heads*s.dim != width {
+		cfg = append(cfg, match.Field{Key: "head_dim", Value: s.dim})
+	}
+	cfg = append(cfg, match.Field{Key: "qkv_bias", Value: s.q.Bias != nil}, match.Field{Key: "out_bias", Value: out.Bias != nil})
+	if outName != "out_proj" {
+		cfg = append(cfg, match.Field{Key: "out_name", Value: outName})
+	}
+	cfg = append(cfg, match.Field{Key: "causal", Value: s.causal})
+	if s.causal && s.topLeft {
+		cfg = append(cfg, match.Field{Key: "causal_align", Value: "top_left"})
+	}
+	if s.window > 0 {
+		cfg = append(cfg, match.Field{Key: "window", Value: s.window})
+	}
+	if s.alibi {
+		cfg = append(cfg, match.Field{Key: "alibi", Value: true})
+	}
+	if s.mask != "" {
+		inputs = append(inputs, s.maskInput)
+		cfg = append(cfg, match.Field{Key: "mask", Value: s.mask})
+		if s.mask == "bool" {
+			cfg = append(cfg, match.Field{Key: "mask_polarity", Value: s.maskPolarity})
+		}
+		if !w.zeroes { // a query the mask hides from every key keeps the softmax's NaN
+			cfg = append(cfg, match.Field{Key: "masked_rows", Value: "nan"})
+		}
+	}
+	if !scaledAs(s.scale, s.dim) {
+		cfg = append(cfg, match.Field{Key: "scale", Value: float32(s.scale)})
+	}
+	if s.softcap > 0 {
+		cfg = append(cfg, match.Field{Key: "softcap", Value: float32(s.softcap)})
+	}
+	var notes []string
+	if r := s.rope; r != nil {
+		cfg = append(cfg, match.Field{Key: "rope", Value: r.style})
+		if r.base != 10000 {
+			cfg = append(cfg, match.Field{Key: "rope_base", Value: r.base})
+		}
+		if r.dim != s.dim {
+			cfg = append(cfg, match.Field{Key: "rope_rotary_dim", Value: r.dim})
+		}
+		if r.note != "" {
+			notes = append(notes, r.note)
+		}
+	}
+	params := slices.Concat(s.q.Params("q_proj"), s.k.Params("k_proj"), vl.Params("v_proj"), out.Params(outName))
+	if s.qNorm != nil {
+		if s.qNorm.Eps != s.kNorm.Eps {
+			return nil, fmt.Errorf("the queries' and keys' RMSNorms have epsilons %v and %v: attention.sdpa's qk_norm has one", s.qNorm.Eps, s.kNorm.Eps)
+		}
+		cfg = append(cfg, match.Field{Key: "qk_norm", Value: "rms"}, match.Field{Key: "qk_norm_eps", Value: s.qNorm.Eps})
+		params = append(params, match.Param{Name: "q_norm.weight", Value: s.qNorm.Weight, From: s.qNorm.WeightFrom},
+			match.Param{Name: "k_norm.weight", Value: s.kNorm.Weight, From: s.kNorm.WeightFrom})
+	}
+	if w.sinks != nil {
+		cfg = append(cfg, match.Field{Key: "sinks", Value: true})
+		params = append(params, match.Param{Name: "sinks", Value: w.sinks, From: w.sinksFrom})
+	}
+	if len(s.mods) > 0 {
+		mods, err := NewScoreMods(s.modTypes, s.mods)
+		if err != nil {
+			return nil, err
+		}
+		cfg = append(cfg, match.Field{Key: "score_mod", Value: mods})
+		for i, ps := range s.modParams {
+			for _, p := range ps { // score_mod.bias, or score_mod.<i>.bias in a list
+				p.Name = mods.where(i) + "." + p.Name
+				params = append(params, p)
+			}
+		}
+	}
+	return &match.Layer{Type: "attention.sdpa", Name: "attn", Config: cfg, Inputs: inputs, Output: out.Output, Params: params, Notes: notes}, nil
+}
+
+// unnormalized returns the heads a per-head RMSNorm computes v from, and
+// the norm; v itself and nil when no RMSNorm computes it.
+func unnormalized(g match.Graph, v string) (string, *match.RMSNorm) {
+	mul := g.Producer(v)
+	if mul == nil || mul.Op() != "Mul" {
+		return v, nil
+	}
+	for _, in := range mul.Inputs() {
+		div := g.Producer(in)
+		if div == nil || div.Op() != "Div" {
+			continue
+		}
+		x := div.Inputs()[0]
+		for _, pow := range g.Readers(x) {
+			if pow.Op() != "Pow" {
+				continue
+			}
+			if r, err := match.MatchRMSNorm(g, pow); err == nil && r != nil && r.Output == v {
+				return x, r
+			}
+		}
+	}
+	return v, nil
+}
+
+// unrepeated returns the KV heads that grouped-query attention repeats
+// into v (Unsqueeze on axis 2, Expand, Reshape) and their number; v itself
+// and 0 when v is not repeated.
+func unrepeated(g match.Graph, v string) (string, int, error) {
+	reshape := g.Producer(v)
+	if reshape == nil || reshape.Op() != "Reshape" {
+		return v, 0, nil
+	}
+	expand := g.Producer(reshape.Inputs()[0])
+	if expand == nil || expand.Op() != "Expand" {
+		return v, 0, nil
+	}
+	unsq := g.Producer(expand.Inputs()[0])
+	if unsq == nil || unsq.Op() != "Unsqueeze" {
+		return v, 0, nil
+	}
+	axes, ok := g.Scalar(unsq.Inputs()[1])
+	in, err := g.Shape(unsq.Inputs()[0])
+	if !ok || axes != 2 || err != nil || len(in) != 4 {
+		return "", 0, fmt.Errorf("heads %q are repeated in a way grouped-query attention does not repeat them", v)
+	}
+	return unsq.Inputs()[0], in[1], nil
+}
+
+// projectedHeads reads heads (B, H, T, d) split from a projection: the
+// Transpose (0, 2, 1, 3) of a Reshape (B, T, H, d) of an nn.Linear.
+func projectedHeads(g match.Graph, heads, what string) (*match.Linear, int, int, error) {
+	tr := g.Producer(heads)
+	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
+		return nil, 0, 0, fmt.Errorf("the %s (%q) are not heads split from a projection (rope is not lifted from standard ops)", what, heads)
+	}
+	reshape := g.Producer(tr.Inputs()[0])
+	if reshape == nil || reshape.Op() != "Reshape" {
+		return nil, 0, 0, fmt.Errorf("the %s (%q) are not heads split from a projection", what, heads)
+	}
+	shape, err := g.Shape(reshape.Output())
+	if err != nil || len(shape) != 4 {
+		return nil, 0, 0, fmt.Errorf("the %s are split into heads of shape %v, not (B, T, H, d)", what, shape)
+	}
+	l, ok := g.Linear(reshape.Inputs()[0])
+	if !ok {
+		return nil, 0, 0, fmt.Errorf("the %s (%q) are not an nn.Linear of the input", what, reshape.Inputs()[0])
+	}
+	if l.Out != shape[2]*shape[3] {
+		return nil, 0, 0, fmt.Errorf("the %s' projection gives %d features, split into %d heads of %d", what, l.Out, shape[2], shape[3])
+	}
+	return l, shape[2], shape[3], nil
+}
+
+// mergedOutput reads the output projection of the heads pv computes:
+// Transpose (0, 2, 1, 3), Reshape to (B, T, width), nn.Linear.
+func mergedOutput(g match.Graph, pv *match.Node, width int) (*match.Linear, error) {
+	tr := match.OnlyReader(g, pv.Output())
+	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
+		return nil, fmt.Errorf("the heads of %s are not merged (Transpose, Reshape)", pv.Name())
+	}
+	reshape := match.OnlyReader(g, tr.Output())
+	if reshape == nil || reshape.Op() != "Reshape" {
+		return nil, fmt.Errorf("the heads of %s are not merged (Transpose, Reshape)", pv.Name())
+	}
+	return outProjection(g, reshape.Output(), width)
+}
+
+// outProjection reads the output projection, an nn.Linear of width
+// features, that reads merged.
+func outProjection(g match.Graph, merged string, width int) (*match.Linear, error) {
+	mm := match.OnlyReader(g, merged)
+	if mm == nil {
+		return nil, fmt.Errorf("no output projection reads the merged heads (attention.sdpa has out_proj)")
+	}
+	candidates := []string{mm.Output()}
+	if add := match.OnlyReader(g, mm.Output()); add != nil && add.Op() == "Add" {
+		candidates = []string{add.Output(), mm.Output()}
+	}
+	for _, c := range candidates {
+		if l, ok := g.Linear(c); ok && l.Input == merged && l.In == width {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("no output projection of %d features reads the merged heads (attention.sdpa has out_proj)", width)
+}
+
+// mustShape is a value's shape, nil when unknown.
+func mustShape(g match.Graph, v string) []int {
+	s, _ := g.Shape(v)
+	return s
+}
+
+// sdpaRope is attention.sdpa's rotation of queries and keys.
+type sdpaRope struct {
+	style string
+	base  float64
+	dim   int
+	note  string
+}
+
+// unrotated returns the heads that RoPE, as rotateONNX writes it, rotates
+// into v, and the rotation; v itself and nil when v is not rotated. A
+// partial rotation joins the rotated first dim features and the rest of
+// the heads (a Slice) by Concat; the rotation itself is the Concat of
+// (a·cos − b·sin, b·cos + a·sin) of the halves, or of the pairs reshaped
+// back (interleaved).
+func unrotated(g match.Graph, v string) (string, *sdpaRope, error) {
+	n := g.Producer(v)
+	if n == nil || (n.Op() != "Concat" && n.Op() != "Reshape") {
+		return v, nil, nil
+	}
+	rotated, whole := v, ""
+	if ins := n.Inputs(); n.Op() == "Concat" && len(ins) == 2 {
+		if rest := g.Producer(ins[1]); rest != nil && rest.Op() == "Slice" {
+			rotated, whole = ins[0], rest.Inputs()[0]
+		}
+	}
+	join := g.Producer(rotated)
+	if join != nil && join.Op() == "Reshape" {
+		join = g.Producer(join.Inputs()[0])
+	}
+	if join == nil || join.Op() != "Concat" || len(join.Inputs()) != 2 {
+		return v, nil, nil
+	}
+	sub := g.Producer(join.Inputs()[0])
+	if sub == nil || sub.Op() != "Sub" {
+		return v, nil, nil
+	}
+	aCos := g.Producer(sub.Inputs()[0])
+	if aCos == nil || aCos.Op() != "Mul" {
+		return v, nil, nil
+	}
+	a, _, ok := dataAndStatic(g, aCos)
+	if !ok {
+		return v, nil, nil
+	}
+	src, err := sliceSource(g, a)
+	if err != nil {
+		return v, nil, nil
+	}
+	if pairs := g.Producer(src); pairs != nil && pairs.Op() == "Reshape" && g.Producer(rotated).Op() == "Reshape" {
+		src = pairs.Inputs()[0]
+	}
+	shape, err := g.Shape(src)
+	if err != nil || len(shape) != 4 {
+		return "", nil, fmt.Errorf("the rotated heads %q are not (B, H, T, rotary_dim)", src)
+	}
+	r := &sdpaRope{dim: shape[3]}
+	if whole != "" {
+		if from, err := sliceSource(g, src); err != nil || from != whole {
+			return "", nil, fmt.Errorf("the partial rotation of %q joins other heads than it rotates", v)
+		}
+		src = whole
+	}
+	if r.style, r.base, r.note, err = readMLARope(g, rotated, r.dim); err != nil {
+		return "", nil, err
+	}
+	return src, r, nil
+}
