@@ -17,6 +17,9 @@ type analysis struct {
 	// Transpose nodes just to take their shape) is not live: it decides no
 	// number and belongs to no layer.
 	live map[string]bool
+	// repairs are the notes of graph.InOrder: how the file's node order
+	// and value names were read.
+	repairs []string
 }
 
 // markLive computes the live values, walking back from the graph outputs.

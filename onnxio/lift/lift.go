@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
+	ir "github.com/attnrun/attnrun/onnxio/graph"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -153,12 +154,13 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if IsAttnrun(m) {
 		return loadResult(m, models.Options{MaxMemory: o.MaxMemory})
 	}
+	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
 	g, err := newGraph(m)
 	if err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
-	a := &analysis{g: g}
+	a := &analysis{g: g, repairs: repairs}
 	if err := a.newProbes(); err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
@@ -310,6 +312,7 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 		return res, fmt.Errorf("lift: %w", err)
 	}
 	res.Outputs = b.outputs
+	res.Notes = append(res.Notes, a.repairs...)
 	for _, l := range b.layers {
 		res.Notes = append(res.Notes, l.notes...)
 	}
