@@ -57,9 +57,11 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 			all = append(all, s.pre.nodes...)
 		}
 	}
+	var maskNodes []*node
 	for _, d := range sc.dynamic {
-		all = append(all, a.maskNodes(d.value)...)
+		maskNodes = append(maskNodes, a.maskNodes(d.value)...)
 	}
+	all = append(all, maskNodes...)
 	if srcK.tokens != srcV.tokens {
 		problems = append(problems, fmt.Sprintf("keys come from %q but values from %q", srcK.tokens, srcV.tokens))
 	}
@@ -74,6 +76,18 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 	all = append(all, l.extra...)
 	if err != nil {
 		return nil, fail(all, "attention: %v", err)
+	}
+	if l.keepMask != "" { // the mask is a layer of its own, which other attentions may share
+		pad := &region{typ: "mask.padding", kind: "mask", inputs: []string{l.keepInput}, output: l.keepMask, nodes: uniqueNodes(maskNodes)}
+		if f := a.checkContained(pad); f != nil {
+			return nil, f
+		}
+		r.before = append(r.before, pad)
+		if a.keepMasks == nil {
+			a.keepMasks = map[string]bool{}
+		}
+		a.keepMasks[l.keepInput] = true
+		all = slices.DeleteFunc(all, func(n *node) bool { return slices.Contains(pad.nodes, n) })
 	}
 	r.nodes = uniqueNodes(all)
 	if f := a.checkContained(r); f != nil {
@@ -289,6 +303,10 @@ type attentionLayer struct {
 	srcQ, srcK, srcV source
 	weights          []weightsOutput
 	extra            []*node // merge, out projection and its layout, once found
+	// keepMask is the value that adds a keep mask (Hugging Face's
+	// attention_mask, read from keepInput) to the scores; the attention
+	// reads it as the output of a mask.padding layer.
+	keepMask, keepInput string
 }
 
 func (l *attentionLayer) build() (*region, error) {
@@ -382,6 +400,11 @@ func (l *attentionLayer) build() (*region, error) {
 			}
 		}
 	}
+	maskValue := kpm.input
+	if kpm.kind == "keep" {
+		l.keepMask, l.keepInput = l.sc.dynamic[0].value, kpm.input
+		maskValue = l.keepMask
+	}
 	output := merge.value
 	if out != nil {
 		output = post.value
@@ -401,7 +424,7 @@ func (l *attentionLayer) build() (*region, error) {
 		average = average && w.mean
 	}
 	att := &match.Attention{Queries: l.srcQ.tokens, Keys: l.srcK.tokens, Cross: l.cross(), KeyWidth: tokK.D,
-		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: kpm.input, PaddingMaskKind: kpm.kind,
+		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: maskValue, PaddingMaskKind: kpm.kind,
 		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk,
 		Scale: scale, Causal: causal, Context: ctx, Projected: projected,
 		SameSource: l.q.base == l.k.base && l.k.base == l.v.base,

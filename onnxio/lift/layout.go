@@ -20,6 +20,9 @@ type analysis struct {
 	// repairs are the notes of graph.InOrder: how the file's node order
 	// and value names were read.
 	repairs []string
+	// keepMasks are the graph inputs read as Hugging Face attention
+	// masks (mask.padding): the self-check feeds them 0s and 1s.
+	keepMasks map[string]bool
 }
 
 // markLive computes the live values, walking back from the graph outputs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -230,6 +231,13 @@ func (a *analysis) plan() *plan {
 // add records a recognized region, or a failure; a region that overlaps
 // one recorded before is a failure too.
 func (p *plan) add(r *region, f *failure) {
+	if r != nil && f == nil {
+		for _, pre := range r.before {
+			if !p.has(pre) {
+				p.add(pre, nil)
+			}
+		}
+	}
 	if r != nil {
 		for _, n := range r.nodes {
 			if p.claimed[n] {
@@ -253,6 +261,14 @@ func (p *plan) add(r *region, f *failure) {
 			}
 		}
 	}
+}
+
+// has reports whether a region of r's type computing r's output from r's
+// inputs was recorded already.
+func (p *plan) has(r *region) bool {
+	return slices.ContainsFunc(p.regions, func(q *region) bool {
+		return q.typ == r.typ && q.output == r.output && slices.Equal(q.inputs, r.inputs)
+	})
 }
 
 // unlifted lists the live data nodes no region claims, with their reasons.

@@ -35,6 +35,9 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 		var args []*tensor.Dense
 		for _, name := range inputs {
 			t := randomLike(rng, p.feeds[name])
+			if a.keepMasks[name] {
+				t = randomKeepMask(rng, p.feeds[name])
+			}
 			feeds[name] = t
 			f, err := ModelInput(t)
 			if err != nil {
@@ -197,4 +200,26 @@ func randomLike(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
 	}
 	return t
+}
+
+// randomKeepMask is an attention_mask like t: 1s and 0s in t's type, the
+// first key of every sequence kept (a sequence of padding alone is not an
+// input a model meets, and the graph's additive mask treats it otherwise).
+func randomKeepMask(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
+	shape := []int(t.Shape().Clone())
+	last := shape[len(shape)-1]
+	keep := make([]bool, t.Shape().TotalSize())
+	for i := range keep {
+		keep[i] = i%last == 0 || rng.Float64() < 0.6
+	}
+	var backing any
+	switch t.Dtype() {
+	case tensor.Int64:
+		backing = onesWhere[int64](keep)
+	case tensor.Int32:
+		backing = onesWhere[int32](keep)
+	default:
+		backing = onesWhere[float32](keep)
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
 }

@@ -1,0 +1,58 @@
+package layers
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/attnrun/attnrun/onnxio/match"
+)
+
+// attention.sdpa in ONNX graphs, for attention masked by a keep mask:
+// Hugging Face's attention_mask (1 for tokens, 0 for padding; int64, int32
+// or float32) turned into (1 - mask) · -10000 and added to the scores, as
+// BERT does. The lifter gives the mask to a mask.padding layer, whose
+// output the attention reads with mask: bool and mask_polarity: keep.
+
+func init() {
+	match.RegisterAttention(match.AttentionBuilder{Name: "attention.sdpa (keep mask)", Priority: -1, Build: liftSDPAKeepMask})
+}
+
+// liftSDPAKeepMask lifts projected self-attention with an output projection
+// and a keep mask.
+func liftSDPAKeepMask(a *match.Attention) (*match.Layer, error) {
+	if a.PaddingMaskKind != "keep" {
+		return nil, nil
+	}
+	desc := fmt.Sprintf("attention masked by the keep mask %q", a.PaddingMask)
+	E := a.Heads * a.HeadDim
+	switch {
+	case !a.Registered("attention.sdpa") || !a.Registered("mask.padding"):
+		return nil, fmt.Errorf("%s: this build does not register attention.sdpa and mask.padding", desc)
+	case !a.Projected || a.Out == nil:
+		return nil, fmt.Errorf("%s without query, key, value and output projections: attention.sdpa has them", desc)
+	case a.Cross:
+		return nil, fmt.Errorf("%s: cross-attention with a keep mask is not lifted", desc)
+	case a.Out.In != E || a.Out.Out != a.Width:
+		return nil, fmt.Errorf("%s: the output projection maps %d to %d features; attention.sdpa's maps the %d head features to d = %d", desc, a.Out.In, a.Out.Out, E, a.Width)
+	}
+	ps, bias, err := a.QKV("", E, false)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ps {
+		r := strings.NewReplacer("W_query", "q_proj", "W_key", "k_proj", "W_value", "v_proj")
+		ps[i].Name = r.Replace(ps[i].Name)
+	}
+	l := &match.Layer{Type: "attention.sdpa", Params: append(ps, a.Out.Params("out_proj")...), Inputs: []string{a.Queries, a.PaddingMask},
+		Config: []match.Field{{Key: "d", Value: a.Width}, {Key: "num_heads", Value: a.Heads}}}
+	if a.HeadDim*a.Heads != a.Width {
+		l.Config = append(l.Config, match.Field{Key: "head_dim", Value: a.HeadDim})
+	}
+	l.Config = append(l.Config, match.Field{Key: "qkv_bias", Value: bias}, match.Field{Key: "out_bias", Value: a.Out.Bias != nil})
+	if !scaledAs(a.Scale, a.HeadDim) {
+		l.Config = append(l.Config, match.Field{Key: "scale", Value: a.Scale})
+	}
+	l.Config = append(l.Config, match.Field{Key: "causal", Value: a.Causal},
+		match.Field{Key: "mask", Value: "bool"}, match.Field{Key: "mask_polarity", Value: "keep"})
+	return l, nil
+}
