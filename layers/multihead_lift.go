@@ -30,6 +30,9 @@ func liftMultihead(a *match.Attention) (*match.Layer, error) {
 	if a.Out.In != dOut {
 		return nil, fmt.Errorf("the output projection takes %d features, the heads give %d", a.Out.In, dOut)
 	}
+	if a.Out.Out != a.Out.In {
+		return nil, fmt.Errorf("the output projection maps %d to %d features; attention.multihead's out_proj is square", a.Out.In, a.Out.Out)
+	}
 	ps, bias, err := a.QKV("", dOut, false)
 	if err != nil {
 		return nil, err

@@ -374,9 +374,6 @@ func (l *attentionLayer) build() (*region, error) {
 			if out = a.linearReading(merge.value); out == nil {
 				return nil, fmt.Errorf("%d heads are merged but no output projection follows (attention.multihead needs out_proj)", hs.H)
 			}
-			if out.dIn != out.dOut {
-				return nil, fmt.Errorf("the output projection maps %d to %d features; attnrun's out_proj is square", out.dIn, out.dOut)
-			}
 			post = a.traceForward(out.out)
 			l.extra = append(l.extra, out.nodes...)
 			l.extra = append(l.extra, post.nodes...)

@@ -1,0 +1,62 @@
+package lift_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/lift"
+)
+
+// TestLiftHuggingFaceKeepMasks lifts the exports of
+// testdata/hf_masks/export.py: BERT self-attention masked by an
+// attention_mask of 1s and 0s (int64, int32, float32) added to the scores
+// as (1 - mask) * -10000 or * finfo.min, with pruned heads (all_head_size
+// below the width), and two layers sharing one mask. Each must lift to a
+// mask.padding layer feeding attention.sdpa and reproduce PyTorch's output
+// on a padded batch.
+func TestLiftHuggingFaceKeepMasks(t *testing.T) {
+	data, err := os.ReadFile("testdata/hf_masks/manifest.json")
+	require.NoError(t, err)
+	var cases []struct {
+		Name   string   `json:"name"`
+		Layers []string `json:"layers"`
+	}
+	require.NoError(t, json.Unmarshal(data, &cases))
+	require.Len(t, cases, 4)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			dir := filepath.Join("testdata/hf_masks", c.Name)
+			m, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
+			require.NoError(t, err)
+			res, err := lift.Lift(m)
+			require.NoError(t, err)
+			assert.Equal(t, c.Layers, layerTypes(res.Config), res.Config)
+			assert.Contains(t, res.Config, "mask: bool, mask_polarity: keep")
+			checkDataSets(t, dir, res)
+		})
+	}
+}
+
+// TestLiftNodesOutOfOrder lifts a graph whose nodes are stored in reverse
+// order, as ONNX Runtime accepts it: the lift is the one of the ordered
+// graph, with a note, and the caller's model is left as it was.
+func TestLiftNodesOutOfOrder(t *testing.T) {
+	dir := "testdata/hf_masks/int64_mask_two_layers"
+	m, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
+	require.NoError(t, err)
+	first := m.GetGraph().GetNode()[0]
+	slices.Reverse(m.GetGraph().Node)
+	res, err := lift.Lift(m)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"mask.padding", "attention.sdpa", "nn.add", "attention.sdpa", "nn.add"}, layerTypes(res.Config))
+	assert.Contains(t, res.Notes, "the nodes are not in topological order (node "+m.GetGraph().GetNode()[0].GetName()+" is not at position 0); they were read in dependency order, as ONNX Runtime runs them")
+	assert.Same(t, first, m.GetGraph().GetNode()[len(m.GetGraph().GetNode())-1])
+	checkDataSets(t, dir, res)
+}
