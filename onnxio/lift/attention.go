@@ -167,7 +167,7 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 	case match.NoScores:
 		switch n.GetOpType() {
 		case "Where":
-			return s, fail(failed, "node %s (Where) does not fill masked scores with -inf", n.Label())
+			return s, fail(failed, "node %s (Where) does not fill masked scores with -inf or %g or less", n.Label(), float64(masked))
 		case "Add":
 			return s, fail(failed, "node %s adds two computed values to the scores", n.Label())
 		}
@@ -220,8 +220,34 @@ func (a *analysis) leadsToProduct(v string) bool {
 			v = n.GetInput()[0]
 			continue
 		}
+		if x, ok := a.staticStep(n); ok { // a causal Where or a static mask before the added one (GPT-2)
+			v = x
+			continue
+		}
 		return n.GetOpType() == "MatMul" && a.g.IsData(n.GetInput()[0]) && a.g.IsData(n.GetInput()[1])
 	}
+}
+
+// staticStep reports whether n masks a value with static operands alone,
+// Where(m, x, fill) or Where(m, fill, x) with a mask fill, or Add(x, m),
+// and returns x.
+func (a *analysis) staticStep(n *node) (string, bool) {
+	ins := n.GetInput()
+	switch {
+	case n.GetOpType() == "Where" && len(ins) == 3 && a.g.Static(ins[0]):
+		for k := 1; k <= 2; k++ {
+			if a.g.IsData(ins[k]) && a.g.Static(ins[3-k]) && a.isMaskFill(ins[3-k]) {
+				return ins[k], true
+			}
+		}
+	case n.GetOpType() == "Add" && len(ins) == 2:
+		for k := range 2 {
+			if a.g.IsData(ins[k]) && a.g.Static(ins[1-k]) {
+				return ins[k], true
+			}
+		}
+	}
+	return "", false
 }
 
 // weightedSum finds the product of the softmax output with the values, and

@@ -67,7 +67,7 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 		keep, err := l.keepMaskAt(p, hs, scoreShape, km.input, feed)
 		if err != nil || keep || feed.Dtype() != tensor.Float32 {
 			if err == nil && !keep {
-				err = fmt.Errorf("mask input %q is %v and does not hide the keys where it is 0 (adding %g or less to their scores) and only those; a key padding mask of that type is a keep mask", km.input, feed.Dtype(), keepMasked)
+				err = fmt.Errorf("mask input %q is %v and does not hide the keys where it is 0 (adding %g or less to their scores) and only those; a key padding mask of that type is a keep mask", km.input, feed.Dtype(), masked)
 			}
 			if keep {
 				km.kind = "keep"
@@ -118,16 +118,9 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 	return km, nil
 }
 
-// keepMasked is how low a keep mask pushes the scores of the keys it
-// hides: Hugging Face's (1 - mask) * -10000, or finfo(float32).min. Softmax
-// turns a score that much below the row's largest into an exact 0 in
-// float32, as -inf would (a row that hides every key differs; the lifted
-// model is checked against the graph).
-const keepMasked = -1e4
-
 // keepMaskAt reports whether the masks computed from input (int64, int32
 // or float32, (B, S)) follow it as Hugging Face's attention_mask does: a
-// key whose entry is 0 gets keepMasked or less added to its scores, every
+// key whose entry is 0 gets masked (-10000) or less added to its scores, every
 // other key nothing. It feeds a random pattern of 0s and 1s.
 func (l *attentionLayer) keepMaskAt(p *probe, hs heads, scoreShape []int, input string, feed *tensor.Dense) (bool, error) {
 	shape := []int(feed.Shape())
@@ -169,7 +162,7 @@ func (l *attentionLayer) keepMaskAt(p *probe, hs heads, scoreShape []int, input 
 	for i := range product(scoreShape) {
 		grp, k := i/(Tq*Tk), i%Tk
 		x := vals[broadcastIndex(i, scoreShape, ts)]
-		if keep[hs.seq[grp]*S+k] && x != 0 || !keep[hs.seq[grp]*S+k] && x > keepMasked {
+		if keep[hs.seq[grp]*S+k] && x != 0 || !keep[hs.seq[grp]*S+k] && x > masked {
 			return false, nil
 		}
 	}

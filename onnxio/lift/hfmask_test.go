@@ -18,9 +18,12 @@ import (
 // testdata/hf_masks/export.py: BERT self-attention masked by an
 // attention_mask of 1s and 0s (int64, int32, float32) added to the scores
 // as (1 - mask) * -10000 or * finfo.min, with pruned heads (all_head_size
-// below the width), and two layers sharing one mask. Each must lift to a
-// mask.padding layer feeding attention.sdpa and reproduce PyTorch's output
-// on a padded batch.
+// below the width), and two layers sharing one mask, which must lift to a
+// mask.padding layer feeding attention.sdpa; GPT-2's attention (Conv1D
+// projections as addmm on (B·T, D), the causal buffer applied with
+// torch.where and -10000 or finfo.min), alone (attention.multihead, causal)
+// and with the extended mask added after it (mask.padding, attention.sdpa).
+// Each must reproduce PyTorch's output on a padded batch.
 func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 	data, err := os.ReadFile("testdata/hf_masks/manifest.json")
 	require.NoError(t, err)
@@ -29,7 +32,7 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 		Layers []string `json:"layers"`
 	}
 	require.NoError(t, json.Unmarshal(data, &cases))
-	require.Len(t, cases, 4)
+	require.Len(t, cases, 7)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			dir := filepath.Join("testdata/hf_masks", c.Name)
@@ -38,7 +41,11 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 			res, err := lift.Lift(m)
 			require.NoError(t, err)
 			assert.Equal(t, c.Layers, layerTypes(res.Config), res.Config)
-			assert.Contains(t, res.Config, "mask: bool, mask_polarity: keep")
+			if slices.Contains(c.Layers, "mask.padding") {
+				assert.Contains(t, res.Config, "mask: bool, mask_polarity: keep")
+			} else {
+				assert.Contains(t, res.Config, "causal: true")
+			}
 			checkDataSets(t, dir, res)
 		})
 	}

@@ -26,8 +26,12 @@ type maskTerm struct {
 }
 
 // masked is how low a score must be pushed to count as masked: -inf, or a
-// number like -1e9 that softmax turns into an exact zero as well.
-const masked = -1e9
+// number like -1e9, finfo(float32).min or Hugging Face's -10000 (GPT-2's
+// masked_bias, BERT's (1 - mask) * -10000). Softmax turns a score that far
+// below the row's largest into an exact 0 in float32, as -inf would; a row
+// whose every key is masked differs (uniform weights instead of none), and
+// the lifted model is checked against the graph.
+const masked = -1e4
 
 // maskAt evaluates the mask terms at a probe and broadcasts them to the
 // scores' shape: the result is true where a score is masked out. A term

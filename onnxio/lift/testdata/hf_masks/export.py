@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Exports BERT-style self-attention masked by Hugging Face's attention_mask
-for the lifting tests: the mask (B, S) of 1s (tokens) and 0s (padding) is
-turned into the additive extended mask (1 - mask) * fill, broadcast as
-(B, 1, 1, S), and added to the scaled scores, as BertSelfAttention does.
+"""Exports self-attention masked as Hugging Face writes it, for the lifting
+tests: BERT's attention_mask (B, S) of 1s (tokens) and 0s (padding) turned
+into the additive extended mask (1 - mask) * fill, broadcast as (B, 1, 1, S)
+and added to the scaled scores; GPT-2's causal bias buffer applied with
+torch.where(bias, w, masked_bias) (-10000 or finfo.min), with and without
+the extended mask added after it.
 
 Usage, from the repository root (Debian's python3-torch and python3-onnx):
 
@@ -71,6 +73,55 @@ class Encoder(torch.nn.Module):
         return x
 
 
+class GPT2Attention(torch.nn.Module):
+    """GPT2Attention, eager, as transformers 4.x wrote it: Conv1D weights
+    stored (in, out), the fused c_attn split into q, k, v, the causal bias
+    buffer cut to the keys and applied with torch.where(bias, w, fill),
+    and the extended attention mask, if any, added to the scores."""
+
+    def __init__(self, heads=4, context=8, fill=-1e4, **_):
+        super().__init__()
+        self.heads, self.fill = heads, fill
+        self.c_attn_weight = torch.nn.Parameter(torch.randn(D, 3 * D) * 0.3)
+        self.c_attn_bias = torch.nn.Parameter(torch.randn(3 * D) * 0.1)
+        self.c_proj_weight = torch.nn.Parameter(torch.randn(D, D) * 0.3)
+        self.c_proj_bias = torch.nn.Parameter(torch.randn(D) * 0.1)
+        self.register_buffer("bias", torch.tril(torch.ones(context, context, dtype=torch.bool)).view(1, 1, context, context))
+        self.register_buffer("masked_bias", torch.tensor(fill))
+
+    def split(self, x):
+        b, t, _ = x.shape
+        return x.view(b, t, self.heads, D // self.heads).permute(0, 2, 1, 3)
+
+    def forward(self, x, extended=None):
+        qkv = torch.addmm(self.c_attn_bias, x.view(-1, D), self.c_attn_weight).view(x.shape[0], x.shape[1], 3 * D)
+        q, k, v = qkv.split(D, dim=2)
+        q, k, v = self.split(q), self.split(k), self.split(v)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(D // self.heads)
+        nd, ns = w.size(-2), w.size(-1)
+        w = torch.where(self.bias[:, :, ns - nd:ns, :ns], w, self.masked_bias.to(w.dtype))
+        if extended is not None:
+            w = w + extended
+        a = torch.matmul(torch.softmax(w, dim=-1), v).permute(0, 2, 1, 3).contiguous()
+        a = a.view(a.shape[0], a.shape[1], D)
+        return torch.addmm(self.c_proj_bias, a.view(-1, D), self.c_proj_weight).view(a.shape)
+
+
+class GPT2(torch.nn.Module):
+    """GPT2Attention alone, or given the attention mask."""
+
+    def __init__(self, with_mask=True, **kw):
+        super().__init__()
+        self.with_mask = with_mask
+        self.attn = GPT2Attention(**kw)
+
+    def forward(self, x, attention_mask):
+        if not self.with_mask:
+            return self.attn(x)
+        extended = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
+        return self.attn(x, extended)
+
+
 CASES = {
     "int64_mask": (lambda: Encoder(), torch.int64, ["mask.padding", "attention.sdpa"]),
     "float_mask_finfo_min": (lambda: Encoder(fill=torch.finfo(torch.float32).min), torch.float32,
@@ -78,6 +129,10 @@ CASES = {
     "int32_mask_pruned_heads": (lambda: Encoder(heads=2), torch.int32, ["mask.padding", "attention.sdpa"]),
     "int64_mask_two_layers": (lambda: Encoder(layers=2), torch.int64,
                               ["mask.padding", "attention.sdpa", "nn.add", "attention.sdpa", "nn.add"]),
+    "gpt2_masked_bias": (lambda: GPT2(with_mask=False), torch.int64, ["attention.multihead"]),
+    "gpt2_finfo_min": (lambda: GPT2(with_mask=False, fill=torch.finfo(torch.float32).min), torch.int64,
+                       ["attention.multihead"]),
+    "gpt2_attention_mask": (lambda: GPT2(), torch.int64, ["mask.padding", "attention.sdpa"]),
 }
 
 
@@ -93,13 +148,17 @@ def main():
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(os.path.join(folder, "test_data_set_0"))
         path = os.path.join(folder, "model.onnx")
-        axes = {"x": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}
+        inputs = {"x": x, "attention_mask": mask}
+        if not getattr(module, "with_mask", True):  # the exporter drops an input the graph does not read
+            del inputs["attention_mask"]
+        axes = {name: {0: "batch", 1: "seq"} for name in [*inputs, "y"]}
         with torch.no_grad():
-            torch.onnx.export(module, (x, mask), path, opset_version=14, input_names=["x", "attention_mask"],
+            torch.onnx.export(module, (x, mask), path, opset_version=14, input_names=list(inputs),
                               output_names=["y"], dynamic_axes=axes)
             y = module(x, mask)
         onnx.checker.check_model(onnx.load(path), full_check=True)
-        for file, tensor_name, value in [("input_0", "x", x), ("input_1", "attention_mask", mask), ("output_0", "y", y)]:
+        tensors = [(f"input_{i}", name, value) for i, (name, value) in enumerate(inputs.items())]
+        for file, tensor_name, value in tensors + [("output_0", "y", y)]:
             with open(os.path.join(folder, "test_data_set_0", file + ".pb"), "wb") as f:
                 f.write(numpy_helper.from_array(value.numpy(), tensor_name).SerializeToString())
         manifest.append({"name": name, "layers": layers})
