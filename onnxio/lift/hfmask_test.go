@@ -32,7 +32,7 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 		Layers []string `json:"layers"`
 	}
 	require.NoError(t, json.Unmarshal(data, &cases))
-	require.Len(t, cases, 7)
+	require.Len(t, cases, 8)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			dir := filepath.Join("testdata/hf_masks", c.Name)

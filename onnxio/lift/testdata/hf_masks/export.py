@@ -122,6 +122,22 @@ class GPT2(torch.nn.Module):
         return self.attn(x, extended)
 
 
+class Embedded(torch.nn.Module):
+    """Word and token-type embeddings (nn.Embedding on int64 ids), summed
+    and normalized, then BERT attention with the extended mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.word = torch.nn.Embedding(30, D, padding_idx=0)
+        self.token_type = torch.nn.Embedding(2, D)
+        self.norm = torch.nn.LayerNorm(D)
+        self.encoder = Encoder()
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        x = self.norm(self.word(input_ids) + self.token_type(token_type_ids))
+        return self.encoder(x, attention_mask)
+
+
 CASES = {
     "int64_mask": (lambda: Encoder(), torch.int64, ["mask.padding", "attention.sdpa"]),
     "float_mask_finfo_min": (lambda: Encoder(fill=torch.finfo(torch.float32).min), torch.float32,
@@ -133,6 +149,8 @@ CASES = {
     "gpt2_finfo_min": (lambda: GPT2(with_mask=False, fill=torch.finfo(torch.float32).min), torch.int64,
                        ["attention.multihead"]),
     "gpt2_attention_mask": (lambda: GPT2(), torch.int64, ["mask.padding", "attention.sdpa"]),
+    "embedded": (Embedded, torch.int64,
+                 ["nn.embedding", "nn.embedding", "nn.add", "norm.layer", "mask.padding", "attention.sdpa"]),
 }
 
 
@@ -151,11 +169,16 @@ def main():
         inputs = {"x": x, "attention_mask": mask}
         if not getattr(module, "with_mask", True):  # the exporter drops an input the graph does not read
             del inputs["attention_mask"]
+        if isinstance(module, Embedded):
+            ids = torch.randint(1, 30, (2, 5), generator=gen)
+            ids[1, 3:] = 0  # padding
+            inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": (torch.arange(5) >= 2).long().expand(2, 5)}
         axes = {name: {0: "batch", 1: "seq"} for name in [*inputs, "y"]}
         with torch.no_grad():
-            torch.onnx.export(module, (x, mask), path, opset_version=14, input_names=list(inputs),
+            args = tuple(inputs.values()) if isinstance(module, Embedded) else (x, mask)
+            torch.onnx.export(module, args, path, opset_version=14, input_names=list(inputs),
                               output_names=["y"], dynamic_axes=axes)
-            y = module(x, mask)
+            y = module(*args)
         onnx.checker.check_model(onnx.load(path), full_check=True)
         tensors = [(f"input_{i}", name, value) for i, (name, value) in enumerate(inputs.items())]
         for file, tensor_name, value in tensors + [("output_0", "y", y)]:
