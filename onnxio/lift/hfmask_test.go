@@ -23,7 +23,10 @@ import (
 // projections as addmm on (B·T, D), the causal buffer applied with
 // torch.where and -10000 or finfo.min), alone (attention.multihead, causal)
 // and with the extended mask added after it (mask.padding, attention.sdpa).
-// Each must reproduce PyTorch's output on a padded batch.
+// A one-layer BERT as pytorch-pretrained-bert wrote it (BertLayerNorm with
+// x - mean computed twice, positions expanded over the batch, gelu as
+// x * 0.5 * (1 + erf(x / √2))) lifts whole. Each must reproduce PyTorch's
+// output on a padded batch.
 func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 	data, err := os.ReadFile("testdata/hf_masks/manifest.json")
 	require.NoError(t, err)
@@ -32,7 +35,7 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 		Layers []string `json:"layers"`
 	}
 	require.NoError(t, json.Unmarshal(data, &cases))
-	require.Len(t, cases, 8)
+	require.Len(t, cases, 9)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			dir := filepath.Join("testdata/hf_masks", c.Name)

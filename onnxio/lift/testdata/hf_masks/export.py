@@ -138,6 +138,44 @@ class Embedded(torch.nn.Module):
         return self.encoder(x, attention_mask)
 
 
+class OldLayerNorm(torch.nn.Module):
+    """pytorch-pretrained-bert's BertLayerNorm: x - mean computed twice."""
+
+    def __init__(self, eps=1e-12):
+        super().__init__()
+        self.weight, self.bias, self.eps = torch.nn.Parameter(1 + 0.1 * torch.randn(D)), torch.nn.Parameter(0.1 * torch.randn(D)), eps
+
+    def forward(self, x):
+        u = x.mean(-1, keepdim=True)
+        s = (x - u).pow(2).mean(-1, keepdim=True)
+        return self.weight * ((x - u) / torch.sqrt(s + self.eps)) + self.bias
+
+
+class OldBert(torch.nn.Module):
+    """A one-layer BERT as pytorch-pretrained-bert wrote it: position ids
+    expanded over the batch, BertLayerNorm, gelu as x * 0.5 * (1 + erf(x /
+    sqrt(2))), the intermediate and output dense layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.word = torch.nn.Embedding(30, D)
+        self.position = torch.nn.Embedding(12, D)
+        self.norm = OldLayerNorm()
+        self.attention = Encoder()
+        self.attention_norm = OldLayerNorm()
+        self.intermediate = torch.nn.Linear(D, 24)
+        self.output = torch.nn.Linear(24, D)
+        self.output_norm = OldLayerNorm()
+
+    def forward(self, input_ids, attention_mask):
+        positions = torch.arange(input_ids.size(1), dtype=torch.long).unsqueeze(0).expand_as(input_ids)
+        x = self.norm(self.word(input_ids) + self.position(positions))
+        x = self.attention_norm(self.attention(x, attention_mask) + x)
+        h = self.intermediate(x)
+        h = h * 0.5 * (1.0 + torch.erf(h / math.sqrt(2.0)))
+        return self.output_norm(self.output(h) + x)
+
+
 CASES = {
     "int64_mask": (lambda: Encoder(), torch.int64, ["mask.padding", "attention.sdpa"]),
     "float_mask_finfo_min": (lambda: Encoder(fill=torch.finfo(torch.float32).min), torch.float32,
@@ -151,6 +189,9 @@ CASES = {
     "gpt2_attention_mask": (lambda: GPT2(), torch.int64, ["mask.padding", "attention.sdpa"]),
     "embedded": (Embedded, torch.int64,
                  ["nn.embedding", "nn.embedding", "nn.add", "norm.layer", "mask.padding", "attention.sdpa"]),
+    "old_bert": (OldBert, torch.int64,
+                 ["nn.embedding", "position.learned", "norm.layer", "mask.padding", "attention.sdpa", "nn.add",
+                  "norm.layer", "nn.mlp", "nn.add", "norm.layer"]),
 }
 
 
@@ -169,13 +210,15 @@ def main():
         inputs = {"x": x, "attention_mask": mask}
         if not getattr(module, "with_mask", True):  # the exporter drops an input the graph does not read
             del inputs["attention_mask"]
-        if isinstance(module, Embedded):
+        if isinstance(module, (Embedded, OldBert)):
             ids = torch.randint(1, 30, (2, 5), generator=gen)
             ids[1, 3:] = 0  # padding
-            inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": (torch.arange(5) >= 2).long().expand(2, 5)}
+            inputs = {"input_ids": ids, "attention_mask": mask}
+            if isinstance(module, Embedded):
+                inputs["token_type_ids"] = (torch.arange(5) >= 2).long().expand(2, 5)
         axes = {name: {0: "batch", 1: "seq"} for name in [*inputs, "y"]}
         with torch.no_grad():
-            args = tuple(inputs.values()) if isinstance(module, Embedded) else (x, mask)
+            args = tuple(inputs.values()) if isinstance(module, (Embedded, OldBert)) else (x, mask)
             torch.onnx.export(module, args, path, opset_version=14, input_names=list(inputs),
                               output_names=["y"], dynamic_axes=axes)
             y = module(*args)
