@@ -23,6 +23,9 @@ type analysis struct {
 	// keepMasks are the graph inputs read as Hugging Face attention
 	// masks (mask.padding): the self-check feeds them 0s and 1s.
 	keepMasks map[string]bool
+	// idBounds are the graph inputs read as ids, with how many rows the
+	// tables they index have: the self-check feeds ids below that.
+	idBounds map[string]int
 }
 
 // markLive computes the live values, walking back from the graph outputs.

@@ -340,6 +340,7 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 	if err := model.LoadStateDict(res.StateDict); err != nil {
 		return res, fmt.Errorf("lift: %w", err)
 	}
+	a.idBounds = idBounds(p.regions)
 	check, err := a.verify(model, b.inputs, res.Outputs)
 	res.Check = check
 	if err != nil {
@@ -362,4 +363,24 @@ func (a *analysis) sortRegions(rs []*region) {
 		return -1
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return pos(rs[i]) < pos(rs[j]) })
+}
+
+// idBounds gives the graph values that nn.embedding layers read as ids the
+// number of rows of the smallest table that reads them, so that the
+// self-check feeds ids that look up every row.
+func idBounds(regions []*region) map[string]int {
+	out := map[string]int{}
+	for _, r := range regions {
+		if r.typ != "nn.embedding" || len(r.inputs) != 1 {
+			continue
+		}
+		for _, f := range r.fields {
+			if n, ok := f.value.(int); ok && f.key == "num_embeddings" && n > 0 {
+				if old, seen := out[r.inputs[0]]; !seen || n < old {
+					out[r.inputs[0]] = n
+				}
+			}
+		}
+	}
+	return out
 }

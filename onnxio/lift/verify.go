@@ -38,6 +38,9 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 			if a.keepMasks[name] {
 				t = randomKeepMask(rng, p.feeds[name])
 			}
+			if n := a.idBounds[name]; n > 0 && t.Dtype() == tensor.Int64 {
+				t = randomIDs(rng, p.feeds[name], n)
+			}
 			feeds[name] = t
 			f, err := ModelInput(t)
 			if err != nil {
@@ -222,4 +225,13 @@ func randomKeepMask(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 		backing = onesWhere[float32](keep)
 	}
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
+}
+
+// randomIDs is an int64 tensor shaped like t of ids drawn from [0, n).
+func randomIDs(rng *rand.Rand, t *tensor.Dense, n int) *tensor.Dense {
+	ids := make([]int64, t.Shape().TotalSize())
+	for i := range ids {
+		ids[i] = rng.Int64N(int64(n))
+	}
+	return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(ids))
 }
