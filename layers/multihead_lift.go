@@ -31,7 +31,7 @@ func liftMultihead(a *match.Attention) (*match.Layer, error) {
 		return nil, fmt.Errorf("the output projection takes %d features, the heads give %d", a.Out.In, dOut)
 	}
 	if a.Out.Out != a.Out.In {
-		return nil, fmt.Errorf("the output projection maps %d to %d features; attention.multihead's out_proj is square", a.Out.In, a.Out.Out)
+		return nil, nil // pruned heads: attention.sdpa's (sdpa_hf_lift.go)
 	}
 	ps, bias, err := a.QKV("", dOut, false)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,7 +26,8 @@ import (
 // and with the extended mask added after it (mask.padding, attention.sdpa).
 // A one-layer BERT as pytorch-pretrained-bert wrote it (BertLayerNorm with
 // x - mean computed twice, positions expanded over the batch, gelu as
-// x * 0.5 * (1 + erf(x / √2))) lifts whole. Each must reproduce PyTorch's
+// x * 0.5 * (1 + erf(x / √2))) lifts whole, and pruned heads without a
+// mask lift to attention.sdpa with head_dim. Each must reproduce PyTorch's
 // output on a padded batch.
 func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 	data, err := os.ReadFile("testdata/hf_masks/manifest.json")
@@ -35,7 +37,7 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 		Layers []string `json:"layers"`
 	}
 	require.NoError(t, json.Unmarshal(data, &cases))
-	require.Len(t, cases, 9)
+	require.Len(t, cases, 10)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			dir := filepath.Join("testdata/hf_masks", c.Name)
@@ -46,8 +48,11 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 			assert.Equal(t, c.Layers, layerTypes(res.Config), res.Config)
 			if slices.Contains(c.Layers, "mask.padding") {
 				assert.Contains(t, res.Config, "mask: bool, mask_polarity: keep")
-			} else {
+			} else if strings.HasPrefix(c.Name, "gpt2") {
 				assert.Contains(t, res.Config, "causal: true")
+			}
+			if strings.Contains(c.Name, "pruned") {
+				assert.Contains(t, res.Config, "d: 16, num_heads: 2, head_dim: 4")
 			}
 			checkDataSets(t, dir, res)
 		})

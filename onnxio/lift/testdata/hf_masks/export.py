@@ -176,6 +176,19 @@ class OldBert(torch.nn.Module):
         return self.output_norm(self.output(h) + x)
 
 
+class Pruned(torch.nn.Module):
+    """BERT attention with pruned heads (2 of 4 left), no mask."""
+
+    with_mask = False
+
+    def __init__(self):
+        super().__init__()
+        self.attention = BertAttention(heads=2)
+
+    def forward(self, x, attention_mask):
+        return self.attention(x, 0.0)
+
+
 CASES = {
     "int64_mask": (lambda: Encoder(), torch.int64, ["mask.padding", "attention.sdpa"]),
     "float_mask_finfo_min": (lambda: Encoder(fill=torch.finfo(torch.float32).min), torch.float32,
@@ -192,6 +205,7 @@ CASES = {
     "old_bert": (OldBert, torch.int64,
                  ["nn.embedding", "position.learned", "norm.layer", "mask.padding", "attention.sdpa", "nn.add",
                   "norm.layer", "nn.mlp", "nn.add", "norm.layer"]),
+    "pruned_heads_no_mask": (Pruned, torch.int64, ["attention.sdpa"]),
 }
 
 
