@@ -39,7 +39,10 @@
 //
 // A graph is read as ONNX Runtime runs it: nodes out of topological order
 // in dependency order, a value name written twice as the last writer's
-// value (graph.InOrder); Result.Notes says so.
+// value (graph.InOrder); two-operand Einsums that are matrix products
+// (Keras and tf2onnx attention) as MatMul with Transpose and Reshape
+// (einsum.go). Result.Notes says so; the self-check runs the graph as
+// written.
 //
 // # An engine over patterns
 //

@@ -27,7 +27,9 @@ import (
 // A one-layer BERT as pytorch-pretrained-bert wrote it (BertLayerNorm with
 // x - mean computed twice, positions expanded over the batch, gelu as
 // x * 0.5 * (1 + erf(x / √2))) lifts whole, and pruned heads without a
-// mask lift to attention.sdpa with head_dim. Each must reproduce PyTorch's
+// mask lift to attention.sdpa with head_dim, as does attention written
+// with einsums as Keras does (projections by (d, heads, head_dim)
+// kernels). Each must reproduce PyTorch's
 // output on a padded batch.
 func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 	data, err := os.ReadFile("testdata/hf_masks/manifest.json")
@@ -37,7 +39,7 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 		Layers []string `json:"layers"`
 	}
 	require.NoError(t, json.Unmarshal(data, &cases))
-	require.Len(t, cases, 10)
+	require.Len(t, cases, 11)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			dir := filepath.Join("testdata/hf_masks", c.Name)

@@ -2,6 +2,7 @@ package lift
 
 import (
 	"fmt"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"slices"
 
 	"github.com/attnrun/attnrun/internal/budget"
@@ -17,8 +18,10 @@ type analysis struct {
 	// Transpose nodes just to take their shape) is not live: it decides no
 	// number and belongs to no layer.
 	live map[string]bool
-	// repairs are the notes of graph.InOrder: how the file's node order
-	// and value names were read.
+	// source is the graph as written, which the self-check runs; g may be
+	// the same computation spelled otherwise (graph.InOrder, readEinsums).
+	source *onnxpb.ModelProto
+	// repairs say how g differs from source, for the notes.
 	repairs []string
 	// keepMasks are the graph inputs read as Hugging Face attention
 	// masks (mask.padding): the self-check feeds them 0s and 1s.

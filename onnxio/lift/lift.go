@@ -155,13 +155,15 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if IsAttnrun(m) {
 		return loadResult(m, models.Options{MaxMemory: o.MaxMemory})
 	}
+	source := m
 	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
+	m, products := readEinsums(m)
 	g, err := newGraph(m)
 	if err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
-	a := &analysis{g: g, repairs: repairs}
+	a := &analysis{g: g, source: source, repairs: append(repairs, products...)}
 	if err := a.newProbes(); err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}

@@ -25,7 +25,11 @@ const (
 // every probe size and compares every output.
 func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (Check, error) {
 	var c Check
-	eg, err := exec.NewWithOptions(a.g.Model, a.g.limits.opts)
+	source := a.source
+	if source == nil {
+		source = a.g.Model
+	}
+	eg, err := exec.NewWithOptions(source, a.g.limits.opts)
 	if err != nil {
 		return c, err
 	}

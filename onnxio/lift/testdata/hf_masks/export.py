@@ -189,6 +189,33 @@ class Pruned(torch.nn.Module):
         return self.attention(x, 0.0)
 
 
+class EinsumAttention(torch.nn.Module):
+    """Attention as Keras' MultiHeadAttention writes it (and tf2onnx
+    exports it): EinsumDense projections into heads by (d, heads,
+    head_dim) kernels with (heads, head_dim) biases, the scores and the
+    weighted values as einsums, the output projection by a (heads,
+    head_dim, d) kernel; the mask as BERT's."""
+
+    def __init__(self, heads=4, head_dim=4):
+        super().__init__()
+        self.scale = 1 / math.sqrt(head_dim)
+        for name in ("query", "key", "value"):
+            setattr(self, name + "_kernel", torch.nn.Parameter(0.3 * torch.randn(D, heads, head_dim)))
+            setattr(self, name + "_bias", torch.nn.Parameter(0.1 * torch.randn(heads, head_dim)))
+        self.output_kernel = torch.nn.Parameter(0.3 * torch.randn(heads, head_dim, D))
+        self.output_bias = torch.nn.Parameter(0.1 * torch.randn(D))
+
+    def forward(self, x, attention_mask):
+        q = torch.einsum("abc,cde->abde", x, self.query_kernel) + self.query_bias
+        k = torch.einsum("abc,cde->abde", x, self.key_kernel) + self.key_bias
+        v = torch.einsum("abc,cde->abde", x, self.value_kernel) + self.value_bias
+        scores = torch.einsum("aecd,abcd->acbe", k, q * self.scale)
+        extended = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
+        probs = torch.softmax(scores + extended, dim=-1)
+        ctx = torch.einsum("acbe,aecd->abcd", probs, v)
+        return torch.einsum("abcd,cde->abe", ctx, self.output_kernel) + self.output_bias
+
+
 CASES = {
     "int64_mask": (lambda: Encoder(), torch.int64, ["mask.padding", "attention.sdpa"]),
     "float_mask_finfo_min": (lambda: Encoder(fill=torch.finfo(torch.float32).min), torch.float32,
@@ -206,6 +233,7 @@ CASES = {
                  ["nn.embedding", "position.learned", "norm.layer", "mask.padding", "attention.sdpa", "nn.add",
                   "norm.layer", "nn.mlp", "nn.add", "norm.layer"]),
     "pruned_heads_no_mask": (Pruned, torch.int64, ["attention.sdpa"]),
+    "keras_einsum": (EinsumAttention, torch.int64, ["mask.padding", "attention.sdpa"]),
 }
 
 
