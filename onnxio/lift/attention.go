@@ -139,13 +139,15 @@ func (v scoresView) Carries(n *node, k int) bool {
 	case "Add":
 		x, other := ins[k], ins[1-k]
 		return a.g.IsData(x) && (a.g.Static(other) || a.leadsToProduct(x) && !a.leadsToProduct(other))
+	case "Reshape":
+		return a.regroups(ins[0], n.GetOutput()[0])
 	}
 	return true // Identity
 }
 
 // liftedScores are the chains the lifter takes: any number of scales,
 // masks and copies.
-var liftedScores = match.Rules{Copies: true}
+var liftedScores = match.Rules{Copies: true, Reshapes: true}
 
 // scores walks back from the softmax to the query-key product, collecting
 // scale factors, static masks and masks computed from inputs; a chain that
@@ -186,14 +188,14 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 			if st.Keep {
 				kind = maskWhereFalse
 			}
-			m := maskTerm{value: ins[st.Arg], kind: kind}
+			m := maskTerm{value: ins[st.Arg], kind: kind, at: reshapedAt(walk.Steps, st, ins[st.Scores])}
 			if g.Static(m.value) {
 				s.masks = append(s.masks, m)
 			} else {
 				s.dynamic = append(s.dynamic, m)
 			}
 		case match.Add:
-			m := maskTerm{value: ins[st.Arg], kind: maskAdd}
+			m := maskTerm{value: ins[st.Arg], kind: maskAdd, at: reshapedAt(walk.Steps, st, ins[st.Scores])}
 			if g.Static(m.value) {
 				s.masks = append(s.masks, m)
 			} else {
@@ -202,6 +204,34 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 		}
 	}
 	return s, nil
+}
+
+// regroups reports whether a Reshape of the scores from value in to out
+// keeps their last two axes and their order at every probe: (B·H, T, S)
+// to (B, H, T, S) or back.
+func (a *analysis) regroups(in, out string) bool {
+	for _, p := range a.probes {
+		si, err1 := p.shape(in)
+		so, err2 := p.shape(out)
+		if err1 != nil || err2 != nil || len(si) < 3 || len(so) < 3 || product(si) != product(so) ||
+			si[len(si)-1] != so[len(so)-1] || si[len(si)-2] != so[len(so)-2] {
+			return false
+		}
+	}
+	return true
+}
+
+// reshapedAt is the scores value a mask step applies to when a Reshape
+// lies between it and the product (steps are listed from the softmax's
+// side), "" when none does.
+func reshapedAt(steps []match.Step[*node], st match.Step[*node], scores string) string {
+	i := slices.IndexFunc(steps, func(s match.Step[*node]) bool { return s.Node == st.Node })
+	for _, later := range steps[i+1:] {
+		if later.Node.GetOpType() == "Reshape" {
+			return scores
+		}
+	}
+	return ""
 }
 
 // leadsToProduct reports whether v is a product of two computed values,
@@ -216,7 +246,7 @@ func (a *analysis) leadsToProduct(v string) bool {
 			v = x
 			continue
 		}
-		if n.GetOpType() == "Identity" {
+		if n.GetOpType() == "Identity" || n.GetOpType() == "Reshape" && a.regroups(n.GetInput()[0], v) {
 			v = n.GetInput()[0]
 			continue
 		}

@@ -102,7 +102,7 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 	if err != nil {
 		return km, err
 	}
-	hidden, added, err := l.scoreMasks(outs, scoreShape, km.kind == "bool")
+	hidden, added, err := l.scoreMasks(p, outs, scoreShape, km.kind == "bool")
 	if err != nil {
 		return km, fmt.Errorf("the mask from %q %w", km.input, err)
 	}
@@ -154,7 +154,11 @@ func (l *attentionLayer) keepMaskAt(p *probe, hs heads, scoreShape []int, input 
 	}
 	t := outs[v]
 	ts := []int(t.Shape())
-	if t.IsScalar() || !broadcasts(ts, scoreShape) {
+	target, err := l.sc.dynamic[0].shapeAt(p, scoreShape)
+	if err != nil {
+		return false, err
+	}
+	if t.IsScalar() || !broadcasts(ts, target) {
 		return false, nil
 	}
 	vals, err := match.Floats(t)
@@ -164,7 +168,7 @@ func (l *attentionLayer) keepMaskAt(p *probe, hs heads, scoreShape []int, input 
 	Tq, Tk := scoreShape[len(scoreShape)-2], scoreShape[len(scoreShape)-1]
 	for i := range product(scoreShape) {
 		grp, k := i/(Tq*Tk), i%Tk
-		x := vals[broadcastIndex(i, scoreShape, ts)]
+		x := vals[broadcastIndex(i, target, ts)]
 		if keep[hs.seq[grp]*S+k] && x != 0 || !keep[hs.seq[grp]*S+k] && x > masked {
 			return false, nil
 		}
@@ -186,7 +190,7 @@ func onesWhere[T int64 | int32 | float32](keep []bool) []T {
 // scoreMasks evaluates the dynamic mask terms computed in outs over the
 // scores: which scores they hide and what they add to the others. With
 // boolAdds an added value other than 0 or a mask fill is an error.
-func (l *attentionLayer) scoreMasks(outs map[string]*tensor.Dense, scoreShape []int, boolAdds bool) ([]bool, []float64, error) {
+func (l *attentionLayer) scoreMasks(p *probe, outs map[string]*tensor.Dense, scoreShape []int, boolAdds bool) ([]bool, []float64, error) {
 	n := product(scoreShape)
 	hidden := make([]bool, n)
 	added := make([]float64, n)
@@ -196,15 +200,19 @@ func (l *attentionLayer) scoreMasks(outs map[string]*tensor.Dense, scoreShape []
 		if t.IsScalar() {
 			ts = nil
 		}
-		if !broadcasts(ts, scoreShape) {
-			return nil, nil, fmt.Errorf("gives %q of shape %s, which does not fit the scores of shape %s", d.value, fmtShape(ts), fmtShape(scoreShape))
+		target, err := d.shapeAt(p, scoreShape)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !broadcasts(ts, target) {
+			return nil, nil, fmt.Errorf("gives %q of shape %s, which does not fit the scores of shape %s", d.value, fmtShape(ts), fmtShape(target))
 		}
 		vals, err := match.Floats(t)
 		if err != nil {
 			return nil, nil, err
 		}
 		for i := range hidden {
-			x := vals[broadcastIndex(i, scoreShape, ts)]
+			x := vals[broadcastIndex(i, target, ts)]
 			switch {
 			case d.kind == maskWhereTrue:
 				hidden[i] = hidden[i] || x != 0

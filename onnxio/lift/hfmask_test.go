@@ -29,7 +29,8 @@ import (
 // x * 0.5 * (1 + erf(x / √2))) lifts whole, and pruned heads without a
 // mask lift to attention.sdpa with head_dim, as does attention written
 // with einsums as Keras does (projections by (d, heads, head_dim)
-// kernels). Each must reproduce PyTorch's
+// kernels), and BART's (heads folded into the batch for bmm, the scores
+// viewed as (B, H, T, S) to add the mask and back). Each must reproduce PyTorch's
 // output on a padded batch.
 func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 	data, err := os.ReadFile("testdata/hf_masks/manifest.json")
@@ -39,7 +40,7 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 		Layers []string `json:"layers"`
 	}
 	require.NoError(t, json.Unmarshal(data, &cases))
-	require.Len(t, cases, 11)
+	require.Len(t, cases, 12)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			dir := filepath.Join("testdata/hf_masks", c.Name)

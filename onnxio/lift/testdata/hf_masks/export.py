@@ -216,6 +216,39 @@ class EinsumAttention(torch.nn.Module):
         return torch.einsum("abcd,cde->abe", ctx, self.output_kernel) + self.output_bias
 
 
+class BartAttention(torch.nn.Module):
+    """BartAttention (also OPT's, Whisper's, Marian's), eager: the queries
+    scaled after the projection, heads folded into the batch for bmm, the
+    scores viewed as (B, H, T, S) to add the mask and back; the mask
+    expanded and inverted as transformers' _expand_mask does (masked_fill
+    with finfo.min)."""
+
+    def __init__(self, heads=4):
+        super().__init__()
+        self.heads, self.head_dim = heads, D // heads
+        self.q_proj, self.k_proj = torch.nn.Linear(D, D), torch.nn.Linear(D, D)
+        self.v_proj, self.out_proj = torch.nn.Linear(D, D), torch.nn.Linear(D, D)
+
+    def shape(self, x, b, t):
+        return x.view(b, t, self.heads, self.head_dim).transpose(1, 2).contiguous()
+
+    def forward(self, x, attention_mask):
+        b, t, _ = x.shape
+        q = self.q_proj(x) * self.head_dim ** -0.5
+        fold = (b * self.heads, -1, self.head_dim)
+        q = self.shape(q, b, t).view(*fold)
+        k = self.shape(self.k_proj(x), b, t).view(*fold)
+        v = self.shape(self.v_proj(x), b, t).view(*fold)
+        w = torch.bmm(q, k.transpose(1, 2))
+        expanded = attention_mask[:, None, None, :].expand(b, 1, t, t).to(torch.float32)
+        inverted = 1.0 - expanded
+        inverted = inverted.masked_fill(inverted.to(torch.bool), torch.finfo(torch.float32).min)
+        w = (w.view(b, self.heads, t, t) + inverted).view(b * self.heads, t, t)
+        a = torch.bmm(torch.softmax(w, dim=-1), v)
+        a = a.view(b, self.heads, t, self.head_dim).transpose(1, 2).reshape(b, t, D)
+        return self.out_proj(a)
+
+
 CASES = {
     "int64_mask": (lambda: Encoder(), torch.int64, ["mask.padding", "attention.sdpa"]),
     "float_mask_finfo_min": (lambda: Encoder(fill=torch.finfo(torch.float32).min), torch.float32,
@@ -234,6 +267,7 @@ CASES = {
                   "norm.layer", "nn.mlp", "nn.add", "norm.layer"]),
     "pruned_heads_no_mask": (Pruned, torch.int64, ["attention.sdpa"]),
     "keras_einsum": (EinsumAttention, torch.int64, ["mask.padding", "attention.sdpa"]),
+    "bart_bmm": (BartAttention, torch.int64, ["mask.padding", "attention.sdpa"]),
 }
 
 
