@@ -457,6 +457,7 @@ func (l *attentionLayer) build() (*region, error) {
 	if kpm.kind == "keep" {
 		l.keepMask, l.keepInput = l.sc.dynamic[0].value, kpm.input
 		maskValue = l.keepMask
+		causal = causal || kpm.causal // a 4-D causal mask built from the attention_mask
 	}
 	output := merge.value
 	if out != nil {

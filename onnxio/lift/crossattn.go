@@ -16,6 +16,9 @@ import (
 type paddingMask struct {
 	input string
 	kind  string
+	// causal marks a keep mask that also hides the keys after each query
+	// (Hugging Face's 4-D causal mask built from the attention_mask).
+	causal bool
 }
 
 // maskNodes lists the nodes that compute a mask from the graph inputs.
@@ -64,13 +67,13 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 		return km, fmt.Errorf("mask input %q has shape %s; a key padding mask is (batch, keys) = (%d, %d)", km.input, fmtShape(shape), tokK.B, S)
 	}
 	if feed.Dtype() != tensor.Bool {
-		keep, err := l.keepMaskAt(p, hs, scoreShape, km.input, feed)
+		keep, causal, err := l.keepMaskAt(p, hs, scoreShape, km.input, feed)
 		if err != nil || keep || feed.Dtype() != tensor.Float32 {
 			if err == nil && !keep {
 				err = fmt.Errorf("mask input %q is %v and does not hide the keys where it is 0 (adding %g or less to their scores) and only those; a key padding mask of that type is a keep mask", km.input, feed.Dtype(), masked)
 			}
 			if keep {
-				km.kind = "keep"
+				km.kind, km.causal = "keep", causal
 			}
 			return km, err
 		}
@@ -120,14 +123,16 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 
 // keepMaskAt reports whether the masks computed from input (int64, int32
 // or float32, (B, S)) follow it as Hugging Face's attention_mask does: a
-// key whose entry is 0 gets masked (-10000) or less added to its scores, every
-// other key nothing. It feeds a random pattern of 0s and 1s.
-func (l *attentionLayer) keepMaskAt(p *probe, hs heads, scoreShape []int, input string, feed *tensor.Dense) (bool, error) {
+// key whose entry is 0 gets masked (-10000) or less added to its scores,
+// every other key nothing; or, causal, the keys after each query are
+// hidden too, as in the 4-D causal mask Hugging Face's decoders build from
+// it. It feeds a random pattern of 0s and 1s.
+func (l *attentionLayer) keepMaskAt(p *probe, hs heads, scoreShape []int, input string, feed *tensor.Dense) (keeps, causal bool, err error) {
 	shape := []int(feed.Shape())
 	S := shape[len(shape)-1]
 	rng := rand.New(rand.NewPCG(11, uint64(S)))
 	if S < 2 {
-		return false, nil // one key: hiding it cannot be told from a bias
+		return false, false, nil // one key: hiding it cannot be told from a bias
 	}
 	keep := make([]bool, product(shape))
 	for i := range keep { // each sequence keeps its first key and hides its last
@@ -142,38 +147,43 @@ func (l *attentionLayer) keepMaskAt(p *probe, hs heads, scoreShape []int, input 
 	case tensor.Float32:
 		override = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(onesWhere[float32](keep)))
 	default:
-		return false, fmt.Errorf("mask input %q is %v; a key padding mask is bool, float32, or an int64, int32 or float32 keep mask", input, feed.Dtype())
+		return false, false, fmt.Errorf("mask input %q is %v; a key padding mask is bool, float32, or an int64, int32 or float32 keep mask", input, feed.Dtype())
 	}
 	if len(l.sc.dynamic) != 1 || l.sc.dynamic[0].kind != maskAdd {
-		return false, nil
+		return false, false, nil
 	}
 	v := l.sc.dynamic[0].value
 	outs, err := p.run(l.a.g.Model.GetGraph().GetNode(), nil, []string{v}, map[string]*tensor.Dense{input: override})
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	t := outs[v]
 	ts := []int(t.Shape())
 	target, err := l.sc.dynamic[0].shapeAt(p, scoreShape)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if t.IsScalar() || !broadcasts(ts, target) {
-		return false, nil
+		return false, false, nil
 	}
 	vals, err := match.Floats(t)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	Tq, Tk := scoreShape[len(scoreShape)-2], scoreShape[len(scoreShape)-1]
+	plain, causal := true, Tq == Tk
 	for i := range product(scoreShape) {
-		grp, k := i/(Tq*Tk), i%Tk
+		grp, q, k := i/(Tq*Tk), (i/Tk)%Tq, i%Tk
 		x := vals[broadcastIndex(i, target, ts)]
-		if keep[hs.seq[grp]*S+k] && x != 0 || !keep[hs.seq[grp]*S+k] && x > masked {
-			return false, nil
+		hidden := x <= masked
+		if !hidden && x != 0 {
+			return false, false, nil
 		}
+		kept := keep[hs.seq[grp]*S+k]
+		plain = plain && hidden == !kept
+		causal = causal && hidden == (!kept || k > q)
 	}
-	return true, nil
+	return plain || causal, causal && !plain, nil
 }
 
 // onesWhere is 1 where keep holds and 0 elsewhere.

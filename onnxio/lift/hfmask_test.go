@@ -30,7 +30,9 @@ import (
 // mask lift to attention.sdpa with head_dim, as does attention written
 // with einsums as Keras does (projections by (d, heads, head_dim)
 // kernels), and BART's (heads folded into the batch for bmm, the scores
-// viewed as (B, H, T, S) to add the mask and back). Each must reproduce PyTorch's
+// viewed as (B, H, T, S) to add the mask and back), and attention under
+// the 4-D causal mask decoders build from the attention_mask (keep mask
+// and causal). Each must reproduce PyTorch's
 // output on a padded batch.
 func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 	data, err := os.ReadFile("testdata/hf_masks/manifest.json")
@@ -40,7 +42,7 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 		Layers []string `json:"layers"`
 	}
 	require.NoError(t, json.Unmarshal(data, &cases))
-	require.Len(t, cases, 12)
+	require.Len(t, cases, 13)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			dir := filepath.Join("testdata/hf_masks", c.Name)
@@ -51,9 +53,9 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 			assert.Equal(t, c.Layers, layerTypes(res.Config), res.Config)
 			if slices.Contains(c.Layers, "mask.padding") {
 				assert.Contains(t, res.Config, "mask: bool, mask_polarity: keep")
-			} else if strings.HasPrefix(c.Name, "gpt2") {
-				assert.Contains(t, res.Config, "causal: true")
 			}
+			causal := strings.HasPrefix(c.Name, "gpt2") || strings.HasPrefix(c.Name, "decoder")
+			assert.Equal(t, causal, strings.Contains(res.Config, "causal: true"), res.Config)
 			if strings.Contains(c.Name, "pruned") {
 				assert.Contains(t, res.Config, "d: 16, num_heads: 2, head_dim: 4")
 			}

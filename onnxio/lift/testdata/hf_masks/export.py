@@ -249,6 +249,24 @@ class BartAttention(torch.nn.Module):
         return self.out_proj(a)
 
 
+class Decoder4DMask(torch.nn.Module):
+    """Attention under the 4-D mask transformers' decoders build from the
+    attention_mask (_prepare_4d_causal_attention_mask): finfo.min above the
+    diagonal and at padded keys, 0 elsewhere, added to the scores."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = BertAttention()
+
+    def forward(self, x, attention_mask):
+        b, t = attention_mask.shape
+        low = torch.finfo(torch.float32).min
+        causal = torch.triu(torch.full((t, t), low), diagonal=1)
+        mask = causal[None, None, :, :].expand(b, 1, t, t)
+        mask = mask.masked_fill(attention_mask[:, None, None, :].eq(0), low)
+        return self.attn(x, mask)
+
+
 CASES = {
     "int64_mask": (lambda: Encoder(), torch.int64, ["mask.padding", "attention.sdpa"]),
     "float_mask_finfo_min": (lambda: Encoder(fill=torch.finfo(torch.float32).min), torch.float32,
@@ -268,6 +286,7 @@ CASES = {
     "pruned_heads_no_mask": (Pruned, torch.int64, ["attention.sdpa"]),
     "keras_einsum": (EinsumAttention, torch.int64, ["mask.padding", "attention.sdpa"]),
     "bart_bmm": (BartAttention, torch.int64, ["mask.padding", "attention.sdpa"]),
+    "decoder_4d_mask": (Decoder4DMask, torch.int64, ["mask.padding", "attention.sdpa"]),
 }
 
 
