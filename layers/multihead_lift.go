@@ -20,7 +20,7 @@ const unboundedContext = 4096
 
 // liftMultihead lifts projected attention with an output projection.
 func liftMultihead(a *match.Attention) (*match.Layer, error) {
-	if !a.Projected || a.Out == nil || a.Cross || a.PaddingMask != "" {
+	if !a.Projected || a.Out == nil || a.Cross || a.PaddingMask != "" || grouped(a) {
 		return nil, nil
 	}
 	dOut := a.Heads * a.HeadDim

@@ -19,7 +19,7 @@ func init() {
 
 // liftTorchMHA lifts cross-attention or attention with a key padding mask.
 func liftTorchMHA(a *match.Attention) (*match.Layer, error) {
-	if !a.Cross && a.PaddingMask == "" {
+	if !a.Cross && a.PaddingMask == "" || grouped(a) {
 		return nil, nil
 	}
 	var what []string

@@ -404,7 +404,7 @@ func (l *attentionLayer) build() (*region, error) {
 		if err != nil {
 			return nil, err
 		}
-		if i > 0 && (h.H != hs.H || h.dk != hs.dk || h.segQ != hs.segQ || h.segK != hs.segK || h.segV != hs.segV) {
+		if i > 0 && (h.H != hs.H || h.KVH != hs.KVH || h.dk != hs.dk || h.segQ != hs.segQ || h.segK != hs.segK || h.segV != hs.segV) {
 			return nil, fmt.Errorf("the head split differs between sequence lengths")
 		}
 		hs = h
@@ -479,7 +479,7 @@ func (l *attentionLayer) build() (*region, error) {
 	}
 	att := &match.Attention{Queries: l.srcQ.tokens, Keys: l.srcK.tokens, Cross: l.cross(), KeyWidth: tokK.D,
 		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: maskValue, PaddingMaskKind: kpm.kind,
-		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk,
+		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk, KVHeads: hs.KVH,
 		Scale: scale, Causal: causal, Context: ctx, Projected: projected,
 		SameSource: l.q.base == l.k.base && l.k.base == l.v.base,
 		Segments:   [3]int{hs.segQ, hs.segK, hs.segV},

@@ -32,7 +32,8 @@ import (
 // kernels), and BART's (heads folded into the batch for bmm, the scores
 // viewed as (B, H, T, S) to add the mask and back), and attention under
 // the 4-D causal mask decoders build from the attention_mask (keep mask
-// and causal). Each must reproduce PyTorch's
+// and causal), and grouped-query attention with Llama's repeat_kv
+// (attention.sdpa with num_kv_heads). Each must reproduce PyTorch's
 // output on a padded batch.
 func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 	data, err := os.ReadFile("testdata/hf_masks/manifest.json")
@@ -42,7 +43,7 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 		Layers []string `json:"layers"`
 	}
 	require.NoError(t, json.Unmarshal(data, &cases))
-	require.Len(t, cases, 13)
+	require.Len(t, cases, 14)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			dir := filepath.Join("testdata/hf_masks", c.Name)
@@ -54,8 +55,11 @@ func TestLiftHuggingFaceKeepMasks(t *testing.T) {
 			if slices.Contains(c.Layers, "mask.padding") {
 				assert.Contains(t, res.Config, "mask: bool, mask_polarity: keep")
 			}
-			causal := strings.HasPrefix(c.Name, "gpt2") || strings.HasPrefix(c.Name, "decoder")
+			causal := strings.HasPrefix(c.Name, "gpt2") || strings.HasPrefix(c.Name, "decoder") || strings.HasPrefix(c.Name, "gqa")
 			assert.Equal(t, causal, strings.Contains(res.Config, "causal: true"), res.Config)
+			if strings.HasPrefix(c.Name, "gqa") {
+				assert.Contains(t, res.Config, "num_heads: 4, num_kv_heads: 2")
+			}
 			if strings.Contains(c.Name, "pruned") {
 				assert.Contains(t, res.Config, "d: 16, num_heads: 2, head_dim: 4")
 			}

@@ -77,10 +77,11 @@ func (a *analysis) readers(v string) []*node {
 
 // isLayout reports whether n only moves the values of its first input:
 // Transpose, Reshape, Slice, Gather with static indices and the like, with
-// every other input static.
+// every other input static; Expand copies them (keys and values repeated
+// for grouped-query attention).
 func (a *analysis) isLayout(n *node) bool {
 	switch n.GetOpType() {
-	case "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Gather", "Split", "Identity", "Dropout":
+	case "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Gather", "Split", "Identity", "Dropout", "Expand":
 	default:
 		return false
 	}

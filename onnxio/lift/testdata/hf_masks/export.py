@@ -267,6 +267,39 @@ class Decoder4DMask(torch.nn.Module):
         return self.attn(x, mask)
 
 
+class GroupedQueryAttention(torch.nn.Module):
+    """LlamaAttention's grouped-query attention, eager, without RoPE: 4
+    query heads over 2 key and value heads, repeated by repeat_kv (expand
+    and reshape), causal by a mask buffer, no biases."""
+
+    with_mask = False
+
+    def __init__(self, heads=4, kv_heads=2, context=8):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, D // heads
+        self.q_proj = torch.nn.Linear(D, D, bias=False)
+        self.k_proj = torch.nn.Linear(D, kv_heads * self.head_dim, bias=False)
+        self.v_proj = torch.nn.Linear(D, kv_heads * self.head_dim, bias=False)
+        self.o_proj = torch.nn.Linear(D, D, bias=False)
+        self.register_buffer("mask", torch.triu(torch.ones(context, context, dtype=torch.bool), diagonal=1))
+
+    def repeat_kv(self, x):
+        b, h, t, d = x.shape
+        n_rep = self.heads // self.kv_heads
+        return x[:, :, None, :, :].expand(b, h, n_rep, t, d).reshape(b, h * n_rep, t, d)
+
+    def forward(self, x, attention_mask):
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        k, v = self.repeat_kv(k), self.repeat_kv(v)
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        w = w.masked_fill(self.mask[:t, :t], float("-inf"))
+        a = torch.matmul(torch.softmax(w, dim=-1), v).transpose(1, 2).reshape(b, t, D)
+        return self.o_proj(a)
+
+
 CASES = {
     "int64_mask": (lambda: Encoder(), torch.int64, ["mask.padding", "attention.sdpa"]),
     "float_mask_finfo_min": (lambda: Encoder(fill=torch.finfo(torch.float32).min), torch.float32,
@@ -287,6 +320,7 @@ CASES = {
     "keras_einsum": (EinsumAttention, torch.int64, ["mask.padding", "attention.sdpa"]),
     "bart_bmm": (BartAttention, torch.int64, ["mask.padding", "attention.sdpa"]),
     "decoder_4d_mask": (Decoder4DMask, torch.int64, ["mask.padding", "attention.sdpa"]),
+    "gqa_repeat_kv": (GroupedQueryAttention, torch.int64, ["attention.sdpa"]),
 }
 
 
