@@ -72,8 +72,9 @@ func exactGELUAt(g match.Graph, n *match.Node) (string, []*match.Node, string, b
 	return x, append(nodes, tail...), out, true
 }
 
-// geluTail matches x·(1 + t)·0.5 from the Add of 1 on: the products by x
-// and by 0.5 in either order. It returns the nodes and the output.
+// geluProducts matches x·(1 + t)·0.5 from the Add of 1 on: the products
+// by x and by 0.5 in either order, or by x·0.5 computed apart
+// (pytorch-pretrained-bert's gelu). It returns the nodes and the output.
 func geluProducts(g match.Graph, onePlus *match.Node, x string) ([]*match.Node, string, bool) {
 	nodes := []*match.Node{onePlus}
 	v, haveX, haveHalf := onePlus.Output(), false, false
@@ -85,6 +86,9 @@ func geluProducts(g match.Graph, onePlus *match.Node, x string) ([]*match.Node, 
 		switch other := otherInput(m, v); {
 		case other == x && !haveX:
 			haveX = true
+		case !haveX && !haveHalf && isHalfOf(g, other, x): // (x · 0.5) · (1 + t)
+			haveX, haveHalf = true, true
+			nodes = append(nodes, g.Producer(other))
 		case !haveHalf && other != "" && !g.IsData(other):
 			if c, ok := scalarAt(g, other); !ok || c != 0.5 {
 				return nil, "", false
@@ -97,6 +101,16 @@ func geluProducts(g match.Graph, onePlus *match.Node, x string) ([]*match.Node, 
 		v = m.Output()
 	}
 	return nodes, v, true
+}
+
+// isHalfOf reports whether v is x · 0.5 (or 0.5 · x), read by one node.
+func isHalfOf(g match.Graph, v, x string) bool {
+	m := g.Producer(v)
+	if m == nil || m.Op() != "Mul" || len(g.Readers(v)) != 1 {
+		return false
+	}
+	c, ok := scalarAt(g, otherInput(m, x))
+	return ok && c == 0.5 && otherInput(m, x) != x
 }
 
 // tanhGELUAt matches GELU's tanh approximation starting at the Pow that

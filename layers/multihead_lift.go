@@ -20,7 +20,7 @@ const unboundedContext = 4096
 
 // liftMultihead lifts projected attention with an output projection.
 func liftMultihead(a *match.Attention) (*match.Layer, error) {
-	if !a.Projected || a.Out == nil || a.Cross || a.PaddingMask != "" {
+	if !a.Projected || a.Out == nil || a.Cross || a.PaddingMask != "" || grouped(a) {
 		return nil, nil
 	}
 	dOut := a.Heads * a.HeadDim
@@ -29,6 +29,9 @@ func liftMultihead(a *match.Attention) (*match.Layer, error) {
 	}
 	if a.Out.In != dOut {
 		return nil, fmt.Errorf("the output projection takes %d features, the heads give %d", a.Out.In, dOut)
+	}
+	if a.Out.Out != a.Out.In {
+		return nil, nil // pruned heads: attention.sdpa's (sdpa_hf_lift.go)
 	}
 	ps, bias, err := a.QKV("", dOut, false)
 	if err != nil {

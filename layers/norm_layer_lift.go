@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"cmp"
 	"fmt"
 
 	"gorgonia.org/tensor"
@@ -48,14 +49,22 @@ func liftLayerNormDecomposed(g match.Graph, mean *match.Node) (*match.Layer, err
 		}
 		return nil
 	}
-	sub := next(mean.Output(), "Sub")
-	if sub == nil || sub.Inputs()[0] != x || !match.ReducesLastAxis(g, mean) {
+	if !match.ReducesLastAxis(g, mean) {
 		return nil, nil
 	}
-	d := sub.Output()
-	pow := next(d, "Pow")
-	div := next(d, "Div")
-	if pow == nil || div == nil {
+	// x - mean, once or computed again for the division (PyTorch 1.x
+	// BertLayerNorm writes (x - u) twice).
+	var subs []*match.Node
+	var pow, div *match.Node
+	for _, r := range g.Readers(mean.Output()) {
+		if r.Op() != "Sub" || r.Inputs()[0] != x || r.Inputs()[1] != mean.Output() {
+			continue
+		}
+		subs = append(subs, r)
+		pow = cmp.Or(pow, next(r.Output(), "Pow"))
+		div = cmp.Or(div, next(r.Output(), "Div"))
+	}
+	if pow == nil || div == nil || len(subs) > 2 {
 		return nil, nil
 	}
 	if e, ok := scalarAt(g, pow.Inputs()[1]); !ok || e != 2 {
@@ -74,7 +83,8 @@ func liftLayerNormDecomposed(g match.Graph, mean *match.Node) (*match.Layer, err
 	if !ok || sqrt == nil || div.Inputs()[1] != sqrt.Output() {
 		return nil, nil
 	}
-	nodes := []*match.Node{mean, sub, pow, mean2, addEps, sqrt, div}
+	nodes := append([]*match.Node{mean}, subs...)
+	nodes = append(nodes, pow, mean2, addEps, sqrt, div)
 	out, scale, bias := div.Output(), "", ""
 	if m := onlyReader(g, out); m != nil && m.Op() == "Mul" {
 		if s := otherInput(m, out); s != "" && !g.IsData(s) {

@@ -10,7 +10,7 @@ import (
 // position.learned in ONNX graphs: x + P, where P is the first T rows of
 // a (C, d) table for tokens x of shape (…, T, d), however the exporter
 // cuts it (a Slice by the sequence length, a Gather of positions, or the
-// rows a static export kept).
+// rows a static export kept), possibly expanded over the batch.
 
 func init() {
 	match.RegisterPattern(match.Pattern{Name: "position.learned", Op: "Add", Late: true, Match: liftPositionLearned})
@@ -74,13 +74,14 @@ func isTablePrefix(g match.Graph, table, x, pos string) bool {
 			return false
 		}
 		ps := []int(pt.Shape())
-		if !slices.Equal(ps, []int{T, D}) && !slices.Equal(ps, []int{1, T, D}) {
+		batched := len(xs) == 3 && slices.Equal(ps, []int{xs[0], T, D}) // positions expanded over the batch (BERT of PyTorch 1.x)
+		if !slices.Equal(ps, []int{T, D}) && !slices.Equal(ps, []int{1, T, D}) && !batched {
 			return false
 		}
 		tv, _ := match.Floats(tt)
 		pv, _ := match.Floats(pt)
 		for k, v := range pv {
-			if tv[k] != v {
+			if tv[k%(T*D)] != v {
 				return false
 			}
 		}

@@ -19,7 +19,7 @@ func init() {
 
 // liftTorchMHA lifts cross-attention or attention with a key padding mask.
 func liftTorchMHA(a *match.Attention) (*match.Layer, error) {
-	if !a.Cross && a.PaddingMask == "" {
+	if !a.Cross && a.PaddingMask == "" || grouped(a) {
 		return nil, nil
 	}
 	var what []string
@@ -38,7 +38,7 @@ func liftTorchMHA(a *match.Attention) (*match.Layer, error) {
 		return nil, fmt.Errorf("%s together with a causal mask: attention.torch_mha takes masks as inputs, not a causal flag", desc)
 	case a.Out == nil:
 		return nil, fmt.Errorf("%s without an output projection: attention.torch_mha has out_proj", desc)
-	case a.Width != E || a.Out.In != E:
+	case a.Width != E || a.Out.In != E || a.Out.Out != E:
 		return nil, fmt.Errorf("%s: queries of width %d give %d heads of %d; attention.torch_mha needs embed_dim = num_heads·head_dim", desc, a.Width, a.Heads, a.HeadDim)
 	case !scaledAs(a.Scale, a.HeadDim):
 		return nil, fmt.Errorf("%s: the scores are scaled by %g; attention.torch_mha scales by 1/√head_dim = 1/√%d", desc, a.Scale, a.HeadDim)

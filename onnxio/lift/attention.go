@@ -57,9 +57,11 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 			all = append(all, s.pre.nodes...)
 		}
 	}
+	var maskNodes []*node
 	for _, d := range sc.dynamic {
-		all = append(all, a.maskNodes(d.value)...)
+		maskNodes = append(maskNodes, a.maskNodes(d.value)...)
 	}
+	all = append(all, maskNodes...)
 	if srcK.tokens != srcV.tokens {
 		problems = append(problems, fmt.Sprintf("keys come from %q but values from %q", srcK.tokens, srcV.tokens))
 	}
@@ -74,6 +76,18 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 	all = append(all, l.extra...)
 	if err != nil {
 		return nil, fail(all, "attention: %v", err)
+	}
+	if l.keepMask != "" { // the mask is a layer of its own, which other attentions may share
+		pad := &region{typ: "mask.padding", kind: "mask", inputs: []string{l.keepInput}, output: l.keepMask, nodes: uniqueNodes(maskNodes)}
+		if f := a.checkContained(pad); f != nil {
+			return nil, f
+		}
+		r.before = append(r.before, pad)
+		if a.keepMasks == nil {
+			a.keepMasks = map[string]bool{}
+		}
+		a.keepMasks[l.keepInput] = true
+		all = slices.DeleteFunc(all, func(n *node) bool { return slices.Contains(pad.nodes, n) })
 	}
 	r.nodes = uniqueNodes(all)
 	if f := a.checkContained(r); f != nil {
@@ -125,13 +139,15 @@ func (v scoresView) Carries(n *node, k int) bool {
 	case "Add":
 		x, other := ins[k], ins[1-k]
 		return a.g.IsData(x) && (a.g.Static(other) || a.leadsToProduct(x) && !a.leadsToProduct(other))
+	case "Reshape":
+		return a.regroups(ins[0], n.GetOutput()[0])
 	}
 	return true // Identity
 }
 
 // liftedScores are the chains the lifter takes: any number of scales,
 // masks and copies.
-var liftedScores = match.Rules{Copies: true}
+var liftedScores = match.Rules{Copies: true, Reshapes: true}
 
 // scores walks back from the softmax to the query-key product, collecting
 // scale factors, static masks and masks computed from inputs; a chain that
@@ -153,7 +169,7 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 	case match.NoScores:
 		switch n.GetOpType() {
 		case "Where":
-			return s, fail(failed, "node %s (Where) does not fill masked scores with -inf", n.Label())
+			return s, fail(failed, "node %s (Where) does not fill masked scores with -inf or %g or less", n.Label(), float64(masked))
 		case "Add":
 			return s, fail(failed, "node %s adds two computed values to the scores", n.Label())
 		}
@@ -172,14 +188,14 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 			if st.Keep {
 				kind = maskWhereFalse
 			}
-			m := maskTerm{value: ins[st.Arg], kind: kind}
+			m := maskTerm{value: ins[st.Arg], kind: kind, at: reshapedAt(walk.Steps, st, ins[st.Scores])}
 			if g.Static(m.value) {
 				s.masks = append(s.masks, m)
 			} else {
 				s.dynamic = append(s.dynamic, m)
 			}
 		case match.Add:
-			m := maskTerm{value: ins[st.Arg], kind: maskAdd}
+			m := maskTerm{value: ins[st.Arg], kind: maskAdd, at: reshapedAt(walk.Steps, st, ins[st.Scores])}
 			if g.Static(m.value) {
 				s.masks = append(s.masks, m)
 			} else {
@@ -188,6 +204,34 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 		}
 	}
 	return s, nil
+}
+
+// regroups reports whether a Reshape of the scores from value in to out
+// keeps their last two axes and their order at every probe: (B·H, T, S)
+// to (B, H, T, S) or back.
+func (a *analysis) regroups(in, out string) bool {
+	for _, p := range a.probes {
+		si, err1 := p.shape(in)
+		so, err2 := p.shape(out)
+		if err1 != nil || err2 != nil || len(si) < 3 || len(so) < 3 || product(si) != product(so) ||
+			si[len(si)-1] != so[len(so)-1] || si[len(si)-2] != so[len(so)-2] {
+			return false
+		}
+	}
+	return true
+}
+
+// reshapedAt is the scores value a mask step applies to when a Reshape
+// lies between it and the product (steps are listed from the softmax's
+// side), "" when none does.
+func reshapedAt(steps []match.Step[*node], st match.Step[*node], scores string) string {
+	i := slices.IndexFunc(steps, func(s match.Step[*node]) bool { return s.Node == st.Node })
+	for _, later := range steps[i+1:] {
+		if later.Node.GetOpType() == "Reshape" {
+			return scores
+		}
+	}
+	return ""
 }
 
 // leadsToProduct reports whether v is a product of two computed values,
@@ -202,12 +246,38 @@ func (a *analysis) leadsToProduct(v string) bool {
 			v = x
 			continue
 		}
-		if n.GetOpType() == "Identity" {
+		if n.GetOpType() == "Identity" || n.GetOpType() == "Reshape" && a.regroups(n.GetInput()[0], v) {
 			v = n.GetInput()[0]
+			continue
+		}
+		if x, ok := a.staticStep(n); ok { // a causal Where or a static mask before the added one (GPT-2)
+			v = x
 			continue
 		}
 		return n.GetOpType() == "MatMul" && a.g.IsData(n.GetInput()[0]) && a.g.IsData(n.GetInput()[1])
 	}
+}
+
+// staticStep reports whether n masks a value with static operands alone,
+// Where(m, x, fill) or Where(m, fill, x) with a mask fill, or Add(x, m),
+// and returns x.
+func (a *analysis) staticStep(n *node) (string, bool) {
+	ins := n.GetInput()
+	switch {
+	case n.GetOpType() == "Where" && len(ins) == 3 && a.g.Static(ins[0]):
+		for k := 1; k <= 2; k++ {
+			if a.g.IsData(ins[k]) && a.g.Static(ins[3-k]) && a.isMaskFill(ins[3-k]) {
+				return ins[k], true
+			}
+		}
+	case n.GetOpType() == "Add" && len(ins) == 2:
+		for k := range 2 {
+			if a.g.IsData(ins[k]) && a.g.Static(ins[1-k]) {
+				return ins[k], true
+			}
+		}
+	}
+	return "", false
 }
 
 // weightedSum finds the product of the softmax output with the values, and
@@ -289,6 +359,10 @@ type attentionLayer struct {
 	srcQ, srcK, srcV source
 	weights          []weightsOutput
 	extra            []*node // merge, out projection and its layout, once found
+	// keepMask is the value that adds a keep mask (Hugging Face's
+	// attention_mask, read from keepInput) to the scores; the attention
+	// reads it as the output of a mask.padding layer.
+	keepMask, keepInput string
 }
 
 func (l *attentionLayer) build() (*region, error) {
@@ -330,7 +404,7 @@ func (l *attentionLayer) build() (*region, error) {
 		if err != nil {
 			return nil, err
 		}
-		if i > 0 && (h.H != hs.H || h.dk != hs.dk || h.segQ != hs.segQ || h.segK != hs.segK || h.segV != hs.segV) {
+		if i > 0 && (h.H != hs.H || h.KVH != hs.KVH || h.dk != hs.dk || h.segQ != hs.segQ || h.segK != hs.segK || h.segV != hs.segV) {
 			return nil, fmt.Errorf("the head split differs between sequence lengths")
 		}
 		hs = h
@@ -356,9 +430,6 @@ func (l *attentionLayer) build() (*region, error) {
 			if out = a.linearReading(merge.value); out == nil {
 				return nil, fmt.Errorf("%d heads are merged but no output projection follows (attention.multihead needs out_proj)", hs.H)
 			}
-			if out.dIn != out.dOut {
-				return nil, fmt.Errorf("the output projection maps %d to %d features; attnrun's out_proj is square", out.dIn, out.dOut)
-			}
 			post = a.traceForward(out.out)
 			l.extra = append(l.extra, out.nodes...)
 			l.extra = append(l.extra, post.nodes...)
@@ -382,6 +453,12 @@ func (l *attentionLayer) build() (*region, error) {
 			}
 		}
 	}
+	maskValue := kpm.input
+	if kpm.kind == "keep" {
+		l.keepMask, l.keepInput = l.sc.dynamic[0].value, kpm.input
+		maskValue = l.keepMask
+		causal = causal || kpm.causal // a 4-D causal mask built from the attention_mask
+	}
 	output := merge.value
 	if out != nil {
 		output = post.value
@@ -401,8 +478,8 @@ func (l *attentionLayer) build() (*region, error) {
 		average = average && w.mean
 	}
 	att := &match.Attention{Queries: l.srcQ.tokens, Keys: l.srcK.tokens, Cross: l.cross(), KeyWidth: tokK.D,
-		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: kpm.input, PaddingMaskKind: kpm.kind,
-		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk,
+		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: maskValue, PaddingMaskKind: kpm.kind,
+		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk, KVHeads: hs.KVH,
 		Scale: scale, Causal: causal, Context: ctx, Projected: projected,
 		SameSource: l.q.base == l.k.base && l.k.base == l.v.base,
 		Segments:   [3]int{hs.segQ, hs.segK, hs.segV},

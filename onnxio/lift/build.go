@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/match"
 )
 
@@ -272,9 +273,15 @@ func (b *builder) readOnlyBy(v string, r *region) bool {
 type liftedConfig struct {
 	Name        string        `yaml:"name"`
 	Description string        `yaml:"description"`
-	Inputs      []string      `yaml:"inputs,flow"`
+	Inputs      []any         `yaml:"inputs,flow"` // a name, or a typedInput
 	Output      string        `yaml:"output,omitempty"`
 	Layers      []layerConfig `yaml:"layers"`
+}
+
+// typedInput is a model input that is not float32: int64 ids and masks.
+type typedInput struct {
+	Name  string `yaml:"name"`
+	Dtype string `yaml:"dtype"`
 }
 
 // layerConfig is one layer of a lifted config: its keys in order (name,
@@ -313,15 +320,19 @@ func (b *builder) config() liftedConfig {
 	c := liftedConfig{
 		Name:        name,
 		Description: fmt.Sprintf("lifted from ONNX (%s, opset %d) by attnrun import", producer, b.a.g.Opset),
-		Inputs:      []string{},
+		Inputs:      []any{},
 		Output:      b.output,
 	}
 	for _, v := range b.inputs {
+		if b.a.g.inputType(v) == onnxio.Int64 {
+			c.Inputs = append(c.Inputs, typedInput{Name: b.inputNames[v], Dtype: "int64"})
+			continue
+		}
 		c.Inputs = append(c.Inputs, b.inputNames[v])
 	}
 	previous := ""
-	if len(c.Inputs) > 0 {
-		previous = c.Inputs[0]
+	if len(b.inputs) > 0 {
+		previous = b.inputNames[b.inputs[0]]
 	}
 	for _, l := range b.layers {
 		lc := layerConfig{{"name", l.name}, {"type", l.typ}}
@@ -369,9 +380,14 @@ func (b *builder) stateDict(m *models.Model) (map[string]*tensor.Dense, []Mappin
 	return dict, table
 }
 
-// ModelInput converts a graph input to what a lifted model takes: float32,
-// with booleans (a key_padding_mask) as 0 and 1.
+// ModelInput converts a graph input to what a lifted model takes: int64
+// as it is (ids and attention masks: the model declares such inputs
+// int64), everything else as float32, booleans (a key_padding_mask) as 0
+// and 1.
 func ModelInput(t *tensor.Dense) (*tensor.Dense, error) {
+	if t.Dtype() == tensor.Int64 {
+		return t.Clone().(*tensor.Dense), nil
+	}
 	f, err := match.Floats(t)
 	if err != nil {
 		return nil, err

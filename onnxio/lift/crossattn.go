@@ -16,6 +16,9 @@ import (
 type paddingMask struct {
 	input string
 	kind  string
+	// causal marks a keep mask that also hides the keys after each query
+	// (Hugging Face's 4-D causal mask built from the attention_mask).
+	causal bool
 }
 
 // maskNodes lists the nodes that compute a mask from the graph inputs.
@@ -63,10 +66,22 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 	if !(equalShapes(shape, []int{tokK.B, S}) || len(shape) == 1 && tokK.B == 1 && shape[0] == S) {
 		return km, fmt.Errorf("mask input %q has shape %s; a key padding mask is (batch, keys) = (%d, %d)", km.input, fmtShape(shape), tokK.B, S)
 	}
+	if feed.Dtype() != tensor.Bool {
+		keep, causal, err := l.keepMaskAt(p, hs, scoreShape, km.input, feed)
+		if err != nil || keep || feed.Dtype() != tensor.Float32 {
+			if err == nil && !keep {
+				err = fmt.Errorf("mask input %q is %v and does not hide the keys where it is 0 (adding %g or less to their scores) and only those; a key padding mask of that type is a keep mask", km.input, feed.Dtype(), masked)
+			}
+			if keep {
+				km.kind, km.causal = "keep", causal
+			}
+			return km, err
+		}
+	}
 	rng := rand.New(rand.NewPCG(7, uint64(S)))
 	pattern := make([]float64, product(shape))
 	var override *tensor.Dense
-	switch dt := feed.Dtype(); dt {
+	switch feed.Dtype() {
 	case tensor.Bool:
 		km.kind = "bool"
 		b := make([]bool, len(pattern))
@@ -77,7 +92,7 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 			}
 		}
 		override = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(b))
-	case tensor.Float32:
+	default:
 		km.kind = "float"
 		f := make([]float32, len(pattern))
 		for i := range f {
@@ -85,46 +100,16 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 			pattern[i] = float64(f[i])
 		}
 		override = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
-	default:
-		return km, fmt.Errorf("mask input %q is %v; a key padding mask is bool or float32", km.input, dt)
 	}
 	outs, err := p.run(g.Model.GetGraph().GetNode(), nil, values, map[string]*tensor.Dense{km.input: override})
 	if err != nil {
 		return km, err
 	}
-	n := product(scoreShape)
-	Tq, Tk := scoreShape[len(scoreShape)-2], scoreShape[len(scoreShape)-1]
-	hidden := make([]bool, n)
-	added := make([]float64, n)
-	for _, d := range l.sc.dynamic {
-		t := outs[d.value]
-		ts := []int(t.Shape())
-		if t.IsScalar() {
-			ts = nil
-		}
-		if !broadcasts(ts, scoreShape) {
-			return km, fmt.Errorf("mask %q of shape %s does not fit the scores of shape %s", d.value, fmtShape(ts), fmtShape(scoreShape))
-		}
-		vals, err := match.Floats(t)
-		if err != nil {
-			return km, err
-		}
-		for i := range hidden {
-			x := vals[broadcastIndex(i, scoreShape, ts)]
-			switch {
-			case d.kind == maskWhereTrue:
-				hidden[i] = hidden[i] || x != 0
-			case d.kind == maskWhereFalse:
-				hidden[i] = hidden[i] || x == 0
-			case km.kind == "bool" && x <= masked:
-				hidden[i] = true
-			case km.kind == "bool" && x != 0:
-				return km, fmt.Errorf("the mask from %q adds %g to some scores: a score bias, not a padding mask", km.input, x)
-			default:
-				added[i] += x
-			}
-		}
+	hidden, added, err := l.scoreMasks(p, outs, scoreShape, km.kind == "bool")
+	if err != nil {
+		return km, fmt.Errorf("the mask from %q %w", km.input, err)
 	}
+	Tq, Tk := scoreShape[len(scoreShape)-2], scoreShape[len(scoreShape)-1]
 	for i := range hidden {
 		grp, q, k := i/(Tq*Tk), (i/Tk)%Tq, i%Tk
 		want := pattern[hs.seq[grp]*S+k]
@@ -134,4 +119,123 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 		}
 	}
 	return km, nil
+}
+
+// keepMaskAt reports whether the masks computed from input (int64, int32
+// or float32, (B, S)) follow it as Hugging Face's attention_mask does: a
+// key whose entry is 0 gets masked (-10000) or less added to its scores,
+// every other key nothing; or, causal, the keys after each query are
+// hidden too, as in the 4-D causal mask Hugging Face's decoders build from
+// it. It feeds a random pattern of 0s and 1s.
+func (l *attentionLayer) keepMaskAt(p *probe, hs heads, scoreShape []int, input string, feed *tensor.Dense) (keeps, causal bool, err error) {
+	shape := []int(feed.Shape())
+	S := shape[len(shape)-1]
+	rng := rand.New(rand.NewPCG(11, uint64(S)))
+	if S < 2 {
+		return false, false, nil // one key: hiding it cannot be told from a bias
+	}
+	keep := make([]bool, product(shape))
+	for i := range keep { // each sequence keeps its first key and hides its last
+		keep[i] = i%S == 0 || i%S != S-1 && rng.Float64() < 0.6
+	}
+	var override *tensor.Dense
+	switch feed.Dtype() {
+	case tensor.Int64:
+		override = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(onesWhere[int64](keep)))
+	case tensor.Int32:
+		override = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(onesWhere[int32](keep)))
+	case tensor.Float32:
+		override = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(onesWhere[float32](keep)))
+	default:
+		return false, false, fmt.Errorf("mask input %q is %v; a key padding mask is bool, float32, or an int64, int32 or float32 keep mask", input, feed.Dtype())
+	}
+	if len(l.sc.dynamic) != 1 || l.sc.dynamic[0].kind != maskAdd {
+		return false, false, nil
+	}
+	v := l.sc.dynamic[0].value
+	outs, err := p.run(l.a.g.Model.GetGraph().GetNode(), nil, []string{v}, map[string]*tensor.Dense{input: override})
+	if err != nil {
+		return false, false, err
+	}
+	t := outs[v]
+	ts := []int(t.Shape())
+	target, err := l.sc.dynamic[0].shapeAt(p, scoreShape)
+	if err != nil {
+		return false, false, err
+	}
+	if t.IsScalar() || !broadcasts(ts, target) {
+		return false, false, nil
+	}
+	vals, err := match.Floats(t)
+	if err != nil {
+		return false, false, err
+	}
+	Tq, Tk := scoreShape[len(scoreShape)-2], scoreShape[len(scoreShape)-1]
+	plain, causal := true, Tq == Tk
+	for i := range product(scoreShape) {
+		grp, q, k := i/(Tq*Tk), (i/Tk)%Tq, i%Tk
+		x := vals[broadcastIndex(i, target, ts)]
+		hidden := x <= masked
+		if !hidden && x != 0 {
+			return false, false, nil
+		}
+		kept := keep[hs.seq[grp]*S+k]
+		plain = plain && hidden == !kept
+		causal = causal && hidden == (!kept || k > q)
+	}
+	return plain || causal, causal && !plain, nil
+}
+
+// onesWhere is 1 where keep holds and 0 elsewhere.
+func onesWhere[T int64 | int32 | float32](keep []bool) []T {
+	out := make([]T, len(keep))
+	for i, k := range keep {
+		if k {
+			out[i] = 1
+		}
+	}
+	return out
+}
+
+// scoreMasks evaluates the dynamic mask terms computed in outs over the
+// scores: which scores they hide and what they add to the others. With
+// boolAdds an added value other than 0 or a mask fill is an error.
+func (l *attentionLayer) scoreMasks(p *probe, outs map[string]*tensor.Dense, scoreShape []int, boolAdds bool) ([]bool, []float64, error) {
+	n := product(scoreShape)
+	hidden := make([]bool, n)
+	added := make([]float64, n)
+	for _, d := range l.sc.dynamic {
+		t := outs[d.value]
+		ts := []int(t.Shape())
+		if t.IsScalar() {
+			ts = nil
+		}
+		target, err := d.shapeAt(p, scoreShape)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !broadcasts(ts, target) {
+			return nil, nil, fmt.Errorf("gives %q of shape %s, which does not fit the scores of shape %s", d.value, fmtShape(ts), fmtShape(target))
+		}
+		vals, err := match.Floats(t)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range hidden {
+			x := vals[broadcastIndex(i, target, ts)]
+			switch {
+			case d.kind == maskWhereTrue:
+				hidden[i] = hidden[i] || x != 0
+			case d.kind == maskWhereFalse:
+				hidden[i] = hidden[i] || x == 0
+			case boolAdds && x <= masked:
+				hidden[i] = true
+			case boolAdds && x != 0:
+				return nil, nil, fmt.Errorf("adds %g to some scores: a score bias, not a padding mask", x)
+			default:
+				added[i] += x
+			}
+		}
+	}
+	return hidden, added, nil
 }

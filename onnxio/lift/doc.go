@@ -26,7 +26,23 @@
 // average, LayerNorm (LayerNormalization or its opset-13 decomposition),
 // RMSNorm, the GELU (exact, with Erf, and its tanh approximation) and the
 // MLP of a transformer block (two Linears around an activation, or
-// Llama's gated three, as one nn.mlp) are recognized the same way.
+// Llama's gated three, as one nn.mlp) are recognized the same way, and so
+// are the embeddings of whole models (Gather of a table by int64 ids).
+//
+// Masks are read as Hugging Face writes them: a mask fill of -inf, -1e9,
+// finfo.min or -10000 (GPT-2's masked_bias); an attention_mask of 1s and
+// 0s (int64, int32 or float32) added to the scores as (1 - m) * -10000,
+// after a causal Where or not, becomes a mask.padding layer (shared by
+// every attention that reads it) feeding attention.sdpa with mask: bool,
+// mask_polarity: keep. Such inputs, and every int64 input, keep their type
+// in the lifted config ({name, dtype: int64}).
+//
+// A graph is read as ONNX Runtime runs it: nodes out of topological order
+// in dependency order, a value name written twice as the last writer's
+// value (graph.InOrder); two-operand Einsums that are matrix products
+// (Keras and tf2onnx attention) as MatMul with Transpose and Reshape
+// (einsum.go). Result.Notes says so; the self-check runs the graph as
+// written.
 //
 // # An engine over patterns
 //

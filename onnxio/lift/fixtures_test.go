@@ -45,7 +45,10 @@ func readManifest(t *testing.T) []manifestCase {
 func layerTypes(config string) []string {
 	var types []string
 	for _, line := range strings.Split(config, "\n") {
-		if _, rest, ok := strings.Cut(line, "type: "); ok {
+		if !strings.HasPrefix(strings.TrimSpace(line), "- {") { // a layer, not the inputs' dtypes
+			continue
+		}
+		if _, rest, ok := strings.Cut(line, " type: "); ok {
 			types = append(types, strings.TrimRight(strings.SplitN(rest, ",", 2)[0], "}"))
 		}
 	}

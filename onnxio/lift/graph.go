@@ -69,3 +69,14 @@ func quoted(names []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// inputType is the element type a graph input declares (0 for a name that
+// is no graph input).
+func (g *graph) inputType(name string) onnxio.DataType {
+	for _, vi := range g.Inputs {
+		if vi.GetName() == name {
+			return onnxio.ElemType(vi)
+		}
+	}
+	return 0
+}

@@ -114,6 +114,7 @@ func groups(el []elem, shape []int, transposed bool, T int, what string) ([]grou
 // heads is how a batched product splits into heads.
 type heads struct {
 	H, dk, dv        int
+	KVH              int   // key and value heads: H, or fewer (grouped-query attention)
 	segQ, segK, segV int   // first column of the queries, keys, values in their sources
 	head             []int // head index of each group
 	seq              []int // sequence of each group
@@ -122,6 +123,9 @@ type heads struct {
 // assignHeads checks that queries, keys and values group alike: group g
 // reads the same sequence and the same head, head h being columns
 // seg + h·d ... of each source, and every (sequence, head) pair occurs once.
+// With grouped-query attention (keys and values repeated, as Llama's
+// repeat_kv expands them), query head h reads key and value head
+// h / (H / KVH) of KVH.
 func assignHeads(q, k, v []group, dk, dv, B int) (heads, error) {
 	if len(q) != len(k) || len(q) != len(v) {
 		return heads{}, fmt.Errorf("queries, keys and values have %d, %d and %d groups", len(q), len(k), len(v))
@@ -134,12 +138,13 @@ func assignHeads(q, k, v []group, dk, dv, B int) (heads, error) {
 		hs.segQ, hs.segK, hs.segV = min(hs.segQ, q[g].col), min(hs.segK, k[g].col), min(hs.segV, v[g].col)
 	}
 	seen := map[[2]int]bool{}
+	kvHead := make([]int, len(q))
 	for g := range q {
 		if q[g].seq != k[g].seq || q[g].seq != v[g].seq {
 			return heads{}, fmt.Errorf("group %d mixes sequences %d, %d and %d", g, q[g].seq, k[g].seq, v[g].seq)
 		}
 		hq, hk, hv := (q[g].col-hs.segQ)/dk, (k[g].col-hs.segK)/dk, (v[g].col-hs.segV)/dv
-		if (q[g].col-hs.segQ)%dk != 0 || (k[g].col-hs.segK)%dk != 0 || (v[g].col-hs.segV)%dv != 0 || hq != hk || hq != hv {
+		if (q[g].col-hs.segQ)%dk != 0 || (k[g].col-hs.segK)%dk != 0 || (v[g].col-hs.segV)%dv != 0 || hk != hv {
 			return heads{}, fmt.Errorf("group %d takes query columns %d, key columns %d and value columns %d: not the same head",
 				g, q[g].col, k[g].col, v[g].col)
 		}
@@ -151,9 +156,20 @@ func assignHeads(q, k, v []group, dk, dv, B int) (heads, error) {
 		hs.head = append(hs.head, hq)
 		hs.seq = append(hs.seq, q[g].seq)
 		hs.H = max(hs.H, hq+1)
+		hs.KVH = max(hs.KVH, hk+1)
+		kvHead[g] = hk
 	}
 	if len(seen) != B*hs.H {
 		return heads{}, fmt.Errorf("%d groups for %d sequences of %d heads", len(seen), B, hs.H)
+	}
+	if hs.H%hs.KVH != 0 {
+		return heads{}, fmt.Errorf("%d query heads read %d key heads, which does not divide them", hs.H, hs.KVH)
+	}
+	for g, hq := range hs.head {
+		if kvHead[g] != hq/(hs.H/hs.KVH) {
+			return heads{}, fmt.Errorf("group %d: query head %d reads key and value head %d; with %d of %d key heads it would read head %d",
+				g, hq, kvHead[g], hs.KVH, hs.H, hq/(hs.H/hs.KVH))
+		}
 	}
 	return hs, nil
 }

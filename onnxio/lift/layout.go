@@ -2,6 +2,7 @@ package lift
 
 import (
 	"fmt"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"slices"
 
 	"github.com/attnrun/attnrun/internal/budget"
@@ -17,6 +18,17 @@ type analysis struct {
 	// Transpose nodes just to take their shape) is not live: it decides no
 	// number and belongs to no layer.
 	live map[string]bool
+	// source is the graph as written, which the self-check runs; g may be
+	// the same computation spelled otherwise (graph.InOrder, readEinsums).
+	source *onnxpb.ModelProto
+	// repairs say how g differs from source, for the notes.
+	repairs []string
+	// keepMasks are the graph inputs read as Hugging Face attention
+	// masks (mask.padding): the self-check feeds them 0s and 1s.
+	keepMasks map[string]bool
+	// idBounds are the graph inputs read as ids, with how many rows the
+	// tables they index have: the self-check feeds ids below that.
+	idBounds map[string]int
 }
 
 // markLive computes the live values, walking back from the graph outputs.
@@ -65,10 +77,11 @@ func (a *analysis) readers(v string) []*node {
 
 // isLayout reports whether n only moves the values of its first input:
 // Transpose, Reshape, Slice, Gather with static indices and the like, with
-// every other input static.
+// every other input static; Expand copies them (keys and values repeated
+// for grouped-query attention).
 func (a *analysis) isLayout(n *node) bool {
 	switch n.GetOpType() {
-	case "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Gather", "Split", "Identity", "Dropout":
+	case "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Gather", "Split", "Identity", "Dropout", "Expand":
 	default:
 		return false
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/models"
+	ir "github.com/attnrun/attnrun/onnxio/graph"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -153,12 +155,15 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if IsAttnrun(m) {
 		return loadResult(m, models.Options{MaxMemory: o.MaxMemory})
 	}
+	source := m
+	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
+	m, products := readEinsums(m)
 	g, err := newGraph(m)
 	if err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
-	a := &analysis{g: g}
+	a := &analysis{g: g, source: source, repairs: append(repairs, products...)}
 	if err := a.newProbes(); err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
@@ -228,6 +233,13 @@ func (a *analysis) plan() *plan {
 // add records a recognized region, or a failure; a region that overlaps
 // one recorded before is a failure too.
 func (p *plan) add(r *region, f *failure) {
+	if r != nil && f == nil {
+		for _, pre := range r.before {
+			if !p.has(pre) {
+				p.add(pre, nil)
+			}
+		}
+	}
 	if r != nil {
 		for _, n := range r.nodes {
 			if p.claimed[n] {
@@ -251,6 +263,14 @@ func (p *plan) add(r *region, f *failure) {
 			}
 		}
 	}
+}
+
+// has reports whether a region of r's type computing r's output from r's
+// inputs was recorded already.
+func (p *plan) has(r *region) bool {
+	return slices.ContainsFunc(p.regions, func(q *region) bool {
+		return q.typ == r.typ && q.output == r.output && slices.Equal(q.inputs, r.inputs)
+	})
 }
 
 // unlifted lists the live data nodes no region claims, with their reasons.
@@ -310,6 +330,7 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 		return res, fmt.Errorf("lift: %w", err)
 	}
 	res.Outputs = b.outputs
+	res.Notes = append(res.Notes, a.repairs...)
 	for _, l := range b.layers {
 		res.Notes = append(res.Notes, l.notes...)
 	}
@@ -321,6 +342,7 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 	if err := model.LoadStateDict(res.StateDict); err != nil {
 		return res, fmt.Errorf("lift: %w", err)
 	}
+	a.idBounds = idBounds(p.regions)
 	check, err := a.verify(model, b.inputs, res.Outputs)
 	res.Check = check
 	if err != nil {
@@ -343,4 +365,24 @@ func (a *analysis) sortRegions(rs []*region) {
 		return -1
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return pos(rs[i]) < pos(rs[j]) })
+}
+
+// idBounds gives the graph values that nn.embedding layers read as ids the
+// number of rows of the smallest table that reads them, so that the
+// self-check feeds ids that look up every row.
+func idBounds(regions []*region) map[string]int {
+	out := map[string]int{}
+	for _, r := range regions {
+		if r.typ != "nn.embedding" || len(r.inputs) != 1 {
+			continue
+		}
+		for _, f := range r.fields {
+			if n, ok := f.value.(int); ok && f.key == "num_embeddings" && n > 0 {
+				if old, seen := out[r.inputs[0]]; !seen || n < old {
+					out[r.inputs[0]] = n
+				}
+			}
+		}
+	}
+	return out
 }

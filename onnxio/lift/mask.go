@@ -23,11 +23,36 @@ const (
 type maskTerm struct {
 	value string
 	kind  maskKind
+	// at is the scores value the term applies to when a Reshape that
+	// regroups the leading axes lies between it and the product ((B, H,
+	// T, S) against a (B·H, T, S) product); "" for the product's shape.
+	at string
+}
+
+// shapeAt is the shape a mask term broadcasts to at a probe: the product's
+// (scores), or that of the reshaped scores it is applied to, whose
+// elements are the product's in the same order.
+func (term maskTerm) shapeAt(p *probe, scores []int) ([]int, error) {
+	if term.at == "" {
+		return scores, nil
+	}
+	s, err := p.shape(term.at)
+	if err != nil {
+		return nil, err
+	}
+	if product(s) != product(scores) || len(s) < 2 || s[len(s)-1] != scores[len(scores)-1] || s[len(s)-2] != scores[len(scores)-2] {
+		return nil, fmt.Errorf("the mask %q applies to scores of shape %s, which are not the product's %s regrouped", term.value, fmtShape(s), fmtShape(scores))
+	}
+	return s, nil
 }
 
 // masked is how low a score must be pushed to count as masked: -inf, or a
-// number like -1e9 that softmax turns into an exact zero as well.
-const masked = -1e9
+// number like -1e9, finfo(float32).min or Hugging Face's -10000 (GPT-2's
+// masked_bias, BERT's (1 - mask) * -10000). Softmax turns a score that far
+// below the row's largest into an exact 0 in float32, as -inf would; a row
+// whose every key is masked differs (uniform weights instead of none), and
+// the lifted model is checked against the graph.
+const masked = -1e4
 
 // maskAt evaluates the mask terms at a probe and broadcasts them to the
 // scores' shape: the result is true where a score is masked out. A term
@@ -40,19 +65,23 @@ func (a *analysis) maskAt(p *probe, terms []maskTerm, scores []int) ([]bool, err
 		if err != nil {
 			return nil, err
 		}
+		target, err := term.shapeAt(p, scores)
+		if err != nil {
+			return nil, err
+		}
 		shape := []int(t.Shape())
 		if t.IsScalar() {
 			shape = nil
 		}
-		if !broadcasts(shape, scores) {
-			return nil, fmt.Errorf("mask %q of shape %s does not fit the scores of shape %s", term.value, fmtShape(shape), fmtShape(scores))
+		if !broadcasts(shape, target) {
+			return nil, fmt.Errorf("mask %q of shape %s does not fit the scores of shape %s", term.value, fmtShape(shape), fmtShape(target))
 		}
 		vals, err := match.Floats(t)
 		if err != nil {
 			return nil, err
 		}
 		for i := range out {
-			x := vals[broadcastIndex(i, scores, shape)]
+			x := vals[broadcastIndex(i, target, shape)]
 			switch term.kind {
 			case maskWhereTrue:
 				out[i] = out[i] || x != 0

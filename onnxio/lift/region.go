@@ -24,6 +24,10 @@ type region struct {
 	kind string
 	// notes say what the lift assumed, for the printed summary.
 	notes []string
+	// before are layers the recognizer found with this one, which it
+	// reads: the mask.padding of a keep mask. Several regions may carry
+	// the same one; it is lifted once.
+	before []*region
 }
 
 // field is one key of a layer's config, in the order it is printed.

@@ -25,7 +25,11 @@ const (
 // every probe size and compares every output.
 func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (Check, error) {
 	var c Check
-	eg, err := exec.NewWithOptions(a.g.Model, a.g.limits.opts)
+	source := a.source
+	if source == nil {
+		source = a.g.Model
+	}
+	eg, err := exec.NewWithOptions(source, a.g.limits.opts)
 	if err != nil {
 		return c, err
 	}
@@ -35,6 +39,12 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 		var args []*tensor.Dense
 		for _, name := range inputs {
 			t := randomLike(rng, p.feeds[name])
+			if a.keepMasks[name] {
+				t = randomKeepMask(rng, p.feeds[name])
+			}
+			if n := a.idBounds[name]; n > 0 && t.Dtype() == tensor.Int64 {
+				t = randomIDs(rng, p.feeds[name], n)
+			}
 			feeds[name] = t
 			f, err := ModelInput(t)
 			if err != nil {
@@ -197,4 +207,35 @@ func randomLike(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
 	}
 	return t
+}
+
+// randomKeepMask is an attention_mask like t: 1s and 0s in t's type, the
+// first key of every sequence kept (a sequence of padding alone is not an
+// input a model meets, and the graph's additive mask treats it otherwise).
+func randomKeepMask(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
+	shape := []int(t.Shape().Clone())
+	last := shape[len(shape)-1]
+	keep := make([]bool, t.Shape().TotalSize())
+	for i := range keep {
+		keep[i] = i%last == 0 || rng.Float64() < 0.6
+	}
+	var backing any
+	switch t.Dtype() {
+	case tensor.Int64:
+		backing = onesWhere[int64](keep)
+	case tensor.Int32:
+		backing = onesWhere[int32](keep)
+	default:
+		backing = onesWhere[float32](keep)
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
+}
+
+// randomIDs is an int64 tensor shaped like t of ids drawn from [0, n).
+func randomIDs(rng *rand.Rand, t *tensor.Dense, n int) *tensor.Dense {
+	ids := make([]int64, t.Shape().TotalSize())
+	for i := range ids {
+		ids[i] = rng.Int64N(int64(n))
+	}
+	return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(ids))
 }

@@ -40,6 +40,10 @@ type Attention struct {
 	Probes int
 	// Heads and HeadDim are the head split.
 	Heads, HeadDim int
+	// KVHeads is the number of key and value heads: Heads, or fewer with
+	// grouped-query attention (query head h reads key head
+	// h / (Heads / KVHeads)).
+	KVHeads int
 	// Scale is the product of the factors applied to the scores.
 	Scale float64
 	// Causal reports that a mask hides exactly the future keys.

@@ -7,8 +7,10 @@ package match
 // where each step is an elementwise node that keeps the scores' shape:
 // a scale Div(S, c), Mul(S, c) or Mul(c, S); a mask Where(m, fill, S) or
 // Where(m, S, fill) with fill −inf, or Add(S, m) or Add(m, S); and, where
-// the caller allows it, a copy Identity(S). WalkScores follows the
-// softmax's input back through such steps to the product.
+// the caller allows it, a copy Identity(S) or a Reshape(S) that regroups
+// the leading axes (Hugging Face's BART, OPT and Whisper take the scores
+// (B·H, T, S) to (B, H, T, S) to add the mask and back). WalkScores
+// follows the softmax's input back through such steps to the product.
 
 // StepKind is what a step does to the scores.
 type StepKind int
@@ -18,7 +20,7 @@ const (
 	Scale StepKind = iota // Div(S, c), Mul(S, c) or Mul(c, S)
 	Where                 // Where(m, fill, S) or Where(m, S, fill)
 	Add                   // Add(S, m) or Add(m, S)
-	Copy                  // Identity(S)
+	Copy                  // Identity(S), or Reshape(S, shape) where Rules allow it
 )
 
 // Step is one step of a scores chain, its operands given as positions
@@ -44,7 +46,7 @@ type Step[N any] struct {
 
 // candidates lists, in the order they are tried, the inputs of op that may
 // carry the scores, or nil when op is no step.
-func candidates(op string, copies bool) []int {
+func candidates(op string, r Rules) []int {
 	switch op {
 	case "Div":
 		return []int{0}
@@ -53,7 +55,11 @@ func candidates(op string, copies bool) []int {
 	case "Where":
 		return []int{1, 2}
 	case "Identity":
-		if copies {
+		if r.Copies {
+			return []int{0}
+		}
+	case "Reshape":
+		if r.Reshapes {
 			return []int{0}
 		}
 	}
@@ -62,7 +68,7 @@ func candidates(op string, copies bool) []int {
 
 // IsStep reports whether op may be a step of a chain (Identity only when
 // copies are allowed).
-func IsStep(op string, copies bool) bool { return candidates(op, copies) != nil }
+func IsStep(op string, copies bool) bool { return candidates(op, Rules{Copies: copies}) != nil }
 
 // stepAt describes node n of op as a step whose scores come through input
 // k, one of op's candidates.
@@ -82,7 +88,7 @@ func stepAt[N any](n N, op string, k int) Step[N] {
 		} else {
 			st.Fill = 1
 		}
-	case "Identity":
+	case "Identity", "Reshape":
 		st.Kind = Copy
 	}
 	return st
@@ -115,6 +121,9 @@ type Rules struct {
 	MaxSteps int
 	// Copies allows Identity steps.
 	Copies bool
+	// Reshapes allows Reshape steps, as copies; the view's Carries says
+	// which keep the scores' layout.
+	Reshapes bool
 }
 
 // Stop says where a walk ended.
@@ -165,7 +174,7 @@ func WalkScores[N comparable, V comparable](g ScoresView[N, V], from V, r Rules)
 			c.Stop, c.Product = AtProduct, n
 			return c
 		}
-		cands := candidates(op, r.Copies)
+		cands := candidates(op, r)
 		switch {
 		case cands == nil:
 			c.Stop = AtOther

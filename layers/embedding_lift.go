@@ -1,0 +1,42 @@
+package layers
+
+import (
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/match"
+)
+
+// nn.embedding in ONNX graphs: Gather(table, ids) over the rows of a
+// constant (num_embeddings, embedding_dim) table, by int64 ids computed
+// from the graph inputs (input_ids, token_type_ids), as PyTorch exports
+// nn.Embedding.
+
+func init() {
+	match.RegisterPattern(match.Pattern{Name: "nn.embedding", Op: "Gather", Late: true, Match: liftEmbedding})
+}
+
+// liftEmbedding lifts a Gather of a table's rows by computed int64 ids.
+func liftEmbedding(g match.Graph, n *match.Node) (*match.Layer, error) {
+	ins := n.Inputs()
+	if len(ins) != 2 || g.IsData(ins[0]) || !g.IsData(ins[1]) || n.Int("axis", 0) != 0 {
+		return nil, nil
+	}
+	ids, err := g.ValueAt(0, ins[1])
+	if err != nil || ids.Dtype() != tensor.Int64 || ids.Dims() < 1 || ids.Dims() > 2 {
+		return nil, nil
+	}
+	table, err := g.Constant(ins[0])
+	if err != nil || table.Dims() != 2 {
+		return nil, nil
+	}
+	w, err := match.Float32(table)
+	if err != nil {
+		return nil, nil
+	}
+	if !g.Registered("nn.embedding") {
+		return nil, match.Refuse([]*match.Node{n}, "an embedding lookup: no layer type nn.embedding is registered in this build")
+	}
+	return &match.Layer{Type: "nn.embedding", Name: "embed", Inputs: []string{ins[1]}, Output: n.Output(), Nodes: []*match.Node{n},
+		Config: []match.Field{{Key: "num_embeddings", Value: table.Shape()[0]}, {Key: "embedding_dim", Value: table.Shape()[1]}},
+		Params: []match.Param{{Name: "weight", Value: w, From: ins[0]}}}, nil
+}
