@@ -45,7 +45,8 @@ func readManifest(t *testing.T) []manifestCase {
 func layerTypes(config string) []string {
 	var types []string
 	for _, line := range strings.Split(config, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "- {") { // a layer, not the inputs' dtypes
+		entry := strings.TrimPrefix(strings.TrimSpace(line), "- ")
+		if !strings.HasPrefix(entry, "{") || strings.Contains(entry, " dtype: ") { // a layer, not an input's dtype
 			continue
 		}
 		if _, rest, ok := strings.Cut(line, " type: "); ok {
