@@ -46,6 +46,7 @@ type MultiHead struct {
 	contextLength int
 	causal        bool
 	dropout       float64
+	packs         *weightPacks // the packed copies of the weights (packs.go)
 }
 
 var (
@@ -65,14 +66,18 @@ func (m *MultiHead) PlanParams() ([]registry.ParamShape, error) { return planPar
 // Provision checks the fields and allocates zeroed parameters from mem.
 func (m *MultiHead) Provision(mem registry.Memory) error {
 	m.outProj = nil
-	p, err := provision(mem, m.prepare)
+	p, packs, err := provisionPacked(mem, m.prepare)
 	if err != nil {
 		return err
 	}
-	m.proj, m.outProj = p.proj, p.outProj
+	m.proj, m.outProj, m.packs = p.proj, p.outProj, packs
 	m.numHeads, m.contextLength, m.causal, m.dropout = m.NumHeads, m.ContextLength, m.Causal, m.Dropout
 	return nil
 }
+
+// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
+// call it after writing parameters through Params once the layer has run.
+func (m *MultiHead) ParamsChanged() { m.packs.drop() }
 
 // multiHeadWeights are the projections of attention.multihead.
 type multiHeadWeights struct {

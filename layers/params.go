@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/kernels"
@@ -56,6 +57,10 @@ func elements(name string, shape ...int) (int, error) {
 // records the shapes asked for and hands out nil.
 type paramAlloc struct {
 	planned *[]registry.ParamShape // non-nil while planning
+	// packs, when set, is where the nn.Linear weights made here register,
+	// so that they keep packed copies (see weightPacks); nil for layers
+	// without ParamsChanged, whose weights are packed on every product.
+	packs *weightPacks
 }
 
 // planning reports whether the allocator only records shapes.
@@ -125,6 +130,29 @@ func provision[T any](mem registry.Memory, prepare func(paramAlloc) (T, error)) 
 	return prepare(paramAlloc{})
 }
 
+// provisionPacked is provision for a layer that implements ParamsChanged:
+// its nn.Linear weights keep packed copies, reserved from mem, in the
+// weightPacks it returns as well, which ParamsChanged drops.
+func provisionPacked[T any](mem registry.Memory, prepare func(paramAlloc) (T, error)) (T, *weightPacks, error) {
+	var none T
+	shapes, err := planParams(prepare)
+	if err != nil {
+		return none, nil, err
+	}
+	if mem == nil {
+		mem = budget.New(budget.DefaultLimit)
+	}
+	if err := registry.ReserveParams(mem, shapes); err != nil {
+		return none, nil, err
+	}
+	packs := &weightPacks{mem: mem}
+	t, err := prepare(paramAlloc{packs: packs})
+	if err != nil {
+		return none, nil, err
+	}
+	return t, packs, nil
+}
+
 // viewTensor wraps the first volume(shape) floats of data as a tensor of
 // that shape, sharing the storage.
 func viewTensor(data []float32, shape ...int) *tensor.Dense {
@@ -175,6 +203,10 @@ type linearWeights struct {
 	// Every linearWeights comes from newLinearWeights or viewLinearWeights,
 	// which set them.
 	w, b []float32
+	// packs, if set, lets the weight keep a packed copy, made by the
+	// first product long enough to gain from it (packedFor).
+	packs  *weightPacks
+	packed atomic.Pointer[kernels.PackedB]
 }
 
 var _ projection = (*linearWeights)(nil)
@@ -182,6 +214,7 @@ var _ projection = (*linearWeights)(nil)
 // newLinearWeights allocates a zeroed nn.Linear called name.
 func newLinearWeights(a paramAlloc, name string, in, out int, bias bool) (*linearWeights, error) {
 	l := &linearWeights{in: in, out: out}
+	a.packs.add(l)
 	var err error
 	if l.weight, err = a.zeros(join(name, "weight"), out, in); err != nil {
 		return nil, err
@@ -219,6 +252,10 @@ func (l *linearWeights) applyInto(y []float32, ldy int, x []float32, rows int) {
 			copy(y[r*ldy:r*ldy+l.out], bias)
 		}
 		beta = 1
+	}
+	if p := l.packedFor(rows); p != nil {
+		kernels.GemmPacked(false, rows, 1, x, l.in, p, beta, y, ldy)
+		return
 	}
 	kernels.Gemm(false, true, rows, l.out, l.in, 1, x, l.in, l.w, l.in, beta, y, ldy)
 }
@@ -324,6 +361,7 @@ func newFusedQKV(a paramAlloc, names []string, in, out int, bias bool) (qkv, err
 		ps[i] = viewLinearWeights(in, out, w[i*out*in:], bi)
 	}
 	fused := viewLinearWeights(in, 3*out, w, b)
+	a.packs.add(fused) // the views of it are not multiplied by on their own
 	return qkv{query: ps[0], key: ps[1], value: ps[2], in: in, out: out, fused: fused}, nil
 }
 

@@ -157,7 +157,8 @@ type SDPA struct {
 	// softcap and before the masks.
 	ScoreMod ScoreMods `yaml:"score_mod,omitempty"`
 
-	c *sdpaPrepared
+	c     *sdpaPrepared
+	packs *weightPacks // the packed copies of the weights (packs.go)
 }
 
 // sdpaPrepared is what Validate prepared; Forward and Step read only this.
@@ -202,9 +203,13 @@ func (s *SDPA) PlanParams() ([]registry.ParamShape, error) { return planParams(s
 
 // Provision checks every field and allocates zeroed parameters from mem.
 func (s *SDPA) Provision(mem registry.Memory) (err error) {
-	s.c, err = provision(mem, s.prepare)
+	s.c, s.packs, err = provisionPacked(mem, s.prepare)
 	return err
 }
+
+// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
+// call it after writing parameters through Params once the layer has run.
+func (s *SDPA) ParamsChanged() { s.packs.drop() }
 
 // prepare validates the fields in order and builds the prepared layer.
 func (s *SDPA) prepare(a paramAlloc) (*sdpaPrepared, error) {

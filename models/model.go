@@ -181,7 +181,24 @@ func (m *Model) Name() string { return m.cfg.Name }
 // Init, LoadWeights or LoadStateDict, which also let Forward run. A model
 // built with Options.ShapesOnly has none of its planned parameters
 // allocated: LayerSpec.Params lists them.
+//
+// The layers keep values derived from the weights between passes (weights
+// packed for the GEMM kernels): after writing parameter values through
+// these tensors once the model has run, call ParamsChanged.
 func (m *Model) Params() []registry.Param { return m.params }
+
+// ParamsChanged tells the layers that parameter values were written in
+// place (through the tensors Params lists), so that they drop what they
+// derived from the old values (registry.ParamsWatcher). Init, LoadWeights
+// and LoadStateDict call it; call it after writing parameters yourself
+// once the model has run, and not while a Forward or Step is running.
+func (m *Model) ParamsChanged() {
+	for _, spec := range m.cfg.Layers {
+		if w, ok := spec.Layer.(registry.ParamsWatcher); ok {
+			w.ParamsChanged()
+		}
+	}
+}
 
 // NumParams counts the scalar parameters, allocated or planned; a count
 // beyond int (a planned model too large to build) is reported as the
