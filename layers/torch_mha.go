@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 
-
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
 )
