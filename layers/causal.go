@@ -127,7 +127,7 @@ func (c *Causal) Step(run *registry.Run, state registry.State, inputs []*tensor.
 	if err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(h.proj.out)
+	out, data := in.newOutput(run, h.proj.out)
 	w, err := causalStep(run, in, h.proj, st.caches[0], 1, h.scale, h.dropout, data, h.proj.out)
 	if err != nil {
 		return nil, err

@@ -88,7 +88,7 @@ func (l *Linear) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 	if err := in.expectWidth("d_in", l.weights.in); err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(l.weights.out)
+	out, data := in.newOutput(run, l.weights.out)
 	l.weights.apply(data, in.data, in.rows())
 	return out, nil
 }

@@ -125,18 +125,20 @@ func (m *MLP) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense,
 		return nil, err
 	}
 	rows := in.rows()
-	hidden := make([]float32, rows*first.out)
+	sc := getScratch(2 * rows * first.out)
+	defer sc.release()
+	hidden := sc.floats(rows * first.out) // every product overwrites its output
 	first.apply(hidden, in.data, rows)
 	applyActivation(hidden, hidden, m.c.act)
 	if len(m.c.projs) == 3 {
-		up := make([]float32, rows*first.out)
+		up := sc.floats(rows * first.out)
 		m.c.projs[1].apply(up, in.data, rows)
 		for i, u := range up {
 			hidden[i] *= u
 		}
 	}
 	last := m.c.projs[len(m.c.projs)-1]
-	out, data := in.newOutput(last.out)
+	out, data := in.newOutput(run, last.out)
 	last.apply(data, hidden, rows)
 	return out, nil
 }

@@ -156,7 +156,7 @@ func (m *MultiHead) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.
 		seqs: in.B, tokens: in.T, count: m.numHeads,
 		dk: headDim, dv: headDim,
 	}.attendAll(opt, w, sc)
-	out, data := in.newOutput(dOut)
+	out, data := in.newOutput(run, dOut)
 	m.outProj.apply(data, context, rows)
 	observe(run, weights)
 	return out, nil
@@ -208,7 +208,7 @@ func (m *MultiHead) Step(run *registry.Run, state registry.State, inputs []*tens
 	if err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(dOut)
+	out, data := in.newOutput(run, dOut)
 	m.outProj.apply(data, context, in.rows())
 	st.seqs, st.tokens = in.B, st.tokens+in.T
 	observe(run, asWeights(w, in.B, m.numHeads, in.T, st.tokens))

@@ -162,11 +162,18 @@ func viewTensor(data []float32, shape ...int) *tensor.Dense {
 
 // floats is the backing array of a parameter or layer-made tensor; nil for
 // a nil tensor (a parameter being planned, not allocated).
+//
+// It reads the storage directly: Data() boxes the slice through reflect,
+// two allocations per call, which a forward pass reading its inputs would
+// pay layer after layer.
 func floats(t *tensor.Dense) []float32 {
 	if t == nil {
 		return nil
 	}
-	return t.Data().([]float32)
+	if t.Dtype() != tensor.Float32 {
+		panic(fmt.Sprintf("layers: a %v tensor read as float32", t.Dtype()))
+	}
+	return t.Float32s()
 }
 
 // join builds a state_dict name: join("heads.0", "W_query") is

@@ -588,7 +588,7 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 		out: context, ldOut: c.hdim, rule: rule,
 	}
 	a.run(weightData(weights))
-	out, data := x.newOutput(c.d)
+	out, data := x.newOutput(run, c.d)
 	c.out.apply(data, context, x.rows())
 	if st != nil {
 		st.seqs, st.tokens = x.B, st.tokens+x.T

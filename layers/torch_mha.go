@@ -457,7 +457,7 @@ func (c *mhaPrepared) forward(run *registry.Run, inputs []*tensor.Dense, st *att
 		out: context, ldOut: e, rule: rule,
 	}
 	a.run(weightData(weights))
-	out, data := q.newOutput(e)
+	out, data := q.newOutput(run, e)
 	c.out.apply(data, context, b*l)
 	if q.batched && !c.batchFirst {
 		out = transposeSeqs(seqs{B: b, T: l, D: e, batched: true, data: data}).dense
