@@ -260,17 +260,19 @@ func openBenchTarget(lim *limits, target string, shape []int, f benchFlags) (*be
 	return graphTarget(lim, m, fmt.Sprintf("%q exported to ONNX", src.model.Name()), exportGraph)
 }
 
-// layersTarget runs a model on attnrun's layers, in eval mode.
+// layersTarget runs a model on attnrun's layers, in eval mode, in a
+// models.Session, as a server would: the passes reuse their memory.
 func layersTarget(lim *limits, m *models.Model, from string, shape []int) *benchTarget {
 	label := fmt.Sprintf("%q on attnrun's layers", m.Name())
 	if from != "" {
 		label += ", from " + from
 	}
+	session, run := m.NewSession(), &registry.Run{Context: lim.ctx}
 	return &benchTarget{
 		label:  label,
 		inputs: m.Config().Inputs,
 		forward: func(inputs []*tensor.Dense) error {
-			_, err := m.Forward(&registry.Run{Context: lim.ctx}, inputs...)
+			_, err := session.Forward(run, inputs...)
 			return err
 		},
 		flops: func([]*tensor.Dense) (flopCount, error) { return modelFlops(m, shape) },
