@@ -21,6 +21,9 @@ type kvCache struct {
 	kWidth, vWidth int
 	keys, values   [][]float32
 	start          int
+	// step is the attention of the current step: kept here, not on the
+	// stack, which it would leave for the heap at every step.
+	step attention
 }
 
 // newKVCache returns an empty cache for seqs sequences with keys and values

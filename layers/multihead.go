@@ -203,7 +203,9 @@ func (m *MultiHead) Step(run *registry.Run, state registry.State, inputs []*tens
 		return nil, err
 	}
 	dOut := m.proj.out
-	context := make([]float32, in.rows()*dOut)
+	sc := getScratch(in.rows() * dOut)
+	defer sc.release()
+	context := sc.floats(in.rows() * dOut)
 	w, err := causalStep(run, in, m.proj, st.caches[0], m.numHeads, invSqrt(dOut/m.numHeads), m.dropout, context, dOut)
 	if err != nil {
 		return nil, err

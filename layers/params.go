@@ -379,16 +379,12 @@ func (p qkv) params(prefix string) []registry.Param {
 	return append(ps, p.value.params(join(prefix, "W_value"))...)
 }
 
-// project returns the queries, keys and values of rows of x, each dense
-// with width out.
-func (p qkv) project(x []float32, rows int) (q, k, v []float32) {
-	q = make([]float32, rows*p.out)
-	k = make([]float32, rows*p.out)
-	v = make([]float32, rows*p.out)
+// projectEach writes the queries, keys and values of rows of x to q, k
+// and v, each dense with width out.
+func (p qkv) projectEach(q, k, v, x []float32, rows int) {
 	p.query.apply(q, x, rows)
 	p.key.apply(k, x, rows)
 	p.value.apply(v, x, rows)
-	return q, k, v
 }
 
 // projectInto writes the queries, keys and values of rows of x side by

@@ -31,3 +31,12 @@ func (m *Model) NewSession() *Session {
 func (s *Session) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Dense, error) {
 	return s.m.forward(run, inputs, s)
 }
+
+// Step runs a decoding step as Model.Step does, with the same results, in
+// the session's memory: the returned tensor belongs to the session and is
+// overwritten by its next Forward or Step. state is the decoding state
+// (Model.NewState), which the session does not own: one session may serve
+// many states in turn.
+func (s *Session) Step(run *registry.Run, state *State, inputs ...*tensor.Dense) (*tensor.Dense, error) {
+	return s.m.stepState(run, state, inputs, s)
+}

@@ -60,3 +60,42 @@ func TestSessionForwardAllocatesNothing(t *testing.T) {
 		require.Equal(t, want.Data(), again.Data(), "shape %v, again", shape)
 	}
 }
+
+// TestSessionStepAllocations checks that a Session's Step decoding one
+// token at a time after a prompt allocates nothing per step but the KV
+// cache's and the kernels' workspace's amortized growth (a reallocation
+// every many steps: AllocsPerRun's average rounds it to 0), and that its
+// outputs are Model.Step's bit for bit.
+func TestSessionStepAllocations(t *testing.T) {
+	m, err := Parse([]byte(sessionYAML), "session.yaml")
+	require.NoError(t, err)
+	require.NoError(t, m.Init(1))
+	s := m.NewSession()
+	plain, err := m.NewState()
+	require.NoError(t, err)
+	state, err := m.NewState()
+	require.NoError(t, err)
+	prompt, token := sequence(1, 8, 32), sequence(1, 1, 32)
+	want, err := m.Step(nil, plain, prompt)
+	require.NoError(t, err)
+	got, err := s.Step(nil, state, prompt)
+	require.NoError(t, err)
+	require.Equal(t, want.Data(), got.Data())
+	for range 4 {
+		want, err = m.Step(nil, plain, token)
+		require.NoError(t, err)
+		got, err = s.Step(nil, state, token)
+		require.NoError(t, err)
+		require.Equal(t, want.Data(), got.Data())
+	}
+	step := func() {
+		if _, err := s.Step(nil, state, token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	gc := debug.SetGCPercent(-1)
+	allocs := testing.AllocsPerRun(40, step)
+	debug.SetGCPercent(gc)
+	require.Zero(t, allocs, "allocations per Session.Step")
+}
