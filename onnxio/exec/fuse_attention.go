@@ -277,7 +277,7 @@ func (fa *fusedAttention) run(rc *runCtx, n *node, in []*value) ([]*value, error
 		return nil, err
 	case ok:
 		fa.fast.Add(1)
-		return one(out)
+		return rc.one(out)
 	}
 	fa.slow.Add(1)
 	return runOriginal(rc, fa.fallback, n.in, in, fa.out)
