@@ -547,7 +547,9 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 		past = st.tokens
 	}
 	kvWidth := c.kvHeads * c.headDim
-	q := make([]float32, x.rows()*c.hdim)
+	sc := getScratch(2 * x.rows() * c.hdim) // the queries and the context vectors
+	defer sc.release()
+	q := sc.floats(x.rows() * c.hdim)
 	c.q.apply(q, x.data, x.rows())
 	if c.qNorm != nil {
 		rmsNormHeads(q, x.rows(), c.heads, c.headDim, floats(c.qNorm), c.qkEps)
@@ -581,7 +583,7 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 	if src.commit != nil {
 		keys, values = src.commit()
 	}
-	context := make([]float32, x.rows()*c.hdim)
+	context := sc.floats(x.rows() * c.hdim)
 	a := attention{
 		seqs: x.B, tq: x.T, tk: tk, qHeads: c.heads, kvHeads: c.kvHeads, dk: c.headDim, dv: c.headDim,
 		q: q, ldq: c.hdim, keys: keys, values: values, ldk: kvWidth, ldv: kvWidth,
