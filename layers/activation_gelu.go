@@ -57,7 +57,7 @@ func (g *GELU) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense
 	if err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(in.D)
+	out, data := in.newOutput(run, in.D)
 	applyActivation(data, in.data, g.f)
 	return out, nil
 }

@@ -34,13 +34,14 @@ func (a *Add) Params() []registry.Param { return nil }
 
 // Forward takes one or more inputs of the same shape and returns their sum.
 func (a *Add) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	ins, err := readAll(inputs, "the shape of", func(first, s seqs) bool {
+	var buf [4]seqs
+	ins, err := readAll(buf[:], inputs, "the shape of", func(first, s seqs) bool {
 		return slices.Equal(first.shape(first.D), s.shape(s.D))
 	})
 	if err != nil {
 		return nil, err
 	}
-	out, data := ins[0].newOutput(ins[0].D)
+	out, data := ins[0].newOutput(run, ins[0].D)
 	copy(data, ins[0].data)
 	for _, in := range ins[1:] {
 		for i, x := range in.data {

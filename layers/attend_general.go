@@ -132,7 +132,9 @@ func (a *attention) head(b, h int) kernels.Head {
 // over the processors; the weights of head (b, h) are block b·H+h of
 // weights, as AttendBatch writes them.
 func (a *attention) runFused(weights []float32) {
-	heads := make([]kernels.Head, 0, a.seqs*a.qHeads)
+	sc := getScratch(0)
+	defer sc.release()
+	heads := sc.headViews(a.seqs * a.qHeads)[:0]
 	for b := range a.seqs {
 		for h := range a.qHeads {
 			heads = append(heads, a.head(b, h))

@@ -356,7 +356,7 @@ func (c *linearPrepared) advance(run *registry.Run, x seqs, st *linearState) (*t
 		}
 	}
 	c.normGate(o, z, rows)
-	out, data := x.newOutput(c.d)
+	out, data := x.newOutput(run, c.d)
 	c.out.apply(data, o, rows)
 	st.history, st.memory, st.seqs, st.tokens = history, memory, x.B, st.tokens+x.T
 	return out, nil

@@ -253,7 +253,7 @@ func (m *MLA) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense,
 		ldk: kw, ldv: vw, out: ctx, ldOut: vw, rule: scoreRule{scale: c.scale, causal: true},
 	}
 	a.run(weightData(weights))
-	out, data := x.newOutput(c.d)
+	out, data := x.newOutput(run, c.d)
 	c.o.apply(data, ctx, x.rows())
 	observe(run, weights)
 	return out, nil
@@ -313,7 +313,7 @@ func (m *MLA) Step(run *registry.Run, state registry.State, inputs []*tensor.Den
 		cache[b] = append(old[:len(old):len(old)], latent[b*x.T*width:(b+1)*x.T*width]...)
 	}
 	ctx := c.attendLatent(q, cache, x.B, x.T, past, weightData(weights))
-	out, data := x.newOutput(c.d)
+	out, data := x.newOutput(run, c.d)
 	c.o.apply(data, ctx, x.rows())
 	st.latent, st.seqs, st.tokens = cache, x.B, past+x.T
 	observe(run, weights)

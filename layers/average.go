@@ -46,7 +46,7 @@ func (a *Average) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.De
 	if err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(in.D)
+	out, data := in.newOutput(run, in.D)
 	sc := getScratch(in.B * in.D)
 	defer sc.release()
 	sums := sc.floats(in.B * in.D)
@@ -152,7 +152,7 @@ func (a *Average) Step(run *registry.Run, state registry.State, inputs []*tensor
 	if st.sums == nil {
 		st.sums = make([]float32, in.B*in.D)
 	}
-	out, data := in.newOutput(in.D)
+	out, data := in.newOutput(run, in.D)
 	runningMeans(in, st.tokens, st.sums, data, weightData(weights))
 	st.seqs, st.tokens = in.B, total
 	observe(run, weights)

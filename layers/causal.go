@@ -30,7 +30,8 @@ type Causal struct {
 	// QKVBias gives the three nn.Linear a bias.
 	QKVBias bool `yaml:"qkv_bias"`
 
-	head *head
+	head  *head
+	packs *weightPacks // the packed copies of the weights (packs.go)
 }
 
 var (
@@ -49,9 +50,13 @@ func (c *Causal) PlanParams() ([]registry.ParamShape, error) { return planParams
 
 // Provision checks the fields and allocates zeroed parameters from mem.
 func (c *Causal) Provision(mem registry.Memory) (err error) {
-	c.head, err = provision(mem, c.prepare)
+	c.head, c.packs, err = provisionPacked(mem, c.prepare)
 	return err
 }
+
+// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
+// call it after writing parameters through Params once the layer has run.
+func (c *Causal) ParamsChanged() { c.packs.drop() }
 
 func (c *Causal) prepare(a paramAlloc) (*head, error) {
 	return newCausalHead(a, "", c.DIn, c.DOut, c.ContextLength, c.Dropout, c.QKVBias)
@@ -122,7 +127,7 @@ func (c *Causal) Step(run *registry.Run, state registry.State, inputs []*tensor.
 	if err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(h.proj.out)
+	out, data := in.newOutput(run, h.proj.out)
 	w, err := causalStep(run, in, h.proj, st.caches[0], 1, h.scale, h.dropout, data, h.proj.out)
 	if err != nil {
 		return nil, err

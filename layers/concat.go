@@ -38,7 +38,8 @@ func (c *Concat) Params() []registry.Param { return nil }
 // Forward takes one or more inputs with the same rank and leading
 // dimensions; the output's last dimension is the sum of theirs.
 func (c *Concat) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	ins, err := readAll(inputs, "the leading dimensions of", func(first, s seqs) bool {
+	var buf [4]seqs
+	ins, err := readAll(buf[:], inputs, "the leading dimensions of", func(first, s seqs) bool {
 		return slices.Equal(first.shape(0), s.shape(0))
 	})
 	if err != nil {
@@ -48,7 +49,7 @@ func (c *Concat) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 	for _, in := range ins {
 		width += in.D
 	}
-	out, data := ins[0].newOutput(width)
+	out, data := ins[0].newOutput(run, width)
 	for r := 0; r < ins[0].rows(); r++ {
 		dst := data[r*width : (r+1)*width]
 		for _, in := range ins {

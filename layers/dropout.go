@@ -51,7 +51,7 @@ func (d *Dropout) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.De
 	if p == 0 {
 		return in.dense, nil
 	}
-	out, data := in.newOutput(in.D)
+	out, data := in.newOutput(run, in.D)
 	keep := 1 / (1 - p)
 	for i, x := range in.data {
 		if rng.Float32() >= p {

@@ -63,7 +63,7 @@ func (h *head) forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense
 	if err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(h.proj.out)
+	out, data := in.newOutput(run, h.proj.out)
 	if err := h.attendInto(run, in, data, h.proj.out, w); err != nil {
 		return nil, err
 	}

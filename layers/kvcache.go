@@ -21,6 +21,9 @@ type kvCache struct {
 	kWidth, vWidth int
 	keys, values   [][]float32
 	start          int
+	// step is the attention of the current step: kept here, not on the
+	// stack, which it would leave for the heap at every step.
+	step attention
 }
 
 // newKVCache returns an empty cache for seqs sequences with keys and values
@@ -147,7 +150,7 @@ func (s *positionState) advance(seqs, n int) { s.seqs, s.tokens = seqs, s.tokens
 // checks it against the session, has at compute the output for the new
 // tokens, which sit at positions pos0, pos0+1, ..., and advances the
 // session past them once at has succeeded.
-func positionStep(state registry.State, inputs []*tensor.Dense, at func(in seqs, pos0 int) (*tensor.Dense, error)) (*tensor.Dense, error) {
+func positionStep(run *registry.Run, state registry.State, inputs []*tensor.Dense, at func(run *registry.Run, in seqs, pos0 int) (*tensor.Dense, error)) (*tensor.Dense, error) {
 	in, err := singleInput(inputs)
 	if err != nil {
 		return nil, err
@@ -156,7 +159,7 @@ func positionStep(state registry.State, inputs []*tensor.Dense, at func(in seqs,
 	if err != nil {
 		return nil, err
 	}
-	out, err := at(in, s.tokens)
+	out, err := at(run, in, s.tokens)
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ type Linear struct {
 	TiedWeight string `yaml:"tied_weight"`
 
 	weights *linearWeights
+	packs   *weightPacks // the packed copies of the weights (packs.go)
 }
 
 var (
@@ -46,9 +47,13 @@ func (l *Linear) PlanParams() ([]registry.ParamShape, error) { return planParams
 
 // Provision checks the sizes and allocates zeroed parameters from mem.
 func (l *Linear) Provision(mem registry.Memory) (err error) {
-	l.weights, err = provision(mem, l.prepare)
+	l.weights, l.packs, err = provisionPacked(mem, l.prepare)
 	return err
 }
+
+// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
+// call it after writing parameters through Params once the layer has run.
+func (l *Linear) ParamsChanged() { l.packs.drop() }
 
 func (l *Linear) prepare(a paramAlloc) (*linearWeights, error) {
 	if err := firstError(positive("d_in", l.DIn), positive("d_out", l.DOut)); err != nil {
@@ -83,7 +88,7 @@ func (l *Linear) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 	if err := in.expectWidth("d_in", l.weights.in); err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(l.weights.out)
+	out, data := in.newOutput(run, l.weights.out)
 	l.weights.apply(data, in.data, in.rows())
 	return out, nil
 }

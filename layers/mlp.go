@@ -37,7 +37,8 @@ type MLP struct {
 	// Llama has none).
 	Bias bool `yaml:"bias"`
 
-	c *mlpPrepared
+	c     *mlpPrepared
+	packs *weightPacks // the packed copies of the weights (packs.go)
 }
 
 // mlpPrepared is what Validate prepared.
@@ -64,9 +65,13 @@ func (m *MLP) PlanParams() ([]registry.ParamShape, error) { return planParams(m.
 
 // Provision checks the fields and allocates zeroed projections from mem.
 func (m *MLP) Provision(mem registry.Memory) (err error) {
-	m.c, err = provision(mem, m.prepare)
+	m.c, m.packs, err = provisionPacked(mem, m.prepare)
 	return err
 }
+
+// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
+// call it after writing parameters through Params once the layer has run.
+func (m *MLP) ParamsChanged() { m.packs.drop() }
 
 func (m *MLP) prepare(a paramAlloc) (*mlpPrepared, error) {
 	if err := firstError(positive("d", m.D), positive("d_hidden", m.DHidden)); err != nil {
@@ -120,18 +125,20 @@ func (m *MLP) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense,
 		return nil, err
 	}
 	rows := in.rows()
-	hidden := make([]float32, rows*first.out)
+	sc := getScratch(2 * rows * first.out)
+	defer sc.release()
+	hidden := sc.floats(rows * first.out) // every product overwrites its output
 	first.apply(hidden, in.data, rows)
 	applyActivation(hidden, hidden, m.c.act)
 	if len(m.c.projs) == 3 {
-		up := make([]float32, rows*first.out)
+		up := sc.floats(rows * first.out)
 		m.c.projs[1].apply(up, in.data, rows)
 		for i, u := range up {
 			hidden[i] *= u
 		}
 	}
 	last := m.c.projs[len(m.c.projs)-1]
-	out, data := in.newOutput(last.out)
+	out, data := in.newOutput(run, last.out)
 	last.apply(data, hidden, rows)
 	return out, nil
 }

@@ -46,6 +46,7 @@ type MultiHead struct {
 	contextLength int
 	causal        bool
 	dropout       float64
+	packs         *weightPacks // the packed copies of the weights (packs.go)
 }
 
 var (
@@ -65,14 +66,18 @@ func (m *MultiHead) PlanParams() ([]registry.ParamShape, error) { return planPar
 // Provision checks the fields and allocates zeroed parameters from mem.
 func (m *MultiHead) Provision(mem registry.Memory) error {
 	m.outProj = nil
-	p, err := provision(mem, m.prepare)
+	p, packs, err := provisionPacked(mem, m.prepare)
 	if err != nil {
 		return err
 	}
-	m.proj, m.outProj = p.proj, p.outProj
+	m.proj, m.outProj, m.packs = p.proj, p.outProj, packs
 	m.numHeads, m.contextLength, m.causal, m.dropout = m.NumHeads, m.ContextLength, m.Causal, m.Dropout
 	return nil
 }
+
+// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
+// call it after writing parameters through Params once the layer has run.
+func (m *MultiHead) ParamsChanged() { m.packs.drop() }
 
 // multiHeadWeights are the projections of attention.multihead.
 type multiHeadWeights struct {
@@ -151,7 +156,7 @@ func (m *MultiHead) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.
 		seqs: in.B, tokens: in.T, count: m.numHeads,
 		dk: headDim, dv: headDim,
 	}.attendAll(opt, w, sc)
-	out, data := in.newOutput(dOut)
+	out, data := in.newOutput(run, dOut)
 	m.outProj.apply(data, context, rows)
 	observe(run, weights)
 	return out, nil
@@ -198,12 +203,14 @@ func (m *MultiHead) Step(run *registry.Run, state registry.State, inputs []*tens
 		return nil, err
 	}
 	dOut := m.proj.out
-	context := make([]float32, in.rows()*dOut)
+	sc := getScratch(in.rows() * dOut)
+	defer sc.release()
+	context := sc.floats(in.rows() * dOut)
 	w, err := causalStep(run, in, m.proj, st.caches[0], m.numHeads, invSqrt(dOut/m.numHeads), m.dropout, context, dOut)
 	if err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(dOut)
+	out, data := in.newOutput(run, dOut)
 	m.outProj.apply(data, context, in.rows())
 	st.seqs, st.tokens = in.B, st.tokens+in.T
 	observe(run, asWeights(w, in.B, m.numHeads, in.T, st.tokens))

@@ -120,7 +120,7 @@ func (m *MultiHeadWrapper) Forward(run *registry.Run, inputs []*tensor.Dense) (*
 	}
 	d := first.proj.out
 	width := len(m.heads) * d
-	out, data := in.newOutput(width)
+	out, data := in.newOutput(run, width)
 	rows := in.rows()
 	sc := getScratch(rows * 3 * width)
 	defer sc.release()
@@ -182,7 +182,7 @@ func (m *MultiHeadWrapper) Step(run *registry.Run, state registry.State, inputs 
 	}
 	dOut := first.proj.out
 	width := len(m.heads) * dOut
-	out, data := in.newOutput(width)
+	out, data := in.newOutput(run, width)
 	total := st.tokens + in.T
 	weights, err := newStepWeights(run, in.B, len(m.heads), in.T, total)
 	if err != nil {

@@ -69,7 +69,7 @@ func (n *LayerNorm) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.
 	if n.norm == nil {
 		return nil, errNotValidated
 	}
-	return n.norm.forward(inputs, true)
+	return n.norm.forward(run, inputs, true)
 }
 
 // TokenWise marks the layer as token-wise for incremental decoding.
@@ -120,7 +120,7 @@ func (n *tokenNorm) params() []registry.Param {
 
 // forward normalizes each token: centered (LayerNorm) divides x − mean by
 // the standard deviation, otherwise (RMSNorm) x by the root mean square.
-func (n *tokenNorm) forward(inputs []*tensor.Dense, centered bool) (*tensor.Dense, error) {
+func (n *tokenNorm) forward(run *registry.Run, inputs []*tensor.Dense, centered bool) (*tensor.Dense, error) {
 	in, err := singleInput(inputs)
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func (n *tokenNorm) forward(inputs []*tensor.Dense, centered bool) (*tensor.Dens
 	if n.bias != nil {
 		bias = floats(n.bias)
 	}
-	out, data := in.newOutput(n.d)
+	out, data := in.newOutput(run, n.d)
 	for r := range in.rows() {
 		x := in.data[r*n.d : (r+1)*n.d]
 		y := data[r*n.d : (r+1)*n.d]

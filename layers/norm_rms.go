@@ -63,7 +63,7 @@ func (n *RMSNorm) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.De
 	if n.norm == nil {
 		return nil, errNotValidated
 	}
-	return n.norm.forward(inputs, false)
+	return n.norm.forward(run, inputs, false)
 }
 
 // TokenWise marks the layer as token-wise for incremental decoding.

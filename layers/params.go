@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/internal/kernels"
@@ -56,6 +57,10 @@ func elements(name string, shape ...int) (int, error) {
 // records the shapes asked for and hands out nil.
 type paramAlloc struct {
 	planned *[]registry.ParamShape // non-nil while planning
+	// packs, when set, is where the nn.Linear weights made here register,
+	// so that they keep packed copies (see weightPacks); nil for layers
+	// without ParamsChanged, whose weights are packed on every product.
+	packs *weightPacks
 }
 
 // planning reports whether the allocator only records shapes.
@@ -125,6 +130,29 @@ func provision[T any](mem registry.Memory, prepare func(paramAlloc) (T, error)) 
 	return prepare(paramAlloc{})
 }
 
+// provisionPacked is provision for a layer that implements ParamsChanged:
+// its nn.Linear weights keep packed copies, reserved from mem, in the
+// weightPacks it returns as well, which ParamsChanged drops.
+func provisionPacked[T any](mem registry.Memory, prepare func(paramAlloc) (T, error)) (T, *weightPacks, error) {
+	var none T
+	shapes, err := planParams(prepare)
+	if err != nil {
+		return none, nil, err
+	}
+	if mem == nil {
+		mem = budget.New(budget.DefaultLimit)
+	}
+	if err := registry.ReserveParams(mem, shapes); err != nil {
+		return none, nil, err
+	}
+	packs := &weightPacks{mem: mem}
+	t, err := prepare(paramAlloc{packs: packs})
+	if err != nil {
+		return none, nil, err
+	}
+	return t, packs, nil
+}
+
 // viewTensor wraps the first volume(shape) floats of data as a tensor of
 // that shape, sharing the storage.
 func viewTensor(data []float32, shape ...int) *tensor.Dense {
@@ -134,11 +162,18 @@ func viewTensor(data []float32, shape ...int) *tensor.Dense {
 
 // floats is the backing array of a parameter or layer-made tensor; nil for
 // a nil tensor (a parameter being planned, not allocated).
+//
+// It reads the storage directly: Data() boxes the slice through reflect,
+// two allocations per call, which a forward pass reading its inputs would
+// pay layer after layer.
 func floats(t *tensor.Dense) []float32 {
 	if t == nil {
 		return nil
 	}
-	return t.Data().([]float32)
+	if t.Dtype() != tensor.Float32 {
+		panic(fmt.Sprintf("layers: a %v tensor read as float32", t.Dtype()))
+	}
+	return t.Float32s()
 }
 
 // join builds a state_dict name: join("heads.0", "W_query") is
@@ -175,6 +210,10 @@ type linearWeights struct {
 	// Every linearWeights comes from newLinearWeights or viewLinearWeights,
 	// which set them.
 	w, b []float32
+	// packs, if set, lets the weight keep a packed copy, made by the
+	// first product long enough to gain from it (packedFor).
+	packs  *weightPacks
+	packed atomic.Pointer[kernels.PackedB]
 }
 
 var _ projection = (*linearWeights)(nil)
@@ -182,6 +221,7 @@ var _ projection = (*linearWeights)(nil)
 // newLinearWeights allocates a zeroed nn.Linear called name.
 func newLinearWeights(a paramAlloc, name string, in, out int, bias bool) (*linearWeights, error) {
 	l := &linearWeights{in: in, out: out}
+	a.packs.add(l)
 	var err error
 	if l.weight, err = a.zeros(join(name, "weight"), out, in); err != nil {
 		return nil, err
@@ -219,6 +259,10 @@ func (l *linearWeights) applyInto(y []float32, ldy int, x []float32, rows int) {
 			copy(y[r*ldy:r*ldy+l.out], bias)
 		}
 		beta = 1
+	}
+	if p := l.packedFor(rows); p != nil {
+		kernels.GemmPacked(false, rows, 1, x, l.in, p, beta, y, ldy)
+		return
 	}
 	kernels.Gemm(false, true, rows, l.out, l.in, 1, x, l.in, l.w, l.in, beta, y, ldy)
 }
@@ -324,6 +368,7 @@ func newFusedQKV(a paramAlloc, names []string, in, out int, bias bool) (qkv, err
 		ps[i] = viewLinearWeights(in, out, w[i*out*in:], bi)
 	}
 	fused := viewLinearWeights(in, 3*out, w, b)
+	a.packs.add(fused) // the views of it are not multiplied by on their own
 	return qkv{query: ps[0], key: ps[1], value: ps[2], in: in, out: out, fused: fused}, nil
 }
 
@@ -334,16 +379,12 @@ func (p qkv) params(prefix string) []registry.Param {
 	return append(ps, p.value.params(join(prefix, "W_value"))...)
 }
 
-// project returns the queries, keys and values of rows of x, each dense
-// with width out.
-func (p qkv) project(x []float32, rows int) (q, k, v []float32) {
-	q = make([]float32, rows*p.out)
-	k = make([]float32, rows*p.out)
-	v = make([]float32, rows*p.out)
+// projectEach writes the queries, keys and values of rows of x to q, k
+// and v, each dense with width out.
+func (p qkv) projectEach(q, k, v, x []float32, rows int) {
 	p.query.apply(q, x, rows)
 	p.key.apply(k, x, rows)
 	p.value.apply(v, x, rows)
-	return q, k, v
 }
 
 // projectInto writes the queries, keys and values of rows of x side by

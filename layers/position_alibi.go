@@ -80,7 +80,7 @@ func (a *ALiBi) Step(run *registry.Run, state registry.State, inputs []*tensor.D
 	if a.slopes == nil {
 		return nil, errNotValidated
 	}
-	return positionStep(state, inputs, func(in seqs, past int) (*tensor.Dense, error) {
+	return positionStep(run, state, inputs, func(_ *registry.Run, in seqs, past int) (*tensor.Dense, error) {
 		return a.bias(past, in.T)
 	})
 }

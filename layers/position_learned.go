@@ -79,18 +79,18 @@ func (p *LearnedPosition) Params() []registry.Param {
 // Forward adds position t's vector to token t of every sequence.
 func (p *LearnedPosition) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
 	if p.weight != nil && len(inputs) == 2 {
-		return p.addAt(inputs)
+		return p.addAt(run, inputs)
 	}
 	in, err := readyInput(p.weight != nil, inputs)
 	if err != nil {
 		return nil, err
 	}
-	return p.add(in, 0)
+	return p.add(run, in, 0)
 }
 
 // addAt returns inputs[0] plus the embeddings of the positions
 // inputs[1] gives, (T) shared by every sequence or (B, T).
-func (p *LearnedPosition) addAt(inputs []*tensor.Dense) (*tensor.Dense, error) {
+func (p *LearnedPosition) addAt(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
 	in, err := readSeqs(inputs[0])
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (p *LearnedPosition) addAt(inputs []*tensor.Dense) (*tensor.Dense, error) {
 		return nil, err
 	}
 	pos := floats(rows)
-	out, data := in.newOutput(in.D)
+	out, data := in.newOutput(run, in.D)
 	for i := range data {
 		data[i] = in.data[i] + pos[i%len(pos)]
 	}
@@ -119,7 +119,7 @@ func (p *LearnedPosition) addAt(inputs []*tensor.Dense) (*tensor.Dense, error) {
 
 // stepAt is Step with position_ids: the new tokens take the positions
 // given, whatever the tokens so far, and the session advances by them.
-func (p *LearnedPosition) stepAt(state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
+func (p *LearnedPosition) stepAt(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
 	in, err := readSeqs(inputs[0])
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func (p *LearnedPosition) stepAt(state registry.State, inputs []*tensor.Dense) (
 	if err != nil {
 		return nil, err
 	}
-	out, err := p.addAt(inputs)
+	out, err := p.addAt(run, inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (p *LearnedPosition) stepAt(state registry.State, inputs []*tensor.Dense) (
 
 // add returns in plus the embeddings of positions pos0, pos0+1, ...,
 // which may not reach past context_length.
-func (p *LearnedPosition) add(in seqs, pos0 int) (*tensor.Dense, error) {
+func (p *LearnedPosition) add(run *registry.Run, in seqs, pos0 int) (*tensor.Dense, error) {
 	shape := p.weight.Shape()
 	if err := in.expectWidth("d", shape[1]); err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func (p *LearnedPosition) add(in seqs, pos0 int) (*tensor.Dense, error) {
 	if err := checkContext(pos0+in.T, shape[0]-p.Offset); err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(in.D)
+	out, data := in.newOutput(run, in.D)
 	pos0 += p.Offset
 	positions := floats(p.weight)[pos0*in.D : (pos0+in.T)*in.D]
 	for b := range in.B {
@@ -179,7 +179,7 @@ func (p *LearnedPosition) Step(run *registry.Run, state registry.State, inputs [
 		return nil, errNotValidated
 	}
 	if len(inputs) == 2 { // the new tokens' position_ids
-		return p.stepAt(state, inputs)
+		return p.stepAt(run, state, inputs)
 	}
-	return positionStep(state, inputs, p.add)
+	return positionStep(run, state, inputs, p.add)
 }

@@ -76,7 +76,7 @@ func (r *RoPE) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense
 	if err != nil {
 		return nil, err
 	}
-	return r.rotate(in, 0)
+	return r.rotate(run, in, 0)
 }
 
 // NewState starts a session at position 0.
@@ -84,19 +84,19 @@ func (r *RoPE) NewState() registry.State { return &positionState{} }
 
 // Step rotates the new tokens by their positions in the session.
 func (r *RoPE) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	return positionStep(state, inputs, r.rotate)
+	return positionStep(run, state, inputs, r.rotate)
 }
 
 // rotate returns a rotated copy of in, whose tokens sit at positions
 // pos0, pos0+1, ... (Step reaches it without a Validate check of its own).
-func (r *RoPE) rotate(in seqs, pos0 int) (*tensor.Dense, error) {
+func (r *RoPE) rotate(run *registry.Run, in seqs, pos0 int) (*tensor.Dense, error) {
 	if r.rot == nil {
 		return nil, errNotValidated
 	}
 	if in.D%r.rot.headDim != 0 {
 		return nil, fmt.Errorf("head_dim %d does not divide the input width %d", r.rot.headDim, in.D)
 	}
-	out, data := in.newOutput(in.D)
+	out, data := in.newOutput(run, in.D)
 	copy(data, in.data)
 	r.rot.apply(data, in.D, in.B, in.T, in.D/r.rot.headDim, pos0)
 	return out, nil

@@ -65,7 +65,7 @@ func (p *SinusoidalPosition) Forward(run *registry.Run, inputs []*tensor.Dense) 
 	if err != nil {
 		return nil, err
 	}
-	return p.add(in, 0)
+	return p.add(run, in, 0)
 }
 
 // NewState starts a session at position 0.
@@ -73,19 +73,19 @@ func (p *SinusoidalPosition) NewState() registry.State { return &positionState{}
 
 // Step adds the encoding of the new tokens' positions.
 func (p *SinusoidalPosition) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	return positionStep(state, inputs, p.add)
+	return positionStep(run, state, inputs, p.add)
 }
 
 // add returns in plus the encoding of positions pos0, pos0+1, ... (Step
 // reaches it without a Validate check of its own).
-func (p *SinusoidalPosition) add(in seqs, pos0 int) (*tensor.Dense, error) {
+func (p *SinusoidalPosition) add(run *registry.Run, in seqs, pos0 int) (*tensor.Dense, error) {
 	if p.d == 0 {
 		return nil, errNotValidated
 	}
 	if err := in.expectWidth("d", p.d); err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(in.D)
+	out, data := in.newOutput(run, in.D)
 	pe := make([]float32, in.D)
 	for t := range in.T {
 		sinusoid(pe, pos0+t, p.base)

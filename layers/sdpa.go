@@ -157,7 +157,8 @@ type SDPA struct {
 	// softcap and before the masks.
 	ScoreMod ScoreMods `yaml:"score_mod,omitempty"`
 
-	c *sdpaPrepared
+	c     *sdpaPrepared
+	packs *weightPacks // the packed copies of the weights (packs.go)
 }
 
 // sdpaPrepared is what Validate prepared; Forward and Step read only this.
@@ -202,9 +203,13 @@ func (s *SDPA) PlanParams() ([]registry.ParamShape, error) { return planParams(s
 
 // Provision checks every field and allocates zeroed parameters from mem.
 func (s *SDPA) Provision(mem registry.Memory) (err error) {
-	s.c, err = provision(mem, s.prepare)
+	s.c, s.packs, err = provisionPacked(mem, s.prepare)
 	return err
 }
+
+// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
+// call it after writing parameters through Params once the layer has run.
+func (s *SDPA) ParamsChanged() { s.packs.drop() }
 
 // prepare validates the fields in order and builds the prepared layer.
 func (s *SDPA) prepare(a paramAlloc) (*sdpaPrepared, error) {
@@ -542,7 +547,9 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 		past = st.tokens
 	}
 	kvWidth := c.kvHeads * c.headDim
-	q := make([]float32, x.rows()*c.hdim)
+	sc := getScratch(2 * x.rows() * c.hdim) // the queries and the context vectors
+	defer sc.release()
+	q := sc.floats(x.rows() * c.hdim)
 	c.q.apply(q, x.data, x.rows())
 	if c.qNorm != nil {
 		rmsNormHeads(q, x.rows(), c.heads, c.headDim, floats(c.qNorm), c.qkEps)
@@ -576,14 +583,14 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 	if src.commit != nil {
 		keys, values = src.commit()
 	}
-	context := make([]float32, x.rows()*c.hdim)
+	context := sc.floats(x.rows() * c.hdim)
 	a := attention{
 		seqs: x.B, tq: x.T, tk: tk, qHeads: c.heads, kvHeads: c.kvHeads, dk: c.headDim, dv: c.headDim,
 		q: q, ldq: c.hdim, keys: keys, values: values, ldk: kvWidth, ldv: kvWidth,
 		out: context, ldOut: c.hdim, rule: rule,
 	}
 	a.run(weightData(weights))
-	out, data := x.newOutput(c.d)
+	out, data := x.newOutput(run, c.d)
 	c.out.apply(data, context, x.rows())
 	if st != nil {
 		st.seqs, st.tokens = x.B, st.tokens+x.T

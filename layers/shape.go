@@ -3,10 +3,12 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	attnarray "github.com/attnrun/attnrun/array"
 
 	"github.com/attnrun/attnrun/internal/kernels"
+	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
 )
 
@@ -97,20 +99,21 @@ func readyInput(ready bool, inputs []*tensor.Dense) (seqs, error) {
 	return singleInput(inputs)
 }
 
-// readAll reads the inputs of a layer that takes one or more, and checks
-// each against the first with fits; rule says what fits requires, for the
-// error.
-func readAll(inputs []*tensor.Dense, rule string, fits func(first, s seqs) bool) ([]seqs, error) {
-	return allSeqs(inputs, readSeqs, rule, fits)
+// readAll reads the inputs of a layer that takes one or more into buf
+// (grown if short: a caller's array keeps a pass from allocating), and
+// checks each against the first with fits; rule says what fits requires,
+// for the error.
+func readAll(buf []seqs, inputs []*tensor.Dense, rule string, fits func(first, s seqs) bool) ([]seqs, error) {
+	return allSeqs(buf, inputs, readSeqs, rule, fits)
 }
 
 // allSeqs reads one or more inputs (tensors or shapes) with read and
 // checks each against the first with fits.
-func allSeqs[T any](inputs []T, read func(T) (seqs, error), rule string, fits func(first, s seqs) bool) ([]seqs, error) {
+func allSeqs[T any](buf []seqs, inputs []T, read func(T) (seqs, error), rule string, fits func(first, s seqs) bool) ([]seqs, error) {
 	if len(inputs) == 0 {
 		return nil, errors.New("takes 1 or more inputs, got 0")
 	}
-	ins := make([]seqs, len(inputs))
+	ins := slices.Grow(buf[:0], len(inputs))[:len(inputs)]
 	for i, x := range inputs {
 		s, err := read(x)
 		if err != nil {
@@ -146,11 +149,18 @@ func (s seqs) shape(width int) []int {
 	return []int{s.T, width}
 }
 
-// newOutput allocates the layer output: the input's rank and leading
-// dimensions, last dimension width.
-func (s seqs) newOutput(width int) (*tensor.Dense, []float32) {
-	data := make([]float32, s.rows()*width)
-	return tensor.New(tensor.WithShape(s.shape(width)...), tensor.WithBacking(data)), data
+// newOutput allocates the layer output, zeroed: the input's rank and
+// leading dimensions, last dimension width. It comes from run.Outputs when
+// the run lends outputs (models.Session).
+func (s seqs) newOutput(run *registry.Run, width int) (*tensor.Dense, []float32) {
+	var lender *registry.Outputs
+	if run != nil {
+		lender = run.Outputs
+	}
+	if s.batched {
+		return lender.Float32(s.B, s.T, width)
+	}
+	return lender.Float32(s.T, width)
 }
 
 // scratch is the working memory of one forward pass: projections, context
@@ -303,7 +313,7 @@ func sameShape(inputs []tensor.Shape, field string, width int) (tensor.Shape, er
 
 // shapeAll is readAll for shapes.
 func shapeAll(inputs []tensor.Shape, rule string, fits func(first, s seqs) bool) ([]seqs, error) {
-	return allSeqs(inputs, shapeSeqs, rule, fits)
+	return allSeqs(nil, inputs, shapeSeqs, rule, fits)
 }
 
 // fmtShape prints a shape as PyTorch users read it, (2, 6, 3): it is

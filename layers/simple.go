@@ -55,7 +55,7 @@ func (s *Simple) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 	if err != nil {
 		return nil, err
 	}
-	out, data := in.newOutput(in.D)
+	out, data := in.newOutput(run, in.D)
 	sc := getScratch(0) // for the head views
 	defer sc.release()
 	heads{

@@ -20,7 +20,11 @@ func causalStep(run *registry.Run, x seqs, p qkv, cache *kvCache, heads int, sca
 	if err != nil {
 		return nil, err
 	}
-	q, k, v := p.project(x.data, x.rows())
+	rows := x.rows()
+	sc := getScratch(3 * rows * p.out)
+	defer sc.release()
+	q, k, v := sc.floats(rows*p.out), sc.floats(rows*p.out), sc.floats(rows*p.out)
+	p.projectEach(q, k, v, x.data, rows)
 	past := cache.len()
 	weights, err := newStepWeights(run, x.B, heads, x.T, past+x.T)
 	if err != nil {
@@ -28,7 +32,9 @@ func causalStep(run *registry.Run, x seqs, p qkv, cache *kvCache, heads int, sca
 	}
 	cache.appendRows(k, v, x.T)
 	hd := p.out / heads
-	a := attention{
+	a := &cache.step
+	defer func() { *a = attention{} }() // keep no buffers of the step
+	*a = attention{
 		seqs: x.B, tq: x.T, tk: past + x.T, qHeads: heads, kvHeads: heads, dk: hd, dv: hd,
 		q: q, ldq: p.out, keys: cache.keys, values: cache.values, ldk: p.out, ldv: p.out,
 		out: out, ldOut: ldOut,

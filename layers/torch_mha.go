@@ -7,8 +7,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/attnrun/attnrun/internal/kernels"
-
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
 )
@@ -75,7 +73,8 @@ type TorchMHA struct {
 	// (default, as PyTorch) or "zeros".
 	MaskedRows string `yaml:"masked_rows"`
 
-	c *mhaPrepared
+	c     *mhaPrepared
+	packs *weightPacks // the packed copies of the weights (packs.go)
 }
 
 // mhaPrepared is what Validate prepared; Forward reads only this.
@@ -87,10 +86,13 @@ type mhaPrepared struct {
 	inBias                      *tensor.Dense // (3E), or nil
 	biasK, biasV                *tensor.Dense // (1, 1, E), or nil
 	out                         *linearWeights
-	zeroAttn, batchFirst        bool
-	kpm, attn                   attn.MaskKind // 0: no such input
-	average, nanRows            bool
-	dropout                     float64
+	// in is the query, key and value in-projections as nn.Linear views
+	// of inProj (or qProj, kProj, vProj) and inBias.
+	in                   [3]*linearWeights
+	zeroAttn, batchFirst bool
+	kpm, attn            attn.MaskKind // 0: no such input
+	average, nanRows     bool
+	dropout              float64
 }
 
 var (
@@ -110,9 +112,13 @@ func (m *TorchMHA) PlanParams() ([]registry.ParamShape, error) { return planPara
 
 // Provision checks the fields and allocates zeroed parameters from mem.
 func (m *TorchMHA) Provision(mem registry.Memory) (err error) {
-	m.c, err = provision(mem, m.prepare)
+	m.c, m.packs, err = provisionPacked(mem, m.prepare)
 	return err
 }
+
+// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
+// call it after writing parameters through Params once the layer has run.
+func (m *TorchMHA) ParamsChanged() { m.packs.drop() }
 
 func (m *TorchMHA) prepare(a paramAlloc) (*mhaPrepared, error) {
 	err := firstError(
@@ -200,8 +206,32 @@ func (c *mhaPrepared) allocate(a paramAlloc, bias, biasKV bool) error {
 			return err
 		}
 	}
+	if !a.planning() {
+		c.viewInProjections(a)
+	}
 	c.out, err = newLinearWeights(a, "out_proj", e, e, bias)
 	return err
+}
+
+// viewInProjections views the query, key and value in-projections as
+// nn.Linear weights over the parameters' storage, registered with a's
+// packs so that they keep packed copies.
+func (c *mhaPrepared) viewInProjections(a paramAlloc) {
+	e := c.embed
+	ins := [3]int{e, c.kdim, c.vdim}
+	for which := range c.in {
+		var w, b []float32
+		if c.separate {
+			w = floats([]*tensor.Dense{c.qProj, c.kProj, c.vProj}[which])
+		} else {
+			w = floats(c.inProj)[which*e*e : (which+1)*e*e]
+		}
+		if c.inBias != nil {
+			b = floats(c.inBias)[which*e : (which+1)*e]
+		}
+		c.in[which] = viewLinearWeights(ins[which], e, w, b)
+		a.packs.add(c.in[which])
+	}
 }
 
 // Params lists the parameters in nn.MultiheadAttention's state_dict order:
@@ -427,7 +457,7 @@ func (c *mhaPrepared) forward(run *registry.Run, inputs []*tensor.Dense, st *att
 		out: context, ldOut: e, rule: rule,
 	}
 	a.run(weightData(weights))
-	out, data := q.newOutput(e)
+	out, data := q.newOutput(run, e)
 	c.out.apply(data, context, b*l)
 	if q.batched && !c.batchFirst {
 		out = transposeSeqs(seqs{B: b, T: l, D: e, batched: true, data: data}).dense
@@ -571,18 +601,7 @@ func sequence(s seqs, i int) seqs {
 // project applies in-projection which (0 query, 1 key, 2 value) to the rows
 // of x, writing rows of width embed_dim to y.
 func (c *mhaPrepared) project(y []float32, x seqs, which int) {
-	e := c.embed
-	var w []float32
-	if c.separate {
-		w = floats([]*tensor.Dense{c.qProj, c.kProj, c.vProj}[which])
-	} else {
-		w = floats(c.inProj)[which*e*e : (which+1)*e*e]
-	}
-	var bias []float32
-	if c.inBias != nil {
-		bias = floats(c.inBias)[which*e : (which+1)*e]
-	}
-	kernels.Linear(y, x.data, w, bias, x.rows(), x.D, e)
+	c.in[which].apply(y, x.data, x.rows())
 }
 
 // keyPaddingView reads key_padding_mask: (B, S), or (S) for an unbatched

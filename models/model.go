@@ -181,7 +181,24 @@ func (m *Model) Name() string { return m.cfg.Name }
 // Init, LoadWeights or LoadStateDict, which also let Forward run. A model
 // built with Options.ShapesOnly has none of its planned parameters
 // allocated: LayerSpec.Params lists them.
+//
+// The layers keep values derived from the weights between passes (weights
+// packed for the GEMM kernels): after writing parameter values through
+// these tensors once the model has run, call ParamsChanged.
 func (m *Model) Params() []registry.Param { return m.params }
+
+// ParamsChanged tells the layers that parameter values were written in
+// place (through the tensors Params lists), so that they drop what they
+// derived from the old values (registry.ParamsWatcher). Init, LoadWeights
+// and LoadStateDict call it; call it after writing parameters yourself
+// once the model has run, and not while a Forward or Step is running.
+func (m *Model) ParamsChanged() {
+	for _, spec := range m.cfg.Layers {
+		if w, ok := spec.Layer.(registry.ParamsWatcher); ok {
+			w.ParamsChanged()
+		}
+	}
+}
 
 // NumParams counts the scalar parameters, allocated or planned; a count
 // beyond int (a planned model too large to build) is reported as the
@@ -247,8 +264,18 @@ func (m *Model) errNoWeights() error {
 // for token ids, masks and positions). run may be nil for a plain eval pass. Errors name the layer. A
 // model whose weights were never set is an error, not a pass on zeros.
 // Forward checks run.Context before every layer (and long layers inside
-// their loops) and returns its error, wrapped, once it is done.
+// their loops) and returns its error, wrapped, once it is done. The
+// result is the caller's; Session.Forward reuses its memory instead.
 func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Dense, error) {
+	return m.forward(run, inputs, nil)
+}
+
+// evalRun is the Run of a plain eval pass, for a nil Run; only read.
+var evalRun registry.Run
+
+// forward runs the model, in session s when s is not nil: its value
+// slots, Run and lent outputs instead of fresh ones.
+func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session) (*tensor.Dense, error) {
 	if err := m.runnable(); err != nil {
 		return nil, err
 	}
@@ -260,14 +287,25 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 			m.cfg.Name, len(m.cfg.Inputs), strings.Join(m.cfg.Inputs, ", "), len(inputs))
 	}
 	if run == nil {
-		run = &registry.Run{}
+		run = &evalRun
 	}
 	if run.Train && run.RNG == nil {
 		return nil, errors.New("train mode needs a Run.RNG for dropout")
 	}
 	// One allocation holds the value slots and, after them, the argument
 	// lists of every step; layers do not keep their argument slices.
-	values := make([]*tensor.Dense, len(inputs)+len(m.steps)+m.numArgs)
+	var values []*tensor.Dense
+	var layerRun *registry.Run // the caller's Run, with each layer's path in turn
+	if s != nil {
+		values, layerRun = s.values, &s.run
+		*layerRun = *run
+		layerRun.Outputs = &s.outputs
+	} else {
+		values = make([]*tensor.Dense, len(inputs)+len(m.steps)+m.numArgs)
+		layerRun = new(registry.Run)
+		*layerRun = *run
+		layerRun.Outputs = nil
+	}
 	args := values[len(inputs)+len(m.steps):]
 	values = values[:len(inputs)+len(m.steps)]
 	for i, in := range inputs {
@@ -279,7 +317,6 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 		}
 		values[i] = in
 	}
-	layerRun := *run // the caller's Run, with each layer's path in turn
 	for i, st := range m.steps {
 		stepArgs := args[:len(st.inputs):len(st.inputs)]
 		args = args[len(st.inputs):]
@@ -287,16 +324,23 @@ func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Den
 			stepArgs[j] = values[idx]
 		}
 		layerRun.Layer = st.spec.Name
+		if s != nil {
+			s.outputs.Select(i)
+		}
 		if err := run.Err(); err != nil {
 			return nil, stopped(m.cfg.Name, st.spec, err)
 		}
-		out, err := forwardLayer(st.spec.Layer, &layerRun, stepArgs)
+		out, err := forwardLayer(st.spec.Layer, layerRun, stepArgs)
 		if err != nil {
 			return nil, fmt.Errorf("layer %q (%s): %w", st.spec.Name, st.spec.Type, err)
 		}
 		values[len(inputs)+i] = out
 	}
-	return values[m.output], nil
+	out := values[m.output]
+	if s != nil {
+		clear(s.values) // hold no caller's tensors between passes
+	}
+	return out, nil
 }
 
 // checkDtype checks that input i has the element type the config declares

@@ -84,6 +84,7 @@ func (m *Model) LoadStateDict(dict map[string]*tensor.Dense) error {
 	for i, p := range m.params {
 		copy(p.Value.Data().([]float32), values[i])
 	}
+	m.ParamsChanged()
 	m.weighted = true
 	return nil
 }

@@ -72,13 +72,18 @@ func (m *Model) NewState() (*State, error) {
 //
 // A failed step leaves the session unusable: later steps return the error.
 func (m *Model) Step(run *registry.Run, s *State, inputs ...*tensor.Dense) (*tensor.Dense, error) {
+	return m.stepState(run, s, inputs, nil)
+}
+
+// stepState is Step, in session sess when it is not nil.
+func (m *Model) stepState(run *registry.Run, s *State, inputs []*tensor.Dense, sess *Session) (*tensor.Dense, error) {
 	if s == nil || s.model != m {
 		return nil, fmt.Errorf("model %q: Step needs a State from this model's NewState", m.cfg.Name)
 	}
 	if s.broken != nil {
 		return nil, fmt.Errorf("model %q: session unusable after an earlier failed step: %w", m.cfg.Name, s.broken)
 	}
-	out, n, err := m.step(run, s, inputs)
+	out, n, err := m.step(run, s, inputs, sess)
 	if err != nil {
 		s.broken = err
 		return nil, err
@@ -94,14 +99,15 @@ func (m *Model) Step(run *registry.Run, s *State, inputs ...*tensor.Dense) (*ten
 }
 
 // step runs every layer on the new tokens and returns the output and the
-// number of new tokens.
-func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense) (*tensor.Dense, int, error) {
+// number of new tokens; in session sess, when not nil, with its value
+// slots, Run and lent outputs.
+func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense, sess *Session) (*tensor.Dense, int, error) {
 	if len(inputs) != len(m.cfg.Inputs) {
 		return nil, 0, fmt.Errorf("model %q takes %d input(s) (%s), got %d",
 			m.cfg.Name, len(m.cfg.Inputs), strings.Join(m.cfg.Inputs, ", "), len(inputs))
 	}
 	if run == nil {
-		run = &registry.Run{}
+		run = &evalRun
 	}
 	if run.Train && run.RNG == nil {
 		return nil, 0, errors.New("train mode needs a Run.RNG for dropout")
@@ -118,24 +124,41 @@ func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense) (*tens
 	if err != nil {
 		return nil, 0, err
 	}
-	values := make([]*tensor.Dense, len(inputs)+len(m.steps))
+	var values []*tensor.Dense
+	var layerRun *registry.Run // the caller's Run, with each layer's path in turn
+	if sess != nil {
+		values, layerRun = sess.values, &sess.run
+		*layerRun = *run
+		layerRun.Outputs = &sess.outputs
+		defer clear(sess.values) // hold no caller's tensors between passes
+	} else {
+		values = make([]*tensor.Dense, len(inputs)+len(m.steps)+m.numArgs)
+		layerRun = new(registry.Run)
+		*layerRun = *run
+		layerRun.Outputs = nil
+	}
+	allArgs := values[len(inputs)+len(m.steps):]
+	values = values[:len(inputs)+len(m.steps)]
 	copy(values, inputs)
 	for i, st := range m.steps {
-		args := make([]*tensor.Dense, len(st.inputs))
+		args := allArgs[:len(st.inputs):len(st.inputs)]
+		allArgs = allArgs[len(st.inputs):]
 		for j, idx := range st.inputs {
 			args[j] = values[idx]
 		}
-		layerRun := *run
 		layerRun.Layer = st.spec.Name
+		if sess != nil {
+			sess.outputs.Select(i)
+		}
 		if err := run.Err(); err != nil {
 			return nil, 0, stopped(m.cfg.Name, st.spec, err)
 		}
 		var out *tensor.Dense
 		var err error
 		if state := s.layers[i]; state != nil {
-			out, err = stepLayer(st.spec.Layer.(registry.Stepper), &layerRun, state, args)
+			out, err = stepLayer(st.spec.Layer.(registry.Stepper), layerRun, state, args)
 		} else {
-			out, err = forwardLayer(st.spec.Layer, &layerRun, args)
+			out, err = forwardLayer(st.spec.Layer, layerRun, args)
 		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("layer %q (%s) at token %d: %w", st.spec.Name, st.spec.Type, s.tokens, err)

@@ -46,6 +46,7 @@ func (m *Model) Init(seed uint64) error {
 			f.FinishInit()
 		}
 	}
+	m.ParamsChanged()
 	m.weighted = true
 	return nil
 }

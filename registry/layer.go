@@ -110,6 +110,10 @@ type Run struct {
 	// mode (the weights that multiply V). Layers compute weights only when a
 	// hook is set.
 	Hook func(layer string, weights *tensor.Dense)
+	// Outputs, if set, lends the layer the tensor to write its output into
+	// (models.Session sets it): layers that support it take their output
+	// from Outputs.Float32 instead of allocating it. Nil means allocate.
+	Outputs *Outputs
 }
 
 // Err reports why the pass must stop (context.Canceled or

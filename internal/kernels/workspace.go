@@ -41,10 +41,13 @@ func (l freeList[T]) put(x *T) {
 }
 
 // grow returns s resliced to n elements, reallocating only if its capacity
-// is too small. The contents are not preserved or cleared.
+// is too small. The contents are not preserved or cleared. A new array
+// has room to spare (an eighth, and at least 1024 floats), so that sizes
+// creeping up by a little — the keys of a decoding step, one more each
+// time — reallocate once in a while, not at every call.
 func grow(s []float32, n int) []float32 {
 	if cap(s) < n {
-		return make([]float32, n)
+		return make([]float32, n, n+max(n/8, 1024))
 	}
 	return s[:n]
 }

@@ -277,7 +277,7 @@ func (fa *fusedAttention) run(rc *runCtx, n *node, in []*value) ([]*value, error
 		return nil, err
 	case ok:
 		fa.fast.Add(1)
-		return one(out)
+		return rc.one(out)
 	}
 	fa.slow.Add(1)
 	return runOriginal(rc, fa.fallback, n.in, in, fa.out)
@@ -337,76 +337,95 @@ func runOriginal(rc *runCtx, nodes []*node, slots []int, in []*value, out int) (
 }
 
 // strided is a float32 array seen through strides: an operand of the
-// attention, its last two axes the rows and columns of every head.
+// attention, its last two axes the rows and columns of every head. Its
+// shape and strides are arrays, not slices, so that a run's views cost
+// no allocation.
 type strided struct {
-	data    []float32
-	shape   []int
-	strides []int
+	data           []float32
+	rank           int
+	shape, strides [maxViewRank]int
+}
+
+// maxViewRank is the highest rank the fused attention takes; graphs of
+// higher rank run their nodes one by one.
+const maxViewRank = 8
+
+// denseView returns the row-major view of data with the given shape.
+func denseView(data []float32, shape []int) strided {
+	v := strided{data: data, rank: len(shape)}
+	copy(v.shape[:], shape)
+	step := 1
+	for i := v.rank - 1; i >= 0; i-- {
+		v.strides[i] = step
+		step *= shape[i]
+	}
+	return v
 }
 
 // viewOf returns x seen through perm (nil: as it is); ok is false unless x
-// is float32 of rank ≥ 2 and the perm fits.
-func viewOf(x *value, perm []int) (strided, bool) {
+// is float32 of rank 2 to maxViewRank and the perm fits.
+func viewOf(x *value, perm []int64) (strided, bool) {
 	data, ok := x.data.([]float32)
-	if !ok || x.rank() < 2 {
+	r := x.rank()
+	if !ok || r < 2 || r > maxViewRank {
 		return strided{}, false
 	}
-	st := stridesOf(x.shape)
+	st := denseView(data, x.shape)
 	if perm == nil {
-		return strided{data, x.shape, st}, true
+		return st, true
 	}
-	if len(perm) != x.rank() {
+	if len(perm) != r {
 		return strided{}, false
 	}
-	v := strided{data: data, shape: make([]int, len(perm)), strides: make([]int, len(perm))}
-	seen := make([]bool, len(perm))
+	v := strided{data: data, rank: r}
+	var seen [maxViewRank]bool
 	for i, p := range perm {
-		if p < 0 || p >= len(perm) || seen[p] {
+		if p < 0 || p >= int64(r) || seen[p] {
 			return strided{}, false
 		}
 		seen[p] = true
-		v.shape[i], v.strides[i] = x.shape[p], st[p]
+		v.shape[i], v.strides[i] = st.shape[p], st.strides[p]
 	}
 	return v, true
 }
 
 // swapLast returns the view with its last two axes exchanged.
 func (v strided) swapLast() strided {
-	r := len(v.shape)
-	w := strided{data: v.data, shape: slices.Clone(v.shape), strides: slices.Clone(v.strides)}
-	w.shape[r-2], w.shape[r-1] = w.shape[r-1], w.shape[r-2]
-	w.strides[r-2], w.strides[r-1] = w.strides[r-1], w.strides[r-2]
-	return w
+	r := v.rank
+	v.shape[r-2], v.shape[r-1] = v.shape[r-1], v.shape[r-2]
+	v.strides[r-2], v.strides[r-1] = v.strides[r-1], v.strides[r-2]
+	return v
 }
 
 // rows returns the view with dense rows, as kernels.Head needs: itself, or
 // a contiguous copy, allocated for node n, when its columns are not
 // adjacent in memory.
 func (v strided) rows(rc *runCtx, n *node) (strided, error) {
-	r := len(v.shape)
+	r := v.rank
 	if v.strides[r-1] == 1 && (v.strides[r-2] >= v.shape[r-1] || v.shape[r-2] == 1) {
 		return v, nil
 	}
-	c, err := gather(rc, n, &value{dtype: Float32, shape: v.shape, data: v.data}, view{strides: v.strides}, v.shape)
+	shape := slices.Clone(v.shape[:r])
+	c, err := gather(rc, n, &value{dtype: Float32, shape: shape, data: v.data}, view{strides: slices.Clone(v.strides[:r])}, shape)
 	if err != nil {
 		return strided{}, err
 	}
-	return strided{c.data.([]float32), v.shape, stridesOf(v.shape)}, nil
+	return denseView(c.data.([]float32), shape), nil
 }
 
 // attend computes the chain with kernels.AttendBatch, or reports false if
 // some run-time check fails. It fails only when the run must stop: out of
 // budget, or the context done.
 func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool, error) {
-	q, ok1 := viewOf(in[fa.q.arg], intPerm(fa.q.perm))
-	kt, ok2 := viewOf(in[fa.kt.arg], intPerm(fa.kt.perm))
-	v, ok3 := viewOf(in[fa.v.arg], intPerm(fa.v.perm))
+	q, ok1 := viewOf(in[fa.q.arg], fa.q.perm)
+	kt, ok2 := viewOf(in[fa.kt.arg], fa.kt.perm)
+	v, ok3 := viewOf(in[fa.v.arg], fa.v.perm)
 	if !ok1 || !ok2 || !ok3 {
 		return nil, false, nil
 	}
-	r := len(q.shape)
+	r := q.rank
 	batch := q.shape[:r-2]
-	if len(kt.shape) != r || len(v.shape) != r || !equalShapes(kt.shape[:r-2], batch) || !equalShapes(v.shape[:r-2], batch) {
+	if kt.rank != r || v.rank != r || !equalShapes(kt.shape[:r-2], batch) || !equalShapes(v.shape[:r-2], batch) {
 		return nil, false, nil
 	}
 	tq, d, tk, dv := q.shape[r-2], q.shape[r-1], kt.shape[r-1], v.shape[r-1]
@@ -435,41 +454,55 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 		return nil, false, nil // Add(S, mask) must see the hidden scores
 	}
 
-	oShape := slices.Concat(batch, []int{tq, dv})
-	shape, oStrides := oShape, stridesOf(oShape)
+	// o is the output as the heads write it, (batch…, tq, dv); shape is
+	// the node's output, o's axes in the trailing Transpose's order.
+	o := strided{rank: r, shape: q.shape}
+	o.shape[r-1] = dv
+	shape := make([]int, r) // the value keeps it
+	copy(shape, o.shape[:r])
+	var perm [maxViewRank]int
+	for i := range r {
+		perm[i] = i
+	}
 	if fa.outPerm != nil {
-		perm, err := normalizeAxes(fa.outPerm, r)
-		if err != nil || len(perm) != r {
+		if len(fa.outPerm) != r {
 			return nil, false, nil
 		}
-		shape = make([]int, r)
-		for i, p := range perm {
-			shape[i] = oShape[p]
+		var seen [maxViewRank]bool
+		for i, p := range fa.outPerm {
+			ax, err := normalizeAxis(int(p), r)
+			if err != nil || seen[ax] {
+				return nil, false, nil
+			}
+			seen[ax], perm[i] = true, ax
+			shape[i] = o.shape[ax]
 		}
-		for i, s := range stridesOf(shape) {
-			oStrides[perm[i]] = s
-		}
+	}
+	step := 1
+	for i := r - 1; i >= 0; i-- {
+		o.strides[perm[i]] = step
+		step *= shape[i]
 	}
 	out, err := rc.alloc(n, Float32, shape)
 	if err != nil {
 		return nil, false, err
 	}
-	o := strided{out.data.([]float32), oShape, oStrides}
+	o.data = out.data.([]float32)
 
 	heads, err := scratch[kernels.Head](rc, n, numel(batch), "attention heads")
 	if err != nil {
 		return nil, false, err
 	}
-	idx := make([]int, len(batch))
+	var idx [maxViewRank]int
 	for h := range heads {
 		heads[h] = kernels.Head{
-			Q: q.data[offset(idx, q.strides):], LdQ: q.strides[r-2],
-			K: k.data[offset(idx, k.strides):], LdK: k.strides[r-2],
-			V: v.data[offset(idx, v.strides):], LdV: v.strides[r-2],
-			Out: o.data[offset(idx, o.strides):], LdOut: o.strides[r-2],
+			Q: q.data[offset(&idx, &q.strides, r-2):], LdQ: q.strides[r-2],
+			K: k.data[offset(&idx, &k.strides, r-2):], LdK: k.strides[r-2],
+			V: v.data[offset(&idx, &v.strides, r-2):], LdV: v.strides[r-2],
+			Out: o.data[offset(&idx, &o.strides, r-2):], LdOut: o.strides[r-2],
 			Tq: tq, Tk: tk, D: d, Dv: dv,
 		}
-		for a := len(idx) - 1; a >= 0; a-- { // next batch index
+		for a := r - 3; a >= 0; a-- { // next batch index
 			if idx[a]++; idx[a] < batch[a] {
 				break
 			}
@@ -482,25 +515,14 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 	return out, true, nil
 }
 
-// offset is where batch index idx starts in a view with these strides.
-func offset(idx, strides []int) int {
+// offset is where the batch index idx (its first axes of them) starts in a
+// view with these strides.
+func offset(idx, strides *[maxViewRank]int, axes int) int {
 	off := 0
-	for a, i := range idx {
-		off += i * strides[a]
+	for a := range axes {
+		off += idx[a] * strides[a]
 	}
 	return off
-}
-
-// intPerm converts a Transpose perm; nil stays nil.
-func intPerm(p []int64) []int {
-	if p == nil {
-		return nil
-	}
-	out := make([]int, len(p))
-	for i, x := range p {
-		out[i] = int(x)
-	}
-	return out
 }
 
 // options derives the kernel's scale and causal flag from the steps, or

@@ -56,7 +56,10 @@ func (f *fuser) matchBias(mm *node) (*node, *node) {
 	f.removed[mm], f.removed[add] = true, true
 	run := func(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		if out, ok, err := matmulAdd(rc, n, in[x], in[w], in[b]); err != nil || ok {
-			return oneOrErr(out, err)
+			if err != nil {
+				return nil, err
+			}
+			return rc.one(out)
 		}
 		return runOriginal(rc, original, n.in, in, add.out[0])
 	}

@@ -134,7 +134,7 @@ func (v *value) toArray() *array.Array {
 
 // wrapDense makes a *tensor.Dense of shape on data, without copying.
 func wrapDense(shape []int, data any) *tensor.Dense {
-	return tensor.New(tensor.WithShape(slices.Clone(shape)...), tensor.WithBacking(data))
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data)) // WithShape copies the shape
 }
 
 // errEmptyDense reports a value that *tensor.Dense cannot hold.

@@ -26,9 +26,11 @@ func TestVerifyCatchesAWrongLift(t *testing.T) {
 
 	w := res.Model.Params()[0].Value.Data().([]float32)
 	w[3] += 0.01
+	res.Model.ParamsChanged() // the model ran: its layers keep packed weights
 	_, err = a.verify(res.Model, []string{"x"}, res.Outputs)
 	assert.ErrorContains(t, err, `output "y" differs`)
 	w[3] -= 0.01
+	res.Model.ParamsChanged()
 
 	// The attention weights are checked as well as the output.
 	outputs := append([]Output(nil), res.Outputs...)
