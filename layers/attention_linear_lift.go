@@ -98,15 +98,44 @@ func (la *linearLift) read(qk, o *match.Node, decay string, gate *match.Node) (*
 	if err != nil || len(oShape) != 4 {
 		return nil, fmt.Errorf("the product %s is not (B, H, T, head_v_dim)", o.Name())
 	}
-	heads, dv := oShape[1], oShape[3]
+	p := linearParts{heads: oShape[1], dv: oShape[3], decay: decay}
 	q, l2 := la.queryHeads(qk.Inputs()[0])
 	qShape, err := g.Shape(q)
 	if err != nil || len(qShape) != 4 {
 		return nil, fmt.Errorf("the queries of %s are not split into heads", qk.Name())
 	}
-	keyHeads, dk := qShape[1], qShape[3]
+	p.keyHeads, p.dk, p.l2 = qShape[1], qShape[3], l2
+	if p.mixed, err = convolvedHeads(g, q); err != nil {
+		return nil, err
+	}
+	values := g.Producer(o.Inputs()[1])
+	if values != nil && values.Op() == "MatMul" { // the inverse of I + A times diag(β) V
+		p.delta = true
+		if p.betaProj, err = la.betaProjection(values); err != nil {
+			return nil, err
+		}
+	}
+	return la.layer(p, gate)
+}
 
-	conv, err := la.convolution(q)
+// linearParts is what a form of the recurrence tells of the layer: its
+// heads, rule and where its queries, β and decay come from.
+type linearParts struct {
+	heads, keyHeads, dk, dv int
+	l2, delta               bool
+	// mixed is the convolution's output the queries are sliced from.
+	mixed string
+	// betaProj is the projection of β (the delta rules), decay the value
+	// the gated rules' decay is computed into.
+	betaProj *match.Linear
+	decay    string
+}
+
+// layer reads what both forms share, from the convolution back to the
+// input and from the gated norm on to out_proj, and builds the layer.
+func (la *linearLift) layer(p linearParts, gate *match.Node) (*match.Layer, error) {
+	g := la.g
+	conv, err := la.convolution(p.mixed)
 	if err != nil {
 		return nil, err
 	}
@@ -114,23 +143,15 @@ func (la *linearLift) read(qk, o *match.Node, decay string, gate *match.Node) (*
 	if !ok {
 		return nil, fmt.Errorf("the convolution's input is not a slice of in_proj_qkvz, an nn.Linear of the input")
 	}
-	delta := false
-	var gateProj *match.Linear
-	values := g.Producer(o.Inputs()[1])
-	if values != nil && values.Op() == "MatMul" { // the inverse of I + A times diag(β) V
-		delta = true
-		if gateProj, err = la.betaProjection(values); err != nil {
-			return nil, err
-		}
-	}
+	gateProj := p.betaProj
 	var gatedParams []match.Param
 	if la.gated {
-		a, params, err := la.decayGate(decay)
+		a, params, err := la.decayGate(p.decay)
 		if err != nil {
 			return nil, err
 		}
 		gatedParams = params
-		if !delta {
+		if !p.delta {
 			if gateProj, ok = la.gateLinear(a); !ok {
 				return nil, fmt.Errorf("the decay gate is not computed from an nn.Linear of the input")
 			}
@@ -140,7 +161,7 @@ func (la *linearLift) read(qk, o *match.Node, decay string, gate *match.Node) (*
 	if merge == nil || merge.Op() != "Reshape" {
 		return nil, fmt.Errorf("the heads are not merged (Reshape) after the gated norm")
 	}
-	out, err := outProjection(g, merge.Output(), heads*dv)
+	out, err := outProjection(g, merge.Output(), p.heads*p.dv)
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +169,14 @@ func (la *linearLift) read(qk, o *match.Node, decay string, gate *match.Node) (*
 	if gateProj != nil && gateProj.Input != x {
 		return nil, fmt.Errorf("the gates and in_proj_qkvz read %q and %q; attention.linear is self-attention", gateProj.Input, x)
 	}
-	rule := map[[2]bool]string{{false, false}: "linear", {true, false}: "gated", {false, true}: "delta", {true, true}: "gated_delta"}[[2]bool{la.gated, delta}]
-	cfg := []match.Field{{Key: "d", Value: out.Out}, {Key: "num_heads", Value: heads}}
-	if keyHeads != heads {
-		cfg = append(cfg, match.Field{Key: "num_key_heads", Value: keyHeads})
+	rule := updateRule{gated: la.gated, delta: p.delta}.name()
+	cfg := []match.Field{{Key: "d", Value: out.Out}, {Key: "num_heads", Value: p.heads}}
+	if p.keyHeads != p.heads {
+		cfg = append(cfg, match.Field{Key: "num_key_heads", Value: p.keyHeads})
 	}
-	cfg = append(cfg, match.Field{Key: "head_k_dim", Value: dk}, match.Field{Key: "head_v_dim", Value: dv},
+	cfg = append(cfg, match.Field{Key: "head_k_dim", Value: p.dk}, match.Field{Key: "head_v_dim", Value: p.dv},
 		match.Field{Key: "update_rule", Value: rule}, match.Field{Key: "conv_kernel_size", Value: conv.kernel},
-		match.Field{Key: "qk_l2norm", Value: l2}, match.Field{Key: "eps", Value: la.norm.Eps})
+		match.Field{Key: "qk_l2norm", Value: p.l2}, match.Field{Key: "eps", Value: la.norm.Eps})
 	params := slices.Concat(gatedParams, []match.Param{conv.weight}, qkvz.Params("in_proj_qkvz"))
 	if gateProj != nil {
 		name := map[string]string{"gated_delta": "in_proj_ba", "delta": "in_proj_b", "gated": "in_proj_a"}[rule]
@@ -195,23 +216,25 @@ type linearConv struct {
 	weight match.Param
 }
 
-// convolution reads the causal convolution the query heads q are split
-// from: Transpose ← Reshape ← Slice ← silu(Σ_j rows_j · column_j), whose
-// columns are Slices of the (conv_dim, 1, kernel) weight.
-func (la *linearLift) convolution(q string) (*linearConv, error) {
-	g := la.g
+// convolvedHeads reads the convolution's output the query heads q are
+// split from: Transpose ← Reshape ← Slice.
+func convolvedHeads(g match.Graph, q string) (string, error) {
 	tr := g.Producer(q)
 	if tr == nil || tr.Op() != "Transpose" {
-		return nil, fmt.Errorf("the queries %q are not split heads", q)
+		return "", fmt.Errorf("the queries %q are not split heads", q)
 	}
 	reshape := g.Producer(tr.Inputs()[0])
 	if reshape == nil || reshape.Op() != "Reshape" {
-		return nil, fmt.Errorf("the queries %q are not split heads", q)
+		return "", fmt.Errorf("the queries %q are not split heads", q)
 	}
-	mixed, err := sliceSource(g, reshape.Inputs()[0])
-	if err != nil {
-		return nil, err
-	}
+	return sliceSource(g, reshape.Inputs()[0])
+}
+
+// convolution reads the causal convolution whose output is mixed:
+// silu(Σ_j rows_j · column_j), whose columns are Slices of the
+// (conv_dim, 1, kernel) weight.
+func (la *linearLift) convolution(mixed string) (*linearConv, error) {
+	g := la.g
 	silu := g.Producer(mixed)
 	if silu == nil || silu.Op() != "Mul" {
 		return nil, fmt.Errorf("the queries are not sliced from the convolution's SiLU")
@@ -281,17 +304,24 @@ func (la *linearLift) betaProjection(values *match.Node) (*match.Linear, error) 
 		return nil, fmt.Errorf("the delta rule's values are not the values times β")
 	}
 	for _, in := range vb.Inputs() {
-		n := g.Producer(in)
-		for n != nil && (n.Op() == "Unsqueeze" || n.Op() == "Transpose") {
-			n = g.Producer(n.Inputs()[0])
-		}
-		if n != nil && n.Op() == "Sigmoid" {
-			if l, ok := la.gateLinear(n.Inputs()[0]); ok {
-				return l, nil
-			}
+		if l, ok := la.sigmoidGate(in); ok {
+			return l, nil
 		}
 	}
 	return nil, fmt.Errorf("β is not the sigmoid of an nn.Linear of the input")
+}
+
+// sigmoidGate reads β = sigmoid(b), its heads moved by Unsqueeze or
+// Transpose, back to the nn.Linear b is computed by.
+func (la *linearLift) sigmoidGate(beta string) (*match.Linear, bool) {
+	n := la.g.Producer(beta)
+	for n != nil && (n.Op() == "Unsqueeze" || n.Op() == "Transpose") {
+		n = la.g.Producer(n.Inputs()[0])
+	}
+	if n == nil || n.Op() != "Sigmoid" {
+		return nil, false
+	}
+	return la.gateLinear(n.Inputs()[0])
 }
 
 // gateLinear returns the nn.Linear a gate is computed from: directly, or
