@@ -24,6 +24,7 @@ import (
 
 func init() {
 	match.RegisterPattern(match.Pattern{Name: "attention.linear", Op: "MatMul", Match: liftLinearAttention})
+	match.RegisterPattern(match.Pattern{Name: "attention.linear (LinearAttention)", Op: "LinearAttention", Match: liftLinearAttentionOp})
 }
 
 // liftLinearAttention is the pattern's Match: nil, nil until the product is
@@ -63,6 +64,155 @@ func liftLinearAttention(g match.Graph, o *match.Node) (*match.Layer, error) {
 		return nil, match.Refuse([]*match.Node{o}, "linear attention (attention.linear): %v", err)
 	}
 	return l, nil
+}
+
+// liftLinearAttentionOp is the pattern of attention.linear exported with
+// ONNX's LinearAttention op (opset 27), anchored at the op:
+//
+//	LinearAttention(q, k, v, , decay, β) → Reshape (B, T, H, dv) → gated RMSNorm → Reshape → out_proj
+//
+// The op's attributes give the heads and the rule; its queries and keys
+// are read back through the repeat for the value heads and the L2 norm to
+// the convolution, its decay and β to their gates. nil, nil until the
+// output is seen to be merged through a gated RMSNorm.
+func liftLinearAttentionOp(g match.Graph, op *match.Node) (*match.Layer, error) {
+	if d := op.Unwrap().GetDomain(); d != "" && d != "ai.onnx" {
+		return nil, nil
+	}
+	heads := match.OnlyReader(g, op.Outputs()[0])
+	if heads == nil || heads.Op() != "Reshape" {
+		return nil, nil
+	}
+	norm, gate := gatedNorm(g, heads.Output())
+	if norm == nil {
+		return nil, nil
+	}
+	if !g.Registered("attention.linear") {
+		return nil, match.Refuse([]*match.Node{op}, "linear attention: no layer type attention.linear is registered in this build")
+	}
+	p, gated, err := readLinearAttentionOp(g, op, heads)
+	if err == nil {
+		la := &linearLift{g: g, gated: gated, norm: norm}
+		var l *match.Layer
+		if l, err = la.layer(p, gate); err == nil {
+			return l, nil
+		}
+	}
+	return nil, match.Refuse([]*match.Node{op}, "LinearAttention as attention.linear: %v", err)
+}
+
+// readLinearAttentionOp reads the parts of the layer a LinearAttention
+// node holds, heads the Reshape of its output into (B, T, H, dv), and
+// whether its rule is gated. What attention.linear cannot be (a past
+// state, a present state that is read, key-value heads other than the
+// query heads, per-key decay, a shared β, another scale) is refused.
+func readLinearAttentionOp(g match.Graph, op, heads *match.Node) (linearParts, bool, error) {
+	var p linearParts
+	name := "gated_delta"
+	if a := op.Unwrap().Attr("update_rule"); a != nil {
+		name = string(a.GetS())
+	}
+	rule, ok := updateRules[name]
+	if !ok {
+		return p, false, fmt.Errorf("update_rule %q is not one of linear, gated, delta, gated_delta", name)
+	}
+	in := op.Inputs()
+	in = append(in, make([]string, 6-min(len(in), 6))...)
+	outs := op.Outputs()
+	switch {
+	case in[3] != "":
+		return p, false, fmt.Errorf("input past_state %q: attention.linear starts from a zero state", in[3])
+	case len(outs) > 1 && outs[1] != "" && len(g.Readers(outs[1])) > 0:
+		return p, false, fmt.Errorf("output present_state %q is read: attention.linear's forward returns no state", outs[1])
+	}
+	p.heads = int(op.Int("q_num_heads", 0))
+	if kv := int(op.Int("kv_num_heads", 0)); p.heads <= 0 || kv != p.heads {
+		return p, false, fmt.Errorf("q_num_heads %d and kv_num_heads %d: attention.linear groups value heads over key heads, never queries over values (equal counts expected)", p.heads, kv)
+	}
+	shape, err := g.Shape(heads.Output())
+	if err != nil || len(shape) != 4 || shape[2] != p.heads {
+		return p, false, fmt.Errorf("the output is not reshaped into (B, T, %d, head_v_dim) heads", p.heads)
+	}
+	p.dv, p.delta = shape[3], rule.delta
+	q, err := unrepeatedKeys(g, in[0], p.heads)
+	if err != nil {
+		return p, false, fmt.Errorf("query: %v", err)
+	}
+	k, err := unrepeatedKeys(g, in[1], p.heads)
+	if err != nil {
+		return p, false, fmt.Errorf("key: %v", err)
+	}
+	if k.keyHeads != q.keyHeads || k.dk != q.dk || k.l2 != q.l2 {
+		return p, false, fmt.Errorf("the queries (%d heads of %d, L2 norm %v) and keys (%d heads of %d, L2 norm %v) differ", q.keyHeads, q.dk, q.l2, k.keyHeads, k.dk, k.l2)
+	}
+	p.keyHeads, p.dk, p.l2 = q.keyHeads, q.dk, q.l2
+	if scale := op.Float("scale", 0); scale != 0 && !closeTo(float64(scale), float64(invSqrt(p.dk))) {
+		return p, false, fmt.Errorf("scale %g: attention.linear scales by 1/√head_k_dim = %g", scale, invSqrt(p.dk))
+	}
+	if p.mixed, err = sliceSource(g, q.packed); err != nil {
+		return p, false, fmt.Errorf("query: %v", err)
+	}
+	if rule.gated {
+		if s := mustShape(g, in[4]); len(s) != 3 || s[2] != p.heads {
+			return p, false, fmt.Errorf("decay %q is not per head (B, T, %d); attention.linear has no per-key decay", in[4], p.heads)
+		}
+		p.decay = in[4]
+	}
+	if rule.delta {
+		if s := mustShape(g, in[5]); len(s) != 3 || s[2] != p.heads {
+			return p, false, fmt.Errorf("beta %q is not per head (B, T, %d)", in[5], p.heads)
+		}
+		la := &linearLift{g: g}
+		if p.betaProj, ok = la.sigmoidGate(in[5]); !ok {
+			return p, false, fmt.Errorf("beta is not the sigmoid of an nn.Linear of the input")
+		}
+	}
+	return p, rule.gated, nil
+}
+
+// opKeys is LinearAttention's query or key input read back: the packed
+// slice of the convolution it comes from, its key heads and head size,
+// and whether it was L2-normalized.
+type opKeys struct {
+	packed       string
+	keyHeads, dk int
+	l2           bool
+}
+
+// unrepeatedKeys reads a query or key input (B, T, heads·dk) of
+// LinearAttention back through Reshape ← [Expand ← Unsqueeze ←] [L2 norm
+// (Div by a Sqrt) ←] Reshape (B, T, key heads, dk) to the packed slice,
+// or takes the input as that slice itself.
+func unrepeatedKeys(g match.Graph, v string, heads int) (opKeys, error) {
+	shape, err := g.Shape(v)
+	if err != nil || len(shape) != 3 || shape[2]%heads != 0 {
+		return opKeys{}, fmt.Errorf("%q is not (B, T, %d·head_k_dim)", v, heads)
+	}
+	k := opKeys{packed: v, keyHeads: heads, dk: shape[2] / heads}
+	merge := g.Producer(v)
+	if merge == nil || merge.Op() != "Reshape" {
+		return k, nil
+	}
+	x := merge.Inputs()[0]
+	if n := g.Producer(x); n != nil && n.Op() == "Expand" {
+		unsq := g.Producer(n.Inputs()[0])
+		if unsq == nil || unsq.Op() != "Unsqueeze" {
+			return k, fmt.Errorf("%q repeats heads other than by Unsqueeze and Expand", v)
+		}
+		x = unsq.Inputs()[0]
+	}
+	if n := g.Producer(x); n != nil && n.Op() == "Div" {
+		if sqrt := g.Producer(n.Inputs()[1]); sqrt != nil && sqrt.Op() == "Sqrt" {
+			x, k.l2 = n.Inputs()[0], true
+		}
+	}
+	split := g.Producer(x)
+	s := mustShape(g, x)
+	if split == nil || split.Op() != "Reshape" || len(s) != 4 || heads%s[2] != 0 {
+		return k, fmt.Errorf("%q is not split into key heads (B, T, key heads, head_k_dim)", v)
+	}
+	k.packed, k.keyHeads, k.dk = split.Inputs()[0], s[2], s[3]
+	return k, nil
 }
 
 // gatedNorm reads Mul(RMSNorm(o), silu(z)) of the heads o and returns the
