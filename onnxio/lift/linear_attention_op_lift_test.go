@@ -100,3 +100,32 @@ func setAttr(n *onnxpb.NodeProto, name string, change func(*onnxpb.AttributeProt
 		}
 	}
 }
+
+// The issue's frontier model at opset 27, where attention.linear is the
+// LinearAttention op, lifts by structure into its three layers, with the
+// original's numbers.
+func TestLiftFrontierModelAtOpset27(t *testing.T) {
+	const frontier = `# input: [2, 6, 32]
+name: frontier
+layers:
+  - {name: a, type: attention.sdpa, d: 32, num_heads: 4, num_kv_heads: 2, causal: true, qk_norm: rms, sinks: true}
+  - {name: l, type: attention.linear, d: 32, num_heads: 4, update_rule: gated_delta}
+  - {name: m, type: attention.mla, d: 32, num_heads: 4, q_lora_rank: 16, kv_lora_rank: 8, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 8}
+`
+	m, inputs := liftTestModel(t, frontier)
+	pb, err := export.Model(m, export.Options{Opset: 27})
+	require.NoError(t, err)
+	require.Contains(t, opTypesOf(pb.GetGraph().GetNode()), "LinearAttention")
+	pb.MetadataProps = nil
+	res, err := lift.Lift(pb)
+	require.NoError(t, err, "%v", res)
+	assert.Equal(t, []string{"attention.sdpa", "attention.linear", "attention.mla"}, layerTypes(res.Config), res.Config)
+	for seed := range uint64(2) {
+		feeds := inputs(seed)
+		want, err := m.Forward(nil, feeds["x"])
+		require.NoError(t, err)
+		got, err := res.Model.Forward(nil, feeds["x"])
+		require.NoError(t, err)
+		assertSameOutput(t, want, got)
+	}
+}
