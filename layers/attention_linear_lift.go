@@ -79,7 +79,7 @@ func liftLinearAttentionOp(g match.Graph, op *match.Node) (*match.Layer, error) 
 	if d := op.Unwrap().GetDomain(); d != "" && d != "ai.onnx" {
 		return nil, nil
 	}
-	heads := match.OnlyReader(g, op.Outputs()[0])
+	heads := match.OnlyReader(g, op.Output())
 	if heads == nil || heads.Op() != "Reshape" {
 		return nil, nil
 	}
@@ -208,7 +208,7 @@ func unrepeatedKeys(g match.Graph, v string, heads int) (opKeys, error) {
 	}
 	split := g.Producer(x)
 	s := mustShape(g, x)
-	if split == nil || split.Op() != "Reshape" || len(s) != 4 || heads%s[2] != 0 {
+	if split == nil || split.Op() != "Reshape" || len(s) != 4 || s[2] <= 0 || heads%s[2] != 0 {
 		return k, fmt.Errorf("%q is not split into key heads (B, T, key heads, head_k_dim)", v)
 	}
 	k.packed, k.keyHeads, k.dk = split.Inputs()[0], s[2], s[3]
