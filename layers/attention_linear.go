@@ -105,6 +105,16 @@ var updateRules = map[string]updateRule{
 	"gated_delta": {gated: true, delta: true},
 }
 
+// name is the rule's name in update_rule.
+func (r updateRule) name() string {
+	for name, rule := range updateRules {
+		if rule == r {
+			return name
+		}
+	}
+	return ""
+}
+
 // l2NormEps is the epsilon of the query and key L2 normalization, fixed in
 // Hugging Face's l2norm (and the FLA kernels): x·rsqrt(Σx² + 1e-6).
 const l2NormEps = 1e-6

@@ -24,6 +24,7 @@ import (
 
 func init() {
 	match.RegisterPattern(match.Pattern{Name: "attention.linear", Op: "MatMul", Match: liftLinearAttention})
+	match.RegisterPattern(match.Pattern{Name: "attention.linear (LinearAttention)", Op: "LinearAttention", Match: liftLinearAttentionOp})
 }
 
 // liftLinearAttention is the pattern's Match: nil, nil until the product is
@@ -65,6 +66,155 @@ func liftLinearAttention(g match.Graph, o *match.Node) (*match.Layer, error) {
 	return l, nil
 }
 
+// liftLinearAttentionOp is the pattern of attention.linear exported with
+// ONNX's LinearAttention op (opset 27), anchored at the op:
+//
+//	LinearAttention(q, k, v, , decay, β) → Reshape (B, T, H, dv) → gated RMSNorm → Reshape → out_proj
+//
+// The op's attributes give the heads and the rule; its queries and keys
+// are read back through the repeat for the value heads and the L2 norm to
+// the convolution, its decay and β to their gates. nil, nil until the
+// output is seen to be merged through a gated RMSNorm.
+func liftLinearAttentionOp(g match.Graph, op *match.Node) (*match.Layer, error) {
+	if d := op.Unwrap().GetDomain(); d != "" && d != "ai.onnx" {
+		return nil, nil
+	}
+	heads := match.OnlyReader(g, op.Output())
+	if heads == nil || heads.Op() != "Reshape" {
+		return nil, nil
+	}
+	norm, gate := gatedNorm(g, heads.Output())
+	if norm == nil {
+		return nil, nil
+	}
+	if !g.Registered("attention.linear") {
+		return nil, match.Refuse([]*match.Node{op}, "linear attention: no layer type attention.linear is registered in this build")
+	}
+	p, gated, err := readLinearAttentionOp(g, op, heads)
+	if err == nil {
+		la := &linearLift{g: g, gated: gated, norm: norm}
+		var l *match.Layer
+		if l, err = la.layer(p, gate); err == nil {
+			return l, nil
+		}
+	}
+	return nil, match.Refuse([]*match.Node{op}, "LinearAttention as attention.linear: %v", err)
+}
+
+// readLinearAttentionOp reads the parts of the layer a LinearAttention
+// node holds, heads the Reshape of its output into (B, T, H, dv), and
+// whether its rule is gated. What attention.linear cannot be (a past
+// state, a present state that is read, key-value heads other than the
+// query heads, per-key decay, a shared β, another scale) is refused.
+func readLinearAttentionOp(g match.Graph, op, heads *match.Node) (linearParts, bool, error) {
+	var p linearParts
+	name := "gated_delta"
+	if a := op.Unwrap().Attr("update_rule"); a != nil {
+		name = string(a.GetS())
+	}
+	rule, ok := updateRules[name]
+	if !ok {
+		return p, false, fmt.Errorf("update_rule %q is not one of linear, gated, delta, gated_delta", name)
+	}
+	in := op.Inputs()
+	in = append(in, make([]string, 6-min(len(in), 6))...)
+	outs := op.Outputs()
+	switch {
+	case in[3] != "":
+		return p, false, fmt.Errorf("input past_state %q: attention.linear starts from a zero state", in[3])
+	case len(outs) > 1 && outs[1] != "" && len(g.Readers(outs[1])) > 0:
+		return p, false, fmt.Errorf("output present_state %q is read: attention.linear's forward returns no state", outs[1])
+	}
+	p.heads = int(op.Int("q_num_heads", 0))
+	if kv := int(op.Int("kv_num_heads", 0)); p.heads <= 0 || kv != p.heads {
+		return p, false, fmt.Errorf("q_num_heads %d and kv_num_heads %d: attention.linear groups value heads over key heads, never queries over values (equal counts expected)", p.heads, kv)
+	}
+	shape, err := g.Shape(heads.Output())
+	if err != nil || len(shape) != 4 || shape[2] != p.heads {
+		return p, false, fmt.Errorf("the output is not reshaped into (B, T, %d, head_v_dim) heads", p.heads)
+	}
+	p.dv, p.delta = shape[3], rule.delta
+	q, err := unrepeatedKeys(g, in[0], p.heads)
+	if err != nil {
+		return p, false, fmt.Errorf("query: %v", err)
+	}
+	k, err := unrepeatedKeys(g, in[1], p.heads)
+	if err != nil {
+		return p, false, fmt.Errorf("key: %v", err)
+	}
+	if k.keyHeads != q.keyHeads || k.dk != q.dk || k.l2 != q.l2 {
+		return p, false, fmt.Errorf("the queries (%d heads of %d, L2 norm %v) and keys (%d heads of %d, L2 norm %v) differ", q.keyHeads, q.dk, q.l2, k.keyHeads, k.dk, k.l2)
+	}
+	p.keyHeads, p.dk, p.l2 = q.keyHeads, q.dk, q.l2
+	if scale := op.Float("scale", 0); scale != 0 && !closeTo(float64(scale), float64(invSqrt(p.dk))) {
+		return p, false, fmt.Errorf("scale %g: attention.linear scales by 1/√head_k_dim = %g", scale, invSqrt(p.dk))
+	}
+	if p.mixed, err = sliceSource(g, q.packed); err != nil {
+		return p, false, fmt.Errorf("query: %v", err)
+	}
+	if rule.gated {
+		if s := mustShape(g, in[4]); len(s) != 3 || s[2] != p.heads {
+			return p, false, fmt.Errorf("decay %q is not per head (B, T, %d); attention.linear has no per-key decay", in[4], p.heads)
+		}
+		p.decay = in[4]
+	}
+	if rule.delta {
+		if s := mustShape(g, in[5]); len(s) != 3 || s[2] != p.heads {
+			return p, false, fmt.Errorf("beta %q is not per head (B, T, %d)", in[5], p.heads)
+		}
+		la := &linearLift{g: g}
+		if p.betaProj, ok = la.sigmoidGate(in[5]); !ok {
+			return p, false, fmt.Errorf("beta is not the sigmoid of an nn.Linear of the input")
+		}
+	}
+	return p, rule.gated, nil
+}
+
+// opKeys is LinearAttention's query or key input read back: the packed
+// slice of the convolution it comes from, its key heads and head size,
+// and whether it was L2-normalized.
+type opKeys struct {
+	packed       string
+	keyHeads, dk int
+	l2           bool
+}
+
+// unrepeatedKeys reads a query or key input (B, T, heads·dk) of
+// LinearAttention back through Reshape ← [Expand ← Unsqueeze ←] [L2 norm
+// (Div by a Sqrt) ←] Reshape (B, T, key heads, dk) to the packed slice,
+// or takes the input as that slice itself.
+func unrepeatedKeys(g match.Graph, v string, heads int) (opKeys, error) {
+	shape, err := g.Shape(v)
+	if err != nil || len(shape) != 3 || shape[2]%heads != 0 {
+		return opKeys{}, fmt.Errorf("%q is not (B, T, %d·head_k_dim)", v, heads)
+	}
+	k := opKeys{packed: v, keyHeads: heads, dk: shape[2] / heads}
+	merge := g.Producer(v)
+	if merge == nil || merge.Op() != "Reshape" {
+		return k, nil
+	}
+	x := merge.Inputs()[0]
+	if n := g.Producer(x); n != nil && n.Op() == "Expand" {
+		unsq := g.Producer(n.Inputs()[0])
+		if unsq == nil || unsq.Op() != "Unsqueeze" {
+			return k, fmt.Errorf("%q repeats heads other than by Unsqueeze and Expand", v)
+		}
+		x = unsq.Inputs()[0]
+	}
+	if n := g.Producer(x); n != nil && n.Op() == "Div" {
+		if sqrt := g.Producer(n.Inputs()[1]); sqrt != nil && sqrt.Op() == "Sqrt" {
+			x, k.l2 = n.Inputs()[0], true
+		}
+	}
+	split := g.Producer(x)
+	s := mustShape(g, x)
+	if split == nil || split.Op() != "Reshape" || len(s) != 4 || s[2] <= 0 || heads%s[2] != 0 {
+		return k, fmt.Errorf("%q is not split into key heads (B, T, key heads, head_k_dim)", v)
+	}
+	k.packed, k.keyHeads, k.dk = split.Inputs()[0], s[2], s[3]
+	return k, nil
+}
+
 // gatedNorm reads Mul(RMSNorm(o), silu(z)) of the heads o and returns the
 // norm and the Mul; nils when o is not normalized so.
 func gatedNorm(g match.Graph, o string) (*match.RMSNorm, *match.Node) {
@@ -98,15 +248,44 @@ func (la *linearLift) read(qk, o *match.Node, decay string, gate *match.Node) (*
 	if err != nil || len(oShape) != 4 {
 		return nil, fmt.Errorf("the product %s is not (B, H, T, head_v_dim)", o.Name())
 	}
-	heads, dv := oShape[1], oShape[3]
+	p := linearParts{heads: oShape[1], dv: oShape[3], decay: decay}
 	q, l2 := la.queryHeads(qk.Inputs()[0])
 	qShape, err := g.Shape(q)
 	if err != nil || len(qShape) != 4 {
 		return nil, fmt.Errorf("the queries of %s are not split into heads", qk.Name())
 	}
-	keyHeads, dk := qShape[1], qShape[3]
+	p.keyHeads, p.dk, p.l2 = qShape[1], qShape[3], l2
+	if p.mixed, err = convolvedHeads(g, q); err != nil {
+		return nil, err
+	}
+	values := g.Producer(o.Inputs()[1])
+	if values != nil && values.Op() == "MatMul" { // the inverse of I + A times diag(β) V
+		p.delta = true
+		if p.betaProj, err = la.betaProjection(values); err != nil {
+			return nil, err
+		}
+	}
+	return la.layer(p, gate)
+}
 
-	conv, err := la.convolution(q)
+// linearParts is what a form of the recurrence tells of the layer: its
+// heads, rule and where its queries, β and decay come from.
+type linearParts struct {
+	heads, keyHeads, dk, dv int
+	l2, delta               bool
+	// mixed is the convolution's output the queries are sliced from.
+	mixed string
+	// betaProj is the projection of β (the delta rules), decay the value
+	// the gated rules' decay is computed into.
+	betaProj *match.Linear
+	decay    string
+}
+
+// layer reads what both forms share, from the convolution back to the
+// input and from the gated norm on to out_proj, and builds the layer.
+func (la *linearLift) layer(p linearParts, gate *match.Node) (*match.Layer, error) {
+	g := la.g
+	conv, err := la.convolution(p.mixed)
 	if err != nil {
 		return nil, err
 	}
@@ -114,23 +293,15 @@ func (la *linearLift) read(qk, o *match.Node, decay string, gate *match.Node) (*
 	if !ok {
 		return nil, fmt.Errorf("the convolution's input is not a slice of in_proj_qkvz, an nn.Linear of the input")
 	}
-	delta := false
-	var gateProj *match.Linear
-	values := g.Producer(o.Inputs()[1])
-	if values != nil && values.Op() == "MatMul" { // the inverse of I + A times diag(β) V
-		delta = true
-		if gateProj, err = la.betaProjection(values); err != nil {
-			return nil, err
-		}
-	}
+	gateProj := p.betaProj
 	var gatedParams []match.Param
 	if la.gated {
-		a, params, err := la.decayGate(decay)
+		a, params, err := la.decayGate(p.decay)
 		if err != nil {
 			return nil, err
 		}
 		gatedParams = params
-		if !delta {
+		if !p.delta {
 			if gateProj, ok = la.gateLinear(a); !ok {
 				return nil, fmt.Errorf("the decay gate is not computed from an nn.Linear of the input")
 			}
@@ -140,7 +311,7 @@ func (la *linearLift) read(qk, o *match.Node, decay string, gate *match.Node) (*
 	if merge == nil || merge.Op() != "Reshape" {
 		return nil, fmt.Errorf("the heads are not merged (Reshape) after the gated norm")
 	}
-	out, err := outProjection(g, merge.Output(), heads*dv)
+	out, err := outProjection(g, merge.Output(), p.heads*p.dv)
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +319,14 @@ func (la *linearLift) read(qk, o *match.Node, decay string, gate *match.Node) (*
 	if gateProj != nil && gateProj.Input != x {
 		return nil, fmt.Errorf("the gates and in_proj_qkvz read %q and %q; attention.linear is self-attention", gateProj.Input, x)
 	}
-	rule := map[[2]bool]string{{false, false}: "linear", {true, false}: "gated", {false, true}: "delta", {true, true}: "gated_delta"}[[2]bool{la.gated, delta}]
-	cfg := []match.Field{{Key: "d", Value: out.Out}, {Key: "num_heads", Value: heads}}
-	if keyHeads != heads {
-		cfg = append(cfg, match.Field{Key: "num_key_heads", Value: keyHeads})
+	rule := updateRule{gated: la.gated, delta: p.delta}.name()
+	cfg := []match.Field{{Key: "d", Value: out.Out}, {Key: "num_heads", Value: p.heads}}
+	if p.keyHeads != p.heads {
+		cfg = append(cfg, match.Field{Key: "num_key_heads", Value: p.keyHeads})
 	}
-	cfg = append(cfg, match.Field{Key: "head_k_dim", Value: dk}, match.Field{Key: "head_v_dim", Value: dv},
+	cfg = append(cfg, match.Field{Key: "head_k_dim", Value: p.dk}, match.Field{Key: "head_v_dim", Value: p.dv},
 		match.Field{Key: "update_rule", Value: rule}, match.Field{Key: "conv_kernel_size", Value: conv.kernel},
-		match.Field{Key: "qk_l2norm", Value: l2}, match.Field{Key: "eps", Value: la.norm.Eps})
+		match.Field{Key: "qk_l2norm", Value: p.l2}, match.Field{Key: "eps", Value: la.norm.Eps})
 	params := slices.Concat(gatedParams, []match.Param{conv.weight}, qkvz.Params("in_proj_qkvz"))
 	if gateProj != nil {
 		name := map[string]string{"gated_delta": "in_proj_ba", "delta": "in_proj_b", "gated": "in_proj_a"}[rule]
@@ -195,23 +366,25 @@ type linearConv struct {
 	weight match.Param
 }
 
-// convolution reads the causal convolution the query heads q are split
-// from: Transpose ← Reshape ← Slice ← silu(Σ_j rows_j · column_j), whose
-// columns are Slices of the (conv_dim, 1, kernel) weight.
-func (la *linearLift) convolution(q string) (*linearConv, error) {
-	g := la.g
+// convolvedHeads reads the convolution's output the query heads q are
+// split from: Transpose ← Reshape ← Slice.
+func convolvedHeads(g match.Graph, q string) (string, error) {
 	tr := g.Producer(q)
 	if tr == nil || tr.Op() != "Transpose" {
-		return nil, fmt.Errorf("the queries %q are not split heads", q)
+		return "", fmt.Errorf("the queries %q are not split heads", q)
 	}
 	reshape := g.Producer(tr.Inputs()[0])
 	if reshape == nil || reshape.Op() != "Reshape" {
-		return nil, fmt.Errorf("the queries %q are not split heads", q)
+		return "", fmt.Errorf("the queries %q are not split heads", q)
 	}
-	mixed, err := sliceSource(g, reshape.Inputs()[0])
-	if err != nil {
-		return nil, err
-	}
+	return sliceSource(g, reshape.Inputs()[0])
+}
+
+// convolution reads the causal convolution whose output is mixed:
+// silu(Σ_j rows_j · column_j), whose columns are Slices of the
+// (conv_dim, 1, kernel) weight.
+func (la *linearLift) convolution(mixed string) (*linearConv, error) {
+	g := la.g
 	silu := g.Producer(mixed)
 	if silu == nil || silu.Op() != "Mul" {
 		return nil, fmt.Errorf("the queries are not sliced from the convolution's SiLU")
@@ -281,17 +454,24 @@ func (la *linearLift) betaProjection(values *match.Node) (*match.Linear, error) 
 		return nil, fmt.Errorf("the delta rule's values are not the values times β")
 	}
 	for _, in := range vb.Inputs() {
-		n := g.Producer(in)
-		for n != nil && (n.Op() == "Unsqueeze" || n.Op() == "Transpose") {
-			n = g.Producer(n.Inputs()[0])
-		}
-		if n != nil && n.Op() == "Sigmoid" {
-			if l, ok := la.gateLinear(n.Inputs()[0]); ok {
-				return l, nil
-			}
+		if l, ok := la.sigmoidGate(in); ok {
+			return l, nil
 		}
 	}
 	return nil, fmt.Errorf("β is not the sigmoid of an nn.Linear of the input")
+}
+
+// sigmoidGate reads β = sigmoid(b), its heads moved by Unsqueeze or
+// Transpose, back to the nn.Linear b is computed by.
+func (la *linearLift) sigmoidGate(beta string) (*match.Linear, bool) {
+	n := la.g.Producer(beta)
+	for n != nil && (n.Op() == "Unsqueeze" || n.Op() == "Transpose") {
+		n = la.g.Producer(n.Inputs()[0])
+	}
+	if n == nil || n.Op() != "Sigmoid" {
+		return nil, false
+	}
+	return la.gateLinear(n.Inputs()[0])
 }
 
 // gateLinear returns the nn.Linear a gate is computed from: directly, or

@@ -15,30 +15,18 @@ var _ registry.Exporter = (*LinearAttention)(nil)
 // computing something else.
 const deltaExportLevels = 12
 
-// ExportONNX writes the layer in standard ops that every opset from 13 on
-// has, and that attnrun's executor and ONNX Runtime both run. ONNX's
-// LinearAttention op (opset 27) computes the recurrence itself, but attnrun
-// exports opsets up to 25 and ONNX Runtime 1.31.1 refuses opset-27 models;
-// a Loop or Scan over the tokens would need control flow, which attnrun's
-// executor does not run. So the recurrence is written in its parallel form
-// over the whole sequence, the form the chunked algorithms use within a
-// chunk (here one chunk of all T tokens):
-//
-//	G = cumsum(g) (in float64, a MatMul by a triangle of ones),  D_ij = exp(G_i − G_j) for j ≤ i, else 0
-//	linear, gated:  O = ((Q Kᵀ) ⊙ D) V                  (D the causal triangle of ones without decay)
-//	delta rules:    O = ((Q Kᵀ) ⊙ D) U,  (I + A) U = diag(β) V,  A = strictly lower (diag(β) K Kᵀ ⊙ D)
-//
-// with the unit lower triangular system solved by block inversion: the
-// inverse of the diagonal blocks of size 2ʲ gives that of size 2ʲ⁺¹ by
-// X = X − X A_j X, A_j the blocks' lower-left quarters of A, over
-// deltaExportLevels levels. Each level is two T×T×T products per value
-// head, so a delta rule's graph costs O(T³ log T), against O(T) for the
-// recurrence: the export is exact (within 7e-7 of the recurrence at 1000
-// tokens), and meant for cross-checks and short sequences. Before and after: the projections, the causal convolution
-// as kernel shifted Slices of a zero-padded Concat times the weight
-// columns, SiLU as x·Sigmoid(x), the L2 norms (ReduceSum, Sqrt, Div), the
-// gates (Sigmoid; softplus written out with a log1p that keeps small
-// values), the gated RMSNorm and out_proj.
+// linearAttentionOpset is the first opset with ONNX's LinearAttention op.
+const linearAttentionOpset = 27
+
+// ExportONNX writes the layer in standard ops: before opset 27 in ops that
+// every opset from 13 on has, and that attnrun's executor and ONNX Runtime
+// both run; from opset 27 on with ONNX's LinearAttention op, which computes
+// the recurrence itself (ONNX Runtime 1.31.1 refuses opset-27 models;
+// attnrun's executor runs them). Before the recurrence: the projections,
+// the causal convolution as kernel shifted Slices of a zero-padded Concat
+// times the weight columns, SiLU as x·Sigmoid(x), the L2 norms (ReduceSum,
+// Sqrt, Div), the gates (Sigmoid; softplus written out with a log1p that
+// keeps small values); after it the gated RMSNorm and out_proj.
 func (l *LinearAttention) ExportONNX(g registry.GraphBuilder, inputs []string) (string, error) {
 	c := l.c
 	if c == nil {
@@ -50,6 +38,78 @@ func (l *LinearAttention) ExportONNX(g registry.GraphBuilder, inputs []string) (
 	}
 	mixed, z := c.projectONNX(g, x)
 	mixed = c.convolveONNX(g, x, mixed)
+	var o string // (B, T, H, dv)
+	if g.Opset() >= linearAttentionOpset {
+		o = c.linearAttentionOpONNX(g, x, mixed)
+	} else {
+		o = c.parallelFormONNX(g, x, mixed)
+	}
+	o = c.normGateONNX(g, o, z)
+	o = g.Node("Reshape", operands(o, g.ConstInt64([]int64{0, 0, int64(c.valueDim)})))
+	return linearONNX(g, c.out, "out_proj", o), nil
+}
+
+// linearAttentionOpONNX writes ONNX's LinearAttention over the convolved
+// queries, keys and values mixed (B, T, conv_dim) and returns its output
+// as heads (B, T, H, dv). The op's key-value heads are the layer's value
+// heads: the queries and keys, L2-normalized where the rule says so, are
+// repeated for them, since the op groups queries over key-value heads and
+// the layer groups value heads over key heads. The op's decay and beta are
+// per head (B, T, H), its scale 1/√head_k_dim.
+func (c *linearPrepared) linearAttentionOpONNX(g registry.GraphBuilder, x, mixed string) string {
+	q := c.opKeysONNX(g, sliceLastONNX(g, mixed, 0, int64(c.keyDim)))
+	k := c.opKeysONNX(g, sliceLastONNX(g, mixed, int64(c.keyDim), int64(2*c.keyDim)))
+	v := sliceLastONNX(g, mixed, int64(2*c.keyDim), int64(c.convDim))
+	beta, logDecay := c.gatesONNX(g, x)
+	in := operands(q, k, v)
+	switch {
+	case c.rule.delta:
+		in = append(in, "", logDecay, beta) // logDecay "" for the delta rule
+	case c.rule.gated:
+		in = append(in, "", logDecay)
+	}
+	y := g.Node("LinearAttention", in,
+		registry.IntAttr("q_num_heads", int64(c.heads)), registry.IntAttr("kv_num_heads", int64(c.heads)),
+		registry.StringAttr("update_rule", c.rule.name()), registry.FloatAttr("scale", invSqrt(c.dk)))
+	return g.Node("Reshape", operands(y, g.ConstInt64([]int64{0, 0, int64(c.heads), int64(c.dv)})))
+}
+
+// opKeysONNX turns queries or keys (B, T, key_dim) into LinearAttention's
+// (B, T, H·dk): each key head L2-normalized where the rule says so, then
+// repeated for its group of value heads.
+func (c *linearPrepared) opKeysONNX(g registry.GraphBuilder, x string) string {
+	if !c.l2norm && c.group == 1 {
+		return x
+	}
+	x = g.Node("Reshape", operands(x, g.ConstInt64([]int64{0, 0, int64(c.keyHeads), int64(c.dk)})))
+	if c.l2norm {
+		x = l2NormONNX(g, x)
+	}
+	if c.group > 1 {
+		x = g.Node("Unsqueeze", operands(x, g.ConstInt64([]int64{3}))) // (B, T, key heads, 1, dk)
+		x = g.Node("Expand", operands(x, g.ConstInt64([]int64{1, 1, 1, int64(c.group), 1})))
+	}
+	return g.Node("Reshape", operands(x, g.ConstInt64([]int64{0, 0, int64(c.heads * c.dk)})))
+}
+
+// parallelFormONNX writes the recurrence in standard ops and returns its
+// output as heads (B, T, H, dv). A Loop or Scan over the tokens would need
+// control flow, which attnrun's executor does not run, so the recurrence is
+// written in its parallel form over the whole sequence, the form the
+// chunked algorithms use within a chunk (here one chunk of all T tokens):
+//
+//	G = cumsum(g) (in float64, a MatMul by a triangle of ones),  D_ij = exp(G_i − G_j) for j ≤ i, else 0
+//	linear, gated:  O = ((Q Kᵀ) ⊙ D) V                  (D the causal triangle of ones without decay)
+//	delta rules:    O = ((Q Kᵀ) ⊙ D) U,  (I + A) U = diag(β) V,  A = strictly lower (diag(β) K Kᵀ ⊙ D)
+//
+// with the unit lower triangular system solved by block inversion: the
+// inverse of the diagonal blocks of size 2ʲ gives that of size 2ʲ⁺¹ by
+// X = X − X A_j X, A_j the blocks' lower-left quarters of A, over
+// deltaExportLevels levels. Each level is two T×T×T products per value
+// head, so a delta rule's graph costs O(T³ log T), against O(T) for the
+// recurrence: the export is exact (within 7e-7 of the recurrence at 1000
+// tokens), and meant for cross-checks and short sequences.
+func (c *linearPrepared) parallelFormONNX(g registry.GraphBuilder, x, mixed string) string {
 	q := splitHeadsONNX(g, sliceLastONNX(g, mixed, 0, int64(c.keyDim)), c.keyHeads, c.dk)
 	k := splitHeadsONNX(g, sliceLastONNX(g, mixed, int64(c.keyDim), int64(2*c.keyDim)), c.keyHeads, c.dk)
 	v := splitHeadsONNX(g, sliceLastONNX(g, mixed, int64(2*c.keyDim), int64(c.convDim)), c.heads, c.dv)
@@ -69,20 +129,20 @@ func (l *LinearAttention) ExportONNX(g registry.GraphBuilder, inputs []string) (
 	pos := positionsONNX(g, x, contextLength)
 	tri := linearTriangles(g, pos)
 	beta, logDecay := c.gatesONNX(g, x)
+	headsFirst := registry.IntsAttr("perm", 0, 2, 1) // (B, T, H) → (B, H, T)
 	decay := tri.causalF
 	if c.rule.gated {
-		decay = tri.decayONNX(g, logDecay)
+		decay = tri.decayONNX(g, g.Node("Transpose", operands(logDecay), headsFirst))
 	}
 	scores := g.Node("Mul", operands(g.Node("MatMul", operands(q, transposeLastTwo(g, k))), decay))
 	values := v
 	if c.rule.delta {
+		beta = g.Node("Transpose", operands(beta), headsFirst)
+		beta = g.Node("Unsqueeze", operands(beta, g.ConstInt64([]int64{-1}))) // (B, H, T, 1)
 		values = tri.deltaValuesONNX(g, k, v, beta, decay)
 	}
-	o := g.Node("MatMul", operands(scores, values))                             // (B, H, T, dv)
-	o = g.Node("Transpose", operands(o), registry.IntsAttr("perm", 0, 2, 1, 3)) // (B, T, H, dv)
-	o = c.normGateONNX(g, o, z)
-	o = g.Node("Reshape", operands(o, g.ConstInt64([]int64{0, 0, int64(c.valueDim)})))
-	return linearONNX(g, c.out, "out_proj", o), nil
+	o := g.Node("MatMul", operands(scores, values))                                // (B, H, T, dv)
+	return g.Node("Transpose", operands(o), registry.IntsAttr("perm", 0, 2, 1, 3)) // (B, T, H, dv)
 }
 
 // projectONNX writes in_proj_qkvz and sorts it as project does: the
@@ -136,9 +196,9 @@ func (c *linearPrepared) convolveONNX(g registry.GraphBuilder, x, mixed string) 
 	return siluONNX(g, sum)
 }
 
-// gatesONNX writes the write strengths β (B, H, T, 1) of the delta rules
-// and the log decays g = −exp(A_log)·softplus(a + dt_bias) (B, H, T) of the
-// gated rules ("" where the rule has none).
+// gatesONNX writes the write strengths β = sigmoid(b) (B, T, H) of the
+// delta rules and the log decays g = −exp(A_log)·softplus(a + dt_bias)
+// (B, T, H) of the gated rules ("" where the rule has none).
 func (c *linearPrepared) gatesONNX(g registry.GraphBuilder, x string) (beta, logDecay string) {
 	if c.gateProj == nil {
 		return "", ""
@@ -156,15 +216,12 @@ func (c *linearPrepared) gatesONNX(g registry.GraphBuilder, x string) (beta, log
 	default:
 		a = ba
 	}
-	headsFirst := registry.IntsAttr("perm", 0, 2, 1) // (B, T, H) → (B, H, T)
 	if b != "" {
-		beta = g.Node("Transpose", operands(g.Node("Sigmoid", operands(b))), headsFirst)
-		beta = g.Node("Unsqueeze", operands(beta, g.ConstInt64([]int64{-1})))
+		beta = g.Node("Sigmoid", operands(b))
 	}
 	if a != "" {
 		rate := g.Node("Neg", operands(g.Node("Exp", operands(g.Param("A_log")))))
 		logDecay = g.Node("Mul", operands(rate, softplusONNX(g, g.Node("Add", operands(a, g.Param("dt_bias"))))))
-		logDecay = g.Node("Transpose", operands(logDecay), headsFirst)
 	}
 	return beta, logDecay
 }

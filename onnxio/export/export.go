@@ -36,8 +36,11 @@ const (
 	// MinOpset is the oldest opset Model writes.
 	MinOpset = 13
 	// MaxOpset is the newest opset Model writes. Opset 25 gave the
-	// Attention op sliding windows, which attention.sdpa's window uses.
-	MaxOpset = 25
+	// Attention op sliding windows, which attention.sdpa's window uses;
+	// opset 27 added LinearAttention, which attention.linear exports as
+	// from that opset on. ONNX Runtime 1.31 refuses opsets 26 and 27, so
+	// exports there are checked on attnrun's executor alone.
+	MaxOpset = 27
 	// AttentionOpset is the first opset with the Attention and
 	// RotaryEmbedding ops: from it on, the attention layers that map onto
 	// them (attention.sdpa, attention.torch_mha, position.rope, ...) export

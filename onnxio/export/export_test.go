@@ -159,15 +159,15 @@ layers:
 
 func TestExportOpsetRange(t *testing.T) {
 	m, _ := presetModel(t, "seed-simple")
-	for _, opset := range []int{12, 26, -1} {
+	for _, opset := range []int{12, 28, -1} {
 		_, err := export.Model(m, export.Options{Opset: opset})
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), fmt.Sprintf("opset %d is not supported (attnrun exports opsets 13 to 25)", opset))
+		assert.Contains(t, err.Error(), fmt.Sprintf("opset %d is not supported (attnrun exports opsets 13 to 27)", opset))
 	}
 	pb := exportModel(t, m, export.Options{})
 	assert.Equal(t, int64(17), onnxio.OpsetVersion(pb, ""), "default opset")
 	// Each opset is written with the IR version it was released with.
-	for opset, ir := range map[int]int64{13: 8, 18: 8, 19: 9, 20: 9, 21: 10, 23: 10, 24: 10, 25: 10} {
+	for opset, ir := range map[int]int64{13: 8, 18: 8, 19: 9, 20: 9, 21: 10, 23: 10, 24: 10, 25: 10, 26: 10, 27: 10} {
 		pb := exportModel(t, m, export.Options{Opset: opset})
 		assert.Equal(t, int64(opset), onnxio.OpsetVersion(pb, ""))
 		assert.Equal(t, ir, pb.GetIrVersion(), "opset %d", opset)

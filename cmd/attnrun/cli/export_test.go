@@ -128,8 +128,8 @@ func TestExportErrors(t *testing.T) {
 	out := filepath.Join(dir, "out.onnx")
 	cases := []failure{
 		{"no output", []string{"export", "seed-simple"}, 2, "export needs -o OUT.onnx or --state-dict"},
-		{"opset too old", []string{"export", "seed-simple", "-o", out, "--opset", "12"}, 2, "--opset 12: attnrun exports opsets 13 to 25"},
-		{"opset too new", []string{"export", "seed-simple", "-o", out, "--opset", "26"}, 2, "--opset 26"},
+		{"opset too old", []string{"export", "seed-simple", "-o", out, "--opset", "12"}, 2, "--opset 12: attnrun exports opsets 13 to 27"},
+		{"opset too new", []string{"export", "seed-simple", "-o", out, "--opset", "28"}, 2, "--opset 28"},
 		{"opset without -o", []string{"export", "seed-simple", "--state-dict", filepath.Join(dir, "w.npz"), "--opset", "13"}, 2, "--opset applies to the ONNX file"},
 		{"not .onnx", []string{"export", "seed-simple", "-o", filepath.Join(dir, "m.pb")}, 2, "must end in .onnx"},
 		{"unknown state dict format", []string{"export", "seed-simple", "--state-dict", filepath.Join(dir, "w.pt")}, 2, "unknown format (want .npz or .safetensors)"},
