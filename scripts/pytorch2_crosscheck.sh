@@ -18,10 +18,17 @@
 # runs the model in float64 and writes FIXTURE/float64/test_data_set_N with
 # its outputs. A data set that fails the 1e-5 / 1e-6 check on a number
 # passes if, for every output, elementwise
-#     |attnrun - float64| <= 2 * max|PyTorch float32 - float64| + 1e-6
-# i.e. attnrun is no further from the exact result than twice PyTorch
-# float32's own error, plus 1e-6; the line says "float64 rule" and gives
-# the numbers. ONNX Runtime is judged by the same rule (gen.py). Every other
+#     |attnrun - float64| <= 2 * max(e_PyTorch, e_ORT) + 1e-6
+# where e_X = max|X float32 - float64| on the same data set: attnrun is no
+# further from the exact result than twice the larger error of the two
+# reference float32 implementations (PyTorch eager, and ONNX Runtime on the
+# same graph; PyTorch alone where ONNX Runtime does not run it), plus 1e-6.
+# One implementation's largest error over a data set is a noisy statistic
+# (on one MiniLM seed ONNX Runtime's was 5 times PyTorch's), so
+# the bound takes both references. The line says "float64 rule" and gives
+# the numbers. On these models ONNX Runtime is a reference, not under test:
+# gen.py records its distance and reports one beyond 1e-5 / 1e-6 as
+# "ok as a float64 reference". Every other
 # fixture keeps the plain 1e-5 / 1e-6 check. docs/crosscheck.md.
 #
 #   scripts/pytorch2_crosscheck.sh            # seed from $RANDOM
@@ -72,7 +79,8 @@ fi
 # 2. Each fixture as one line: NAME STATUS SETS ONNXRUNTIME-VERDICT, where
 # STATUS is ok or export_failed (then the verdict is the reason). For a
 # fixture with a float64 reference, $work/bounds/NAME/N lists the float64
-# rule's bound per output of data set N: OUTPUT BOUND PYTORCH-FLOAT32-ERROR.
+# rule's bound per output of data set N: OUTPUT BOUND PYTORCH-FLOAT32-ERROR
+# ORT-FLOAT32-ERROR ("-" where ONNX Runtime did not run the graph).
 "$python" - "$work/pytorch2/manifest.json" "$work/bounds" >"$work/fixtures.tsv" <<'EOF'
 import json, os, sys
 for f in json.load(open(sys.argv[1]))["fixtures"]:
@@ -82,7 +90,8 @@ for f in json.load(open(sys.argv[1]))["fixtures"]:
         os.makedirs(os.path.join(sys.argv[2], f["name"]), exist_ok=True)
         with open(os.path.join(sys.argv[2], f["name"], str(k)), "w") as out:
             for name, b in outputs.items():
-                out.write(f"{name} {b['bound']:.6g} {b['pytorch_float32']:.6g}\n")
+                ort = b.get("onnxruntime_float32")
+                out.write(f"{name} {b['bound']:.6g} {b['pytorch_float32']:.6g} {'-' if ort is None else f'{ort:.6g}'}\n")
 EOF
 
 # float64_rule FIXTURE N runs `attnrun check` on the fixture's float64
@@ -95,13 +104,13 @@ float64_rule() {
     --rtol 0 --atol 1e30 2>&1)
   sed -n 's/.*output [0-9]* "\([^"]*\)".*max_abs=\([^ ]*\).*/\1 \2/p' <<<"$out" |
     awk -v bounds="$work/bounds/$1/$2" '
-      BEGIN { while ((getline line < bounds) > 0) { split(line, f, " "); bound[f[1]] = f[2]; torch[f[1]] = f[3] } }
+      BEGIN { while ((getline line < bounds) > 0) { split(line, f, " "); bound[f[1]] = f[2]; refs[f[1]] = "PyTorch float32 " f[3] ", ONNX Runtime " f[4] } }
       { got = $2 * 1.005; n++
         if (!($1 in bound) || got > bound[$1]) {
-          bad = bad sprintf("%s %s from float64, over the bound %s (PyTorch float32 %s); ", $1, $2, bound[$1], torch[$1])
+          bad = bad sprintf("%s %s from float64, over the bound %s (%s); ", $1, $2, bound[$1], refs[$1])
         } else if (worst == "" || got / bound[$1] > ratio) {
           ratio = got / bound[$1]
-          worst = sprintf("worst %s %s from float64, PyTorch float32 %s, bound 2*%s+1e-6 = %s", $1, $2, torch[$1], torch[$1], bound[$1])
+          worst = sprintf("worst %s %s from float64 (%s), bound %s", $1, $2, refs[$1], bound[$1])
         } }
       END { if (n == 0) print "FAIL attnrun check gave no numbers on the float64 reference"
             else if (bad != "") print "FAIL float64 rule: " bad

@@ -334,8 +334,11 @@ def checker(model):
 
 def run_onnxruntime(path, sets, expected, truth=None, bounds=None):
     """ONNX Runtime's outputs against PyTorch's: "ok", or what went wrong.
-    With a float64 reference, an output out of tolerance that keeps the
-    float64 rule passes: "ok by the float64 rule (...)"."""
+    With a float64 reference ONNX Runtime is a second reference, not a
+    runtime under test: its distance from float64 is recorded in bounds
+    (and widens attnrun's bound to twice the larger of the two references'
+    distances), and an output out of 1e-5 / 1e-6 is reported, not failed:
+    "ok as a float64 reference (...)"."""
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.log_severity_level = 4
@@ -346,20 +349,21 @@ def run_onnxruntime(path, sets, expected, truth=None, bounds=None):
             got = session.run(None, {n: t.numpy() for n, t in inputs.items()})
             for i, (name, g, w) in enumerate(zip([o.name for o in session.get_outputs()], got, outputs)):
                 w = w.numpy()
+                if truth and g.shape == w.shape:
+                    far = float(np.max(np.abs(g.astype(np.float64) - truth[k][i].numpy()))) if g.size else 0.0
+                    bound = bounds[k][name]
+                    bound["onnxruntime_float32"] = far
+                    bound["bound"] = FLOAT64_FACTOR * max(bound["pytorch_float32"], far) + FLOAT64_SLACK
                 if g.shape == w.shape and np.allclose(g, w, rtol=RTOL, atol=ATOL, equal_nan=True):
                     continue
                 worst = float(np.max(np.abs(g - w))) if g.shape == w.shape else "shape " + str(g.shape)
                 if truth and g.shape == w.shape:
-                    far = float(np.max(np.abs(g.astype(np.float64) - truth[k][i].numpy())))
-                    bound = bounds[k][name]
-                    if far <= bound["bound"]:
-                        by_rule.append(f"test_data_set_{k} {name} {far:.3g} from float64, PyTorch float32 "
-                                       f"{bound['pytorch_float32']:.3g}, bound {bound['bound']:.3g}")
-                        continue
-                    worst = f"{worst} (float64 rule: {far:.3g} from float64, over the bound {bound['bound']:.3g})"
+                    by_rule.append(f"test_data_set_{k} {name} {far:.3g} from float64, PyTorch float32 "
+                                   f"{bound['pytorch_float32']:.3g}")
+                    continue
                 return f"mismatch in test_data_set_{k} {name}: max_abs {worst}"
         if by_rule:
-            return "ok by the float64 rule: " + "; ".join(by_rule)
+            return "ok as a float64 reference: " + "; ".join(by_rule)
     except Exception as exc:
         # ONNX Runtime's messages put a C++ signature between the node and the
         # reason: keep both ends.
