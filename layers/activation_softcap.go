@@ -1,7 +1,6 @@
 package layers
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -70,8 +69,5 @@ func (s *Softcap) FLOPs(inputs []tensor.Shape) (int64, error) {
 
 // OutputShape is the input's shape.
 func (s *Softcap) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
-	if len(inputs) != 1 || len(inputs[0]) == 0 {
-		return nil, errors.New("takes 1 input of rank 1 or more")
-	}
-	return inputs[0].Clone(), nil
+	return floatInputShape(inputs)
 }

@@ -82,6 +82,15 @@ func floatInput(inputs []*tensor.Dense) (*tensor.Dense, error) {
 	return rowMajor("input", x)
 }
 
+// floatInputShape is the output shape of a floatInput layer that keeps
+// its input's shape.
+func floatInputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	if len(inputs) != 1 || len(inputs[0]) == 0 {
+		return nil, errors.New("takes 1 input of rank 1 or more")
+	}
+	return inputs[0].Clone(), nil
+}
+
 // singleInput returns the input of a layer that takes exactly one.
 func singleInput(inputs []*tensor.Dense) (seqs, error) {
 	if len(inputs) != 1 {
