@@ -36,7 +36,7 @@ func liftEmbedding(g match.Graph, n *match.Node) (*match.Layer, error) {
 	if !g.Registered("nn.embedding") {
 		return nil, match.Refuse([]*match.Node{n}, "an embedding lookup: no layer type nn.embedding is registered in this build")
 	}
-	return &match.Layer{Type: "nn.embedding", Name: "embed", Inputs: []string{ins[1]}, Output: n.Output(), Nodes: []*match.Node{n},
+	return &match.Layer{Type: "nn.embedding", Name: "embed", Inputs: []string{ins[1]}, Output: n.Output(), Nodes: []*match.Node{n}, IndexBound: table.Shape()[0],
 		Config: []match.Field{{Key: "num_embeddings", Value: table.Shape()[0]}, {Key: "embedding_dim", Value: table.Shape()[1]}},
 		Params: []match.Param{{Name: "weight", Value: w, From: ins[0]}}}, nil
 }

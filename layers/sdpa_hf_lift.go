@@ -79,6 +79,7 @@ func liftSDPA(a *match.Attention) (*match.Layer, error) {
 	if keep {
 		l.Inputs = append(l.Inputs, a.PaddingMask)
 		l.Config = append(l.Config, match.Field{Key: "mask", Value: "bool"}, match.Field{Key: "mask_polarity", Value: "keep"})
+		l.Before = []*match.Layer{{Type: "mask.padding", Name: "mask", Inputs: []string{a.KeepInput}, Output: a.PaddingMask}}
 	}
 	return l, nil
 }

@@ -77,17 +77,17 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 	if err != nil {
 		return nil, fail(all, "attention: %v", err)
 	}
-	if l.keepMask != "" { // the mask is a layer of its own, which other attentions may share
-		pad := &region{typ: "mask.padding", kind: "mask", inputs: []string{l.keepInput}, output: l.keepMask, nodes: uniqueNodes(maskNodes)}
+	for _, pad := range r.before { // the keep mask as a layer of its own, which other attentions may share
 		if f := a.checkContained(pad); f != nil {
 			return nil, f
 		}
-		r.before = append(r.before, pad)
+		all = slices.DeleteFunc(all, func(n *node) bool { return slices.Contains(pad.nodes, n) })
+	}
+	if l.keepMask != "" {
 		if a.keepMasks == nil {
 			a.keepMasks = map[string]bool{}
 		}
 		a.keepMasks[l.keepInput] = true
-		all = slices.DeleteFunc(all, func(n *node) bool { return slices.Contains(pad.nodes, n) })
 	}
 	r.nodes = uniqueNodes(all)
 	if f := a.checkContained(r); f != nil {
@@ -478,7 +478,7 @@ func (l *attentionLayer) build() (*region, error) {
 		average = average && w.mean
 	}
 	att := &match.Attention{Queries: l.srcQ.tokens, Keys: l.srcK.tokens, Cross: l.cross(), KeyWidth: tokK.D,
-		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: maskValue, PaddingMaskKind: kpm.kind,
+		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: maskValue, PaddingMaskKind: kpm.kind, KeepInput: l.keepInput,
 		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk, KVHeads: hs.KVH,
 		Scale: scale, Causal: causal, Context: ctx, Projected: projected,
 		SameSource: l.q.base == l.k.base && l.k.base == l.v.base,
@@ -518,7 +518,10 @@ func (a *analysis) buildAttention(r *region, att *match.Attention) error {
 		if r.fields, err = fieldsOf(l); err != nil {
 			return err
 		}
-		r.params, err = a.paramsOf(l)
+		if r.params, err = a.paramsOf(l); err != nil {
+			return err
+		}
+		r.before, err = a.beforeRegions(l)
 		return err
 	}
 	return fmt.Errorf("no registered layer type lifts attention with %d heads of %d", att.Heads, att.HeadDim)

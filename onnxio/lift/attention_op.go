@@ -63,10 +63,18 @@ type opOperand struct {
 }
 
 // attentionOp lifts one Attention node with the projections around it to
-// attention.sdpa.
+// the layer type registered for the op (match.RegisterOpLayer), whose
+// config keys are attention.sdpa's.
 func (a *analysis) attentionOp(n *node) (*region, *failure) {
+	typ := match.OpLayer("Attention")
+	if typ == "" || !registered(typ) {
+		return nil, fail([]*node{n}, "attention (Attention op): no layer type that takes ONNX's Attention op is registered in this build")
+	}
 	l := &opLayer{a: a, n: n, nodes: []*node{n}}
 	r, err := l.build()
+	if r != nil {
+		r.typ = typ
+	}
 	if err != nil {
 		return nil, fail(l.nodes, "attention (Attention op): %v", err)
 	}
@@ -233,7 +241,7 @@ func (l *opLayer) build() (*region, error) {
 		fields = append(fields, field{"alibi", true})
 	}
 
-	r := &region{typ: "attention.sdpa", kind: "attention", fields: fields, output: out.out,
+	r := &region{kind: "attention", fields: fields, output: out.out,
 		inputs: []string{q.tokens}}
 	if cross {
 		r.inputs = append(r.inputs, k.tokens)

@@ -367,20 +367,16 @@ func (a *analysis) sortRegions(rs []*region) {
 	sort.SliceStable(rs, func(i, j int) bool { return pos(rs[i]) < pos(rs[j]) })
 }
 
-// idBounds gives the graph values that nn.embedding layers read as ids the
-// number of rows of the smallest table that reads them, so that the
-// self-check feeds ids that look up every row.
+// idBounds gives the graph values that layers read as indices
+// (match.Layer.IndexBound: an embedding's ids) the smallest bound of the
+// layers that read them, so that the self-check feeds ids that look up
+// every row.
 func idBounds(regions []*region) map[string]int {
 	out := map[string]int{}
 	for _, r := range regions {
-		if r.typ != "nn.embedding" || len(r.inputs) != 1 {
-			continue
-		}
-		for _, f := range r.fields {
-			if n, ok := f.value.(int); ok && f.key == "num_embeddings" && n > 0 {
-				if old, seen := out[r.inputs[0]]; !seen || n < old {
-					out[r.inputs[0]] = n
-				}
+		if n := r.indexBound; n > 0 && len(r.inputs) == 1 {
+			if old, seen := out[r.inputs[0]]; !seen || n < old {
+				out[r.inputs[0]] = n
 			}
 		}
 	}

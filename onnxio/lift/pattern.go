@@ -139,6 +139,19 @@ func (a *analysis) matchPattern(pat match.Pattern, anchor *node) (*region, error
 // patternRegion checks a pattern's Layer and builds its region: the nodes
 // it names, or every live data node between the inputs and the output.
 func (a *analysis) patternRegion(l *match.Layer, anchor *node) (*region, error) {
+	r, err := a.layerRegion(l)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(r.nodes, anchor) {
+		return nil, fmt.Errorf("the %s layer from %v to %q does not contain the anchor node %s", l.Type, l.Inputs, l.Output, anchor.Label())
+	}
+	return r, nil
+}
+
+// layerRegion checks a pattern's Layer and builds its region: the nodes
+// it names, or every live data node between the inputs and the output.
+func (a *analysis) layerRegion(l *match.Layer) (*region, error) {
 	if _, err := registry.Lookup(l.Type); err != nil {
 		return nil, err
 	}
@@ -155,15 +168,12 @@ func (a *analysis) patternRegion(l *match.Layer, anchor *node) (*region, error) 
 			return nil, err
 		}
 	}
-	if !slices.Contains(nodes, anchor) {
-		return nil, fmt.Errorf("the %s layer from %v to %q does not contain the anchor node %s", l.Type, l.Inputs, l.Output, anchor.Label())
-	}
 	kind := l.Name
 	if kind == "" {
 		kind = sanitize(l.Type)
 	}
 	r := &region{typ: l.Type, inputs: slices.Clone(l.Inputs), output: l.Output, nodes: nodes,
-		kind: kind, notes: slices.Clone(l.Notes)}
+		kind: kind, notes: slices.Clone(l.Notes), indexBound: l.IndexBound}
 	var err error
 	if r.fields, err = fieldsOf(l); err != nil {
 		return nil, err
@@ -171,7 +181,28 @@ func (a *analysis) patternRegion(l *match.Layer, anchor *node) (*region, error) 
 	if r.params, err = a.paramsOf(l); err != nil {
 		return nil, err
 	}
+	if r.before, err = a.beforeRegions(l); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// beforeRegions builds the regions of the layers a Layer was found with
+// (Layer.Before).
+func (a *analysis) beforeRegions(l *match.Layer) ([]*region, error) {
+	var out []*region
+	for _, b := range l.Before {
+		if b == nil {
+			return nil, fmt.Errorf("the %s layer lists a nil layer before it", l.Type)
+		}
+		r, err := a.layerRegion(b)
+		if err != nil {
+			return nil, fmt.Errorf("the %s layer before %s: %w", b.Type, l.Type, err)
+		}
+		r.nodes = uniqueNodes(r.nodes)
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // fieldsOf checks and converts a Layer's config.

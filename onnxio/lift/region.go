@@ -28,6 +28,9 @@ type region struct {
 	// reads: the mask.padding of a keep mask. Several regions may carry
 	// the same one; it is lifted once.
 	before []*region
+	// indexBound, when positive, says the layer reads its input as indices
+	// below it (match.Layer.IndexBound).
+	indexBound int
 }
 
 // field is one key of a layer's config, in the order it is printed.

@@ -80,6 +80,14 @@ type Layer struct {
 	// Nodes are the nodes the layer replaces; empty means every node
 	// between Inputs and Output.
 	Nodes []*Node
+	// IndexBound, when positive, says the layer reads its one input as
+	// indices below it (an embedding table's rows): the lifter's
+	// self-check feeds that input ids that look up every row.
+	IndexBound int
+	// Before are layers found with this one that compute some of its
+	// inputs, lifted once however many layers read them: the layer an
+	// attention builder makes of a keep mask (Attention.KeepInput).
+	Before []*Layer
 }
 
 // Refusal is the error of a pattern that recognizes a structure but
