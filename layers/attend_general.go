@@ -210,40 +210,26 @@ func (a *attention) biasHides(b int) bool {
 // mayHide reports whether the causal frontier, the window or a bool mask
 // may hide a key from one of tq queries over tk keys.
 func (r *scoreRule) mayHide(tq, tk int) bool {
-	if r.frontier().MayHide(r.qPos, tq, r.kPos, tk) {
-		return true
-	}
-	for _, m := range r.masks {
-		if m.Hides() {
-			return true
-		}
-	}
-	return false
+	bias := r.bias()
+	return bias.MayHide(r.qPos, tq, r.kPos, tk)
 }
 
-// hides reports whether the causal frontier, the window or a bool mask
-// hides key j from query i of sequence b, head h.
+// hides reports whether the causal frontier, the window, a bool mask or a
+// score modification hides key j from query i of sequence b, head h.
 func (r *scoreRule) hides(b, h, i, j int) bool {
-	qp, kp := r.qPos+i, r.kPos+j
-	if r.frontier().Hides(qp, kp) {
-		return true
-	}
-	for m := range r.masks {
-		if r.masks[m].Hides() && math.IsInf(float64(r.masks[m].At(b, h, i, kp)), -1) {
-			return true
-		}
-	}
-	return len(r.mods) > 0 && scoreModsHide(r.mods, b, h, r.qIndex+i, kp)
+	bias, kp := r.bias(), r.kPos+j
+	return bias.Hides(b, h, i, r.qPos+i, kp) || len(r.mods) > 0 && scoreModsHide(r.mods, b, h, r.qIndex+i, kp)
 }
 
-// frontier is the rule's causal frontier and window: a window of w keys
-// sees the query and the w−1 keys before it.
-func (r *scoreRule) frontier() attn.Frontier {
+// bias is the rule's additive bias but for the score modifications: the
+// causal frontier and window (a window of w keys sees the query and the
+// w−1 keys before it), ALiBi and the masks.
+func (r *scoreRule) bias() attn.Bias {
 	f := attn.Frontier{Causal: r.causal, Left: -1, Right: -1}
 	if r.window > 0 {
 		f.Left = r.window - 1
 	}
-	return f
+	return attn.Bias{Frontier: f, Slopes: r.slopes, Masks: r.masks}
 }
 
 // biasVaries reports whether the additive bias differs between sequences
@@ -252,41 +238,22 @@ func (r *scoreRule) biasVaries() (bySeq, byHead bool) {
 	if len(r.mods) > 0 {
 		return true, true // what a modification hides may depend on both
 	}
-	byHead = r.slopes != nil
-	for i := range r.masks {
-		s, h := r.masks[i].Varies()
-		bySeq, byHead = bySeq || s, byHead || h
-	}
-	return bySeq, byHead
+	bias := r.bias()
+	return bias.Varies()
 }
 
 // fillBias writes the tq×tk additive bias of sequence b, head h into buf:
 // −Inf where the causal mask, the window or a score modification hides a
 // key, otherwise the ALiBi term plus the masks.
 func (r *scoreRule) fillBias(buf []float32, b, h, tq, tk int) []float32 {
-	frontier := r.frontier()
+	bias := r.bias()
 	var modded []float32
 	if len(r.mods) > 0 {
 		modded = make([]float32, tk)
 	}
 	for i := range tq {
-		qp := r.qPos + i
 		row := buf[i*tk : (i+1)*tk]
-		for j := range row {
-			kp := r.kPos + j
-			if frontier.Hides(qp, kp) {
-				row[j] = negInf
-				continue
-			}
-			var v float32
-			if r.slopes != nil {
-				v = r.slopes[h] * float32(kp-qp)
-			}
-			for m := range r.masks {
-				v += r.masks[m].At(b, h, i, kp)
-			}
-			row[j] = v
-		}
+		bias.Row(row, b, h, i, r.qPos+i, r.kPos)
 		if modded != nil { // what the modifications make of a score of 0
 			clear(modded)
 			for _, m := range r.mods {

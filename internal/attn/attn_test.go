@@ -68,3 +68,49 @@ func TestMaskRowAgreesWithAt(t *testing.T) {
 	assert.Equal(t, inf, masks[3].At(0, 0, 0, 1), "bool: false hides")
 	assert.Equal(t, inf, masks[0].At(0, 0, 0, 3), "past the columns: Past")
 }
+
+// TestBiasRowFollowsItsDefinition checks Bias.Row, with the mask spans it
+// reads, against its definition element by element: −Inf where the
+// frontier hides a key, else the ALiBi term plus each mask in order, and
+// that Hides names the same −Inf entries a bool mask or the frontier make.
+func TestBiasRowFollowsItsDefinition(t *testing.T) {
+	inf := float32(math.Inf(-1))
+	values := []float32{0, 1, -2, 0, 3, 0.5, 0.25, -1}
+	add := Mask{Kind: MaskAdd, Values: values, SI: 4, SJ: 1, Cols: 4, Past: 0}
+	keep := Mask{Bools: []bool{true, false, true, true, false, true, true, true}, SH: 4, SJ: 1, Cols: 4, Past: inf}
+	for _, f := range []Frontier{Unbounded, {Causal: true, Left: -1, Right: -1}, {Causal: true, Left: 1, Right: -1}} {
+		for _, slopes := range [][]float32{nil, {0.5, 0.125}} {
+			for _, masks := range [][]Mask{nil, {add}, {keep}, {add, keep}} {
+				bs := Bias{Frontier: f, Slopes: slopes, Masks: masks}
+				for k0 := 0; k0 <= 2; k0++ {
+					row := make([]float32, 5)
+					for h := range 2 {
+						for i := range 2 {
+							q := i + 3
+							bs.Row(row, 0, h, i, q, k0)
+							for j, got := range row {
+								k := k0 + j
+								want, hidden := float32(0), f.Hides(q, k)
+								for _, m := range masks {
+									hidden = hidden || m.Hides() && math.IsInf(float64(m.At(0, h, i, k)), -1)
+								}
+								if f.Hides(q, k) {
+									want = inf
+								} else {
+									if slopes != nil {
+										want = slopes[h] * float32(k-q)
+									}
+									for _, m := range masks {
+										want += m.At(0, h, i, k)
+									}
+								}
+								require.Equal(t, want, got, "%+v slopes %v masks %d k0 %d head %d query %d key %d", f, slopes, len(masks), k0, h, i, k)
+								assert.Equal(t, hidden, bs.Hides(0, h, i, q, k), "Hides, key %d", k)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -70,14 +70,18 @@ func (m *Mask) At(b, h, i, j int) float32 {
 
 // Row writes the additive values of sequence b, head h, query i into row,
 // one per key.
-func (m *Mask) Row(row []float32, b, h, i int) {
-	cols := min(m.Cols, len(row))
-	base := b*m.SB + h*m.SH + i*m.SI
+func (m *Mask) Row(row []float32, b, h, i int) { m.Span(row, b, h, i, 0) }
+
+// Span writes the additive values of sequence b, head h, query i for the
+// keys (columns) j0, j0+1, ... into row, one per key.
+func (m *Mask) Span(row []float32, b, h, i, j0 int) {
+	cols := min(max(m.Cols-j0, 0), len(row))
+	base := b*m.SB + h*m.SH + i*m.SI + j0*m.SJ
 	if m.Bools == nil && m.Kind == MaskAdd && m.SJ == 1 {
 		copy(row[:cols], m.Values[base:base+cols])
 	} else {
 		for j := range cols {
-			row[j] = m.At(b, h, i, j)
+			row[j] = m.At(b, h, i, j0+j)
 		}
 	}
 	for j := cols; j < len(row); j++ {

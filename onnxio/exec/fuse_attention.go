@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/internal/kernels"
 	"github.com/attnrun/attnrun/onnxio/match"
 )
@@ -625,15 +626,15 @@ func maskLayout(ms []int, tq, tk int) (rowStride, colStride int, ok bool) {
 // when the run's context is done before it knows.
 func classify(rc *runCtx, tq, tk int, hidden func(i, j int) bool) maskPattern {
 	none, causal := true, true
+	frontier := attn.Frontier{Causal: true, Left: -1, Right: -1} // aligned bottom-right, as the kernel's
 	for i := range tq {
 		if rc.err() != nil {
 			return maskOther
 		}
-		limit := i + tk - tq // the last key query i sees under a causal mask
 		for j := range tk {
 			h := hidden(i, j)
 			none = none && !h
-			causal = causal && h == (j > limit)
+			causal = causal && h == frontier.Hides(i+tk-tq, j)
 		}
 		if !none && !causal {
 			return maskOther

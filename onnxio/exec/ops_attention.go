@@ -691,8 +691,7 @@ func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32,
 			if err != nil {
 				return nil, err
 			}
-			ab.fillMask(buf, b, h)
-			ab.addFrontier(buf, p.causalOffset(b), withCausal)
+			ab.rows(buf, b, h, withCausal)
 			out[ab.index(b, h)] = buf
 		}
 	}
@@ -704,8 +703,7 @@ func (ab *attnBias) distinct(rc *runCtx, n *node, withCausal bool) ([][]float32,
 // padding bound.
 func (ab *attnBias) fill(dst []float32, b, h int, causal bool) {
 	p := ab.p
-	ab.fillMask(dst, b, h)
-	ab.addFrontier(dst, p.causalOffset(b), causal)
+	ab.rows(dst, b, h, causal)
 	if p.nonpad != nil {
 		for i := range p.qLen {
 			row := dst[i*p.total : (i+1)*p.total]
@@ -714,31 +712,20 @@ func (ab *attnBias) fill(dst []float32, b, h int, causal bool) {
 	}
 }
 
-// fillMask writes the mask's part of the bias: the float mask's values or
-// 0/−Inf for a bool mask, −Inf past the mask's last column, 0 without a
-// mask.
-func (ab *attnBias) fillMask(dst []float32, b, h int) {
+// rows writes the bias of head h of batch entry b into dst (q_len ×
+// total) as attn.Bias computes it: the float mask's values or 0/−Inf for a
+// bool mask (−Inf past the mask's last column, 0 without a mask), and −Inf
+// outside each query's window and, when causal, after its causal frontier
+// j ≤ i + causalOffset(b): query i sits at position i + causalOffset(b).
+func (ab *attnBias) rows(dst []float32, b, h int, causal bool) {
 	p := ab.p
-	if ab.mask == nil {
-		clear(dst)
-		return
+	bias := attn.Bias{Frontier: p.window}
+	bias.Frontier.Causal = causal
+	if ab.mask != nil {
+		bias.Masks = []attn.Mask{*ab.mask}
 	}
+	offset := p.causalOffset(b)
 	for i := range p.qLen {
-		ab.mask.Row(dst[i*p.total:(i+1)*p.total], b, h, i)
-	}
-}
-
-// addFrontier masks the keys outside each query's window and, when
-// causal, after its causal frontier j ≤ i + offset: the query i sits at
-// position i + offset.
-func (ab *attnBias) addFrontier(dst []float32, offset int, causal bool) {
-	p := ab.p
-	f := p.window
-	f.Causal = causal
-	if f == attn.Unbounded {
-		return
-	}
-	for i := range p.qLen {
-		f.HideOutside(dst[i*p.total:(i+1)*p.total], i+offset, 0)
+		bias.Row(dst[i*p.total:(i+1)*p.total], b, h, i, i+offset, 0)
 	}
 }
