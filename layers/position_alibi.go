@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
 )
@@ -94,16 +95,10 @@ func (a *ALiBi) bias(past, n int) (*tensor.Dense, error) {
 		return nil, err
 	}
 	data := floats(out)
-	for h, m := range a.slopes {
+	bias := attn.Bias{Frontier: attn.Frontier{Causal: a.Causal, Left: -1, Right: -1}, Slopes: a.slopes}
+	for h := range a.slopes {
 		for i := range n {
-			row := data[(h*n+i)*tk : (h*n+i+1)*tk]
-			for j := range row {
-				if a.Causal && j > past+i {
-					row[j] = negInf
-				} else {
-					row[j] = m * float32(j-(past+i))
-				}
-			}
+			bias.Row(data[(h*n+i)*tk:(h*n+i+1)*tk], 0, h, i, past+i, 0)
 		}
 	}
 	return out, nil
