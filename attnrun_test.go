@@ -284,7 +284,7 @@ func TestCompare(t *testing.T) {
 	ref := tensor.New(tensor.WithShape(2), tensor.WithBacking([]float64{0.1, 0.2}))
 	assert.True(t, attnrun.AllClose(vec(0.1, 0.2), ref, 1e-7, 0))
 	_, err := attnrun.Compare(vec(1, 2), vec(1, 2, 3), 1e-5, 1e-6)
-	assert.EqualError(t, err, "compare: shape (2), the reference has (3)")
+	assert.EqualError(t, err, "compare: shape (2,), the reference has (3,)")
 	assert.False(t, attnrun.AllClose(vec(1, 2), vec(1, 2, 3), 1, 1))
 	_, err = attnrun.Compare(nil, vec(1), 0, 0)
 	assert.EqualError(t, err, "compare: a tensor is nil")

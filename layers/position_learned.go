@@ -103,7 +103,7 @@ func (p *LearnedPosition) addAt(run *registry.Run, inputs []*tensor.Dense) (*ten
 		return nil, err
 	}
 	if !shape.Eq(tensor.Shape{in.T}) && !shape.Eq(tensor.Shape{in.B, in.T}) {
-		return nil, fmt.Errorf("position_ids shape %s: want (%d) or (%d, %d), one position per token", fmtShape(shape), in.T, in.B, in.T)
+		return nil, fmt.Errorf("position_ids shape %s: want (%d,) or (%d, %d), one position per token", fmtShape(shape), in.T, in.B, in.T)
 	}
 	rows, err := lookupRows(floats(p.weight), p.ContextLength+p.Offset, p.D, ids, int64(p.Offset), shape, "context_length + offset")
 	if err != nil {

@@ -107,7 +107,7 @@ func TestProvisionOverBudget(t *testing.T) {
 		{"attention.sdpa", "{d: 4096, num_heads: 32}", "over the memory budget of 1 MiB"},
 		{"position.learned", "{context_length: 1000000, d: 1000000}", "parameter weight of shape (1000000, 1000000) needs 3.6 TiB"},
 		{"nn.mlp", "{d: 1024, d_hidden: 4096, gated: true}", "storage for 6 parameters (the largest: gate_proj.weight of shape (4096, 1024)) needs 48"},
-		{"norm.layer", "{d: 1000000}", "storage for 2 parameters (the largest: weight of shape (1000000))"},
+		{"norm.layer", "{d: 1000000}", "storage for 2 parameters (the largest: weight of shape (1000000,))"},
 		{"attention.self", "{d_in: 4096, d_out: 4096, weights: matrix}", "storage for 3 parameters (the largest: W_query of shape (4096, 4096)) needs 192"},
 		{"attention.sdpa", "{d: 8, num_heads: 65536, head_dim: 1, score_mod: {type: relative_bias, max_distance: 100000}}", "the largest: score_mod.bias of shape (65536, 199999)"},
 		{"attention.linear", "{d: 4096, num_heads: 32}", "over the memory budget of 1 MiB"},

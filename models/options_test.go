@@ -158,7 +158,7 @@ func init() {
 func TestBudgetCountsOtherLayers(t *testing.T) {
 	config := []byte("name: m\nlayers:\n  - {name: a, type: modelstest.self_allocating, n: 1024}\n  - {name: b, type: modelstest.self_allocating, n: 1024}\n")
 	_, err := Options{MaxMemory: 6000}.Parse(config, "m.yaml")
-	assert.EqualError(t, err, `m.yaml:4: layer "b" (modelstest.self_allocating): parameter w of shape (1024) needs 4.5 KiB, over the memory budget of 5.9 KiB (4.5 KiB already in use)`)
+	assert.EqualError(t, err, `m.yaml:4: layer "b" (modelstest.self_allocating): parameter w of shape (1024,) needs 4.5 KiB, over the memory budget of 5.9 KiB (4.5 KiB already in use)`)
 	m, err := Options{MaxMemory: 1 << 20, ShapesOnly: true}.Parse(config, "m.yaml")
 	require.NoError(t, err)
 	assert.Equal(t, 2048, m.NumParams())

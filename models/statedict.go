@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/array"
 )
 
 // StateDict returns the model's parameters as a name -> tensor map, and the
@@ -136,15 +138,10 @@ func float32Data(t *tensor.Dense) ([]float32, error) {
 	return nil, fmt.Errorf("dtype %v is not a float (want float32 or float64)", t.Dtype())
 }
 
-// FormatShape writes a shape as PyTorch prints torch.Size: (2, 3), and ()
-// for a scalar. Errors and listings across attnrun use it.
-func FormatShape(s tensor.Shape) string {
-	parts := make([]string, len(s))
-	for i, d := range s {
-		parts[i] = fmt.Sprint(d)
-	}
-	return "(" + strings.Join(parts, ", ") + ")"
-}
+// FormatShape writes a shape as Python prints a tuple: (2, 3), (3,), and
+// () for a scalar; it is array.FormatShape, attnrun's one shape formatter,
+// for a tensor.Shape.
+func FormatShape(s tensor.Shape) string { return array.FormatShape(s) }
 
 func quoteList(names []string) string {
 	const show = 8

@@ -144,11 +144,17 @@ func paramBytes(shape []int) int64 {
 	return n + ParamOverhead
 }
 
-// formatShape writes a shape as PyTorch prints torch.Size: (2, 3).
+// formatShape writes a shape as array.FormatShape, attnrun's shape
+// formatter, does (Python's tuples: (2, 3), (3,), ()); registry imports
+// none of attnrun's packages, so it keeps this copy, which a test holds
+// to array.FormatShape.
 func formatShape(shape []int) string {
 	parts := make([]string, len(shape))
 	for i, d := range shape {
 		parts[i] = strconv.Itoa(d)
+	}
+	if len(parts) == 1 {
+		return "(" + parts[0] + ",)"
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }

@@ -182,7 +182,7 @@ func TestRunBadInput(t *testing.T) {
 		{"unsupported Go element type", two, map[string]*tensor.Dense{"x": dense([]int{1}, 1), "y": f(1, 2, 3)},
 			`exec: input "x": array: dtype int is not supported`},
 		{"shapes do not broadcast", loose, map[string]*tensor.Dense{"x": f(2, 3), "y": f(4)},
-			`exec: node "/blk/Add_1" (Add): shapes (2, 3) and (4) do not broadcast`},
+			`exec: node "/blk/Add_1" (Add): shapes (2, 3) and (4,) do not broadcast`},
 		{"reshape impossible", reshape, map[string]*tensor.Dense{"x": f(2, 3)},
 			`exec: node "reshape" (Reshape): cannot reshape (2, 3) (6 elements) to [4 -1]`},
 		{"gather index out of range", gather, map[string]*tensor.Dense{"ids": dense([]int{2}, int64(0), 5)},
@@ -332,7 +332,7 @@ func TestRunScalarsAndEmpty(t *testing.T) {
 	}.model())
 	require.NoError(t, err)
 	_, err = g.Run(map[string]*tensor.Dense{"x": dense([]int{2}, float32(1), 2)})
-	assert.ErrorContains(t, err, `exec: output "empty": tensor has shape (0) with zero elements, which *tensor.Dense cannot hold`)
+	assert.ErrorContains(t, err, `exec: output "empty": tensor has shape (0,) with zero elements, which *tensor.Dense cannot hold`)
 
 	outs, err := g.run(map[string]*value{"x": f32(dims(2), 1, 2)})
 	require.NoError(t, err, "the internal run carries empty tensors")

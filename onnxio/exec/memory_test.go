@@ -54,7 +54,7 @@ func TestRunReleasesDeadValues(t *testing.T) {
 
 	_, _, err = runTracked(t, g, 6<<10, map[string]*value{"x": x})
 	require.ErrorIs(t, err, budget.ErrExceeded)
-	assert.EqualError(t, err, `exec: node "b" (Neg): float32 (1024) needs 4 KiB, over the memory budget of 6 KiB (4 KiB already in use)`)
+	assert.EqualError(t, err, `exec: node "b" (Neg): float32 (1024,) needs 4 KiB, over the memory budget of 6 KiB (4 KiB already in use)`)
 }
 
 // TestRunAccountsViews checks that values sharing a block (Reshape,

@@ -365,7 +365,7 @@ func (p *attnPlan) readNonpad(n *node, nonpad *value, hasPast bool) error {
 		return errors.New("nonpad_kv_seqlen cannot be combined with past_key and past_value")
 	}
 	if nonpad.dtype != Int64 || !equalShapes(nonpad.shape, []int{p.batch}) {
-		return fmt.Errorf("nonpad_kv_seqlen is %s, want int64 (%d)", nonpad.describe(), p.batch)
+		return fmt.Errorf("nonpad_kv_seqlen is %s, want int64 (%d,)", nonpad.describe(), p.batch)
 	}
 	p.nonpad = make([]int, p.batch)
 	for b, l := range nonpad.data.([]int64) {

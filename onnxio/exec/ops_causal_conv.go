@@ -58,7 +58,7 @@ func causalConvOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	}
 	k := w.shape[2]
 	if bias != nil && (bias.dtype != x.dtype || !equalShapes(bias.shape, []int{channels})) {
-		return nil, fmt.Errorf("bias is %s; want %s (%d)", bias.describe(), x.dtype, channels)
+		return nil, fmt.Errorf("bias is %s; want %s (%d,)", bias.describe(), x.dtype, channels)
 	}
 	stateShape := []int{batch, channels, k - 1}
 	if past != nil && (past.dtype != x.dtype || !equalShapes(past.shape, stateShape)) {

@@ -148,7 +148,7 @@ func TestCausalConvErrors(t *testing.T) {
 		{"weight middle", "", []*value{x, zeros(3, 2, 4)}, "weight is float32 (3, 2, 4)"},
 		{"weight empty kernel", "", []*value{x, zeros(3, 1, 0)}, "with k ≥ 1"},
 		{"weight dtype", "", []*value{x, f64(dims(3, 1, 1), 1, 1, 1)}, "weight is float64 (3, 1, 1)"},
-		{"bias", "", []*value{x, w, zeros(2)}, "bias is float32 (2); want float32 (3)"},
+		{"bias", "", []*value{x, w, zeros(2)}, "bias is float32 (2,); want float32 (3,)"},
 		{"past", "", []*value{x, w, nil, zeros(2, 3, 4)}, "past_state is float32 (2, 3, 4); want float32 (2, 3, 3), (batch, channels, k − 1)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

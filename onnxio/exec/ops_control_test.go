@@ -141,7 +141,7 @@ func TestIfOutputsOuterValues(t *testing.T) {
 		assertValue(t, want, out[0])
 	}
 	_, err = g.run(map[string]*value{"c": bools(dims(2), true, false), "a": f32(dims(2), 1, 2), "b": f32(dims(2), 3, 4)})
-	assert.ErrorContains(t, err, `node "if" (If): cond must be a one-element bool tensor, is bool (2)`)
+	assert.ErrorContains(t, err, `node "if" (If): cond must be a one-element bool tensor, is bool (2,)`)
 }
 
 // TestControlFlowErrors checks what New and Run say about malformed

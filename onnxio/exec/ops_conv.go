@@ -86,7 +86,7 @@ func convWindow(n *node, x, w, b *value) (convShapes, *window, error) {
 // channel.
 func checkBias(b *value, outChannels int) error {
 	if b != nil && (b.rank() != 1 || b.shape[0] != outChannels) {
-		return fmt.Errorf("bias B %s must be (%d), one bias per output channel", shapeString(b.shape), outChannels)
+		return fmt.Errorf("bias B %s must be (%d,), one bias per output channel", shapeString(b.shape), outChannels)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func TestArithmetic(t *testing.T) {
 			err: "integer division by zero"},
 		{name: "shapes do not broadcast", op: "Add", opset: 14,
 			in:  []*value{f32(dims(2, 3), 1, 2, 3, 4, 5, 6), f32(dims(2), 1, 2)},
-			err: "shapes (2, 3) and (2) do not broadcast"},
+			err: "shapes (2, 3) and (2,) do not broadcast"},
 		{name: "dtypes differ", op: "Add", opset: 14,
 			in:  []*value{f32(dims(1), 1), i64(dims(1), 1)},
 			err: "different dtypes float32 and int64"},

@@ -103,9 +103,9 @@ func TestSwiGLU(t *testing.T) {
 		{name: "alpha", op: "SwiGLU", attrs: attrs{"alpha": aFloat(1.5)}, in: []*value{f64(dims(1, 2), 1, -100), f64(dims(1, 2), 3, 1)},
 			want: []*value{f64(dims(1, 2), 3/(1+math.Exp(-1.5)), -100/(1+math.Exp(150)))}},
 		{name: "shapes differ", op: "SwiGLU", in: []*value{f32(dims(2), 1, 2), f32(dims(1), 1)},
-			err: "inputs A float32 (2) and B float32 (1) differ in shape; SwiGLU does not broadcast"},
+			err: "inputs A float32 (2,) and B float32 (1,) differ in shape; SwiGLU does not broadcast"},
 		{name: "dtypes differ", op: "SwiGLU", in: []*value{f32(dims(1), 1), f64(dims(1), 1)},
-			err: "input B is float64 (1) and A float32 (1): they must have the same element type"},
+			err: "input B is float64 (1,) and A float32 (1,): they must have the same element type"},
 		{name: "integers", op: "SwiGLU", in: []*value{i64(dims(1), 1), i64(dims(1), 1)}, err: "float32 or float64"},
 	})
 	_, err := New(graphSpec{opset: 27, inputs: []*onnxpb.ValueInfoProto{untyped("a", onnxio.Float), untyped("b", onnxio.Float)},

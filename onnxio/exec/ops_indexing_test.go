@@ -21,7 +21,7 @@ func TestIndexingOps(t *testing.T) {
 		{name: "scatter nd", op: "ScatterND", opset: 13, in: []*value{f32(dims(8), 1, 2, 3, 4, 5, 6, 7, 8), i64(dims(4, 1), 4, 3, 1, 7), f32(dims(4), 9, 10, 11, 12)}, want: []*value{f32(dims(8), 1, 11, 3, 10, 9, 6, 7, 12)}},
 		{name: "scatter nd slices mul", op: "ScatterND", opset: 16, attrs: attrs{"reduction": str("mul")}, in: []*value{i32(dims(2, 2), 1, 2, 3, 4), i64(dims(1, 1), 1), i32(dims(1, 2), 10, 100)}, want: []*value{i32(dims(2, 2), 1, 2, 30, 400)}},
 		{name: "scatter nd bool", op: "ScatterND", opset: 18, in: []*value{bools(dims(2), false, false), i64(dims(1, 1), 1), bools(dims(1), true)}, want: []*value{bools(dims(2), false, true)}},
-		{name: "scatter nd bad updates", op: "ScatterND", opset: 18, in: []*value{f32(dims(2), 1, 2), i64(dims(1, 1), 1), f32(dims(2), 1, 2)}, err: "updates have shape (2), want (1)"},
+		{name: "scatter nd bad updates", op: "ScatterND", opset: 18, in: []*value{f32(dims(2), 1, 2), i64(dims(1, 1), 1), f32(dims(2), 1, 2)}, err: "updates have shape (2,), want (1,)"},
 		{name: "nonzero", op: "NonZero", opset: 13, in: []*value{f32(dims(2, 2), 1, 0, 1, 1)}, want: []*value{i64(dims(2, 3), 0, 1, 1, 0, 0, 1)}},
 		{name: "one hot", op: "OneHot", opset: 11, in: []*value{i64(dims(3), 0, 2, -1), f32(dims(), 3), f32(dims(2), 0, 5)}, want: []*value{f32(dims(3, 3), 5, 0, 0, 0, 0, 5, 0, 0, 5)}},
 		{name: "one hot opset 9 negative is off", op: "OneHot", opset: 9, in: []*value{i64(dims(2), -1, 1), i64(dims(), 2), f32(dims(2), 0, 1)}, want: []*value{f32(dims(2, 2), 0, 0, 0, 1)}},

@@ -37,7 +37,7 @@ func TestMatMul(t *testing.T) {
 			err: "shapes (2, 3) and (2, 3) cannot be multiplied"},
 		{name: "batches do not broadcast", op: "MatMul", opset: 13,
 			in:  []*value{f32(dims(2, 1, 1), 1, 2), f32(dims(3, 1, 1), 1, 2, 3)},
-			err: "batch dimensions: shapes (2) and (3) do not broadcast"},
+			err: "batch dimensions: shapes (2,) and (3,) do not broadcast"},
 		{name: "scalar operand", op: "MatMul", opset: 13, in: []*value{f32(dims(), 1), a}, err: "rank >= 1"},
 	})
 }
@@ -65,7 +65,7 @@ func TestGemm(t *testing.T) {
 		{name: "scalar C", op: "Gemm", opset: 13, in: []*value{a, b, f32(dims(), 1)}, want: []*value{ab1}},
 		{name: "column C", op: "Gemm", opset: 13, in: []*value{a, b, f32(dims(3, 1), 1, 1, 1)}, want: []*value{ab1}},
 		{name: "C does not broadcast", op: "Gemm", opset: 13, in: []*value{a, b, f32(dims(2), 1, 1)},
-			err: "C of shape (2) does not broadcast to the (3, 4) result"},
+			err: "C of shape (2,) does not broadcast to the (3, 4) result"},
 		{name: "inner dimensions differ", op: "Gemm", opset: 13, in: []*value{a, a}, err: "inner dimensions differ"},
 		{name: "int64", op: "Gemm", opset: 13, attrs: attrs{"transB": aInt(1)},
 			in:   []*value{i64(dims(1, 2), 1, 2), i64(dims(1, 2), 3, 4), i64(dims(1, 1), 1)},

@@ -57,7 +57,7 @@ func TestLayerNormalization(t *testing.T) {
 		{name: "two axes, no bias, epsilon", op: "LayerNormalization", opset: 17,
 			attrs: attrs{"axis": aInt(1), "epsilon": aFloat(1e-3)}, in: []*value{normX, scale2}, want: []*value{y2}},
 		{name: "scale does not fit", op: "LayerNormalization", opset: 17,
-			in: []*value{normX, f32(dims(2), 1, 1)}, err: "Scale: shape (2) does not broadcast to (3)"},
+			in: []*value{normX, f32(dims(2), 1, 1)}, err: "Scale: shape (2,) does not broadcast to (3,)"},
 		{name: "float64 stash", op: "LayerNormalization", opset: 17, attrs: attrs{"stash_type": aInt(int64(Float64))},
 			in: []*value{normX, scale, bias}, want: []*value{y, castValue(mean, Float64), castValue(inv, Float64)}},
 	})

@@ -24,7 +24,7 @@ func TestNormalizations(t *testing.T) {
 		{name: "det not square", op: "Det", opset: 22, in: []*value{f32(dims(2, 3), 1, 2, 3, 4, 5, 6)}, err: "not a batch of square matrices"},
 		{name: "rms norm", op: "RMSNormalization", opset: 23, in: []*value{f32(dims(2, 2), 3, 4, 0, 0), f32(dims(2), 1, 2)}, want: []*value{f32(dims(2, 2), 3*r, 8*r, 0, 0)}},
 		{name: "rms norm axis 0", op: "RMSNormalization", opset: 23, attrs: attrs{"axis": aInt(0), "epsilon": aFloat(0)}, in: []*value{f32(dims(2, 1), 3, 4), f32(dims(1), 2)}, want: []*value{f32(dims(2, 1), 6/float32(math.Sqrt(12.5)), 8/float32(math.Sqrt(12.5)))}},
-		{name: "rms norm scale shape", op: "RMSNormalization", opset: 23, in: []*value{f32(dims(1, 2), 3, 4), f32(dims(3), 1, 2, 3)}, err: "scale: shape (3) does not broadcast to (2)"},
+		{name: "rms norm scale shape", op: "RMSNormalization", opset: 23, in: []*value{f32(dims(1, 2), 3, 4), f32(dims(3), 1, 2, 3)}, err: "scale: shape (3,) does not broadcast to (2,)"},
 		{name: "lp l1 axis 0", op: "LpNormalization", opset: 22, attrs: attrs{"p": aInt(1), "axis": aInt(0)}, in: []*value{f32(dims(2, 2), 1, -2, 3, 4)}, want: []*value{f32(dims(2, 2), 0.25, -1.0/3, 0.75, 2.0/3)}},
 		{name: "lp l2 zero row", op: "LpNormalization", opset: 1, in: []*value{f32(dims(2, 2), 3, 4, 0, 0)}, want: []*value{f32(dims(2, 2), 0.6, 0.8, 0, 0)}},
 		{name: "lp p 3", op: "LpNormalization", opset: 22, attrs: attrs{"p": aInt(3)}, in: []*value{f32(dims(1), 1)}, err: "p is 3, want 1 or 2"},

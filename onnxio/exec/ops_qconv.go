@@ -61,7 +61,7 @@ func qLinearConvOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	var b []int64
 	if bias != nil {
 		if bias.dtype != Int32 || bias.rank() != 1 || bias.shape[0] != channels {
-			return nil, fmt.Errorf("bias B %s must be int32 (%d)", bias.describe(), channels)
+			return nil, fmt.Errorf("bias B %s must be int32 (%d,)", bias.describe(), channels)
 		}
 		b = castTo[int64](bias.data)
 	}

@@ -179,7 +179,7 @@ func TestRotaryErrors(t *testing.T) {
 		{"cache shapes differ", nil, []*value{x4, cache, f32(dims(4, 2), make([]float32, 8)...), pos}, "cos_cache (5, 2) and sin_cache (4, 2) differ in shape"},
 		{"caches without positions", nil, []*value{x4, cache, cache}, "without position_ids the caches must be (batch, seq, rotary_dim/2) = (1, 3, 2), are (5, 2)"},
 		{"position dtype", nil, []*value{x4, cache, cache, i32(dims(1, 3), 0, 1, 2)}, "position_ids is int32 (1, 3), want int64 (1, 3)"},
-		{"position shape", nil, []*value{x4, cache, cache, i64(dims(3), 0, 1, 2)}, "position_ids is int64 (3), want int64 (1, 3)"},
+		{"position shape", nil, []*value{x4, cache, cache, i64(dims(3), 0, 1, 2)}, "position_ids is int64 (3,), want int64 (1, 3)"},
 		{"position range", nil, []*value{x4, cache, cache, i64(dims(1, 3), 0, 5, 1)}, "position_ids[1] is 5, outside the caches' 5 positions"},
 		{"negative position", nil, []*value{x4, cache, cache, i64(dims(1, 3), -1, 0, 1)}, "position_ids[0] is -1"},
 	} {

@@ -3,8 +3,9 @@ package exec
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
+
+	"github.com/attnrun/attnrun/array"
 )
 
 // maxEmptyExtent bounds the product of the nonzero dimensions of an empty
@@ -79,15 +80,9 @@ func stridesOf(shape []int) []int {
 	return s
 }
 
-// shapeString formats a shape the way errors show it: "(2, 3)", "()" for a
-// scalar.
-func shapeString(shape []int) string {
-	parts := make([]string, len(shape))
-	for i, d := range shape {
-		parts[i] = strconv.Itoa(d)
-	}
-	return "(" + strings.Join(parts, ", ") + ")"
-}
+// shapeString formats a shape the way errors show it, as every part of
+// attnrun does (array.FormatShape): "(2, 3)", "(3,)", "()" for a scalar.
+func shapeString(shape []int) string { return array.FormatShape(shape) }
 
 // broadcastShapes returns the numpy broadcast of the given shapes: aligned
 // on the right, each dimension is either equal or 1.

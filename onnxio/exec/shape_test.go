@@ -45,7 +45,7 @@ func TestBroadcastShapes(t *testing.T) {
 	assert.Equal(t, dims(0, 1, 0), broadcastStrides(dims(3, 1), dims(2, 3, 4)))
 	assert.Equal(t, dims(0, 4, 1), broadcastStrides(dims(1, 3, 4), dims(2, 3, 4)))
 	_, err = broadcastShapes(dims(2, 3), dims(3, 2), dims(1))
-	assert.EqualError(t, err, "shapes (2, 3), (3, 2) and (1) do not broadcast")
+	assert.EqualError(t, err, "shapes (2, 3), (3, 2) and (1,) do not broadcast")
 }
 
 func TestCheckExtent(t *testing.T) {

@@ -2,10 +2,11 @@ package lift
 
 import (
 	"fmt"
-	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"slices"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
 // analysis is the state shared by the recognizers: the graph and its
@@ -237,20 +238,9 @@ func (a *analysis) rowsOf(p *probe, c chain) ([]int, error) {
 	return out, nil
 }
 
-// fmtShape prints a shape as PyTorch users read it: (2, 6, 8).
-func fmtShape(s []int) string {
-	out := "("
-	for i, d := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += fmt.Sprint(d)
-	}
-	if len(s) == 1 {
-		out += ","
-	}
-	return out + ")"
-}
+// fmtShape prints a shape as attnrun's one shape formatter does
+// (array.FormatShape): (2, 6, 8), (3,).
+func fmtShape(s []int) string { return array.FormatShape(s) }
 
 // product multiplies dimensions; it is -1 when a dimension is negative or
 // the product overflows (shapes come from files).

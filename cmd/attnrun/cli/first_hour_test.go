@@ -417,7 +417,7 @@ func TestLayersDescribeOneType(t *testing.T) {
 	assert.Contains(t, out, "example (in a model config's layers:)\n  "+line+"\n")
 	assert.Contains(t, out, "parameters of the example (1,040 values)\n")
 	assert.Regexp(t, `attn\.W_query\.weight +\(16, 16\)\n`, out)
-	assert.Regexp(t, `attn\.out_proj\.bias +\(16\)\n`, out)
+	assert.Regexp(t, `attn\.out_proj\.bias +\(16,\)\n`, out)
 	// The example runs as printed.
 	config := writeFile(t, t.TempDir(), "m.yaml", "name: m\nlayers:\n  "+line+"\n")
 	status, _, stderr = attnrun("run", config, "--seed", "1", "--random-input", "1,3,16")
