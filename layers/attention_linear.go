@@ -304,8 +304,7 @@ func (l *LinearAttention) Forward(run *registry.Run, inputs []*tensor.Dense) (*t
 // linearState is the registry.State of attention.linear: per sequence,
 // the convolution's last kernel−1 inputs and the recurrent states.
 type linearState struct {
-	tokens int
-	seqs   int // 0 until the first step
+	session
 	// history[b] holds the last kernel−1 rows (conv_dim each) that entered
 	// the convolution, oldest first; zeros stand before the first token.
 	history [][]float32
@@ -315,9 +314,6 @@ type linearState struct {
 }
 
 var _ registry.State = (*linearState)(nil)
-
-// Tokens reports how many tokens of each sequence the layer has seen.
-func (s *linearState) Tokens() int { return s.tokens }
 
 // NewState starts a session with empty states.
 func (l *LinearAttention) NewState() registry.State { return &linearState{} }
@@ -331,12 +327,9 @@ func (l *LinearAttention) Step(run *registry.Run, state registry.State, inputs [
 	if err := x.expectWidth("d", l.c.d); err != nil {
 		return nil, err
 	}
-	st, ok := state.(*linearState)
-	if !ok || st == nil {
-		return nil, fmt.Errorf("state %T is not from this layer's NewState", state)
-	}
-	if st.seqs != 0 && st.seqs != x.B {
-		return nil, fmt.Errorf("step has %d sequence(s), the session started with %d", x.B, st.seqs)
+	st, err := stateOf[linearState](state, x.B)
+	if err != nil {
+		return nil, err
 	}
 	return l.c.advance(run, x, st)
 }

@@ -263,15 +263,11 @@ func (m *MLA) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense,
 // latent of every token so far, kv_lora_rank normalized values then
 // qk_rope_head_dim of the rotated shared key.
 type mlaState struct {
-	tokens int
-	seqs   int // 0 until the first step
+	session
 	latent [][]float32
 }
 
 var _ registry.State = (*mlaState)(nil)
-
-// Tokens reports how many tokens of each sequence the layer has seen.
-func (s *mlaState) Tokens() int { return s.tokens }
 
 // NewState starts a session with an empty latent cache.
 func (m *MLA) NewState() registry.State { return &mlaState{} }
@@ -287,12 +283,9 @@ func (m *MLA) Step(run *registry.Run, state registry.State, inputs []*tensor.Den
 	if err := x.expectWidth("d", c.d); err != nil {
 		return nil, err
 	}
-	st, ok := state.(*mlaState)
-	if !ok || st == nil {
-		return nil, fmt.Errorf("state %T is not from this layer's NewState", state)
-	}
-	if st.seqs != 0 && st.seqs != x.B {
-		return nil, fmt.Errorf("step has %d sequence(s), the session started with %d", x.B, st.seqs)
+	st, err := stateOf[mlaState](state, x.B)
+	if err != nil {
+		return nil, err
 	}
 	past := st.tokens
 	weights, err := newStepWeights(run, x.B, c.heads, x.T, past+x.T)

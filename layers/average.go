@@ -120,13 +120,9 @@ func (a *Average) FLOPs([]tensor.Shape) (int64, error) { return 0, nil }
 // averageState is attention.average's memory: the running sum of every
 // sequence's tokens.
 type averageState struct {
-	tokens int
-	seqs   int
-	sums   []float32 // B·d
+	session
+	sums []float32 // B·d
 }
-
-// Tokens reports how many tokens of each sequence the layer has seen.
-func (s *averageState) Tokens() int { return s.tokens }
 
 // NewState starts a session with empty sums.
 func (a *Average) NewState() registry.State { return &averageState{} }

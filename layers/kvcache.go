@@ -69,8 +69,7 @@ func (c *kvCache) keepLast(n int) {
 // cross-attention layer caches the projections of its memory instead, made
 // at the first step.
 type attentionState struct {
-	tokens int
-	seqs   int // 0 until the first step
+	session
 	caches []*kvCache
 	// memory holds copies of the cross-attention inputs the caches were
 	// projected from (memory; or key and value), to tell when they change.
@@ -79,18 +78,37 @@ type attentionState struct {
 
 var _ registry.State = (*attentionState)(nil)
 
-// Tokens reports how many tokens of each sequence the layer has seen.
-func (s *attentionState) Tokens() int { return s.tokens }
+// session is what the state of every stepping layer keeps: how many
+// tokens of each sequence it has seen, and the batch size, fixed by the
+// first step.
+type session struct {
+	tokens int
+	seqs   int // 0 until the first step
+}
 
-// attentionStateOf checks that a state passed to Step is an attention
-// layer's, and that the step's batch size matches the session's.
-func attentionStateOf(state registry.State, seqs int) (*attentionState, error) {
-	s, ok := state.(*attentionState)
+// Tokens reports how many tokens of each sequence the layer has seen.
+func (s *session) Tokens() int { return s.tokens }
+
+// sameSeqs checks that a step of seqs sequences continues the session.
+func (s *session) sameSeqs(seqs int) error {
+	if s.seqs != 0 && s.seqs != seqs {
+		return fmt.Errorf("step has %d sequence(s), the session started with %d", seqs, s.seqs)
+	}
+	return nil
+}
+
+// stateOf checks that a state passed to Step is a *S, from the layer's
+// NewState, and that the step's seqs sequences continue its session.
+func stateOf[S any, P interface {
+	*S
+	sameSeqs(int) error
+}](state registry.State, seqs int) (P, error) {
+	s, ok := state.(P)
 	if !ok || s == nil {
 		return nil, fmt.Errorf("state %T is not from this layer's NewState", state)
 	}
-	if s.seqs != 0 && s.seqs != seqs {
-		return nil, fmt.Errorf("step has %d sequence(s), the session started with %d", seqs, s.seqs)
+	if err := s.sameSeqs(seqs); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -120,28 +138,9 @@ func (s *attentionState) rememberMemory(xs ...seqs) {
 
 // positionState is the registry.State of layers that only need to know
 // where the new tokens sit: the position layers.
-type positionState struct {
-	tokens int
-	seqs   int
-}
+type positionState struct{ session }
 
 var _ registry.State = (*positionState)(nil)
-
-// Tokens reports how many tokens of each sequence the layer has seen.
-func (s *positionState) Tokens() int { return s.tokens }
-
-// positionStateOf checks that a state passed to Step is a position layer's,
-// and that the step's batch size matches the session's.
-func positionStateOf(state registry.State, seqs int) (*positionState, error) {
-	s, ok := state.(*positionState)
-	if !ok || s == nil {
-		return nil, fmt.Errorf("state %T is not from this layer's NewState", state)
-	}
-	if s.seqs != 0 && s.seqs != seqs {
-		return nil, fmt.Errorf("step has %d sequence(s), the session started with %d", seqs, s.seqs)
-	}
-	return s, nil
-}
 
 // advance records n more tokens of seqs sequences.
 func (s *positionState) advance(seqs, n int) { s.seqs, s.tokens = seqs, s.tokens+n }
@@ -155,7 +154,7 @@ func positionStep(run *registry.Run, state registry.State, inputs []*tensor.Dens
 	if err != nil {
 		return nil, err
 	}
-	s, err := positionStateOf(state, in.B)
+	s, err := stateOf[positionState](state, in.B)
 	if err != nil {
 		return nil, err
 	}

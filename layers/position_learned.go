@@ -124,7 +124,7 @@ func (p *LearnedPosition) stepAt(run *registry.Run, state registry.State, inputs
 	if err != nil {
 		return nil, err
 	}
-	s, err := positionStateOf(state, in.B)
+	s, err := stateOf[positionState](state, in.B)
 	if err != nil {
 		return nil, err
 	}

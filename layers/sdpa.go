@@ -443,7 +443,7 @@ func (s *SDPA) Step(run *registry.Run, state registry.State, inputs []*tensor.De
 	if err != nil {
 		return nil, err
 	}
-	st, err := attentionStateOf(state, in.x.B)
+	st, err := stateOf[attentionState](state, in.x.B)
 	if err != nil {
 		return nil, err
 	}

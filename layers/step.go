@@ -56,7 +56,7 @@ func stepStart(state registry.State, inputs []*tensor.Dense, dIn, contextLength,
 	if err := in.expectWidth("d_in", dIn); err != nil {
 		return in, nil, err
 	}
-	st, err := attentionStateOf(state, in.B)
+	st, err := stateOf[attentionState](state, in.B)
 	if err != nil {
 		return in, nil, err
 	}

@@ -476,7 +476,7 @@ func (c *mhaPrepared) forward(run *registry.Run, inputs []*tensor.Dense, st *att
 // a self-attention step (nil for cross-attention, whose keys are the
 // memory's).
 func (c *mhaPrepared) stepCache(in mhaInputs, st *attentionState) (*kvCache, error) {
-	if _, err := attentionStateOf(st, in.query.B); err != nil {
+	if _, err := stateOf[attentionState](st, in.query.B); err != nil {
 		return nil, err
 	}
 	if !in.self {
