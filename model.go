@@ -220,13 +220,7 @@ func (m *Model) runGraph(ctx context.Context, inputs []*tensor.Dense) ([]*tensor
 func float32Input(x *tensor.Dense) (*tensor.Dense, error) {
 	switch x.Dtype() {
 	case tensor.Float32:
-		if !x.RequiresIterator() {
-			return x, nil
-		}
-		if dense, ok := x.Materialize().(*tensor.Dense); ok {
-			return dense, nil
-		}
-		return nil, fmt.Errorf("a strided view of shape %v could not be copied", x.Shape())
+		return contiguous(x)
 	case tensor.Float64:
 		return tensorio.ToFloat32(x)
 	}
@@ -239,13 +233,7 @@ func float32Input(x *tensor.Dense) (*tensor.Dense, error) {
 func int64Input(x *tensor.Dense) (*tensor.Dense, error) {
 	switch x.Dtype() {
 	case tensor.Int64:
-		if !x.RequiresIterator() {
-			return x, nil
-		}
-		if dense, ok := x.Materialize().(*tensor.Dense); ok {
-			return dense, nil
-		}
-		return nil, fmt.Errorf("a strided view of shape %v could not be copied", x.Shape())
+		return contiguous(x)
 	case tensor.Int32:
 		narrow, ok := x.Data().([]int32)
 		if !ok || x.RequiresIterator() {
@@ -258,4 +246,15 @@ func int64Input(x *tensor.Dense) (*tensor.Dense, error) {
 		return tensor.New(tensor.WithShape(x.Shape().Clone()...), tensor.WithBacking(wide)), nil
 	}
 	return nil, fmt.Errorf("dtype %v, want int64 (or int32)", x.Dtype())
+}
+
+// contiguous returns x, or a row-major copy of x when it is a strided view.
+func contiguous(x *tensor.Dense) (*tensor.Dense, error) {
+	if !x.RequiresIterator() {
+		return x, nil
+	}
+	if dense, ok := x.Materialize().(*tensor.Dense); ok {
+		return dense, nil
+	}
+	return nil, fmt.Errorf("a strided view of shape %v could not be copied", x.Shape())
 }

@@ -311,16 +311,9 @@ func idRows(t *tensor.Dense) (idSlab, error) {
 	if len(shape) < 1 || len(shape) > 2 {
 		return idSlab{}, fmt.Errorf("shape %v: want token ids (T) or (B, T)", FormatShape(shape))
 	}
-	if t.RequiresIterator() {
-		m, ok := t.Materialize().(*tensor.Dense)
-		if !ok {
-			return idSlab{}, errors.New("view could not be copied to a dense tensor")
-		}
-		t = m
-	}
-	ids, ok := t.Data().([]int64)
-	if !ok {
-		return idSlab{}, fmt.Errorf("dtype %v: want int64", t.Dtype())
+	ids, err := elements[int64](t)
+	if err != nil {
+		return idSlab{}, err
 	}
 	return idSlab{shape: shape.Clone(), rows: len(ids) / max(shape[len(shape)-1], 1), ids: ids}, nil
 }
@@ -352,16 +345,9 @@ func tokenRows(t *tensor.Dense) (tokenSlab, error) {
 	if len(shape) < 2 {
 		return tokenSlab{}, fmt.Errorf("shape %v has no token axis: want (T, d) or (B, T, d)", shape)
 	}
-	if t.RequiresIterator() {
-		m, ok := t.Materialize().(*tensor.Dense)
-		if !ok {
-			return tokenSlab{}, errors.New("view could not be copied to a dense tensor")
-		}
-		t = m
-	}
-	data, ok := t.Data().([]float32)
-	if !ok {
-		return tokenSlab{}, fmt.Errorf("dtype %v: want float32", t.Dtype())
+	data, err := elements[float32](t)
+	if err != nil {
+		return tokenSlab{}, err
 	}
 	s := tokenSlab{shape: shape.Clone(), outer: 1, n: shape[len(shape)-2], inner: shape[len(shape)-1], data: data}
 	for _, d := range shape[:len(shape)-2] {
@@ -406,4 +392,22 @@ func joinTokens(slabs []tokenSlab) (*tensor.Dense, error) {
 	shape := first.shape.Clone()
 	shape[len(shape)-2] = tokens
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out)), nil
+}
+
+// elements returns t's elements in row-major order (a strided view
+// copied), which must be of type T.
+func elements[T any](t *tensor.Dense) ([]T, error) {
+	if t.RequiresIterator() {
+		m, ok := t.Materialize().(*tensor.Dense)
+		if !ok {
+			return nil, errors.New("view could not be copied to a dense tensor")
+		}
+		t = m
+	}
+	data, ok := t.Data().([]T)
+	if !ok {
+		var want T
+		return nil, fmt.Errorf("dtype %v: want %T", t.Dtype(), want)
+	}
+	return data, nil
 }
