@@ -282,6 +282,24 @@ func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session) (
 	if !m.weighted {
 		return nil, m.errNoWeights()
 	}
+	run, err := m.checkInputs(run, inputs)
+	if err != nil {
+		return nil, err
+	}
+	return m.pass(run, inputs, s, func(i int, layerRun *registry.Run, args []*tensor.Dense) (*tensor.Dense, error) {
+		spec := m.steps[i].spec
+		out, err := forwardLayer(spec.Layer, layerRun, args)
+		if err != nil {
+			return nil, fmt.Errorf("layer %q (%s): %w", spec.Name, spec.Type, err)
+		}
+		return out, nil
+	})
+}
+
+// checkInputs checks a pass's inputs against the config (their number,
+// none nil, each of its declared element type) and its Run, which it
+// returns: an eval Run for nil.
+func (m *Model) checkInputs(run *registry.Run, inputs []*tensor.Dense) (*registry.Run, error) {
 	if len(inputs) != len(m.cfg.Inputs) {
 		return nil, fmt.Errorf("model %q takes %d input(s) (%s), got %d",
 			m.cfg.Name, len(m.cfg.Inputs), strings.Join(m.cfg.Inputs, ", "), len(inputs))
@@ -292,6 +310,24 @@ func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session) (
 	if run.Train && run.RNG == nil {
 		return nil, errors.New("train mode needs a Run.RNG for dropout")
 	}
+	for i, in := range inputs {
+		if in == nil {
+			return nil, fmt.Errorf("model %q: input %q is nil", m.cfg.Name, m.cfg.Inputs[i])
+		}
+		if err := m.checkDtype(i, in); err != nil {
+			return nil, err
+		}
+	}
+	return run, nil
+}
+
+// pass runs layer after layer on the checked inputs, in session s when s
+// is not nil (its value slots, Run and lent outputs instead of fresh
+// ones), and returns the model's output. call computes layer i from its
+// arguments with layerRun, the caller's Run naming the layer; run's
+// context is checked before every layer.
+func (m *Model) pass(run *registry.Run, inputs []*tensor.Dense, s *Session,
+	call func(i int, layerRun *registry.Run, args []*tensor.Dense) (*tensor.Dense, error)) (*tensor.Dense, error) {
 	// One allocation holds the value slots and, after them, the argument
 	// lists of every step; layers do not keep their argument slices.
 	var values []*tensor.Dense
@@ -300,6 +336,7 @@ func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session) (
 		values, layerRun = s.values, &s.run
 		*layerRun = *run
 		layerRun.Outputs = &s.outputs
+		defer clear(s.values) // hold no caller's tensors between passes
 	} else {
 		values = make([]*tensor.Dense, len(inputs)+len(m.steps)+m.numArgs)
 		layerRun = new(registry.Run)
@@ -308,15 +345,7 @@ func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session) (
 	}
 	args := values[len(inputs)+len(m.steps):]
 	values = values[:len(inputs)+len(m.steps)]
-	for i, in := range inputs {
-		if in == nil {
-			return nil, fmt.Errorf("model %q: input %q is nil", m.cfg.Name, m.cfg.Inputs[i])
-		}
-		if err := m.checkDtype(i, in); err != nil {
-			return nil, err
-		}
-		values[i] = in
-	}
+	copy(values, inputs)
 	for i, st := range m.steps {
 		stepArgs := args[:len(st.inputs):len(st.inputs)]
 		args = args[len(st.inputs):]
@@ -330,17 +359,13 @@ func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session) (
 		if err := run.Err(); err != nil {
 			return nil, stopped(m.cfg.Name, st.spec, err)
 		}
-		out, err := forwardLayer(st.spec.Layer, layerRun, stepArgs)
+		out, err := call(i, layerRun, stepArgs)
 		if err != nil {
-			return nil, fmt.Errorf("layer %q (%s): %w", st.spec.Name, st.spec.Type, err)
+			return nil, err
 		}
 		values[len(inputs)+i] = out
 	}
-	out := values[m.output]
-	if s != nil {
-		clear(s.values) // hold no caller's tensors between passes
-	}
-	return out, nil
+	return values[m.output], nil
 }
 
 // checkDtype checks that input i has the element type the config declares

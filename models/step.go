@@ -3,7 +3,6 @@ package models
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"gorgonia.org/tensor"
 
@@ -102,70 +101,29 @@ func (m *Model) stepState(run *registry.Run, s *State, inputs []*tensor.Dense, s
 // number of new tokens; in session sess, when not nil, with its value
 // slots, Run and lent outputs.
 func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense, sess *Session) (*tensor.Dense, int, error) {
-	if len(inputs) != len(m.cfg.Inputs) {
-		return nil, 0, fmt.Errorf("model %q takes %d input(s) (%s), got %d",
-			m.cfg.Name, len(m.cfg.Inputs), strings.Join(m.cfg.Inputs, ", "), len(inputs))
-	}
-	if run == nil {
-		run = &evalRun
-	}
-	if run.Train && run.RNG == nil {
-		return nil, 0, errors.New("train mode needs a Run.RNG for dropout")
-	}
-	for i, in := range inputs {
-		if in == nil {
-			return nil, 0, fmt.Errorf("model %q: input %q is nil", m.cfg.Name, m.cfg.Inputs[i])
-		}
-		if err := m.checkDtype(i, in); err != nil {
-			return nil, 0, err
-		}
+	run, err := m.checkInputs(run, inputs)
+	if err != nil {
+		return nil, 0, err
 	}
 	n, err := m.newTokens(inputs[0])
 	if err != nil {
 		return nil, 0, err
 	}
-	var values []*tensor.Dense
-	var layerRun *registry.Run // the caller's Run, with each layer's path in turn
-	if sess != nil {
-		values, layerRun = sess.values, &sess.run
-		*layerRun = *run
-		layerRun.Outputs = &sess.outputs
-		defer clear(sess.values) // hold no caller's tensors between passes
-	} else {
-		values = make([]*tensor.Dense, len(inputs)+len(m.steps)+m.numArgs)
-		layerRun = new(registry.Run)
-		*layerRun = *run
-		layerRun.Outputs = nil
-	}
-	allArgs := values[len(inputs)+len(m.steps):]
-	values = values[:len(inputs)+len(m.steps)]
-	copy(values, inputs)
-	for i, st := range m.steps {
-		args := allArgs[:len(st.inputs):len(st.inputs)]
-		allArgs = allArgs[len(st.inputs):]
-		for j, idx := range st.inputs {
-			args[j] = values[idx]
-		}
-		layerRun.Layer = st.spec.Name
-		if sess != nil {
-			sess.outputs.Select(i)
-		}
-		if err := run.Err(); err != nil {
-			return nil, 0, stopped(m.cfg.Name, st.spec, err)
-		}
+	out, err := m.pass(run, inputs, sess, func(i int, layerRun *registry.Run, args []*tensor.Dense) (*tensor.Dense, error) {
+		spec := m.steps[i].spec
 		var out *tensor.Dense
 		var err error
 		if state := s.layers[i]; state != nil {
-			out, err = stepLayer(st.spec.Layer.(registry.Stepper), layerRun, state, args)
+			out, err = stepLayer(spec.Layer.(registry.Stepper), layerRun, state, args)
 		} else {
-			out, err = forwardLayer(st.spec.Layer, layerRun, args)
+			out, err = forwardLayer(spec.Layer, layerRun, args)
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("layer %q (%s) at token %d: %w", st.spec.Name, st.spec.Type, s.tokens, err)
+			return nil, fmt.Errorf("layer %q (%s) at token %d: %w", spec.Name, spec.Type, s.tokens, err)
 		}
-		values[len(inputs)+i] = out
-	}
-	return values[m.output], n, nil
+		return out, nil
+	})
+	return out, n, err
 }
 
 // newTokens counts the new tokens of each sequence in a step's first input:
