@@ -238,31 +238,15 @@ func convertInput(t *tensor.Dense, dt exec.DType) (*tensor.Dense, error) {
 	var backing any
 	switch dt {
 	case exec.Float32:
-		d := make([]float32, len(f))
-		for i, v := range f {
-			d[i] = float32(v)
-		}
-		backing = d
+		backing = convertAll(f, func(v float64) float32 { return float32(v) })
 	case exec.Float64:
 		backing = f
 	case exec.Bool:
-		d := make([]bool, len(f))
-		for i, v := range f {
-			d[i] = v != 0
-		}
-		backing = d
+		backing = convertAll(f, func(v float64) bool { return v != 0 })
 	case exec.Int64:
-		d := make([]int64, len(f))
-		for i, v := range f {
-			d[i] = int64(v)
-		}
-		backing = d
+		backing = convertAll(f, func(v float64) int64 { return int64(v) })
 	case exec.Int32:
-		d := make([]int32, len(f))
-		for i, v := range f {
-			d[i] = int32(v)
-		}
-		backing = d
+		backing = convertAll(f, func(v float64) int32 { return int32(v) })
 	default:
 		return nil, fmt.Errorf("element type %s is not supported as a subgraph input", dt)
 	}
@@ -270,6 +254,15 @@ func convertInput(t *tensor.Dense, dt exec.DType) (*tensor.Dense, error) {
 		return nil, fmt.Errorf("scalar inputs are not supported")
 	}
 	return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(backing)), nil
+}
+
+// convertAll returns the elements of f, each converted by conv.
+func convertAll[T any](f []float64, conv func(float64) T) []T {
+	out := make([]T, len(f))
+	for i, v := range f {
+		out[i] = conv(v)
+	}
+	return out
 }
 
 // ExportONNX writes the subgraph's nodes back into an export. Constants
