@@ -21,6 +21,7 @@ func init() {
 // "tanh" is 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GPT-2's gelu_new.
 // Both are computed in float64 and rounded once.
 type GELU struct {
+	noParams `yaml:"-"` // the activation has no parameters.
 	// Approximate is "none" (erf) or "tanh".
 	Approximate string `yaml:"approximate"`
 
@@ -47,9 +48,6 @@ func (g *GELU) Validate() error {
 	}
 	return nil
 }
-
-// Params returns nil: the activation has no parameters.
-func (g *GELU) Params() []registry.Param { return nil }
 
 // Forward applies the activation to a (T, d) or (B, T, d) input.
 func (g *GELU) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

@@ -21,6 +21,7 @@ func init() {
 // (final_logit_softcapping); attention.sdpa's softcap does the same to the
 // attention scores.
 type Softcap struct {
+	noParams `yaml:"-"` // the layer has no parameters.
 	// Cap is the bound; it must be positive.
 	Cap float64 `yaml:"cap"`
 }
@@ -38,9 +39,6 @@ func (s *Softcap) Validate() error {
 	}
 	return nil
 }
-
-// Params returns nil: the layer has no parameters.
-func (s *Softcap) Params() []registry.Param { return nil }
 
 // Forward computes cap·tanh(x/cap) in float32 steps, as PyTorch's
 // logits / cap, tanh, * cap does.

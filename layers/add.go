@@ -17,7 +17,9 @@ func init() {
 
 // Add is nn.add: the elementwise sum of its inputs, for residual
 // connections; in PyTorch, x + sublayer(x).
-type Add struct{}
+type Add struct {
+	noParams `yaml:"-"`
+}
 
 var (
 	_ registry.Layer        = (*Add)(nil)
@@ -28,9 +30,6 @@ var (
 
 // Validate accepts the layer: it has no configuration.
 func (a *Add) Validate() error { return nil }
-
-// Params returns nil: the layer has no parameters.
-func (a *Add) Params() []registry.Param { return nil }
 
 // Forward takes one or more inputs of the same shape and returns their sum.
 func (a *Add) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

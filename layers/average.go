@@ -21,7 +21,9 @@ func init() {
 // "mathematical trick" of the seeds:
 // softmax(zeros(T, T).masked_fill(tril == 0, -inf), dim=-1) @ x. It computes
 // the mean directly, in O(T·d), and builds those weights only for a hook.
-type Average struct{}
+type Average struct {
+	noParams `yaml:"-"`
+}
 
 var (
 	_ registry.Layer        = (*Average)(nil)
@@ -32,9 +34,6 @@ var (
 
 // Validate accepts the layer: it has no configuration.
 func (a *Average) Validate() error { return nil }
-
-// Params returns nil: the layer has no parameters.
-func (a *Average) Params() []registry.Param { return nil }
 
 // Forward returns the running means, shaped like the input.
 func (a *Average) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

@@ -20,7 +20,9 @@ func init() {
 // Concat is nn.concat: it concatenates its inputs along the last axis, as
 // torch.cat(inputs, dim=-1), e.g. to join heads that each add their own
 // position embedding before a shared output projection.
-type Concat struct{}
+type Concat struct {
+	noParams `yaml:"-"`
+}
 
 var (
 	_ registry.Layer        = (*Concat)(nil)
@@ -31,9 +33,6 @@ var (
 
 // Validate accepts the layer: it has no configuration.
 func (c *Concat) Validate() error { return nil }
-
-// Params returns nil: the layer has no parameters.
-func (c *Concat) Params() []registry.Param { return nil }
 
 // Forward takes one or more inputs with the same rank and leading
 // dimensions; the output's last dimension is the sum of theirs.

@@ -17,6 +17,7 @@ func init() {
 // is zeroed with probability p and the kept ones are scaled by 1/(1-p); in
 // eval mode it is the identity. The mask is drawn from the run's RNG.
 type Dropout struct {
+	noParams `yaml:"-"` // the layer has no parameters.
 	// P is the probability of zeroing a value (default 0.5, as nn.Dropout).
 	P float64 `yaml:"p"`
 }
@@ -30,9 +31,6 @@ var (
 
 // Validate checks that p is in [0, 1).
 func (d *Dropout) Validate() error { return probability("p", d.P) }
-
-// Params returns nil: the layer has no parameters.
-func (d *Dropout) Params() []registry.Param { return nil }
 
 // Forward returns the input itself in eval mode (as PyTorch does) and a
 // new tensor with the mask applied in train mode.

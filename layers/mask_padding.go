@@ -21,7 +21,9 @@ func init() {
 // and mask_polarity: keep: float32 (B, 1, 1, T), 1 where the key is a
 // token. It broadcasts over heads and queries, so every query (padding
 // ones too, as in Hugging Face) attends to the sequence's tokens only.
-type PaddingMask struct{}
+type PaddingMask struct {
+	noParams `yaml:"-"`
+}
 
 var (
 	_ registry.FLOPCounter  = (*PaddingMask)(nil)
@@ -31,9 +33,6 @@ var (
 
 // Validate has nothing to check: the layer has no configuration.
 func (p *PaddingMask) Validate() error { return nil }
-
-// Params returns nil: the layer has no parameters.
-func (p *PaddingMask) Params() []registry.Param { return nil }
 
 // Forward maps the (B, T) attention_mask to the (B, 1, 1, T) keep mask:
 // 1 where it is non-zero, 0 elsewhere.

@@ -22,6 +22,7 @@ func init() {
 // sentence-transformers' Normalize module, which makes pooled sentence
 // embeddings unit vectors.
 type Normalize struct {
+	noParams `yaml:"-"` // the layer has no parameters.
 	// Eps bounds the divisor from below (default 1e-12, as F.normalize), so
 	// a zero vector stays zero.
 	Eps float64 `yaml:"eps"`
@@ -40,9 +41,6 @@ func (n *Normalize) Validate() error {
 	}
 	return nil
 }
-
-// Params returns nil: the layer has no parameters.
-func (n *Normalize) Params() []registry.Param { return nil }
 
 // Forward normalizes the last axis of a float32 tensor of any rank ≥ 1.
 func (n *Normalize) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

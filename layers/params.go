@@ -400,3 +400,10 @@ func (p qkv) projectInto(y []float32, ldy int, x []float32, rows int) {
 		proj.applyInto(y[i*p.out:], ldy, x, rows)
 	}
 }
+
+// noParams gives a layer without parameters its Params: embedded (with
+// the tag `yaml:"-"`, it is no config field) in every layer that has none.
+type noParams struct{}
+
+// Params returns nil: the layer has no parameters.
+func (noParams) Params() []registry.Param { return nil }

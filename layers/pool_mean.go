@@ -25,7 +25,9 @@ func init() {
 //
 // so a fully masked sequence pools to zeros, not NaN. A sentence embedding
 // follows it with nn.normalize.
-type MeanPool struct{}
+type MeanPool struct {
+	noParams `yaml:"-"`
+}
 
 var (
 	_ registry.FLOPCounter  = (*MeanPool)(nil)
@@ -37,9 +39,6 @@ const minMaskSum = 1e-9
 
 // Validate has nothing to check: the layer has no configuration.
 func (p *MeanPool) Validate() error { return nil }
-
-// Params returns nil: the layer has no parameters.
-func (p *MeanPool) Params() []registry.Param { return nil }
 
 // Forward pools the token stream, inputs[0], over the mask inputs[1] if
 // given.

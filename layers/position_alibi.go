@@ -32,6 +32,7 @@ func init() {
 // Inside attention.sdpa the `alibi: true` option adds the same bias without
 // materializing it.
 type ALiBi struct {
+	noParams `yaml:"-"` // the slopes are fixed, not learned.
 	// NumHeads is the number of attention heads, which fixes the slopes.
 	NumHeads int `yaml:"num_heads"`
 	// Causal also masks the keys after each query with −Inf.
@@ -59,9 +60,6 @@ func (a *ALiBi) Validate() error {
 	a.slopes = alibiSlopes(a.NumHeads)
 	return nil
 }
-
-// Params returns nil: the slopes are fixed, not learned.
-func (a *ALiBi) Params() []registry.Param { return nil }
 
 // Forward returns the (H, T, T) bias for the input's T tokens.
 func (a *ALiBi) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

@@ -33,6 +33,7 @@ func init() {
 // same rotation to a (T, H·head_dim) or (B, T, H·head_dim) input at
 // positions 0..T−1, for custom pipelines and for tests.
 type RoPE struct {
+	noParams `yaml:"-"` // the rotation has no parameters.
 	// HeadDim is the width of one head; it must divide the input width.
 	HeadDim int `yaml:"head_dim"`
 	// Style is "half" (default; GPT-NeoX, Llama) or "interleaved" (GPT-J).
@@ -66,9 +67,6 @@ func (r *RoPE) Validate() error {
 	r.rot = rot
 	return nil
 }
-
-// Params returns nil: the rotation has no parameters.
-func (r *RoPE) Params() []registry.Param { return nil }
 
 // Forward rotates every head of every token by its position 0..T−1.
 func (r *RoPE) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

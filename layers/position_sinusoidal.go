@@ -27,6 +27,7 @@ func init() {
 // rounded once, so it is slightly more exact than the tutorial's float32
 // table, which drifts from it by up to about 6e-8·p.
 type SinusoidalPosition struct {
+	noParams `yaml:"-"` // the encoding is fixed.
 	// D is the width of the input tokens.
 	D int `yaml:"d"`
 	// Base is the wavelength scale (default 10000).
@@ -55,9 +56,6 @@ func (p *SinusoidalPosition) Validate() error {
 	p.d, p.base = p.D, p.Base
 	return nil
 }
-
-// Params returns nil: the encoding is fixed.
-func (p *SinusoidalPosition) Params() []registry.Param { return nil }
 
 // Forward adds the encoding of positions 0..T−1.
 func (p *SinusoidalPosition) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

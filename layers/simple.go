@@ -18,6 +18,7 @@ func init() {
 // module for it; it equals torch.softmax(x @ x.transpose(-2, -1), dim=-1) @ x,
 // the first attention of the seed notebooks.
 type Simple struct {
+	noParams `yaml:"-"` // the layer has no parameters.
 	// Scaled divides the scores by √d, d the input width.
 	Scaled bool `yaml:"scaled"`
 	// Causal lets token t attend to tokens ≤ t only.
@@ -32,9 +33,6 @@ var (
 
 // Validate accepts every configuration: both fields are plain switches.
 func (s *Simple) Validate() error { return nil }
-
-// Params returns nil: the layer has no parameters.
-func (s *Simple) Params() []registry.Param { return nil }
 
 // Forward attends over the input, of any width, and returns (T, d) or
 // (B, T, d) like its input.
