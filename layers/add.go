@@ -18,7 +18,7 @@ func init() {
 // Add is nn.add: the elementwise sum of its inputs, for residual
 // connections; in PyTorch, x + sublayer(x).
 type Add struct {
-	noParams `yaml:"-"`
+	noConfig `yaml:"-"`
 }
 
 var (
@@ -27,9 +27,6 @@ var (
 	_ registry.FLOPCounter  = (*Add)(nil)
 	_ registry.TokenWise    = (*Add)(nil)
 )
-
-// Validate accepts the layer: it has no configuration.
-func (a *Add) Validate() error { return nil }
 
 // Forward takes one or more inputs of the same shape and returns their sum.
 func (a *Add) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

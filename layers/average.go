@@ -22,7 +22,7 @@ func init() {
 // softmax(zeros(T, T).masked_fill(tril == 0, -inf), dim=-1) @ x. It computes
 // the mean directly, in O(T·d), and builds those weights only for a hook.
 type Average struct {
-	noParams `yaml:"-"`
+	noConfig `yaml:"-"`
 }
 
 var (
@@ -31,9 +31,6 @@ var (
 	_ registry.FLOPCounter  = (*Average)(nil)
 	_ registry.Stepper      = (*Average)(nil)
 )
-
-// Validate accepts the layer: it has no configuration.
-func (a *Average) Validate() error { return nil }
 
 // Forward returns the running means, shaped like the input.
 func (a *Average) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

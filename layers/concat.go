@@ -21,7 +21,7 @@ func init() {
 // torch.cat(inputs, dim=-1), e.g. to join heads that each add their own
 // position embedding before a shared output projection.
 type Concat struct {
-	noParams `yaml:"-"`
+	noConfig `yaml:"-"`
 }
 
 var (
@@ -30,9 +30,6 @@ var (
 	_ registry.FLOPCounter  = (*Concat)(nil)
 	_ registry.TokenWise    = (*Concat)(nil)
 )
-
-// Validate accepts the layer: it has no configuration.
-func (c *Concat) Validate() error { return nil }
 
 // Forward takes one or more inputs with the same rank and leading
 // dimensions; the output's last dimension is the sum of theirs.

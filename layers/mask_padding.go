@@ -22,7 +22,7 @@ func init() {
 // token. It broadcasts over heads and queries, so every query (padding
 // ones too, as in Hugging Face) attends to the sequence's tokens only.
 type PaddingMask struct {
-	noParams `yaml:"-"`
+	noConfig `yaml:"-"`
 }
 
 var (
@@ -30,9 +30,6 @@ var (
 	_ registry.OutputShaper = (*PaddingMask)(nil)
 	_ registry.TokenWise    = (*PaddingMask)(nil)
 )
-
-// Validate has nothing to check: the layer has no configuration.
-func (p *PaddingMask) Validate() error { return nil }
 
 // Forward maps the (B, T) attention_mask to the (B, 1, 1, T) keep mask:
 // 1 where it is non-zero, 0 elsewhere.

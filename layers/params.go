@@ -407,3 +407,10 @@ type noParams struct{}
 
 // Params returns nil: the layer has no parameters.
 func (noParams) Params() []registry.Param { return nil }
+
+// noConfig gives a layer without configuration or parameters its Validate
+// and Params.
+type noConfig struct{ noParams }
+
+// Validate accepts the layer: it has no configuration.
+func (noConfig) Validate() error { return nil }

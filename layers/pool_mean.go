@@ -26,7 +26,7 @@ func init() {
 // so a fully masked sequence pools to zeros, not NaN. A sentence embedding
 // follows it with nn.normalize.
 type MeanPool struct {
-	noParams `yaml:"-"`
+	noConfig `yaml:"-"`
 }
 
 var (
@@ -36,9 +36,6 @@ var (
 
 // minMaskSum is sentence-transformers' clamp on the mask's sum.
 const minMaskSum = 1e-9
-
-// Validate has nothing to check: the layer has no configuration.
-func (p *MeanPool) Validate() error { return nil }
 
 // Forward pools the token stream, inputs[0], over the mask inputs[1] if
 // given.
