@@ -1,10 +1,10 @@
 package match
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 
 	"gorgonia.org/tensor"
 
@@ -308,10 +308,12 @@ func (n *Node) Has(name string) bool { return n.n.Attr(name) != nil }
 // Ints returns an integer-list attribute (Transpose's perm), or nil.
 func (n *Node) Ints(name string) []int64 { return n.n.Ints(name) }
 
-var (
-	patternsMu sync.RWMutex
-	patterns   = map[string]Pattern{}
-)
+// patterns are the registered patterns, by priority, then name, so that
+// the order they are tried in does not depend on package initialization
+// order.
+var patterns = newList(func(x, y Pattern) int {
+	return cmp.Or(cmp.Compare(x.Priority, y.Priority), cmp.Compare(x.Name, y.Name))
+})
 
 // RegisterPattern makes a pattern available to every lift. It is meant to
 // be called from init and panics if the name is empty or taken, the op is
@@ -326,12 +328,7 @@ func RegisterPattern(p Pattern) {
 	case p.Match == nil:
 		panic(fmt.Sprintf("match: RegisterPattern %q with a nil Match", p.Name))
 	}
-	patternsMu.Lock()
-	defer patternsMu.Unlock()
-	if _, dup := patterns[p.Name]; dup {
-		panic(fmt.Sprintf("match: RegisterPattern called twice for %q", p.Name))
-	}
-	patterns[p.Name] = p
+	patterns.add("RegisterPattern", p.Name, false, p)
 }
 
 // Patterns lists the names of the registered patterns, sorted.
@@ -345,20 +342,5 @@ func Patterns() []string {
 }
 
 // Registered returns the registered patterns sorted by priority, then
-// name, so that the order they are tried in does not depend on package
-// initialization order.
-func Registered() []Pattern {
-	patternsMu.RLock()
-	defer patternsMu.RUnlock()
-	out := make([]Pattern, 0, len(patterns))
-	for _, p := range patterns {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Priority != out[j].Priority {
-			return out[i].Priority < out[j].Priority
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
+// name.
+func Registered() []Pattern { return patterns.all() }
