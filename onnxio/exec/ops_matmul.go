@@ -58,24 +58,8 @@ func matmulOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	case out.size() == 0 || k == 0: // nothing to add up: zeros
 	case a.dtype == Float32:
 		err = mm.float32(rc, a.data.([]float32), b, out.data.([]float32))
-	case a.dtype == Float64:
-		err = matmulT(rc, mm, a.data.([]float64), b.data.([]float64), out.data.([]float64))
-	case a.dtype == Int64:
-		err = matmulT(rc, mm, a.data.([]int64), b.data.([]int64), out.data.([]int64))
-	case a.dtype == Int32:
-		err = matmulT(rc, mm, a.data.([]int32), b.data.([]int32), out.data.([]int32))
-	case a.dtype == Int16:
-		err = matmulT(rc, mm, a.data.([]int16), b.data.([]int16), out.data.([]int16))
-	case a.dtype == Int8:
-		err = matmulT(rc, mm, a.data.([]int8), b.data.([]int8), out.data.([]int8))
-	case a.dtype == Uint64:
-		err = matmulT(rc, mm, a.data.([]uint64), b.data.([]uint64), out.data.([]uint64))
-	case a.dtype == Uint32:
-		err = matmulT(rc, mm, a.data.([]uint32), b.data.([]uint32), out.data.([]uint32))
-	case a.dtype == Uint16:
-		err = matmulT(rc, mm, a.data.([]uint16), b.data.([]uint16), out.data.([]uint16))
-	case a.dtype == Uint8:
-		err = matmulT(rc, mm, a.data.([]uint8), b.data.([]uint8), out.data.([]uint8))
+	case numKinds[a.dtype] != nil:
+		err = numKinds[a.dtype].matmul(rc, mm, a.data, b.data, out.data)
 	}
 	if err != nil {
 		return nil, err
@@ -171,6 +155,11 @@ func (mm matmul) float32(rc *runCtx, a []float32, bv *value, c []float32) error 
 		}
 	})
 	return err
+}
+
+// matmul is matmulT for type T.
+func (numOf[T]) matmul(rc *runCtx, mm matmul, a, b, c any) error {
+	return matmulT(rc, mm, a.([]T), b.([]T), c.([]T))
 }
 
 // matmulT is the plain triple loop for the other numeric types. It checks

@@ -34,6 +34,7 @@ type numKind interface {
 	hasZero(data any) bool
 	sumInto(x *value, reduced []bool, out any)
 	gemm(g gemmShape, a, b, c any)
+	matmul(rc *runCtx, mm matmul, a, b, c any) error
 	maxPool(rc *runCtx, w *window, offs []int64, x, y any, indices []int64) error
 	convertFrom(dst, src any)
 	roundFrom(dst []float32, src any, dt array.DType, saturate bool)
