@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/attnrun/attnrun/internal/yamlkeys"
 	"github.com/attnrun/attnrun/registry"
 	"go.yaml.in/yaml/v3"
 )
@@ -253,14 +254,10 @@ func decodeScoreMod(n *yaml.Node, where string) (scoreModEntry, error) {
 		return scoreModEntry{}, fmt.Errorf("line %d: %s: %v", n.Line, where, err)
 	}
 	mod := info.New()
-	allowed := scoreModFields(reflect.TypeOf(mod))
+	allowed := yamlkeys.Of(reflect.TypeOf(mod))
 	for _, key := range keys {
 		if !allowed[key.Value] {
-			names := make([]string, 0, len(allowed))
-			for k := range allowed {
-				names = append(names, k)
-			}
-			sort.Strings(names)
+			names := yamlkeys.Sorted(allowed)
 			list := "none"
 			if len(names) > 0 {
 				list = strings.Join(names, ", ")
@@ -272,32 +269,6 @@ func decodeScoreMod(n *yaml.Node, where string) (scoreModEntry, error) {
 		return scoreModEntry{}, fmt.Errorf("%s (%s): %w", where, typ, err)
 	}
 	return scoreModEntry{typ: typ, mod: mod}, nil
-}
-
-// scoreModFields lists the yaml keys of a modification's struct type.
-func scoreModFields(t reflect.Type) map[string]bool {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	out := map[string]bool{}
-	if t.Kind() != reflect.Struct {
-		return out
-	}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		switch name {
-		case "-":
-			continue
-		case "":
-			name = strings.ToLower(f.Name)
-		}
-		out[name] = true
-	}
-	return out
 }
 
 // MarshalYAML writes the modifications back as they were configured: a

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -12,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/internal/budget"
+	"github.com/attnrun/attnrun/internal/yamlkeys"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -258,11 +258,11 @@ func parseLayer(n *yaml.Node, source string, cfg *Config) (LayerSpec, error) {
 	}
 	where = fmt.Sprintf("layer %q (%s)", spec.Name, spec.Type)
 	layer := info.New()
-	allowed := yamlFields(reflect.TypeOf(layer))
+	allowed := yamlkeys.Of(reflect.TypeOf(layer))
 	for _, key := range keys {
 		if !allowed[key.Value] {
 			return spec, fmt.Errorf("%s:%d: %s: unknown field %q (fields: %s)",
-				source, key.Line, where, key.Value, strings.Join(sortedKeys(allowed), ", "))
+				source, key.Line, where, key.Value, strings.Join(yamlkeys.Sorted(allowed), ", "))
 		}
 	}
 	if err := fields.Decode(layer); err != nil {
@@ -274,49 +274,6 @@ func parseLayer(n *yaml.Node, source string, cfg *Config) (LayerSpec, error) {
 	}
 	spec.Layer, spec.Params = layer, shapes
 	return spec, nil
-}
-
-// yamlFields lists the keys yaml.v3 decodes into a struct (or pointer to
-// one): tag names, lowercased field names when untagged, and inline fields.
-func yamlFields(t reflect.Type) map[string]bool {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	out := map[string]bool{}
-	if t.Kind() != reflect.Struct {
-		return out
-	}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag := f.Tag.Get("yaml")
-		name, opts, _ := strings.Cut(tag, ",")
-		if name == "-" {
-			continue
-		}
-		if strings.Contains(opts, "inline") {
-			for k := range yamlFields(f.Type) {
-				out[k] = true
-			}
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		out[name] = true
-	}
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // decodeError reports a YAML decoding error as "source:line: where: what",
