@@ -237,7 +237,7 @@ func int64Input(x *tensor.Dense) (*tensor.Dense, error) {
 	case tensor.Int32:
 		narrow, ok := x.Data().([]int32)
 		if !ok || x.RequiresIterator() {
-			return nil, fmt.Errorf("int32 of shape %v: want a contiguous tensor of token ids", x.Shape())
+			return nil, fmt.Errorf("int32 of shape %v: want a contiguous tensor of token ids", models.FormatShape(x.Shape()))
 		}
 		wide := make([]int64, len(narrow))
 		for i, v := range narrow {
@@ -256,5 +256,5 @@ func contiguous(x *tensor.Dense) (*tensor.Dense, error) {
 	if dense, ok := x.Materialize().(*tensor.Dense); ok {
 		return dense, nil
 	}
-	return nil, fmt.Errorf("a strided view of shape %v could not be copied", x.Shape())
+	return nil, fmt.Errorf("a strided view of shape %v could not be copied", models.FormatShape(x.Shape()))
 }

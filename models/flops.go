@@ -107,7 +107,7 @@ func checkInputShape(shape tensor.Shape) error {
 	}
 	for _, d := range shape {
 		if d <= 0 {
-			return fmt.Errorf("shape %v: every dimension must be positive", shape)
+			return fmt.Errorf("shape %v: every dimension must be positive", FormatShape(shape))
 		}
 	}
 	return nil

@@ -140,7 +140,7 @@ func (m *Model) newTokens(first *tensor.Dense) (int, error) {
 	}
 	if len(shape) < 2 {
 		return 0, fmt.Errorf("model %q: input %q has shape %v, want (n, d) or (B, n, d) new tokens",
-			m.cfg.Name, m.cfg.Inputs[0], shape)
+			m.cfg.Name, m.cfg.Inputs[0], FormatShape(shape))
 	}
 	return shape[len(shape)-2], nil
 }
@@ -301,7 +301,7 @@ type tokenSlab struct {
 func tokenRows(t *tensor.Dense) (tokenSlab, error) {
 	shape := t.Shape()
 	if len(shape) < 2 {
-		return tokenSlab{}, fmt.Errorf("shape %v has no token axis: want (T, d) or (B, T, d)", shape)
+		return tokenSlab{}, fmt.Errorf("shape %v has no token axis: want (T, d) or (B, T, d)", FormatShape(shape))
 	}
 	data, err := elements[float32](t)
 	if err != nil {
