@@ -294,6 +294,10 @@ func (n *Node) Int(name string, def int64) int64 { return n.n.Int(name, def) }
 // Float returns a float attribute, or def when the node does not have it.
 func (n *Node) Float(name string, def float32) float32 { return n.n.Float(name, def) }
 
+// StringAttr returns a string attribute (Gelu's approximate), or def when the
+// node does not have it.
+func (n *Node) StringAttr(name, def string) string { return n.n.StringAttr(name, def) }
+
 // Has reports whether the node has an attribute.
 func (n *Node) Has(name string) bool { return n.n.Attr(name) != nil }
 
