@@ -59,6 +59,8 @@ var shapeCases = []struct {
 	{"pool.mean", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{2, 5, 3}, {2, 5}}, {{5, 3}, {5}}}, [][]tensor.Shape{{{2, 5, 3}, {2, 4}}, {{5}}}},
 	{"activation.softcap", "{cap: 2}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
 	{"mask.padding", "{}", [][]tensor.Shape{{{2, 5}}}, [][]tensor.Shape{{{5}}, {{2, 5}, {2, 5}}}},
+	{"attention.scaled_dot_product", "{causal: true}", [][]tensor.Shape{{{2, 4, 5, 8}, {2, 2, 5, 8}, {2, 2, 5, 6}}}, [][]tensor.Shape{{{2, 4, 5, 8}, {2, 3, 5, 8}, {2, 3, 5, 8}}, {{5, 8}, {5, 8}, {5, 8}}}},
+	{"attention.scaled_dot_product", "{mask: bool, mask_polarity: keep}", [][]tensor.Shape{{{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}, {1, 1, 3, 5}}}, [][]tensor.Shape{{{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}, {3, 4}}, {{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}}}},
 	{"nn.normalize", "{}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
 }
 

@@ -171,6 +171,15 @@ func (a *analysis) patternRegion(l *match.Layer, anchor *node) (*region, error) 
 	if r.params, err = a.paramsOf(l); err != nil {
 		return nil, err
 	}
+	for _, in := range l.KeepMasks {
+		if !slices.Contains(l.Inputs, in) || a.g.Producer(in) != nil {
+			return nil, fmt.Errorf("keep mask %q is not a graph input the %s layer reads", in, l.Type)
+		}
+		if a.keepMasks == nil {
+			a.keepMasks = map[string]bool{}
+		}
+		a.keepMasks[in] = true
+	}
 	return r, nil
 }
 

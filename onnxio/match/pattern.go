@@ -80,6 +80,13 @@ type Layer struct {
 	// Nodes are the nodes the layer replaces; empty means every node
 	// between Inputs and Output.
 	Nodes []*Node
+	// KeepMasks are the graph inputs among Inputs that the layer reads as
+	// keep masks (nonzero attends; PyTorch SDPA's bool attn_mask, Hugging
+	// Face's attention_mask). The lifter's self-check feeds them as models
+	// meet them, with at least the first key of every row kept: a query
+	// that sees no key is where exporters' masks differ (a fill of −Inf or
+	// of finfo.min) and no layer can follow both.
+	KeepMasks []string
 }
 
 // Refusal is the error of a pattern that recognizes a structure but

@@ -1,0 +1,138 @@
+package lift_test
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/lift"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
+)
+
+// pytorch2Fixtures are PyTorch 2.15's exports (testdata/pytorch2/gen.py).
+const pytorch2Fixtures = "../../testdata/pytorch2/fixtures"
+
+// pytorch2Lifts lists the PyTorch 2.x fixtures that must lift without
+// --partial, with the layer types of the lifted config: the functional
+// F.scaled_dot_product_attention as each exporter writes it (the
+// TorchScript exporter and dynamo at opset 18 decompose it, √scale on Q and
+// Kᵀ, IsNaN/Where for bool masks, Expand for GQA; dynamo at opset 23 writes
+// the Attention op), and the transformer block whose MLP uses ONNX's Gelu
+// op (opset 20).
+var pytorch2Lifts = []struct {
+	fixture string
+	layers  []string
+}{
+	{"sdpa_causal_ts17", []string{"attention.scaled_dot_product"}},
+	{"sdpa_causal_dynamo18", []string{"attention.scaled_dot_product"}},
+	{"sdpa_causal_dynamo23", []string{"attention.scaled_dot_product"}},
+	{"sdpa_bool_mask_ts17", []string{"attention.scaled_dot_product"}},
+	{"sdpa_bool_mask_dynamo18", []string{"attention.scaled_dot_product"}},
+	{"sdpa_bool_mask_dynamo23", []string{"attention.scaled_dot_product"}},
+	{"sdpa_float_mask_ts17", []string{"attention.scaled_dot_product"}},
+	{"sdpa_float_mask_dynamo18", []string{"attention.scaled_dot_product"}},
+	{"sdpa_float_mask_dynamo23", []string{"attention.scaled_dot_product"}},
+	{"sdpa_gqa_dynamo18", []string{"attention.scaled_dot_product"}},
+	{"sdpa_gqa_dynamo23", []string{"attention.scaled_dot_product"}},
+	{"modules_transformer_block_dynamo23", []string{"norm.layer", "attention.multihead", "nn.add", "norm.layer", "nn.mlp", "nn.add"}},
+}
+
+// TestLiftPyTorch2Fixtures lifts each fixture of pytorch2Lifts, checks its
+// layer types, and runs the lifted model on the fixture's test-data sets
+// against PyTorch's outputs at 1e-5 relative / 1e-6 absolute.
+func TestLiftPyTorch2Fixtures(t *testing.T) {
+	for _, c := range pytorch2Lifts {
+		t.Run(c.fixture, func(t *testing.T) {
+			dir := filepath.Join(pytorch2Fixtures, c.fixture)
+			m, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
+			require.NoError(t, err)
+			res, err := lift.Lift(m)
+			require.NoError(t, err)
+			require.NotNil(t, res.Model)
+			assert.Equal(t, c.layers, layerTypes(res.Config), res.Config)
+			checkDataSets(t, dir, res)
+		})
+	}
+}
+
+// The configs say what PyTorch's call said: the scale of
+// scaled_dot_product_attention(scale=0.3) (√0.3 on Q and on Kᵀ), a bool
+// mask that attends where True, the NaN of a plain softmax where the graph
+// does not zero them, and the Attention op's is_causal.
+func TestLiftPyTorch2SDPAConfigs(t *testing.T) {
+	for fixture, want := range map[string]string{
+		"sdpa_float_mask_ts17":    "inputs: [query, key, value, attn_mask], scale: 0.3, mask: additive, masked_rows: nan}",
+		"sdpa_bool_mask_dynamo18": "inputs: [query, key, value, attn_mask], mask: bool, mask_polarity: keep}",
+		"sdpa_gqa_dynamo23":       "inputs: [query, key, value], causal: true}",
+		"sdpa_causal_ts17":        "inputs: [query, key, value], causal: true}",
+	} {
+		m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, fixture, "model.onnx"))
+		require.NoError(t, err)
+		res, err := lift.Lift(m)
+		require.NoError(t, err, fixture)
+		assert.Contains(t, res.Config, "type: attention.scaled_dot_product, "+want, fixture)
+	}
+}
+
+// ONNX's Gelu op lifts with its approximate attribute, "none" or "tanh":
+// alone as activation.gelu, and as nn.mlp's activation between Linears.
+// The lifted model gives PyTorch's formulas, computed here in float64.
+func TestLiftGeluOp(t *testing.T) {
+	formulas := map[string]func(float64) float64{
+		"none": func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) },
+		"tanh": func(x float64) float64 {
+			return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+		},
+	}
+	for approximate, gelu := range formulas {
+		t.Run(approximate, func(t *testing.T) {
+			dims := []onnxio.Dim{onnxio.SymbolicDim("batch"), onnxio.SymbolicDim("sequence"), onnxio.FixedDim(3)}
+			m := &onnxpb.ModelProto{
+				IrVersion:   proto.Int64(9),
+				OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(20)}},
+				Graph: &onnxpb.GraphProto{
+					Name: proto.String("gelu"),
+					Node: []*onnxpb.NodeProto{{OpType: proto.String("Gelu"), Name: proto.String("gelu"), Input: []string{"x"}, Output: []string{"y"},
+						Attribute: []*onnxpb.AttributeProto{{Name: proto.String("approximate"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte(approximate)}}}},
+					Input:  []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("x", onnxio.Float, dims)},
+					Output: []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("y", onnxio.Float, dims)},
+				},
+			}
+			res, err := lift.Lift(m)
+			require.NoError(t, err)
+			assert.Contains(t, res.Config, "type: activation.gelu, approximate: "+approximate+"}")
+			x := []float32{-3, -1, -0.25, 0, 0.5, 2}
+			y, err := res.Model.Forward(nil, tensor.New(tensor.WithShape(1, 2, 3), tensor.WithBacking(x)))
+			require.NoError(t, err)
+			for i, v := range y.Data().([]float32) {
+				want := gelu(float64(x[i]))
+				assert.InDelta(t, want, float64(v), 1e-6+1e-5*math.Abs(want), fmt.Sprintf("gelu(%g)", x[i]))
+			}
+		})
+	}
+	// In the transformer block, the tanh form makes the MLP's activation
+	// gelu_tanh (the lift runs the model against the changed graph).
+	m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "modules_transformer_block_dynamo23", "model.onnx"))
+	require.NoError(t, err)
+	changed := 0
+	for _, n := range m.GetGraph().GetNode() {
+		for _, a := range n.GetAttribute() {
+			if n.GetOpType() == "Gelu" && a.GetName() == "approximate" {
+				require.Equal(t, "none", string(a.GetS()))
+				a.S = []byte("tanh")
+				changed++
+			}
+		}
+	}
+	require.Equal(t, 1, changed)
+	res, err := lift.Lift(m)
+	require.NoError(t, err)
+	assert.Contains(t, res.Config, "activation: gelu_tanh")
+}
