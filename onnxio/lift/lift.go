@@ -176,7 +176,12 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 func (a *analysis) newProbes() error {
 	p, err := newProbe(a.g, 2)
 	if err != nil {
-		return fmt.Errorf("cannot evaluate the graph at a probe shape: %w", err)
+		frozen, note, ferr := frozenProbe(a.g, 2, err) // probe_frozen.go
+		if ferr != nil {
+			return fmt.Errorf("cannot evaluate the graph at a probe shape: %w", ferr)
+		}
+		a.probes, a.repairs = []*probe{frozen}, append(a.repairs, note)
+		return nil
 	}
 	a.probes = []*probe{p}
 	if len(p.dims) > 0 {
