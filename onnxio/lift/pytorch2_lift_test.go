@@ -23,14 +23,12 @@ const pytorch2Fixtures = "../../testdata/pytorch2/fixtures"
 // pytorch2Lifts lists the PyTorch 2.x fixtures that must lift without
 // --partial, with the attention layer types of the lifted config (the
 // other layers depend on the patterns registered: this package's tests
-// register one of Linear and ReLU). It reads the
-// fixture's data sets, whose shapes the frozen TorchScript exports run at.
-// First the functional
+// register one of Linear and ReLU): the functional
 // F.scaled_dot_product_attention as each exporter writes it (the
 // TorchScript exporter and dynamo at opset 18 decompose it, √scale on Q and
 // Kᵀ, IsNaN/Where for bool masks, Expand for GQA; dynamo at opset 23 writes
-// the Attention op), and the transformer block whose MLP uses ONNX's Gelu
-// op (opset 20).
+// the Attention op), the transformer block whose MLP uses ONNX's Gelu op
+// (opset 20), and PyTorch's attention modules.
 var pytorch2Lifts = []struct {
 	fixture   string
 	attention []string
