@@ -14,13 +14,16 @@ import (
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
-// Graphs that run at one size only. PyTorch 2.x's TorchScript exporter
-// traces nn.MultiheadAttention's lengths as constants: a Reshape's target
-// holds the example's sequence length, so the graph runs only on inputs of
-// that length although it declares the axis symbolic (ONNX Runtime fails
-// it at any other). Such a graph is probed at the sizes it runs at, found
-// among the numbers its Reshape targets are built from; it is probed once,
-// since no second size runs.
+// Graphs that do not run at the probe sizes. PyTorch 2.x's TorchScript
+// exporter traces nn.MultiheadAttention's lengths as constants: a
+// Reshape's target holds the example's sequence length, so the graph runs
+// only on inputs of that length although it declares the axis symbolic
+// (ONNX Runtime fails it at any other). When neither probe runs, the graph
+// is probed at sizes it runs at, searched among the numbers its Reshape
+// targets are built from; it is probed once, since a frozen graph runs at
+// no second size. (Sizes that depend on each other, past + sequence =
+// total, are better found by reading the graph; this search is the last
+// resort.)
 
 // maxFrozenProbes bounds the evaluations of the graph the search tries.
 const maxFrozenProbes = 32
@@ -46,7 +49,7 @@ func frozenProbe(g *graph, first int, firstErr error) (*probe, string, error) {
 			return nil, "", err
 		}
 		if p.evaluate() == nil {
-			return p, fmt.Sprintf("the graph runs only at %s (sizes the exporter froze into its Reshape targets): it was probed there alone", describeDims(names, dims)), nil
+			return p, fmt.Sprintf("the graph does not run at the probe sizes; it runs at %s (found among the sizes its Reshape targets are built from, as an exporter freezes an example's lengths) and was probed there alone", describeDims(names, dims)), nil
 		}
 	}
 	return nil, "", firstErr

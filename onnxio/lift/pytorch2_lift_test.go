@@ -57,6 +57,40 @@ var pytorch2Lifts = []struct {
 	{"encoder_layer_dynamo18", []string{"attention.torch_mha"}},
 	{"encoder_layer_prenorm_ts17", []string{"attention.torch_mha"}},
 	{"encoder_layer_prenorm_dynamo18", []string{"attention.torch_mha"}},
+	// The same at opset 23, where their Attention op reads sequence-first
+	// heads of a packed in_proj (attention_op_decompose.go).
+	{"mha_padding_dynamo23", []string{"attention.torch_mha"}},
+	{"modules_torch_mha_cross_dynamo23", []string{"attention.torch_mha"}},
+	{"encoder_layer_dynamo23", []string{"attention.torch_mha"}},
+	{"encoder_layer_prenorm_dynamo23", []string{"attention.torch_mha"}},
+}
+
+// The lift says how it read what it could not read as written: the sizes
+// a frozen TorchScript export runs at, an Attention op spelled out; and an
+// Attention op that cannot be lifted either way is reported as the graph
+// names it.
+func TestLiftPyTorch2Notes(t *testing.T) {
+	for fixture, want := range map[string]string{
+		"mha_padding_ts17":     "it runs at batch=2, sequence=6 (found among the sizes its Reshape targets are built from",
+		"mha_padding_dynamo23": `Attention node(s) "node_scaled_dot_product_attention" read as the MatMul, Softmax and masks they compute`,
+	} {
+		m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, fixture, "model.onnx"))
+		require.NoError(t, err)
+		res, err := lift.Lift(m)
+		require.NoError(t, err, fixture)
+		assert.Contains(t, strings.Join(res.Notes, "\n"), want, fixture)
+	}
+	m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "bert_sdpa_dynamo23", "model.onnx"))
+	require.NoError(t, err)
+	res, err := lift.Lift(m)
+	var unlifted *lift.UnliftedError
+	require.ErrorAs(t, err, &unlifted)
+	var ops []string
+	for _, u := range res.Unlifted {
+		assert.NotContains(t, u.Node, "__lift_", "a node of the spelled-out reading is reported")
+		ops = append(ops, u.Op)
+	}
+	assert.Contains(t, ops, "Attention")
 }
 
 // attentionTypes lists the attention.* layer types of a config, in order.
