@@ -63,6 +63,9 @@ var pytorch2Lifts = []struct {
 	{"modules_torch_mha_cross_dynamo23", []string{"attention.torch_mha"}},
 	{"encoder_layer_dynamo23", []string{"attention.torch_mha"}},
 	{"encoder_layer_prenorm_dynamo23", []string{"attention.torch_mha"}},
+	// Hugging Face's sdpa attention through the TorchScript exporter: a
+	// bool mask shared by the layers, each adding its Where(mask, 0, -inf).
+	{"bert_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 }
 
 // The lift says how it read what it could not read as written: the sizes
