@@ -247,7 +247,7 @@ func (a *analysis) plan() *plan {
 		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) {
 			continue
 		}
-		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) {
+		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || a.regroupsRows(n) { // rows.go
 			p.alias[n.GetOutput()[0]] = n.GetInput()[0]
 			p.claimed[n] = true
 			continue

@@ -66,6 +66,10 @@ var pytorch2Lifts = []struct {
 	// Hugging Face's sdpa attention through the TorchScript exporter: a
 	// bool mask shared by the layers, each adding its Where(mask, 0, -inf).
 	{"bert_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"bert_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // one Where shared by the layers
+	// GPT-2's Conv1D on x.view(-1, d) (rows.go).
+	{"gpt2_nocache_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gpt2_nocache_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
 }
 
 // The lift says how it read what it could not read as written: the sizes

@@ -36,11 +36,12 @@ func (a *analysis) nanZeroing(v string) (isNaN, where *node, ok bool) {
 
 // keepMaskValue is the value an attention reads as its keep mask, given
 // the value added to its scores: the bool mask of Where(mask, 0, fill)
-// when a node computes it (it is shared by every layer, each with its own
-// Where), else the added value itself.
+// when a node computes it and the Where is this attention's own (the
+// TorchScript exporter writes one per layer; dynamo shares one), else the
+// added value itself.
 func (a *analysis) keepMaskValue(added string) string {
 	n := a.g.Producer(added)
-	if n == nil || n.GetOpType() != "Where" || len(n.GetInput()) != 3 {
+	if n == nil || n.GetOpType() != "Where" || len(n.GetInput()) != 3 || len(a.readers(added)) != 1 || a.g.IsOutput(added) {
 		return added
 	}
 	ins := n.GetInput()

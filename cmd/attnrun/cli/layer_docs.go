@@ -140,6 +140,13 @@ var layerFieldDocs = map[string]map[string]string{
 		"softcap":         "Softcap, if positive, caps the scores to (−softcap, softcap) with softcap·tanh(s/softcap), before the masks",
 		"window":          "Window, if positive, is how many keys a query sees, itself included (sliding-window attention); it needs causal",
 	},
+	"ScaledDotProduct": {
+		"causal":        "hides the keys after each query's position, top-left aligned",
+		"mask":          "the kind of the mask input: \"\" (none), \"bool\" or \"additive\"",
+		"mask_polarity": "says what a nonzero bool mask value means: \"keep\" (attend) or \"mask\" (masked out)",
+		"masked_rows":   "the output of a query that sees no key: \"zeros\" (default) or \"nan\"",
+		"scale":         "multiplies q·k (default 0 means 1/√E)",
+	},
 	"Self": {
 		"causal":   "lets token t attend to tokens ≤ t only",
 		"d_in":     "the width of the input tokens",
