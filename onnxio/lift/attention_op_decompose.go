@@ -23,8 +23,8 @@ import (
 //
 //	Y = MatMul(Softmax(mask(Mul(MatMul(Q, Transpose(K)), scale))), V)
 //
-// where mask is Where(attn_mask, s, −Inf) for a bool mask, an Add for a
-// float one, and is_causal an Add of the static top-left causal mask
+// where mask is an Add of Where(attn_mask, 0, −Inf) for a bool mask or of
+// the float mask itself, and is_causal an Add of the static top-left causal mask
 // (Trilu), as PyTorch's decomposition builds it. Only 4-D operands with as
 // many key/value heads as query heads, no softcap and no KV cache are
 // spelled out. The lifted model is checked against the graph as written,
@@ -109,7 +109,7 @@ func (a *analysis) spellAttention(n *node, prefix string) ([]*onnxpb.NodeProto, 
 	s = w.node("Mul", []string{s, w.scalar(scale)})
 	if len(ins) == 4 && ins[3] != "" {
 		if a.g.inputType(ins[3]) == onnxio.Bool || a.isBool(ins[3]) {
-			s = w.node("Where", []string{ins[3], s, w.scalar(float32(math.Inf(-1)))})
+			s = w.node("Add", []string{s, w.node("Where", []string{ins[3], w.scalar(0), w.scalar(float32(math.Inf(-1)))})})
 		} else {
 			s = w.node("Add", []string{s, ins[3]})
 		}

@@ -70,12 +70,17 @@ var pytorch2Lifts = []struct {
 	// GPT-2's Conv1D on x.view(-1, d) (rows.go).
 	{"gpt2_nocache_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gpt2_nocache_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
+	// The Attention op reading a bool mask built from an int64
+	// attention_mask, spelled out (attention_op_decompose.go).
+	{"bert_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	{"distilbert_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gpt2_nocache_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 }
 
 // The lift says how it read what it could not read as written: the sizes
 // a frozen TorchScript export runs at, an Attention op spelled out; and an
 // Attention op that cannot be lifted either way is reported as the graph
-// names it.
+// names it, not as the nodes that spelled it out.
 func TestLiftPyTorch2Notes(t *testing.T) {
 	for fixture, want := range map[string]string{
 		"mha_padding_ts17":     "it runs at batch=2, sequence=6 (found among the sizes its Reshape targets are built from",
@@ -87,8 +92,19 @@ func TestLiftPyTorch2Notes(t *testing.T) {
 		require.NoError(t, err, fixture)
 		assert.Contains(t, strings.Join(res.Notes, "\n"), want, fixture)
 	}
-	m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "bert_sdpa_dynamo23", "model.onnx"))
+	// nn.MultiheadAttention's padding mask filled with 5 instead of -inf:
+	// a bias, which neither reading lifts.
+	m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "mha_padding_dynamo23", "model.onnx"))
 	require.NoError(t, err)
+	tampered := false
+	for _, init := range m.GetGraph().GetInitializer() {
+		if init.GetName() == "val_9" {
+			require.Equal(t, []byte{0, 0, 0x80, 0xff}, init.GetRawData(), "val_9 is no longer the mask's -inf")
+			init.RawData = []byte{0, 0, 0xa0, 0x40} // 5
+			tampered = true
+		}
+	}
+	require.True(t, tampered)
 	res, err := lift.Lift(m)
 	var unlifted *lift.UnliftedError
 	require.ErrorAs(t, err, &unlifted)
