@@ -13,6 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -75,6 +76,8 @@ var pytorch2Lifts = []struct {
 	{"bert_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	{"distilbert_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gpt2_nocache_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	// RoBERTa's positions from CumSum over the ids past the padding.
+	{"roberta_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
 }
 
 // The lift says how it read what it could not read as written: the sizes
@@ -218,4 +221,32 @@ func TestLiftGeluOp(t *testing.T) {
 	res, err := lift.Lift(m)
 	require.NoError(t, err)
 	assert.Contains(t, res.Config, "activation: gelu_tanh")
+}
+
+// RoBERTa's positions count the tokens that are not padding (id 1): the
+// fixture's data pad with id 0, so the lifted model is run here against
+// the graph on ids with padding tokens inside and at the ends.
+func TestLiftRobertaPositions(t *testing.T) {
+	m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "roberta_sdpa_dynamo18", "model.onnx"))
+	require.NoError(t, err)
+	res, err := lift.Lift(m)
+	require.NoError(t, err)
+	assert.Contains(t, res.Config, "type: position.padded, inputs: [input_ids], num_embeddings: 32, embedding_dim: 64, padding_idx: 1}")
+	ints := func(v ...int64) *tensor.Dense { return tensor.New(tensor.WithShape(2, 6), tensor.WithBacking(v)) }
+	feeds := map[string]*tensor.Dense{
+		"input_ids":      ints(1, 5, 1, 7, 9, 1, 4, 1, 1, 3, 2, 8),
+		"attention_mask": ints(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0),
+		"token_type_ids": ints(0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1),
+	}
+	g, err := exec.New(m)
+	require.NoError(t, err)
+	want, err := g.Run(feeds)
+	require.NoError(t, err)
+	var inputs []*tensor.Dense
+	for _, name := range []string{"input_ids", "attention_mask", "token_type_ids"} {
+		inputs = append(inputs, feeds[name])
+	}
+	got, err := res.Model.Forward(nil, inputs...)
+	require.NoError(t, err)
+	assertClose(t, want["last_hidden_state"], got, "last_hidden_state")
 }

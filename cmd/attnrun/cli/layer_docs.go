@@ -100,6 +100,11 @@ var layerFieldDocs = map[string]map[string]string{
 	"Normalize": {
 		"eps": "bounds the divisor from below (default 1e-12, as F.normalize), so a zero vector stays zero",
 	},
+	"PaddedPosition": {
+		"embedding_dim":  "the width of each row",
+		"num_embeddings": "the number of rows (max_position_embeddings)",
+		"padding_idx":    "the padding token's id, which is also its position (RoBERTa: 1)",
+	},
 	"RMSNorm": {
 		"d":   "the width of the input tokens",
 		"eps": "added to the mean square (default 1e-6)",
