@@ -220,7 +220,7 @@ func (s *ScaledDotProduct) Forward(run *registry.Run, inputs []*tensor.Dense) (*
 	// The attention core reads tokens as rows with the heads side by side
 	// (B·T, heads·dim): the (B, H, T, dim) inputs are copied so, and the
 	// context vectors copied back.
-	sc := getScratch(h.B*h.Tq*h.H*(h.E+h.Ev) + 2*h.B*h.Tk*h.KVH*(h.E+h.Ev))
+	sc := getScratch(h.B*h.Tq*h.H*(h.E+h.Ev) + h.B*h.Tk*h.KVH*(h.E+h.Ev))
 	defer sc.release()
 	q := tokenMajor(sc.floats(h.B*h.Tq*h.H*h.E), data[0], h.B, h.H, h.Tq, h.E)
 	k := tokenMajor(sc.floats(h.B*h.Tk*h.KVH*h.E), data[1], h.B, h.KVH, h.Tk, h.E)

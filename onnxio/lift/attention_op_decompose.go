@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
@@ -108,7 +109,7 @@ func (a *analysis) spellAttention(n *node, prefix string) ([]*onnxpb.NodeProto, 
 	s := w.node("MatMul", []string{ins[0], kT})
 	s = w.node("Mul", []string{s, w.scalar(scale)})
 	if len(ins) == 4 && ins[3] != "" {
-		if a.g.inputType(ins[3]) == onnxio.Bool || a.isBool(ins[3]) {
+		if a.isBool(ins[3]) {
 			s = w.node("Add", []string{s, w.node("Where", []string{ins[3], w.scalar(0), w.scalar(float32(math.Inf(-1)))})})
 		} else {
 			s = w.node("Add", []string{s, ins[3]})
@@ -126,7 +127,7 @@ func (a *analysis) spellAttention(n *node, prefix string) ([]*onnxpb.NodeProto, 
 // isBool reports whether a value is bool at the first probe.
 func (a *analysis) isBool(v string) bool {
 	t, err := a.probes[0].value(v)
-	return err == nil && t.Dtype().Name() == "bool"
+	return err == nil && t.Dtype() == tensor.Bool
 }
 
 // spelling collects the nodes and constants that spell out one node.

@@ -3,7 +3,6 @@ package lift
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strings"
 
@@ -68,12 +67,15 @@ func sizeChoices(names []string, first int, sizes []int) []map[string]int {
 	}
 	out := []map[string]int{{}}
 	for i, name := range names {
+		choices := []int{first + i}
+		for _, s := range sizes {
+			if s != first+i {
+				choices = append(choices, s)
+			}
+		}
 		var next []map[string]int
 		for _, dims := range out {
-			for _, s := range append([]int{first + i}, sizes...) {
-				if s == first+i && len(next) > 0 && slices.Contains(sizes, s) {
-					continue // the default is among the sizes: once is enough
-				}
+			for _, s := range choices {
 				d := maps.Clone(dims)
 				d[name] = s
 				next = append(next, d)
