@@ -87,12 +87,12 @@ func liftScaledDotProduct(g match.Graph, softmax *match.Node) (*match.Layer, err
 	// Queries, keys and values are graph inputs: the structure is this
 	// pattern's, so what it cannot read is refused rather than declined.
 	if f.err != nil {
-		return nil, f.err
+		return nil, match.Refuse(f.nodes, "F.scaled_dot_product_attention on graph inputs: %v", f.err)
 	}
 	f.scale *= qScale * kScale
 	f.output = pv.Output()
 	if err := f.checkShapes(g, product, pv); err != nil {
-		return nil, match.Refuse(nil, "F.scaled_dot_product_attention on graph inputs: %v", err)
+		return nil, match.Refuse(f.nodes, "F.scaled_dot_product_attention on graph inputs: %v", err)
 	}
 	return f.layer(g)
 }
@@ -152,12 +152,12 @@ func (f *functionalSDPA) readMask(g match.Graph, add *match.Node, x string) erro
 	case !g.IsData(x):
 		causal, err := staticCausalMask(g, x, add.Output())
 		if err != nil {
-			return match.Refuse([]*match.Node{add}, "F.scaled_dot_product_attention: %v", err)
+			return err
 		}
 		f.causal = f.causal || causal
 		return nil
 	case f.mask != "":
-		return match.Refuse([]*match.Node{add}, "F.scaled_dot_product_attention: the scores are masked by two graph inputs")
+		return fmt.Errorf("the scores are masked by two graph inputs (%s and %s)", f.mask, x)
 	case g.Producer(x) == nil:
 		f.mask, f.maskKind = x, "additive"
 		return nil
@@ -167,7 +167,7 @@ func (f *functionalSDPA) readMask(g match.Graph, add *match.Node, x string) erro
 	zero, okZero := g.Scalar(ins[1])
 	fill, okFill := g.Scalar(ins[2])
 	if t, err := g.ValueAt(0, ins[0]); err != nil || t.Dtype() != tensor.Bool || !okZero || zero != 0 || !okFill || !hidesScore(fill) {
-		return match.Refuse([]*match.Node{where, add}, "F.scaled_dot_product_attention: the mask Where(%s, …) is not Where(bool mask, 0, -inf)", ins[0])
+		return fmt.Errorf("the mask %s is not Where(bool mask, 0, -inf) of a graph input", where.Name())
 	}
 	f.nodes = append(f.nodes, where)
 	f.mask, f.maskKind = ins[0], "bool"

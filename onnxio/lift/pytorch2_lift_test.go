@@ -250,3 +250,36 @@ func TestLiftRobertaPositions(t *testing.T) {
 	require.NoError(t, err)
 	assertClose(t, want["last_hidden_state"], got, "last_hidden_state")
 }
+
+// What attention.scaled_dot_product cannot compute is refused with the
+// reason: a static mask that adds a bias rather than hiding future keys,
+// and an Attention op that soft-caps its scores.
+func TestLiftScaledDotProductRefusals(t *testing.T) {
+	m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "sdpa_causal_ts17", "model.onnx"))
+	require.NoError(t, err)
+	changed := false
+	for _, n := range m.GetGraph().GetNode() {
+		if n.GetName() == "/Constant_7" { // the -inf of the causal mask
+			n.GetAttribute()[0].GetT().RawData = []byte{0, 0, 0x40, 0x40} // 3
+			changed = true
+		}
+	}
+	require.True(t, changed)
+	_, err = lift.Lift(m)
+	require.ErrorContains(t, err, "F.scaled_dot_product_attention on graph inputs: a static mask added to the scores is not causal: query 0, key 1 holds 3")
+
+	m, err = onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "sdpa_causal_dynamo23", "model.onnx"))
+	require.NoError(t, err)
+	changed = false
+	for _, n := range m.GetGraph().GetNode() {
+		for _, a := range n.GetAttribute() {
+			if n.GetOpType() == "Attention" && a.GetName() == "softcap" {
+				a.F = proto.Float32(5)
+				changed = true
+			}
+		}
+	}
+	require.True(t, changed)
+	_, err = lift.Lift(m)
+	require.ErrorContains(t, err, "Attention op on graph inputs: softcap 5")
+}
