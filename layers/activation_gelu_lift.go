@@ -10,12 +10,14 @@ import (
 // x · 0.5 · (1 + erf(x / √2)), anchored at the Div (or Mul by 1/√2) that
 // feeds the Erf, and its tanh approximation,
 // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), anchored at the Pow that
-// cubes x.
+// cubes x; and ONNX's Gelu op (opset 20), its approximate attribute
+// "none" or "tanh" as it is.
 
 func init() {
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu", Op: "Div", Late: true, Match: liftGELU})
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu/mul", Op: "Mul", Late: true, Match: liftGELU})
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu/tanh", Op: "Pow", Late: true, Match: liftGELUTanh})
+	match.RegisterPattern(match.Pattern{Name: "activation.gelu/op", Op: "Gelu", Late: true, Match: liftGELUOp})
 }
 
 // liftGELU lifts the exact GELU.
@@ -42,6 +44,25 @@ func liftGELUTanh(g match.Graph, n *match.Node) (*match.Layer, error) {
 	}
 	return &match.Layer{Type: "activation.gelu", Name: "gelu", Inputs: []string{n.Inputs()[0]}, Output: out, Nodes: nodes,
 		Config: []match.Field{{Key: "approximate", Value: "tanh"}}}, nil
+}
+
+// liftGELUOp lifts ONNX's Gelu op of the default domain; its approximate
+// attribute ("none" unless set) names the same two functions as
+// nn.GELU's.
+func liftGELUOp(g match.Graph, n *match.Node) (*match.Layer, error) {
+	ins := n.Inputs()
+	if len(ins) != 1 || !g.IsData(ins[0]) {
+		return nil, nil
+	}
+	approximate := n.StringAttr("approximate", "none")
+	if approximate != "none" && approximate != "tanh" {
+		return nil, match.Refuse([]*match.Node{n}, "Gelu with approximate %q: activation.gelu computes \"none\" and \"tanh\"", approximate)
+	}
+	if !g.Registered("activation.gelu") {
+		return nil, match.Refuse([]*match.Node{n}, "Gelu op: no layer type activation.gelu is registered in this build")
+	}
+	return &match.Layer{Type: "activation.gelu", Name: "gelu", Inputs: ins, Output: n.Output(), Nodes: []*match.Node{n},
+		Config: []match.Field{{Key: "approximate", Value: approximate}}}, nil
 }
 
 // exactGELUAt matches the exact GELU starting at n, the scaling by 1/√2:

@@ -80,8 +80,8 @@ func same(a, b *match.Node) bool {
 }
 
 // activationAfter recognizes the activation applied to v (v's readers):
-// relu (Relu), silu (Sigmoid·v), gelu (Erf form) or gelu_tanh, with the
-// nodes and the output.
+// relu (Relu), silu (Sigmoid·v), gelu (Erf form or ONNX's Gelu op) or
+// gelu_tanh, with the nodes and the output.
 func activationAfter(g match.Graph, v string) (string, []*match.Node, string) {
 	if g.IsOutput(v) {
 		return "", nil, ""
@@ -103,6 +103,13 @@ func activationAfter(g match.Graph, v string) (string, []*match.Node, string) {
 		case "Pow":
 			if nodes, out, ok := tanhGELUAt(g, r); ok {
 				return "gelu_tanh", nodes, out
+			}
+		case "Gelu": // ONNX's op (opset 20)
+			switch r.StringAttr("approximate", "none") {
+			case "none":
+				return "gelu", []*match.Node{r}, r.Output()
+			case "tanh":
+				return "gelu_tanh", []*match.Node{r}, r.Output()
 			}
 		}
 	}

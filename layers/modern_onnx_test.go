@@ -29,6 +29,7 @@ import (
 var modernIDs = []string{
 	"attention.sdpa", "attention.torch_mha", "position.sinusoidal", "position.rope",
 	"position.alibi", "norm.layer", "norm.rms", "activation.gelu", "nn.mlp",
+	"attention.scaled_dot_product", "position.padded",
 }
 
 // multiInputConfigs are the round-trip configs with several inputs (masks,

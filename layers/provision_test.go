@@ -59,6 +59,9 @@ var shapeCases = []struct {
 	{"pool.mean", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{2, 5, 3}, {2, 5}}, {{5, 3}, {5}}}, [][]tensor.Shape{{{2, 5, 3}, {2, 4}}, {{5}}}},
 	{"activation.softcap", "{cap: 2}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
 	{"mask.padding", "{}", [][]tensor.Shape{{{2, 5}}}, [][]tensor.Shape{{{5}}, {{2, 5}, {2, 5}}}},
+	{"attention.scaled_dot_product", "{causal: true}", [][]tensor.Shape{{{2, 4, 5, 8}, {2, 2, 5, 8}, {2, 2, 5, 6}}}, [][]tensor.Shape{{{2, 4, 5, 8}, {2, 3, 5, 8}, {2, 3, 5, 8}}, {{5, 8}, {5, 8}, {5, 8}}}},
+	{"attention.scaled_dot_product", "{mask: bool, mask_polarity: keep}", [][]tensor.Shape{{{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}, {1, 1, 3, 5}}}, [][]tensor.Shape{{{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}, {3, 4}}, {{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}}}},
+	{"position.padded", "{num_embeddings: 8, embedding_dim: 3, padding_idx: 1}", [][]tensor.Shape{{{4}}, {{2, 4}}}, [][]tensor.Shape{{{1, 2, 3}}, {{4}, {4}}}},
 	{"nn.normalize", "{}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
 }
 
@@ -154,7 +157,7 @@ func TestOutputShapeMatchesForward(t *testing.T) {
 						xs = append(xs, tensor.New(tensor.WithShape(1), tensor.WithBacking([]float32{0})))
 						continue
 					}
-					if tt.id == "nn.embedding" { // token ids
+					if tt.id == "nn.embedding" || tt.id == "position.padded" { // token ids
 						xs = append(xs, tensor.New(tensor.WithShape(s...), tensor.WithBacking(make([]int64, s.TotalSize()))))
 						continue
 					}

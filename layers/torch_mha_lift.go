@@ -43,15 +43,28 @@ func liftTorchMHA(a *match.Attention) (*match.Layer, error) {
 	case !scaledAs(a.Scale, a.HeadDim):
 		return nil, fmt.Errorf("%s: the scores are scaled by %g; attention.torch_mha scales by 1/√head_dim = 1/√%d", desc, a.Scale, a.HeadDim)
 	}
-	bias := a.Out.Bias != nil
-	for _, lin := range append(a.Projections[:], a.Out) {
+	bias := a.Projections[0].Bias != nil
+	for _, lin := range a.Projections {
 		if (lin.Bias != nil) != bias {
 			return nil, fmt.Errorf("%s: some projections have a bias and some do not; nn.MultiheadAttention's bias is all or none", desc)
 		}
 	}
 	ps := inProjParams(a, E, bias)
-	ps = append(ps, a.Out.Params("out_proj")...)
-	l := &match.Layer{Type: "attention.torch_mha", Params: ps, Inputs: []string{a.Queries},
+	var notes []string
+	out := a.Out
+	if bias && out.Bias == nil {
+		// nn.MultiheadAttention initializes out_proj.bias to zeros, and the
+		// dynamo exporter drops an Add of zeros: the bias is zeros.
+		zeros := *out
+		zeros.Bias = tensor.New(tensor.WithShape(out.Out), tensor.WithBacking(make([]float32, out.Out)))
+		out = &zeros
+		notes = append(notes, "the graph adds no out_proj bias: out_proj.bias is zeros (nn.MultiheadAttention's initial value, which the exporter drops)")
+	}
+	if !bias && out.Bias != nil {
+		return nil, fmt.Errorf("%s: the output projection has a bias and the input projections do not; nn.MultiheadAttention's bias is all or none", desc)
+	}
+	ps = append(ps, out.Params("out_proj")...)
+	l := &match.Layer{Type: "attention.torch_mha", Params: ps, Inputs: []string{a.Queries}, Notes: notes,
 		Config: []match.Field{{Key: "embed_dim", Value: E}, {Key: "num_heads", Value: a.Heads}, {Key: "bias", Value: bias}}}
 	if a.KeyWidth != E {
 		l.Config = append(l.Config, match.Field{Key: "kdim", Value: a.KeyWidth}, match.Field{Key: "vdim", Value: a.KeyWidth})

@@ -49,6 +49,15 @@ func (n *Node) Float(name string, def float32) float32 {
 	return def
 }
 
+// StringAttr returns a string attribute (Gelu's approximate), or def when the
+// node does not have it.
+func (n *Node) StringAttr(name, def string) string {
+	if a := n.Attr(name); a != nil {
+		return string(a.GetS())
+	}
+	return def
+}
+
 // Ints returns an integer-list attribute (Transpose's perm), or nil.
 func (n *Node) Ints(name string) []int64 {
 	if a := n.Attr(name); a != nil {

@@ -290,6 +290,10 @@ func (a *analysis) weightedSum(sm *node) (*node, []*node, []weightsOutput, *fail
 		if a.g.IsOutput(v) {
 			weights = append(weights, weightsOutput{output: v})
 		}
+		if isNaN, where, ok := a.nanZeroing(v); ok { // attention_nan.go
+			nodes = append(nodes, isNaN, where)
+			return visit(where.GetOutput()[0])
+		}
 		for _, r := range a.readers(v) {
 			switch {
 			case r.GetOpType() == "MatMul" && r.GetInput()[0] == v && r.GetInput()[1] != v:
@@ -455,7 +459,7 @@ func (l *attentionLayer) build() (*region, error) {
 	}
 	maskValue := kpm.input
 	if kpm.kind == "keep" {
-		l.keepMask, l.keepInput = l.sc.dynamic[0].value, kpm.input
+		l.keepMask, l.keepInput = a.keepMaskValue(l.sc.dynamic[0].value), kpm.input // sdpa_decomposition.go
 		maskValue = l.keepMask
 		causal = causal || kpm.causal // a 4-D causal mask built from the attention_mask
 	}

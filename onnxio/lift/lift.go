@@ -158,25 +158,56 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	source := m
 	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
 	m, products := readEinsums(m)
+	a, p, err := o.analyze(source, m, append(repairs, products...))
+	if err != nil {
+		return nil, err
+	}
+	if spelled, note := a.decomposeAttentionOps(m, p.unclaimed()); spelled != nil { // attention_op_decompose.go
+		b, q, err := o.analyze(source, spelled, append(slices.Clone(a.repairs), note))
+		if err == nil && !spelledUnclaimed(q) {
+			a, p = b, q
+		}
+	}
+	return o.assemble(a, p)
+}
+
+// analyze indexes and probes m, a reading of source, and recognizes its
+// layers.
+func (o Options) analyze(source, m *onnxpb.ModelProto, repairs []string) (*analysis, *plan, error) {
 	g, err := newGraph(m)
 	if err != nil {
-		return nil, fmt.Errorf("lift: %w", err)
+		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
-	a := &analysis{g: g, source: source, repairs: append(repairs, products...)}
+	a := &analysis{g: g, source: source, repairs: repairs}
 	if err := a.newProbes(); err != nil {
-		return nil, fmt.Errorf("lift: %w", err)
+		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	a.markLive()
-	p := a.plan()
-	return o.assemble(a, p)
+	return a, a.plan(), nil
+}
+
+// unclaimed returns the nodes no recognized layer computes.
+func (p *plan) unclaimed() map[*node]bool {
+	out := map[*node]bool{}
+	for n := range p.failedBy {
+		if !p.claimed[n] {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // newProbes evaluates the graph at one or, for dynamic graphs, two sizes.
 func (a *analysis) newProbes() error {
 	p, err := newProbe(a.g, 2)
 	if err != nil {
-		return fmt.Errorf("cannot evaluate the graph at a probe shape: %w", err)
+		frozen, note, ferr := frozenProbe(a.g, 2, err) // probe_frozen.go
+		if ferr != nil {
+			return fmt.Errorf("cannot evaluate the graph at a probe shape: %w", ferr)
+		}
+		a.probes, a.repairs = []*probe{frozen}, append(a.repairs, note)
+		return nil
 	}
 	a.probes = []*probe{p}
 	if len(p.dims) > 0 {
@@ -216,7 +247,7 @@ func (a *analysis) plan() *plan {
 		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) {
 			continue
 		}
-		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) {
+		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || a.regroupsRows(n) { // rows.go
 			p.alias[n.GetOutput()[0]] = n.GetInput()[0]
 			p.claimed[n] = true
 			continue

@@ -184,6 +184,15 @@ func (a *analysis) layerRegion(l *match.Layer) (*region, error) {
 	if r.before, err = a.beforeRegions(l); err != nil {
 		return nil, err
 	}
+	for _, in := range l.KeepMasks {
+		if !slices.Contains(l.Inputs, in) || a.g.Producer(in) != nil {
+			return nil, fmt.Errorf("keep mask %q is not a graph input the %s layer reads", in, l.Type)
+		}
+		if a.keepMasks == nil {
+			a.keepMasks = map[string]bool{}
+		}
+		a.keepMasks[in] = true
+	}
 	return r, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/match"
@@ -103,6 +104,12 @@ func evalProbe(g *graph, first int, masksOne bool) (*probe, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p, p.evaluate()
+}
+
+// evaluate computes every value of the graph on the probe's feeds.
+func (p *probe) evaluate() error {
+	g := p.g
 	var all []string // every value a node computes; Constants are read below
 	for _, n := range g.Nodes {
 		for _, out := range n.GetOutput() {
@@ -113,7 +120,7 @@ func evalProbe(g *graph, first int, masksOne bool) (*probe, error) {
 	}
 	vals, err := p.run(g.Model.GetGraph().GetNode(), nil, all, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.values = vals
 	for _, n := range g.Nodes { // Constants the executor folded: read them directly
@@ -131,7 +138,7 @@ func evalProbe(g *graph, first int, masksOne bool) (*probe, error) {
 	for name, t := range p.feeds {
 		p.values[name] = t
 	}
-	return p, nil
+	return nil
 }
 
 // newProbeWith builds a probe's feeds without evaluating the graph: the
@@ -139,15 +146,22 @@ func evalProbe(g *graph, first int, masksOne bool) (*probe, error) {
 // dimensions that only an input with no fixed dimension has (a mask's
 // broadcastable axes) set to 1.
 func newProbeWith(g *graph, first int, masksOne bool) (*probe, error) {
-	p := &probe{g: g, dims: map[string]int{}, feeds: map[string]*tensor.Dense{}, values: map[string]*tensor.Dense{}}
+	dims := map[string]int{}
 	for i, name := range symbolic(g) {
-		p.dims[name] = first + i
+		dims[name] = first + i
 	}
 	if masksOne {
 		for name := range maskOnlyDims(g) {
-			p.dims[name] = 1
+			dims[name] = 1
 		}
 	}
+	return probeAt(g, dims)
+}
+
+// probeAt builds the feeds of a probe with the symbolic dimensions set to
+// dims, without evaluating the graph.
+func probeAt(g *graph, dims map[string]int) (*probe, error) {
+	p := &probe{g: g, dims: dims, feeds: map[string]*tensor.Dense{}, values: map[string]*tensor.Dense{}}
 	for i, vi := range g.Inputs {
 		if !onnxio.HasShape(vi) {
 			return nil, fmt.Errorf("input %q declares no shape", vi.GetName())
@@ -301,14 +315,30 @@ func (p *probe) run(nodes []*onnxpb.NodeProto, extraInputs []*onnxpb.ValueInfoPr
 	if err != nil {
 		return nil, err
 	}
-	feeds := map[string]*tensor.Dense{}
-	for k, v := range p.feeds {
-		feeds[k] = v
+	feeds := map[string]*array.Array{}
+	for _, in := range []map[string]*tensor.Dense{p.feeds, extra} {
+		for k, v := range in {
+			if feeds[k], err = array.FromDense(v); err != nil {
+				return nil, fmt.Errorf("input %q: %w", k, err)
+			}
+		}
 	}
-	for k, v := range extra {
-		feeds[k] = v
+	outs, err := eg.RunArrays(p.g.limits.context(), feeds)
+	if err != nil {
+		return nil, err
 	}
-	return eg.RunContext(p.g.limits.context(), feeds)
+	// A value of zero elements (an empty Slice of a shape) is left out: a
+	// *tensor.Dense cannot hold it, and value reports it unevaluated.
+	res := map[string]*tensor.Dense{}
+	for k, a := range outs {
+		if a.Len() == 0 {
+			continue
+		}
+		if res[k], err = a.Dense(); err != nil {
+			return nil, fmt.Errorf("value %q: %w", k, err)
+		}
+	}
+	return res, nil
 }
 
 // untypedInfo declares a value with an element type and no shape.

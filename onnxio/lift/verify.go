@@ -209,8 +209,8 @@ func randomLike(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 	return t
 }
 
-// randomKeepMask is an attention_mask like t: 1s and 0s in t's type, the
-// first key of every sequence kept (a sequence of padding alone is not an
+// randomKeepMask is an attention_mask like t: 1s and 0s (true and false)
+// in t's type, the first key of every sequence kept (a sequence of padding alone is not an
 // input a model meets, and the graph's additive mask treats it otherwise).
 func randomKeepMask(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 	shape := []int(t.Shape().Clone())
@@ -225,6 +225,8 @@ func randomKeepMask(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 		backing = onesWhere[int64](keep)
 	case tensor.Int32:
 		backing = onesWhere[int32](keep)
+	case tensor.Bool:
+		backing = keep
 	default:
 		backing = onesWhere[float32](keep)
 	}

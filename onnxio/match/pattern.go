@@ -88,6 +88,13 @@ type Layer struct {
 	// inputs, lifted once however many layers read them: the layer an
 	// attention builder makes of a keep mask (Attention.KeepInput).
 	Before []*Layer
+	// KeepMasks are the graph inputs among Inputs that the layer reads as
+	// keep masks (nonzero attends; PyTorch SDPA's bool attn_mask, Hugging
+	// Face's attention_mask). The lifter's self-check feeds them as models
+	// meet them, with at least the first key of every row kept: a query
+	// that sees no key is where exporters' masks differ (a fill of −Inf or
+	// of finfo.min) and no layer can follow both.
+	KeepMasks []string
 }
 
 // Refusal is the error of a pattern that recognizes a structure but
@@ -301,6 +308,10 @@ func (n *Node) Int(name string, def int64) int64 { return n.n.Int(name, def) }
 
 // Float returns a float attribute, or def when the node does not have it.
 func (n *Node) Float(name string, def float32) float32 { return n.n.Float(name, def) }
+
+// StringAttr returns a string attribute (Gelu's approximate), or def when the
+// node does not have it.
+func (n *Node) StringAttr(name, def string) string { return n.n.StringAttr(name, def) }
 
 // Has reports whether the node has an attribute.
 func (n *Node) Has(name string) bool { return n.n.Attr(name) != nil }

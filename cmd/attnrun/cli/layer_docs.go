@@ -100,6 +100,11 @@ var layerFieldDocs = map[string]map[string]string{
 	"Normalize": {
 		"eps": "bounds the divisor from below (default 1e-12, as F.normalize), so a zero vector stays zero",
 	},
+	"PaddedPosition": {
+		"embedding_dim":  "the width of each row",
+		"num_embeddings": "the number of rows (max_position_embeddings)",
+		"padding_idx":    "the padding token's id, which is also its position (RoBERTa: 1)",
+	},
 	"RMSNorm": {
 		"d":   "the width of the input tokens",
 		"eps": "added to the mean square (default 1e-6)",
@@ -139,6 +144,13 @@ var layerFieldDocs = map[string]map[string]string{
 		"sinks":           "gives each query head a learned sink logit (the parameter sinks, gpt-oss's attention sinks): one more score in every softmax, whose weight is dropped",
 		"softcap":         "Softcap, if positive, caps the scores to (−softcap, softcap) with softcap·tanh(s/softcap), before the masks",
 		"window":          "Window, if positive, is how many keys a query sees, itself included (sliding-window attention); it needs causal",
+	},
+	"ScaledDotProduct": {
+		"causal":        "hides the keys after each query's position, top-left aligned",
+		"mask":          "the kind of the mask input: \"\" (none), \"bool\" or \"additive\"",
+		"mask_polarity": "says what a nonzero bool mask value means: \"keep\" (attend) or \"mask\" (masked out)",
+		"masked_rows":   "the output of a query that sees no key: \"zeros\" (default) or \"nan\"",
+		"scale":         "multiplies q·k (default 0 means 1/√E)",
 	},
 	"Self": {
 		"causal":   "lets token t attend to tokens ≤ t only",

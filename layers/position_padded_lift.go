@@ -1,0 +1,124 @@
+package layers
+
+import (
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/match"
+)
+
+// position.padded in ONNX graphs: Gather(table, positions) where the
+// positions are computed from int64 token ids as PyTorch exports
+// create_position_ids_from_input_ids,
+//
+//	mask = Cast(Not(Equal(ids, pad)))    positions = Cast(CumSum(mask) · mask) + pad
+//
+// with any Casts between. The nodes are checked by op and by the padding
+// id both ends share; the numbers by the lifter's run of the layer
+// against the graph.
+
+func init() {
+	match.RegisterPattern(match.Pattern{Name: "position.padded", Op: "Gather", Match: liftPaddedPosition})
+}
+
+// paddedPositionOps are the ops the positions are computed with.
+var paddedPositionOps = map[string]bool{"Equal": true, "Not": true, "Cast": true, "CumSum": true, "Mul": true, "Add": true}
+
+// liftPaddedPosition lifts the Gather of a table's rows at padded positions.
+func liftPaddedPosition(g match.Graph, gather *match.Node) (*match.Layer, error) {
+	ins := gather.Inputs()
+	if len(ins) != 2 || g.IsData(ins[0]) || !g.IsData(ins[1]) || gather.Int("axis", 0) != 0 {
+		return nil, nil
+	}
+	add := g.Producer(ins[1])
+	for add != nil && add.Op() == "Cast" {
+		add = g.Producer(add.Inputs()[0])
+	}
+	if add == nil || add.Op() != "Add" {
+		return nil, nil
+	}
+	pad, ok := staticOperand(g, add)
+	if !ok {
+		return nil, nil
+	}
+	ids, nodes, ok := paddedPositionChain(g, ins[1], pad)
+	if !ok {
+		return nil, nil
+	}
+	table, err := g.Constant(ins[0])
+	if err != nil || table.Dims() != 2 || pad < 0 || int(pad) >= table.Shape()[0] {
+		return nil, nil
+	}
+	w, err := match.Float32(table)
+	if err != nil {
+		return nil, nil
+	}
+	if !g.Registered("position.padded") {
+		return nil, match.Refuse([]*match.Node{gather}, "RoBERTa's positions: no layer type position.padded is registered in this build")
+	}
+	return &match.Layer{Type: "position.padded", Name: "position", Inputs: []string{ids}, Output: gather.Output(),
+		Nodes: append(nodes, gather),
+		Config: []match.Field{{Key: "num_embeddings", Value: table.Shape()[0]}, {Key: "embedding_dim", Value: table.Shape()[1]},
+			{Key: "padding_idx", Value: int(pad)}},
+		Params: []match.Param{{Name: "weight", Value: w, From: ins[0]}}}, nil
+}
+
+// staticOperand returns the static scalar operand of a binary node.
+func staticOperand(g match.Graph, n *match.Node) (float64, bool) {
+	for _, in := range n.Inputs() {
+		if in != "" && !g.IsData(in) {
+			return g.Scalar(in)
+		}
+	}
+	return 0, false
+}
+
+// paddedPositionChain walks back from the positions to the int64 graph
+// input they are computed from, through the ops of paddedPositionOps
+// alone, with one CumSum and an Equal to pad. It returns the input and
+// the nodes.
+func paddedPositionChain(g match.Graph, positions string, pad float64) (string, []*match.Node, bool) {
+	var nodes []*match.Node
+	var inputs []string
+	seen := map[string]bool{}
+	var walk func(v string) bool
+	walk = func(v string) bool {
+		if seen[v] || !g.IsData(v) {
+			return true
+		}
+		seen[v] = true
+		n := g.Producer(v)
+		if n == nil {
+			inputs = append(inputs, v)
+			return true
+		}
+		if !paddedPositionOps[n.Op()] {
+			return false
+		}
+		if n.Op() == "Equal" {
+			if c, ok := staticOperand(g, n); !ok || c != pad {
+				return false
+			}
+		}
+		nodes = append(nodes, n)
+		for _, in := range n.Inputs() {
+			if !walk(in) {
+				return false
+			}
+		}
+		return true
+	}
+	if !walk(positions) || len(inputs) != 1 {
+		return "", nil, false
+	}
+	count := map[string]int{}
+	for _, n := range nodes {
+		count[n.Op()]++
+	}
+	if count["Equal"] == 0 || count["CumSum"] != 1 {
+		return "", nil, false
+	}
+	if t, err := g.ValueAt(0, inputs[0]); err != nil || t.Dtype() != tensor.Int64 {
+		return "", nil, false
+	}
+	return inputs[0], nodes, true
+}
