@@ -174,6 +174,9 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 
 // newProbes evaluates the graph at one or, for dynamic graphs, two sizes.
 func (a *analysis) newProbes() error {
+	if err := findDimSums(a.g, 2); err != nil {
+		return fmt.Errorf("cannot evaluate the graph at a probe shape: %w", err)
+	}
 	p, err := newProbe(a.g, 2)
 	if err != nil {
 		return fmt.Errorf("cannot evaluate the graph at a probe shape: %w", err)

@@ -148,6 +148,9 @@ func newProbeWith(g *graph, first int, masksOne bool) (*probe, error) {
 			p.dims[name] = 1
 		}
 	}
+	if err := applySums(p.dims, g.sums); err != nil {
+		return nil, err
+	}
 	for i, vi := range g.Inputs {
 		if !onnxio.HasShape(vi) {
 			return nil, fmt.Errorf("input %q declares no shape", vi.GetName())
