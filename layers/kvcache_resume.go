@@ -1,0 +1,173 @@
+package layers
+
+import (
+	"fmt"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/registry"
+)
+
+// Sessions that start from a cache the caller holds (registry.Resumer):
+// a graph with Hugging Face's past_key_values inputs and present outputs,
+// run by attnrun layers, passes its cache in and out at every call.
+
+var (
+	_ registry.Resumer = (*SDPA)(nil)
+	_ registry.Resumer = (*LearnedPosition)(nil)
+	_ registry.Resumer = (*RoPE)(nil)
+	_ registry.Resumer = (*SinusoidalPosition)(nil)
+	_ registry.Resumer = (*ALiBi)(nil)
+)
+
+// Resume starts a session after tokens tokens whose keys and values,
+// (B, num_kv_heads, tokens, head_dim), are the layer's: keys rotated and
+// normalized as the layer caches them. A sliding window keeps the last
+// window−1 of them, as a session that had stepped through them would.
+func (s *SDPA) Resume(state registry.State, seqs, tokens int, keys, values *tensor.Dense) error {
+	if s.c == nil {
+		return errNotValidated
+	}
+	st, err := attentionStateOf(state, seqs)
+	if err != nil {
+		return err
+	}
+	if st.tokens != 0 {
+		return fmt.Errorf("resume needs a new session, this one has %d token(s)", st.tokens)
+	}
+	c := s.c
+	want := []int{seqs, c.kvHeads, tokens, c.headDim}
+	k, err := headsToRows("keys", keys, want)
+	if err != nil {
+		return err
+	}
+	v, err := headsToRows("values", values, want)
+	if err != nil {
+		return err
+	}
+	width := c.kvHeads * c.headDim
+	cache := newKVCache(seqs, width, width)
+	cache.appendRows(k, v, tokens)
+	if c.window > 0 {
+		cache.keepLast(c.window - 1)
+	}
+	st.seqs, st.tokens, st.caches = seqs, tokens, []*kvCache{cache}
+	return nil
+}
+
+// Cache returns the keys and values of every token of the session,
+// (B, num_kv_heads, T, head_dim). A sliding-window layer that has dropped
+// keys outside its window cannot return them.
+func (s *SDPA) Cache(state registry.State) (keys, values *tensor.Dense, err error) {
+	if s.c == nil {
+		return nil, nil, errNotValidated
+	}
+	st, ok := state.(*attentionState)
+	if !ok || st == nil {
+		return nil, nil, fmt.Errorf("state %T is not from this layer's NewState", state)
+	}
+	if st.seqs == 0 || len(st.caches) != 1 || st.caches[0].len() == 0 {
+		return nil, nil, nil
+	}
+	cache := st.caches[0]
+	if cache.start > 0 {
+		return nil, nil, fmt.Errorf("the layer keeps the last %d keys of its window (window %d), not the %d of the session", cache.len(), s.c.window, st.tokens)
+	}
+	keys = rowsToHeads(cache.keys, s.c.kvHeads, s.c.headDim)
+	values = rowsToHeads(cache.values, s.c.kvHeads, s.c.headDim)
+	return keys, values, nil
+}
+
+// headsToRows reads a (B, H, T, hd) cache tensor of the wanted shape into
+// rows b·T+t of H·hd numbers, the layout of the layers' projections.
+func headsToRows(what string, t *tensor.Dense, want []int) ([]float32, error) {
+	if t == nil {
+		return nil, fmt.Errorf("%s: missing, want shape %s", what, fmtShape(want))
+	}
+	shape := []int(t.Shape())
+	if len(shape) != 4 || shape[0] != want[0] || shape[1] != want[1] || shape[2] != want[2] || shape[3] != want[3] {
+		return nil, fmt.Errorf("%s: shape %s, want (B, num_kv_heads, T, head_dim) %s", what, fmtShape(shape), fmtShape(want))
+	}
+	src, ok := t.Data().([]float32)
+	if !ok {
+		return nil, fmt.Errorf("%s: %v, want float32", what, t.Dtype())
+	}
+	B, H, T, hd := want[0], want[1], want[2], want[3]
+	rows := make([]float32, len(src))
+	for b := range B {
+		for h := range H {
+			for i := range T {
+				copy(rows[((b*T+i)*H+h)*hd:][:hd], src[((b*H+h)*T+i)*hd:][:hd])
+			}
+		}
+	}
+	return rows, nil
+}
+
+// rowsToHeads lays the per-sequence rows of a cache (T rows of H·hd each)
+// out as a (B, H, T, hd) tensor.
+func rowsToHeads(seqRows [][]float32, H, hd int) *tensor.Dense {
+	B, T := len(seqRows), len(seqRows[0])/(H*hd)
+	out := make([]float32, B*H*T*hd)
+	for b, rows := range seqRows {
+		for i := range T {
+			for h := range H {
+				copy(out[((b*H+h)*T+i)*hd:][:hd], rows[(i*H+h)*hd:][:hd])
+			}
+		}
+	}
+	return tensor.New(tensor.WithShape(B, H, T, hd), tensor.WithBacking(out))
+}
+
+// resumePosition starts a position layer's session after tokens tokens:
+// such a layer keeps no keys.
+func resumePosition(state registry.State, seqs, tokens int, keys, values *tensor.Dense) error {
+	s, err := positionStateOf(state, seqs)
+	if err != nil {
+		return err
+	}
+	if keys != nil || values != nil {
+		return fmt.Errorf("a position layer keeps no keys or values")
+	}
+	if s.tokens != 0 {
+		return fmt.Errorf("resume needs a new session, this one has %d token(s)", s.tokens)
+	}
+	s.seqs, s.tokens = seqs, tokens
+	return nil
+}
+
+// Resume starts a session after tokens tokens (see registry.Resumer).
+func (p *LearnedPosition) Resume(state registry.State, seqs, tokens int, keys, values *tensor.Dense) error {
+	return resumePosition(state, seqs, tokens, keys, values)
+}
+
+// Cache returns nothing: a position layer keeps no keys.
+func (p *LearnedPosition) Cache(registry.State) (keys, values *tensor.Dense, err error) {
+	return nil, nil, nil
+}
+
+// Resume starts a session after tokens tokens (see registry.Resumer).
+func (r *RoPE) Resume(state registry.State, seqs, tokens int, keys, values *tensor.Dense) error {
+	return resumePosition(state, seqs, tokens, keys, values)
+}
+
+// Cache returns nothing: a position layer keeps no keys.
+func (r *RoPE) Cache(registry.State) (keys, values *tensor.Dense, err error) { return nil, nil, nil }
+
+// Resume starts a session after tokens tokens (see registry.Resumer).
+func (p *SinusoidalPosition) Resume(state registry.State, seqs, tokens int, keys, values *tensor.Dense) error {
+	return resumePosition(state, seqs, tokens, keys, values)
+}
+
+// Cache returns nothing: a position layer keeps no keys.
+func (p *SinusoidalPosition) Cache(registry.State) (keys, values *tensor.Dense, err error) {
+	return nil, nil, nil
+}
+
+// Resume starts a session after tokens tokens (see registry.Resumer).
+func (a *ALiBi) Resume(state registry.State, seqs, tokens int, keys, values *tensor.Dense) error {
+	return resumePosition(state, seqs, tokens, keys, values)
+}
+
+// Cache returns nothing: a position layer keeps no keys.
+func (a *ALiBi) Cache(registry.State) (keys, values *tensor.Dense, err error) { return nil, nil, nil }
