@@ -14,6 +14,7 @@ import (
 
 var (
 	_ registry.Resumer = (*SDPA)(nil)
+	_ registry.Resumer = (*MultiHead)(nil)
 	_ registry.Resumer = (*LearnedPosition)(nil)
 	_ registry.Resumer = (*RoPE)(nil)
 	_ registry.Resumer = (*SinusoidalPosition)(nil)
@@ -28,31 +29,7 @@ func (s *SDPA) Resume(state registry.State, seqs, tokens int, keys, values *tens
 	if s.c == nil {
 		return errNotValidated
 	}
-	st, err := attentionStateOf(state, seqs)
-	if err != nil {
-		return err
-	}
-	if st.tokens != 0 {
-		return fmt.Errorf("resume needs a new session, this one has %d token(s)", st.tokens)
-	}
-	c := s.c
-	want := []int{seqs, c.kvHeads, tokens, c.headDim}
-	k, err := headsToRows("keys", keys, want)
-	if err != nil {
-		return err
-	}
-	v, err := headsToRows("values", values, want)
-	if err != nil {
-		return err
-	}
-	width := c.kvHeads * c.headDim
-	cache := newKVCache(seqs, width, width)
-	cache.appendRows(k, v, tokens)
-	if c.window > 0 {
-		cache.keepLast(c.window - 1)
-	}
-	st.seqs, st.tokens, st.caches = seqs, tokens, []*kvCache{cache}
-	return nil
+	return resumeKV(state, seqs, tokens, keys, values, s.c.kvHeads, s.c.headDim, s.c.window)
 }
 
 // Cache returns the keys and values of every token of the session,
@@ -62,6 +39,60 @@ func (s *SDPA) Cache(state registry.State) (keys, values *tensor.Dense, err erro
 	if s.c == nil {
 		return nil, nil, errNotValidated
 	}
+	return cacheKV(state, s.c.kvHeads, s.c.headDim, s.c.window)
+}
+
+// Resume starts a session after tokens tokens whose keys and values are
+// (B, num_heads, tokens, d_out/num_heads).
+func (m *MultiHead) Resume(state registry.State, seqs, tokens int, keys, values *tensor.Dense) error {
+	if m.numHeads == 0 {
+		return errNotValidated
+	}
+	return resumeKV(state, seqs, tokens, keys, values, m.numHeads, m.proj.out/m.numHeads, 0)
+}
+
+// Cache returns the keys and values of every token of the session,
+// (B, num_heads, T, d_out/num_heads).
+func (m *MultiHead) Cache(state registry.State) (keys, values *tensor.Dense, err error) {
+	if m.numHeads == 0 {
+		return nil, nil, errNotValidated
+	}
+	return cacheKV(state, m.numHeads, m.proj.out/m.numHeads, 0)
+}
+
+// resumeKV starts an attention session with one cache of heads heads of
+// headDim after tokens tokens (see registry.Resumer); with a window, it
+// keeps the last window−1 keys.
+func resumeKV(state registry.State, seqs, tokens int, keys, values *tensor.Dense, heads, headDim, window int) error {
+	st, err := attentionStateOf(state, seqs)
+	if err != nil {
+		return err
+	}
+	if st.tokens != 0 {
+		return fmt.Errorf("resume needs a new session, this one has %d token(s)", st.tokens)
+	}
+	want := []int{seqs, heads, tokens, headDim}
+	k, err := headsToRows("keys", keys, want)
+	if err != nil {
+		return err
+	}
+	v, err := headsToRows("values", values, want)
+	if err != nil {
+		return err
+	}
+	width := heads * headDim
+	cache := newKVCache(seqs, width, width)
+	cache.appendRows(k, v, tokens)
+	if window > 0 {
+		cache.keepLast(window - 1)
+	}
+	st.seqs, st.tokens, st.caches = seqs, tokens, []*kvCache{cache}
+	return nil
+}
+
+// cacheKV returns the keys and values of an attention session with one
+// cache of heads heads of headDim, (B, heads, T, headDim).
+func cacheKV(state registry.State, heads, headDim, window int) (keys, values *tensor.Dense, err error) {
 	st, ok := state.(*attentionState)
 	if !ok || st == nil {
 		return nil, nil, fmt.Errorf("state %T is not from this layer's NewState", state)
@@ -71,11 +102,9 @@ func (s *SDPA) Cache(state registry.State) (keys, values *tensor.Dense, err erro
 	}
 	cache := st.caches[0]
 	if cache.start > 0 {
-		return nil, nil, fmt.Errorf("the layer keeps the last %d keys of its window (window %d), not the %d of the session", cache.len(), s.c.window, st.tokens)
+		return nil, nil, fmt.Errorf("the layer keeps the last %d keys of its window (window %d), not the %d of the session", cache.len(), window, st.tokens)
 	}
-	keys = rowsToHeads(cache.keys, s.c.kvHeads, s.c.headDim)
-	values = rowsToHeads(cache.values, s.c.kvHeads, s.c.headDim)
-	return keys, values, nil
+	return rowsToHeads(cache.keys, heads, headDim), rowsToHeads(cache.values, heads, headDim), nil
 }
 
 // headsToRows reads a (B, H, T, hd) cache tensor of the wanted shape into

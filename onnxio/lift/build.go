@@ -122,6 +122,10 @@ func (b *builder) wire() error {
 			b.outputs = append(b.outputs, Output{Name: o, Layer: name})
 			continue
 		}
+		if out, ok := b.cacheOutput(o); ok { // kvcache_build.go: a present output
+			b.outputs = append(b.outputs, out)
+			continue
+		}
 		if w, name, ok := b.weightsOf(o); ok {
 			kind := "heads"
 			if w.mean {

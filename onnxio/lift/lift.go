@@ -87,6 +87,11 @@ type Output struct {
 	// attention weights (B, H, Tq, Tk), "mean" for them averaged over heads
 	// (nn.MultiheadAttention's need_weights output).
 	Weights string `yaml:"weights,omitempty"`
+	// Cache is "keys" or "values" for the layer's KV cache after the
+	// step, (B, KVHeads, T, HeadDim) (a present output), and Past then
+	// names the graph input that holds it before the step (see RunCache).
+	Cache string `yaml:"cache,omitempty"`
+	Past  string `yaml:"past,omitempty"`
 }
 
 // Unlifted is a node no attnrun layer computes.
@@ -158,12 +163,20 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	source := m
 	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
 	m, products := readEinsums(m)
+	full := m
+	m, links, err := splitCache(m) // kvcache.go: the graph without its past inputs
+	if err != nil {
+		return nil, fmt.Errorf("lift: %w", err)
+	}
 	g, err := newGraph(m)
 	if err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
 	a := &analysis{g: g, source: source, repairs: append(repairs, products...)}
+	if err := a.withCache(full, links); err != nil {
+		return nil, fmt.Errorf("lift: %w", err)
+	}
 	if err := a.newProbes(); err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
@@ -346,7 +359,7 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 		return res, fmt.Errorf("lift: %w", err)
 	}
 	a.idBounds = idBounds(p.regions)
-	check, err := a.verify(model, b.inputs, res.Outputs)
+	check, err := a.verifyAll(model, b.inputs, res.Outputs)
 	res.Check = check
 	if err != nil {
 		return res, fmt.Errorf("lift: the lifted model does not reproduce the graph: %w", err)

@@ -63,7 +63,7 @@ func (f *onnxFile) inputNames() string {
 	if f.graph != nil {
 		return describeInfos(f.graph.Inputs())
 	}
-	return fmt.Sprint(f.lifted.model.Config().Inputs)
+	return fmt.Sprint(append(f.lifted.model.Config().Inputs, lift.CacheInputs(f.lifted.outputs)...))
 }
 
 // numInputs is how many tensors a run needs.
@@ -71,7 +71,7 @@ func (f *onnxFile) numInputs() int {
 	if f.graph != nil {
 		return len(f.graph.Inputs())
 	}
-	return len(f.lifted.model.Config().Inputs)
+	return len(f.lifted.model.Config().Inputs) + len(lift.CacheInputs(f.lifted.outputs))
 }
 
 // outputNames names the outputs, in order.
@@ -134,6 +134,9 @@ func (f *onnxFile) runArrays(inputs []*array.Array) ([]*array.Array, error) {
 			res[i] = outs[o.Name]
 		}
 		return res, nil
+	}
+	if past := lift.CacheInputs(f.lifted.outputs); len(past) > 0 {
+		return f.runCache(inputs, past) // lifted_cache.go
 	}
 	dense := make([]*tensor.Dense, len(inputs))
 	for i, a := range inputs {

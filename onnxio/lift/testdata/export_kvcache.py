@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""Exports a causal attention block with a KV cache for the lifting tests:
+the past/present interface of Hugging Face's decoders (past keys and values
+in, (B, heads, past, head_dim); the extended cache out), on a block the
+lifter recognizes without Hugging Face's masks.
+
+Usage, from the repository root (Debian's python3-torch and python3-onnx):
+
+    /usr/bin/python3 onnxio/lift/testdata/export_kvcache.py
+
+writes onnxio/lift/testdata/kvcache_block_dynamic/model.onnx (opset 17,
+symbolic batch, sequence and past_sequence) with two test-data sets:
+test_data_set_0 with a past of 3 tokens and 4 new ones, test_data_set_1
+with no past and 5 new tokens (PyTorch's outputs for each).
+"""
+
+import math
+import os
+import shutil
+
+import onnx
+import torch
+from onnx import numpy_helper
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+D, HEADS, CONTEXT = 16, 2, 32
+HD = D // HEADS
+
+
+class CachedAttention(nn.Module):
+    """x + attention(norm(x)) over the cached keys and values and the new ones."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(D)
+        self.q_proj = nn.Linear(D, D)
+        self.k_proj = nn.Linear(D, D)
+        self.v_proj = nn.Linear(D, D)
+        self.out_proj = nn.Linear(D, D)
+        self.register_buffer("causal", torch.triu(torch.ones(CONTEXT, CONTEXT, dtype=torch.bool), 1))
+
+    def forward(self, x, past_key, past_value):
+        b, t, _ = x.shape
+        h = self.norm(x)
+        q, k, v = (p(h).view(b, t, HEADS, HD).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        k = torch.cat([past_key, k], dim=2)
+        v = torch.cat([past_value, v], dim=2)
+        past = past_key.shape[2]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(HD)
+        scores = scores.masked_fill(self.causal[past:past + t, :past + t], float("-inf"))
+        y = torch.softmax(scores, dim=-1) @ v
+        return x + self.out_proj(y.transpose(1, 2).reshape(b, t, D)), k, v
+
+
+def write_set(folder, names, tensors):
+    os.makedirs(folder)
+    for i, (name, t) in enumerate(zip(names, tensors)):
+        kind = "input" if i < 3 else "output"
+        k = i if i < 3 else i - 3
+        proto = numpy_helper.from_array(t.detach().numpy(), name)
+        with open(os.path.join(folder, f"{kind}_{k}.pb"), "wb") as f:
+            f.write(proto.SerializeToString())
+
+
+def main():
+    torch.manual_seed(0)
+    m = CachedAttention().eval()
+    out = os.path.join(HERE, "kvcache_block_dynamic")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 4, D, generator=g)
+    pk, pv = torch.randn(2, HEADS, 3, HD, generator=g), torch.randn(2, HEADS, 3, HD, generator=g)
+    names = ["x", "past_key_values.0.key", "past_key_values.0.value", "y", "present.0.key", "present.0.value"]
+    torch.onnx.export(m, (x, pk, pv), os.path.join(out, "model.onnx"), opset_version=17,
+                      input_names=names[:3], output_names=names[3:],
+                      dynamic_axes={"x": {0: "batch", 1: "sequence"},
+                                    "past_key_values.0.key": {0: "batch", 2: "past_sequence"},
+                                    "past_key_values.0.value": {0: "batch", 2: "past_sequence"},
+                                    "y": {0: "batch", 1: "sequence"},
+                                    "present.0.key": {0: "batch", 2: "total_sequence"},
+                                    "present.0.value": {0: "batch", 2: "total_sequence"}})
+    onnx.checker.check_model(onnx.load(os.path.join(out, "model.onnx")))
+    with torch.no_grad():
+        write_set(os.path.join(out, "test_data_set_0"), names, [x, pk, pv, *m(x, pk, pv)])
+        x1 = torch.randn(2, 5, D, generator=g)
+        e = torch.zeros(2, HEADS, 0, HD)
+        write_set(os.path.join(out, "test_data_set_1"), names, [x1, e, e, *m(x1, e, e)])
+
+
+if __name__ == "__main__":
+    main()
