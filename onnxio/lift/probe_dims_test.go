@@ -1,6 +1,7 @@
 package lift
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -35,7 +36,7 @@ func TestProbeFindsCacheLength(t *testing.T) {
 			m, _ = ir.InOrder(m)
 			g, err := newGraph(m)
 			require.NoError(t, err)
-			g.limits = newExecLimits(nil, 0)
+			g.limits = newExecLimits(context.Background(), 0)
 			require.NoError(t, findDimSums(g, 2))
 			require.Len(t, g.sums, 1, "ties found: %v", g.sums)
 			var maskLen string
