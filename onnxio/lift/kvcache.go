@@ -46,43 +46,57 @@ func splitCache(m *onnxpb.ModelProto) (*onnxpb.ModelProto, []cacheLink, error) {
 	}
 	var links []cacheLink
 	concats := map[*onnxpb.NodeProto]string{} // Concat(past, fresh): fresh
+	aliases := map[*onnxpb.NodeProto]string{} // a copy of a past: the past
 	for _, in := range gp.GetInput() {
 		if inits[in.GetName()] || len(onnxio.Dims(in)) != 4 {
 			continue
 		}
-		if link, cat, ok := cacheOf(gp, in.GetName(), outputs); ok {
+		if link, cat, copies, ok := cacheOf(gp, in.GetName(), outputs); ok {
 			links = append(links, link)
 			concats[cat] = link.fresh
+			for _, c := range copies {
+				aliases[c] = in.GetName()
+			}
 		}
 	}
 	if len(links) == 0 {
 		return m, nil, nil
 	}
-	return withoutPast(m, links, concats)
+	return withoutPast(m, links, concats, aliases)
 }
 
 // cacheOf reports whether input past is a KV cache: its data is read by
 // exactly one node, Concat(past, fresh) along the sequence axis, whose
-// output is a graph output; other nodes read its shape only.
-func cacheOf(gp *onnxpb.GraphProto, past string, outputs map[string]bool) (cacheLink, *onnxpb.NodeProto, bool) {
+// output is a graph output; other nodes read its shape only, or copy it
+// (Identity, a Concat of one input: the TorchScript exporter writes one)
+// for shape reads or that Concat. It returns the link, the Concat and the
+// copies.
+func cacheOf(gp *onnxpb.GraphProto, past string, outputs map[string]bool) (cacheLink, *onnxpb.NodeProto, []*onnxpb.NodeProto, bool) {
 	var cat *onnxpb.NodeProto
-	for _, n := range gp.GetNode() {
-		if !slices.Contains(n.GetInput(), past) {
+	var copies []*onnxpb.NodeProto
+	aliases := map[string]bool{past: true}
+	for _, n := range gp.GetNode() { // in order: a copy comes before its readers
+		ins := n.GetInput()
+		if !slices.ContainsFunc(ins, func(v string) bool { return aliases[v] }) {
 			continue
 		}
+		axis := intAttr(n, "axis")
 		switch {
 		case n.GetOpType() == "Shape" || n.GetOpType() == "Size":
-		case n.GetOpType() == "Concat" && cat == nil && len(n.GetInput()) == 2 && n.GetInput()[0] == past && n.GetInput()[1] != past &&
-			(intAttr(n, "axis") == sequenceAxis || intAttr(n, "axis") == sequenceAxis-4):
+		case (n.GetOpType() == "Identity" || n.GetOpType() == "Concat" && len(ins) == 1) && !outputs[n.GetOutput()[0]]:
+			copies = append(copies, n)
+			aliases[n.GetOutput()[0]] = true
+		case n.GetOpType() == "Concat" && cat == nil && len(ins) == 2 && aliases[ins[0]] && !aliases[ins[1]] &&
+			(axis == sequenceAxis || axis == sequenceAxis-4):
 			cat = n
 		default:
-			return cacheLink{}, nil, false
+			return cacheLink{}, nil, nil, false
 		}
 	}
 	if cat == nil || !outputs[cat.GetOutput()[0]] {
-		return cacheLink{}, nil, false
+		return cacheLink{}, nil, nil, false
 	}
-	return cacheLink{past: past, present: cat.GetOutput()[0], fresh: cat.GetInput()[1]}, cat, true
+	return cacheLink{past: past, present: cat.GetOutput()[0], fresh: cat.GetInput()[1]}, cat, copies, true
 }
 
 // intAttr is a node's int attribute, -1000 when it has none.
@@ -95,11 +109,12 @@ func intAttr(n *onnxpb.NodeProto, name string) int64 {
 	return -1000
 }
 
-// withoutPast rewrites m: the past inputs removed, each cache Concat an
-// Identity of the fresh value, and each read of a past's shape a read of
+// withoutPast rewrites m: the past inputs and their copies removed, each
+// cache Concat an Identity of the fresh value, and each read of a past's
+// (or a copy's) shape a read of
 // (batch, heads, 0, head_dim), the batch taken from another input that
 // declares the same batch dimension.
-func withoutPast(m *onnxpb.ModelProto, links []cacheLink, concats map[*onnxpb.NodeProto]string) (*onnxpb.ModelProto, []cacheLink, error) {
+func withoutPast(m *onnxpb.ModelProto, links []cacheLink, concats, copies map[*onnxpb.NodeProto]string) (*onnxpb.ModelProto, []cacheLink, error) {
 	out := proto.Clone(m).(*onnxpb.ModelProto)
 	gp := out.GetGraph()
 	past := map[string]*onnxpb.ValueInfoProto{}
@@ -130,6 +145,10 @@ func withoutPast(m *onnxpb.ModelProto, links []cacheLink, concats map[*onnxpb.No
 	}
 	for i, n := range m.GetGraph().GetNode() {
 		c := gp.GetNode()[i]
+		if p, ok := copies[n]; ok { // read for its shape alone now, as the past is
+			shapes[c.GetOutput()[0]] = shapes[p]
+			continue
+		}
 		if fresh, ok := concats[n]; ok {
 			nodes = append(nodes, &onnxpb.NodeProto{Name: c.Name, OpType: proto.String("Identity"), Input: []string{fresh}, Output: c.GetOutput()})
 			continue
