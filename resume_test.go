@@ -19,10 +19,10 @@ import (
 
 // cacheDecoders are the decoders whose Hugging Face weights
 // testdata/generate holds as attnrun layers (gen.py), with the fixture of
-// testdata/pytorch2 each was checked against. Mistral and Gemma-2 are left
-// out: their sliding-window layers keep the last window−1 keys, not the
-// whole present cache Hugging Face returns.
-var cacheDecoders = map[string]string{"gpt2": "gpt2_sdpa", "llama": "llama_sdpa", "qwen3": "qwen3_sdpa"}
+// testdata/pytorch2 each was checked against. Mistral's and Gemma-2's
+// sliding-window layers keep the whole cache of a resumed session, as
+// Hugging Face's present does.
+var cacheDecoders = map[string]string{"gpt2": "gpt2_sdpa", "llama": "llama_sdpa", "qwen3": "qwen3_sdpa", "mistral": "mistral_sdpa", "gemma2": "gemma2_eager"}
 
 // loadLayersDecoder loads testdata/generate/<name>.yaml with its weights
 // and lists its attention layers, whose caches are the graph's
@@ -201,11 +201,19 @@ func TestResumeErrors(t *testing.T) {
 	_, err = m.Resume(good, 1, 0)
 	require.ErrorContains(t, err, "resume after no tokens takes no cache")
 
-	w, wattn := loadLayersDecoder(t, "mistral") // window 4: keeps 3 keys
-	s, err := w.Resume(nil, 1, 0)
+	w, wattn := loadLayersDecoder(t, "mistral") // window 4: a session of its own keeps 3 keys
+	ids := tensor.New(tensor.WithShape(1, 5), tensor.WithBacking([]int64{1, 2, 3, 4, 5}))
+	s, err := w.NewState()
 	require.NoError(t, err)
-	_, err = w.Step(nil, s, tensor.New(tensor.WithShape(1, 5), tensor.WithBacking([]int64{1, 2, 3, 4, 5})))
+	_, err = w.Step(nil, s, ids)
 	require.NoError(t, err)
 	_, err = s.Cache(wattn[0])
 	require.ErrorContains(t, err, "keeps the last 3 keys of its window (window 4), not the 5 of the session")
+	s, err = w.Resume(nil, 1, 0) // the caller's cache: kept whole
+	require.NoError(t, err)
+	_, err = w.Step(nil, s, ids)
+	require.NoError(t, err)
+	got, err := s.Cache(wattn[0])
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 2, 5, 16}, []int(got.Keys.Shape()))
 }

@@ -23,13 +23,14 @@ var (
 
 // Resume starts a session after tokens tokens whose keys and values,
 // (B, num_kv_heads, tokens, head_dim), are the layer's: keys rotated and
-// normalized as the layer caches them. A sliding window keeps the last
-// window−1 of them, as a session that had stepped through them would.
+// normalized as the layer caches them. A sliding-window layer keeps every
+// key of a resumed session (attending to its window only), so that Cache
+// returns the whole cache, as Hugging Face's present holds it.
 func (s *SDPA) Resume(state registry.State, seqs, tokens int, keys, values *tensor.Dense) error {
 	if s.c == nil {
 		return errNotValidated
 	}
-	return resumeKV(state, seqs, tokens, keys, values, s.c.kvHeads, s.c.headDim, s.c.window)
+	return resumeKV(state, seqs, tokens, keys, values, s.c.kvHeads, s.c.headDim)
 }
 
 // Cache returns the keys and values of every token of the session,
@@ -48,7 +49,7 @@ func (m *MultiHead) Resume(state registry.State, seqs, tokens int, keys, values 
 	if m.numHeads == 0 {
 		return errNotValidated
 	}
-	return resumeKV(state, seqs, tokens, keys, values, m.numHeads, m.proj.out/m.numHeads, 0)
+	return resumeKV(state, seqs, tokens, keys, values, m.numHeads, m.proj.out/m.numHeads)
 }
 
 // Cache returns the keys and values of every token of the session,
@@ -61,15 +62,22 @@ func (m *MultiHead) Cache(state registry.State) (keys, values *tensor.Dense, err
 }
 
 // resumeKV starts an attention session with one cache of heads heads of
-// headDim after tokens tokens (see registry.Resumer); with a window, it
-// keeps the last window−1 keys.
-func resumeKV(state registry.State, seqs, tokens int, keys, values *tensor.Dense, heads, headDim, window int) error {
+// headDim after tokens tokens (see registry.Resumer), keeping every key;
+// with no tokens, keys and values are nil and the cache starts empty.
+func resumeKV(state registry.State, seqs, tokens int, keys, values *tensor.Dense, heads, headDim int) error {
 	st, err := attentionStateOf(state, seqs)
 	if err != nil {
 		return err
 	}
 	if st.tokens != 0 {
 		return fmt.Errorf("resume needs a new session, this one has %d token(s)", st.tokens)
+	}
+	st.keepAll = true
+	if tokens == 0 {
+		if keys != nil || values != nil {
+			return fmt.Errorf("a session of no tokens takes no keys or values")
+		}
+		return nil
 	}
 	want := []int{seqs, heads, tokens, headDim}
 	k, err := headsToRows("keys", keys, want)
@@ -83,9 +91,6 @@ func resumeKV(state registry.State, seqs, tokens int, keys, values *tensor.Dense
 	width := heads * headDim
 	cache := newKVCache(seqs, width, width)
 	cache.appendRows(k, v, tokens)
-	if window > 0 {
-		cache.keepLast(window - 1)
-	}
 	st.seqs, st.tokens, st.caches = seqs, tokens, []*kvCache{cache}
 	return nil
 }
@@ -161,7 +166,9 @@ func resumePosition(state registry.State, seqs, tokens int, keys, values *tensor
 	if s.tokens != 0 {
 		return fmt.Errorf("resume needs a new session, this one has %d token(s)", s.tokens)
 	}
-	s.seqs, s.tokens = seqs, tokens
+	if tokens > 0 {
+		s.seqs, s.tokens = seqs, tokens
+	}
 	return nil
 }
 

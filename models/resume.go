@@ -21,8 +21,9 @@ type KV struct {
 // that the model did not see: past holds, under each attention layer's
 // name, that layer's keys and values for those tokens. Every Stepper layer
 // of the model must be a registry.Resumer, and past must name exactly the
-// layers that keep a cache (those whose Cache returns keys after a step).
-// With tokens 0 it is NewState, and past must be empty.
+// layers that keep a cache (those whose Cache returns keys after a step);
+// with tokens 0, past is empty. The session returns whole caches from
+// State.Cache (see registry.Resumer).
 //
 // Resume, Step and State.Cache together run the model as a graph with a
 // KV-cache interface runs: the cache in, the new tokens through, the
@@ -35,11 +36,8 @@ func (m *Model) Resume(past map[string]KV, seqs, tokens int) (*State, error) {
 	if tokens < 0 || seqs < 1 && tokens > 0 {
 		return nil, fmt.Errorf("model %q: resume after %d token(s) of %d sequence(s)", m.cfg.Name, tokens, seqs)
 	}
-	if tokens == 0 {
-		if len(past) > 0 {
-			return nil, fmt.Errorf("model %q: resume after no tokens takes no cache, got one for %s", m.cfg.Name, layerList(past))
-		}
-		return s, nil
+	if tokens == 0 && len(past) > 0 {
+		return nil, fmt.Errorf("model %q: resume after no tokens takes no cache, got one for %s", m.cfg.Name, layerList(past))
 	}
 	used := 0
 	for i, st := range m.steps {

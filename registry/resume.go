@@ -15,7 +15,9 @@ type Resumer interface {
 	Stepper
 	// Resume makes state, fresh from NewState, as if its session had
 	// consumed tokens tokens of seqs sequences whose keys and values are
-	// keys and values (nil for a layer without a cache). tokens is positive.
+	// keys and values (nil for a layer without a cache, or no tokens).
+	// The session is the caller's cache: Cache returns all of it, even
+	// where a sliding-window layer would drop the keys it no longer needs.
 	Resume(state State, seqs, tokens int, keys, values *tensor.Dense) error
 	// Cache returns the keys and values state holds, every token so far;
 	// nil, nil for a layer without a cache or a session with no tokens.
