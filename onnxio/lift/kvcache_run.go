@@ -193,7 +193,7 @@ func (a *analysis) verifyCache(m *models.Model, inputs []string, outputs []Outpu
 		for _, l := range a.cache.links {
 			past[l.past] = feeds[l.past]
 		}
-		got, err := RunCache(m, outputs, &registry.Run{Context: a.g.limits.ctx}, args[:len(inputs)], past)
+		got, err := RunCache(m, outputs, &registry.Run{Context: a.g.limits.ctx}, args[:len(inputs)], past, 0)
 		if err != nil {
 			return c, err
 		}
@@ -223,9 +223,10 @@ func pastLength(past map[string]*tensor.Dense) int {
 // empty or nil for a past of no tokens), inputs the model's inputs for the
 // new tokens (an attention_mask covering the past and the new tokens).
 // Each attention layer's session resumes from the past the Outputs name
-// for it (models.Model.Resume), steps the new tokens, and the outputs are
+// for it (models.Model.Resume), steps the new tokens, all at once (chunk
+// 0) or chunk at a time (models.Model.DecodeFrom), and the outputs are
 // returned in order: the model's output, and each present cache.
-func RunCache(m *models.Model, outputs []Output, run *registry.Run, inputs []*tensor.Dense, past map[string]*tensor.Dense) ([]*tensor.Dense, error) {
+func RunCache(m *models.Model, outputs []Output, run *registry.Run, inputs []*tensor.Dense, past map[string]*tensor.Dense, chunk int) ([]*tensor.Dense, error) {
 	if len(inputs) == 0 {
 		return nil, fmt.Errorf("model %q: no inputs", m.Name())
 	}
@@ -260,7 +261,12 @@ func RunCache(m *models.Model, outputs []Output, run *registry.Run, inputs []*te
 	if err != nil {
 		return nil, err
 	}
-	y, err := m.Step(run, s, inputs...)
+	var y *tensor.Dense
+	if chunk > 0 {
+		y, err = m.DecodeFrom(run, s, chunk, inputs...)
+	} else {
+		y, err = m.Step(run, s, inputs...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -312,5 +318,5 @@ func runCacheInputs(m *models.Model, outputs []Output, run *registry.Run, inputs
 			past[name] = t
 		}
 	}
-	return RunCache(m, outputs, run, inputs[:own], past)
+	return RunCache(m, outputs, run, inputs[:own], past, 0)
 }

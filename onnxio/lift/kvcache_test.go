@@ -23,8 +23,9 @@ import (
 const kvcacheBlock = "testdata/kvcache_block_dynamic" // export_kvcache.py
 
 // runCacheOn runs a lifted decoder on a test-data set's inputs: the
-// model's inputs, then the past inputs, empty for no past.
-func runCacheOn(t *testing.T, res *lift.Result, inputs []*array.Array) []*tensor.Dense {
+// model's inputs, then the past inputs, empty for no past; the new tokens
+// all at once (chunk 0) or chunk at a time.
+func runCacheOn(t *testing.T, res *lift.Result, inputs []*array.Array, chunk int) []*tensor.Dense {
 	t.Helper()
 	own := len(res.Model.Config().Inputs)
 	var args []*tensor.Dense
@@ -41,7 +42,7 @@ func runCacheOn(t *testing.T, res *lift.Result, inputs []*array.Array) []*tensor
 			past[name] = d
 		}
 	}
-	got, err := lift.RunCache(res.Model, res.Outputs, &registry.Run{Context: context.Background()}, args, past)
+	got, err := lift.RunCache(res.Model, res.Outputs, &registry.Run{Context: context.Background()}, args, past, chunk)
 	require.NoError(t, err)
 	return got
 }
@@ -71,12 +72,14 @@ func TestLiftKVCache(t *testing.T) {
 	for _, set := range []string{"test_data_set_0", "test_data_set_1"} {
 		in, want, err := onnxio.ReadDataSetArrays(filepath.Join(kvcacheBlock, set))
 		require.NoError(t, err)
-		got := runCacheOn(t, res, in)
-		require.Len(t, got, len(want))
-		for i, w := range want {
-			wd, err := w.Dense()
-			require.NoError(t, err)
-			assertClose(t, wd, got[i], fmt.Sprintf("%s output %d %q (past of %d)", set, i, res.Outputs[i].Name, in[1].Shape[2]))
+		for _, chunk := range []int{0, 1, 3} {
+			got := runCacheOn(t, res, in, chunk)
+			require.Len(t, got, len(want))
+			for i, w := range want {
+				wd, err := w.Dense()
+				require.NoError(t, err)
+				assertClose(t, wd, got[i], fmt.Sprintf("%s output %d %q (past of %d, chunk %d)", set, i, res.Outputs[i].Name, in[1].Shape[2], chunk))
+			}
 		}
 	}
 
@@ -86,7 +89,7 @@ func TestLiftKVCache(t *testing.T) {
 	swapped := *res
 	swapped.Outputs = []lift.Output{res.Outputs[0], res.Outputs[1], res.Outputs[2]}
 	swapped.Outputs[1].Past, swapped.Outputs[2].Past = res.Outputs[2].Past, res.Outputs[1].Past
-	wrong := runCacheOn(t, &swapped, in)
+	wrong := runCacheOn(t, &swapped, in, 0)
 	wd, err := want[0].Dense()
 	require.NoError(t, err)
 	assert.NotEqual(t, wd.Data(), wrong[0].Data())
