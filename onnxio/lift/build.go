@@ -122,8 +122,12 @@ func (b *builder) wire() error {
 			b.outputs = append(b.outputs, Output{Name: o, Layer: name})
 			continue
 		}
-		if out, ok := b.cacheOutput(o); ok { // kvcache_build.go: a present output
-			b.outputs = append(b.outputs, out)
+		if out, why := b.cacheOutput(o); out != nil || why != "" { // kvcache_run.go: a present output
+			if out != nil {
+				b.outputs = append(b.outputs, *out)
+			} else {
+				b.extraUnlifted = append(b.extraUnlifted, Unlifted{Node: o, Op: "graph output", Reason: why})
+			}
 			continue
 		}
 		if w, name, ok := b.weightsOf(o); ok {

@@ -61,23 +61,24 @@ func (c *cacheSplit) isPresent(v string) bool {
 }
 
 // cacheOutput maps a present output to the attention layer that computes
-// its fresh keys or values. Which of the two the layer caches it as is
-// settled by running the model (settleCacheKinds).
-func (b *builder) cacheOutput(o string) (Output, bool) {
+// its fresh keys or values; which of the two the layer caches it as is
+// settled by running the model (settleCacheKinds). It returns nil and
+// why when no lifted layer computes them, nil and "" for an output that
+// is no present.
+func (b *builder) cacheOutput(o string) (*Output, string) {
 	l, ok := b.a.cache.link(o)
 	if !ok {
-		return Output{}, false
+		return nil, ""
 	}
-	producer := b.a.g.Producer(b.p.resolve(l.fresh))
-	if producer == nil {
-		return Output{}, false
-	}
-	for _, ly := range b.layers {
-		if slices.Contains(ly.nodes, producer) {
-			return Output{Name: o, Layer: ly.name, Cache: "?", Past: l.past}, true
+	fresh := b.p.resolve(l.fresh)
+	if producer := b.a.g.Producer(fresh); producer != nil {
+		for _, ly := range b.layers {
+			if slices.Contains(ly.nodes, producer) {
+				return &Output{Name: o, Layer: ly.name, Cache: "?", Past: l.past}, ""
+			}
 		}
 	}
-	return Output{}, false
+	return nil, fmt.Sprintf("graph output %q is the KV cache of input %q extended by %q, which no lifted attention layer computes", o, l.past, fresh)
 }
 
 // verifyAll runs the self-check: verify, or for a graph with a KV cache
