@@ -176,8 +176,8 @@ func applySums(dims map[string]int, sums []dimSum) error {
 }
 
 // consistentProbe evaluates the graph at a probe and checks that every
-// output has the sizes it declares: fixed ones, symbolic ones the inputs
-// share, and declared sums of them.
+// output has the rank it declares and the sizes of its symbolic
+// dimensions that the inputs share, or declared sums of them.
 func consistentProbe(g *graph, first int) error {
 	p, err := newProbe(g, first)
 	if err != nil {
@@ -196,6 +196,9 @@ func consistentProbe(g *graph, first int) error {
 			return fmt.Errorf("output %q has shape %s at the probe, but declares %s", vi.GetName(), fmtShape(shape), onnxio.FormatDims(dims))
 		}
 		for i, d := range dims {
+			if d.Known {
+				continue // exporters write traced sizes for dimensions they did not mark dynamic
+			}
 			want, ok := declaredSize(d, p.dims)
 			if ok && shape[i] != want {
 				return fmt.Errorf("output %q has shape %s at the probe, but declares %s", vi.GetName(), fmtShape(shape), onnxio.FormatDims(dims))
@@ -205,13 +208,10 @@ func consistentProbe(g *graph, first int) error {
 	return nil
 }
 
-// declaredSize is the size a declared dimension has at a probe: its value,
-// the size of the input dimension it names, or the sum of those it adds;
-// false for a name no input has.
+// declaredSize is the size a symbolic dimension has at a probe: the size
+// of the input dimension it names, or the sum of those it adds; false for
+// a name no input has.
 func declaredSize(d onnxio.Dim, dims map[string]int) (int, bool) {
-	if d.Known {
-		return int(d.Value), true
-	}
 	if n, ok := dims[d.Param]; ok {
 		return n, true
 	}
