@@ -60,7 +60,7 @@ func TestLiftKVCache(t *testing.T) {
 	require.NoError(t, err)
 	res, err := lift.Lift(src)
 	require.NoError(t, err, "%v", err)
-	assert.Equal(t, []string{"norm.layer", "attention.multihead", "nn.add"}, layerTypes(res.Config), res.Config)
+	assert.Equal(t, []string{"norm.rms", "attention.multihead", "nn.add"}, layerTypes(res.Config), res.Config)
 	assert.Equal(t, []string{"x"}, res.Model.Config().Inputs)
 	assert.Equal(t, []lift.Output{
 		{Name: "y", Layer: "add"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	ir "github.com/attnrun/attnrun/onnxio/graph"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -232,7 +233,7 @@ func (a *analysis) plan() *plan {
 		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) {
 			continue
 		}
-		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) {
+		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || match.IsFloatCopy(patternGraph{a: a}, match.NewNode(n)) {
 			p.alias[n.GetOutput()[0]] = n.GetInput()[0]
 			p.claimed[n] = true
 			continue

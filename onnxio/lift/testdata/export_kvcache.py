@@ -2,7 +2,8 @@
 """Exports a causal attention block with a KV cache for the lifting tests:
 the past/present interface of Hugging Face's decoders (past keys and values
 in, (B, heads, past, head_dim); the extended cache out), on a block the
-lifter recognizes without Hugging Face's masks.
+lifter recognizes without Hugging Face's masks, after Hugging Face's
+RMSNorm (float32 casts, rsqrt).
 
 Usage, from the repository root (Debian's python3-torch and python3-onnx):
 
@@ -28,12 +29,28 @@ D, HEADS, CONTEXT = 16, 2, 32
 HD = D // HEADS
 
 
+class RMSNorm(nn.Module):
+    """Hugging Face's LlamaRMSNorm: computed in float32, cast back, then weighted."""
+
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D))
+        self.eps = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        variance = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.eps)
+        return self.weight * x.to(dtype)
+
+
 class CachedAttention(nn.Module):
     """x + attention(norm(x)) over the cached keys and values and the new ones."""
 
     def __init__(self):
         super().__init__()
-        self.norm = nn.LayerNorm(D)
+        self.norm = RMSNorm()
         self.q_proj = nn.Linear(D, D)
         self.k_proj = nn.Linear(D, D)
         self.v_proj = nn.Linear(D, D)
