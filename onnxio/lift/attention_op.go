@@ -1,6 +1,7 @@
 package lift
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -364,6 +365,9 @@ func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error
 		op.heads = a.traceBack(v, false)
 		l.nodes = append(l.nodes, op.heads.nodes...)
 		base = op.heads.base
+		if rope := l.ropeOnHeads(&op, rotates); rope != nil { // attention_op_rope.go
+			base = op.heads.base
+		}
 	}
 	op.lin = a.matchLinear(base)
 	if op.lin == nil && rotates && !rank4 {
@@ -439,13 +443,31 @@ func (l *opLayer) heads4D(p *probe, op opOperand) (int, int, error) {
 		return 0, 0, fmt.Errorf("shape %s is not (batch %d, heads, tokens %d, head_dim)", fmtShape(shape), tok.B, tok.T)
 	}
 	H, d := shape[1], shape[3]
+	var first error
+	for rep := 1; rep <= H; rep++ { // each head of the projection repeated rep times (repeat_kv), 1 first
+		if H%rep != 0 {
+			continue
+		}
+		if err := headsOf(el, tok, H, d, rep); err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		return H / rep, d, nil
+	}
+	return 0, 0, first
+}
+
+// headsOf checks that traced elements laid out (B, H, T, d) are the heads
+// of a projection, each repeated rep times: element [b, h, t, j] is
+// feature (h/rep)·d + j of token t of sequence b.
+func headsOf(el []elem, tok tokens, H, d, rep int) error {
 	for i, e := range el {
 		b, h, t, j := i/(H*tok.T*d), i/(tok.T*d)%H, i/d%tok.T, i%d
-		if e.row != b*tok.T+t || e.col != h*d+j {
-			return 0, 0, fmt.Errorf("element [%d, %d, %d, %d] is feature %d of token %d: not heads of the projection", b, h, t, j, e.col, e.row)
+		if e.row != b*tok.T+t || e.col != h/rep*d+j {
+			return fmt.Errorf("element [%d, %d, %d, %d] is feature %d of token %d: not heads of the projection", b, h, t, j, e.col, e.row)
 		}
 	}
-	return H, d, nil
+	return nil
 }
 
 // outProjection finds the Linear that reads Y (merged from heads first when

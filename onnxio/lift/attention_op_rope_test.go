@@ -1,0 +1,57 @@
+package lift
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/attnrun/attnrun/onnxio"
+	ir "github.com/attnrun/attnrun/onnxio/graph"
+)
+
+// TestAttentionOpRoPEOnRepeatedHeads reads the Attention ops of the dynamo
+// exporter's Llama and Mistral at opset 23 (KV cache split off): Q and K
+// are rotated by RotaryEmbedding on (B, heads, T, head_dim) before
+// repeat_kv's Unsqueeze, Expand and Reshape lay K and V out for the op;
+// the operands still trace to their projections, with the rotation
+// recorded, and K and V read as 2 heads repeated for 4 query heads of 16.
+func TestAttentionOpRoPEOnRepeatedHeads(t *testing.T) {
+	for _, name := range []string{"llama_sdpa_dynamo23", "mistral_sdpa_dynamo23"} {
+		t.Run(name, func(t *testing.T) {
+			m, err := onnxio.ReadModel(filepath.Join("../../testdata/pytorch2/fixtures", name, "model.onnx"))
+			require.NoError(t, err)
+			m, _ = ir.InOrder(m)
+			m, _, err = splitCache(m)
+			require.NoError(t, err)
+			g, err := newGraph(m)
+			require.NoError(t, err)
+			g.limits = newExecLimits(context.Background(), 0)
+			a := &analysis{g: g}
+			require.NoError(t, a.newProbes())
+			a.markLive()
+			seen := 0
+			for _, n := range g.Nodes {
+				if n.GetOpType() != "Attention" {
+					continue
+				}
+				seen++
+				l := &opLayer{a: a, n: n}
+				var ops [3]opOperand
+				for i, what := range []string{"Q", "K", "V"} {
+					ops[i], err = l.operand(n.GetInput()[i], what, true, i < 2)
+					require.NoError(t, err, what)
+				}
+				assert.NotNil(t, ops[0].rope, "Q is rotated")
+				assert.NotNil(t, ops[1].rope, "K is rotated")
+				assert.Nil(t, ops[2].rope, "V is not")
+				heads, kvHeads, headDim, err := l.heads(ops, true)
+				require.NoError(t, err)
+				assert.Equal(t, [3]int{4, 2, 16}, [3]int{heads, kvHeads, headDim})
+			}
+			assert.Equal(t, 2, seen)
+		})
+	}
+}
