@@ -47,9 +47,9 @@ func runCacheOn(t *testing.T, res *lift.Result, inputs []*array.Array, chunk int
 	return got
 }
 
-// TestLiftKVCache lifts a causal attention block whose graph takes its KV
-// cache as past_key_values inputs and returns it extended as present
-// outputs: the lift reads the graph without its past, maps each present
+// TestLiftKVCache lifts a decoder block (Hugging Face's RMSNorm, causal
+// attention, Gemma's gated tanh-GELU MLP) whose graph takes its KV cache
+// as past_key_values inputs and returns it extended as present outputs: the lift reads the graph without its past, maps each present
 // output to the keys or values of the attention layer, and the lifted
 // model, resumed from the past, gives PyTorch's output and present caches
 // within 1e-5 relative, 1e-6 absolute with a past of 3 tokens and with
@@ -60,10 +60,10 @@ func TestLiftKVCache(t *testing.T) {
 	require.NoError(t, err)
 	res, err := lift.Lift(src)
 	require.NoError(t, err, "%v", err)
-	assert.Equal(t, []string{"norm.rms", "attention.multihead", "nn.add"}, layerTypes(res.Config), res.Config)
+	assert.Equal(t, []string{"norm.rms", "attention.multihead", "nn.add", "norm.rms", "nn.mlp", "nn.add"}, layerTypes(res.Config), res.Config)
 	assert.Equal(t, []string{"x"}, res.Model.Config().Inputs)
 	assert.Equal(t, []lift.Output{
-		{Name: "y", Layer: "add"},
+		{Name: "y", Layer: "add_2"},
 		{Name: "present.0.key", Layer: "attn", Cache: "keys", Past: "past_key_values.0.key"},
 		{Name: "present.0.value", Layer: "attn", Cache: "values", Past: "past_key_values.0.value"},
 	}, res.Outputs)

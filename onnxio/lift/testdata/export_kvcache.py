@@ -3,7 +3,8 @@
 the past/present interface of Hugging Face's decoders (past keys and values
 in, (B, heads, past, head_dim); the extended cache out), on a block the
 lifter recognizes without Hugging Face's masks, after Hugging Face's
-RMSNorm (float32 casts, rsqrt).
+RMSNorm (float32 casts, rsqrt), then Gemma's gated MLP with the tanh GELU
+written as the TorchScript exporter writes it (x * x * x).
 
 Usage, from the repository root (Debian's python3-torch and python3-onnx):
 
@@ -45,12 +46,31 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dtype)
 
 
+class GatedMLP(nn.Module):
+    """Gemma's MLP: down(gelu_tanh(gate(x)) * up(x)), the cube written x * x * x
+    as the TorchScript exporter writes gelu(approximate="tanh") today."""
+
+    def __init__(self, hidden=24):
+        super().__init__()
+        self.gate_proj = nn.Linear(D, hidden, bias=False)
+        self.up_proj = nn.Linear(D, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, D, bias=False)
+
+    def forward(self, x):
+        g = self.gate_proj(x)
+        act = 0.5 * (g * (1 + torch.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * (g * g * g)))))
+        return self.down_proj(act * self.up_proj(x))
+
+
 class CachedAttention(nn.Module):
-    """x + attention(norm(x)) over the cached keys and values and the new ones."""
+    """A decoder block: x + attention(norm(x)) over the cached keys and values
+    and the new ones, then h + mlp(norm(h))."""
 
     def __init__(self):
         super().__init__()
         self.norm = RMSNorm()
+        self.mlp_norm = RMSNorm()
+        self.mlp = GatedMLP()
         self.q_proj = nn.Linear(D, D)
         self.k_proj = nn.Linear(D, D)
         self.v_proj = nn.Linear(D, D)
@@ -67,7 +87,8 @@ class CachedAttention(nn.Module):
         scores = q @ k.transpose(-2, -1) / math.sqrt(HD)
         scores = scores.masked_fill(self.causal[past:past + t, :past + t], float("-inf"))
         y = torch.softmax(scores, dim=-1) @ v
-        return x + self.out_proj(y.transpose(1, 2).reshape(b, t, D)), k, v
+        h = x + self.out_proj(y.transpose(1, 2).reshape(b, t, D))
+        return h + self.mlp(self.mlp_norm(h)), k, v
 
 
 def write_set(folder, names, tensors):
