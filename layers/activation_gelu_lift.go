@@ -17,6 +17,30 @@ func init() {
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu/mul", Op: "Mul", Late: true, Match: liftGELU})
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu/tanh", Op: "Pow", Late: true, Match: liftGELUTanh})
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu/tanh-mul", Op: "Mul", Late: true, Match: liftGELUTanh})
+	match.RegisterPattern(match.Pattern{Name: "activation.gelu/op", Op: "Gelu", Late: true, Match: liftGELUOp})
+}
+
+// liftGELUOp lifts ONNX's Gelu op (opset 20), exact or tanh.
+func liftGELUOp(g match.Graph, n *match.Node) (*match.Layer, error) {
+	approximate, ok := geluOpApproximation(n)
+	if !ok {
+		return nil, match.Refuse([]*match.Node{n}, "Gelu with an approximate attribute other than none or tanh")
+	}
+	if !g.Registered("activation.gelu") {
+		return nil, match.Refuse([]*match.Node{n}, "Gelu: no layer type activation.gelu is registered in this build")
+	}
+	return &match.Layer{Type: "activation.gelu", Name: "gelu", Inputs: []string{n.Inputs()[0]}, Output: n.Output(), Nodes: []*match.Node{n},
+		Config: []match.Field{{Key: "approximate", Value: approximate}}}, nil
+}
+
+// geluOpApproximation reads a Gelu op's approximate attribute: "none" (the
+// default) or "tanh".
+func geluOpApproximation(n *match.Node) (string, bool) {
+	a := "none"
+	if attr := n.Unwrap().Attr("approximate"); attr != nil {
+		a = string(attr.GetS())
+	}
+	return a, a == "none" || a == "tanh"
 }
 
 // liftGELU lifts the exact GELU.

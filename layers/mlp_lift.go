@@ -103,6 +103,10 @@ func activationAfter(g match.Graph, v string) (string, []*match.Node, string) {
 			if nodes, out, ok := tanhGELUAt(g, r); ok && r.Inputs()[0] == v { // x·x·x
 				return "gelu_tanh", nodes, out
 			}
+		case "Gelu":
+			if a, ok := geluOpApproximation(r); ok && g.Registered("activation.gelu") {
+				return map[string]string{"none": "gelu", "tanh": "gelu_tanh"}[a], []*match.Node{r}, r.Output()
+			}
 		case "Pow":
 			if nodes, out, ok := tanhGELUAt(g, r); ok {
 				return "gelu_tanh", nodes, out

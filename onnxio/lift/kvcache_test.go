@@ -20,7 +20,11 @@ import (
 	"github.com/attnrun/attnrun/registry"
 )
 
-const kvcacheBlock = "testdata/kvcache_block_dynamic" // export_kvcache.py
+// The fixtures of testdata/export_kvcache.py.
+const (
+	kvcacheBlock   = "testdata/kvcache_block_dynamic"
+	kvcacheDecoder = "testdata/kvcache_decoder_dynamic"
+)
 
 // runCacheOn runs a lifted decoder on a test-data set's inputs: the
 // model's inputs, then the past inputs, empty for no past; the new tokens
@@ -47,30 +51,47 @@ func runCacheOn(t *testing.T, res *lift.Result, inputs []*array.Array, chunk int
 	return got
 }
 
-// TestLiftKVCache lifts a decoder block (Hugging Face's RMSNorm, causal
-// attention, Gemma's gated tanh-GELU MLP) whose graph takes its KV cache
-// as past_key_values inputs and returns it extended as present outputs: the lift reads the graph without its past, maps each present
-// output to the keys or values of the attention layer, and the lifted
-// model, resumed from the past, gives PyTorch's output and present caches
-// within 1e-5 relative, 1e-6 absolute with a past of 3 tokens and with
-// none. The written file declares the source's interface and loads back
-// with its cache outputs.
+// TestLiftKVCache lifts graphs that take their KV cache as
+// past_key_values inputs and return it extended as present outputs: a
+// decoder block (Hugging Face's RMSNorm, causal attention, Gemma's gated
+// tanh-GELU MLP) and a decoder of token ids around it (Gemma's scaled
+// embeddings, final norm, LM head and logit softcapping). The lift reads
+// each graph without its past, maps each present output to the keys or
+// values of the attention layer, and the lifted model, resumed from the
+// past, gives PyTorch's outputs and present caches within 1e-5 relative,
+// 1e-6 absolute with a past of 3 tokens and with none, stepping the new
+// tokens all at once, one by one and 3 at a time. The written file
+// declares the source's interface and loads back with its cache outputs.
 func TestLiftKVCache(t *testing.T) {
-	src, err := onnxio.ReadModel(filepath.Join(kvcacheBlock, "model.onnx"))
+	for _, c := range []struct {
+		dir    string
+		layers []string
+		output lift.Output
+		attn   string
+	}{
+		{kvcacheBlock, []string{"norm.rms", "attention.multihead", "nn.add", "norm.rms", "nn.mlp", "nn.add"}, lift.Output{Name: "y", Layer: "add_2"}, "attn"},
+		{kvcacheDecoder, []string{"nn.embedding", "norm.rms", "attention.multihead", "nn.add", "norm.rms", "nn.mlp", "nn.add", "norm.rms", "nn.linear", "activation.softcap"},
+			lift.Output{Name: "logits", Layer: "softcap"}, "block"},
+	} {
+		t.Run(filepath.Base(c.dir), func(t *testing.T) { liftKVCache(t, c.dir, c.layers, c.output, c.attn) })
+	}
+}
+
+func liftKVCache(t *testing.T, dir string, layers []string, output lift.Output, attn string) {
+	src, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
 	require.NoError(t, err)
 	res, err := lift.Lift(src)
 	require.NoError(t, err, "%v", err)
-	assert.Equal(t, []string{"norm.rms", "attention.multihead", "nn.add", "norm.rms", "nn.mlp", "nn.add"}, layerTypes(res.Config), res.Config)
-	assert.Equal(t, []string{"x"}, res.Model.Config().Inputs)
+	assert.Equal(t, layers, layerTypes(res.Config), res.Config)
 	assert.Equal(t, []lift.Output{
-		{Name: "y", Layer: "add_2"},
-		{Name: "present.0.key", Layer: "attn", Cache: "keys", Past: "past_key_values.0.key"},
-		{Name: "present.0.value", Layer: "attn", Cache: "values", Past: "past_key_values.0.value"},
+		output,
+		{Name: "present.0.key", Layer: attn, Cache: "keys", Past: "past_key_values.0.key"},
+		{Name: "present.0.value", Layer: attn, Cache: "values", Past: "past_key_values.0.value"},
 	}, res.Outputs)
 	assert.Equal(t, []string{"past_key_values.0.key", "past_key_values.0.value"}, lift.CacheInputs(res.Outputs))
 
 	for _, set := range []string{"test_data_set_0", "test_data_set_1"} {
-		in, want, err := onnxio.ReadDataSetArrays(filepath.Join(kvcacheBlock, set))
+		in, want, err := onnxio.ReadDataSetArrays(filepath.Join(dir, set))
 		require.NoError(t, err)
 		for _, chunk := range []int{0, 1, 3} {
 			got := runCacheOn(t, res, in, chunk)
@@ -84,7 +105,7 @@ func TestLiftKVCache(t *testing.T) {
 	}
 
 	// The keys and values told apart: swapped, the output changes.
-	in, want, err := onnxio.ReadDataSetArrays(filepath.Join(kvcacheBlock, "test_data_set_0"))
+	in, want, err := onnxio.ReadDataSetArrays(filepath.Join(dir, "test_data_set_0"))
 	require.NoError(t, err)
 	swapped := *res
 	swapped.Outputs = []lift.Output{res.Outputs[0], res.Outputs[1], res.Outputs[2]}

@@ -13,9 +13,14 @@ Usage, from the repository root (Debian's python3-torch and python3-onnx):
 writes onnxio/lift/testdata/kvcache_block_dynamic/model.onnx (opset 17,
 symbolic batch, sequence and past_sequence) with two test-data sets:
 test_data_set_0 with a past of 3 tokens and 4 new ones, test_data_set_1
-with no past and 5 new tokens (PyTorch's outputs for each).
+with no past and 5 new tokens (PyTorch's outputs for each); and
+kvcache_decoder_dynamic, the block inside a decoder of token ids (Gemma's
+scaled embeddings, final norm, LM head and logit softcapping), with the
+same two data sets and PyTorch's greedy ids after a prompt
+(generate.json).
 """
 
+import json
 import math
 import os
 import shutil
@@ -26,7 +31,7 @@ from onnx import numpy_helper
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-D, HEADS, CONTEXT = 16, 2, 32
+D, HEADS, CONTEXT, VOCAB, SOFTCAP = 16, 2, 32, 20, 3.0
 HD = D // HEADS
 
 
@@ -91,6 +96,24 @@ class CachedAttention(nn.Module):
         return h + self.mlp(self.mlp_norm(h)), k, v
 
 
+class TinyDecoder(nn.Module):
+    """A decoder with Gemma's ends: embeddings times sqrt(D), the block, a
+    final RMSNorm, the LM head and the final logit softcapping."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(VOCAB, D)
+        self.block = CachedAttention()
+        self.norm = RMSNorm()
+        self.lm_head = nn.Linear(D, VOCAB, bias=False)
+
+    def forward(self, input_ids, past_key, past_value):
+        h = self.embed_tokens(input_ids) * torch.tensor(D ** 0.5, dtype=torch.float32)
+        h, k, v = self.block(h, past_key, past_value)
+        logits = self.lm_head(self.norm(h))
+        return torch.tanh(logits / SOFTCAP) * SOFTCAP, k, v
+
+
 def write_set(folder, names, tensors):
     os.makedirs(folder)
     for i, (name, t) in enumerate(zip(names, tensors)):
@@ -127,5 +150,44 @@ def main():
         write_set(os.path.join(out, "test_data_set_1"), names, [x1, e, e, *m(x1, e, e)])
 
 
+def export_decoder():
+    """kvcache_decoder_dynamic: TinyDecoder with input_ids, and the greedy
+    ids PyTorch picks after a prompt (generate.json), the whole sequence
+    recomputed at every step."""
+    torch.manual_seed(2)
+    m = TinyDecoder().eval()
+    out = os.path.join(HERE, "kvcache_decoder_dynamic")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, VOCAB, (2, 4), generator=g)
+    pk, pv = torch.randn(2, HEADS, 3, HD, generator=g), torch.randn(2, HEADS, 3, HD, generator=g)
+    names = ["input_ids", "past_key_values.0.key", "past_key_values.0.value", "logits", "present.0.key", "present.0.value"]
+    torch.onnx.export(m, (ids, pk, pv), os.path.join(out, "model.onnx"), opset_version=17,
+                      input_names=names[:3], output_names=names[3:],
+                      dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
+                                    "past_key_values.0.key": {0: "batch", 2: "past_sequence"},
+                                    "past_key_values.0.value": {0: "batch", 2: "past_sequence"},
+                                    "logits": {0: "batch", 1: "sequence"},
+                                    "present.0.key": {0: "batch", 2: "total_sequence"},
+                                    "present.0.value": {0: "batch", 2: "total_sequence"}})
+    onnx.checker.check_model(onnx.load(os.path.join(out, "model.onnx")))
+    e = torch.zeros(1, HEADS, 0, HD)
+    with torch.no_grad():
+        write_set(os.path.join(out, "test_data_set_0"), names, [ids, pk, pv, *m(ids, pk, pv)])
+        ids1 = torch.randint(0, VOCAB, (2, 5), generator=g)
+        e2 = torch.zeros(2, HEADS, 0, HD)
+        write_set(os.path.join(out, "test_data_set_1"), names, [ids1, e2, e2, *m(ids1, e2, e2)])
+        prompt, new = [3, 7, 1], []
+        for _ in range(8):
+            logits, _, _ = m(torch.tensor([prompt + new]), e, e)
+            new.append(int(torch.argmax(logits[0, -1])))
+    with open(os.path.join(out, "generate.json"), "w") as f:
+        json.dump({"generator": "onnxio/lift/testdata/export_kvcache.py", "torch": torch.__version__,
+                   "prompt": prompt, "new_ids": new}, f)
+        f.write("\n")
+
+
 if __name__ == "__main__":
     main()
+    export_decoder()
