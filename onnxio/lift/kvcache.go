@@ -33,7 +33,8 @@ type cacheLink struct {
 const sequenceAxis = 2
 
 // splitCache finds the KV-cache links of m and returns m rewritten without
-// its past inputs (see above), or m itself and no links when it has none.
+// its past inputs (see above), or m itself and no links when it has none
+// or cannot be rewritten (the error says why).
 func splitCache(m *onnxpb.ModelProto) (*onnxpb.ModelProto, []cacheLink, error) {
 	gp := m.GetGraph()
 	inits := map[string]bool{}
@@ -62,7 +63,11 @@ func splitCache(m *onnxpb.ModelProto) (*onnxpb.ModelProto, []cacheLink, error) {
 	if len(links) == 0 {
 		return m, nil, nil
 	}
-	return withoutPast(m, links, concats, aliases)
+	out, links, err := withoutPast(m, links, concats, aliases)
+	if err != nil {
+		return m, nil, err
+	}
+	return out, links, nil
 }
 
 // cacheOf reports whether input past is a KV cache: its data is read by

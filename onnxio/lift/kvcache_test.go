@@ -183,3 +183,19 @@ func TestLiftKVCacheIncremental(t *testing.T) {
 	}
 	assert.Equal(t, 6, s.Tokens())
 }
+
+// TestLiftKVCacheUnsplit: a cache whose batch dimension no other input
+// declares cannot be given a length of 0 (its batch is unknown), so the
+// graph is lifted with its past inputs (the probes tie the two batch
+// dimensions), and the concatenation is refused as before the split.
+func TestLiftKVCacheUnsplit(t *testing.T) {
+	src, err := onnxio.ReadModel(filepath.Join(kvcacheBlock, "model.onnx"))
+	require.NoError(t, err)
+	for _, in := range src.GetGraph().GetInput()[1:] {
+		in.GetType().GetTensorType().GetShape().GetDim()[0].Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: "past_batch"}
+	}
+	_, err = lift.Lift(src)
+	var unlifted *lift.UnliftedError
+	require.ErrorAs(t, err, &unlifted)
+	assert.Contains(t, err.Error(), "concatenates along axis 2 of 4")
+}

@@ -166,8 +166,8 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	m, products := readEinsums(m)
 	full := m
 	m, links, err := splitCache(m) // kvcache.go: the graph without its past inputs
-	if err != nil {
-		return nil, fmt.Errorf("lift: %w", err)
+	if err != nil { // lifted with its past inputs, which the concatenations will refuse
+		repairs = append(repairs, fmt.Sprintf("the KV cache is read as graph inputs: %v", err))
 	}
 	g, err := newGraph(m)
 	if err != nil {

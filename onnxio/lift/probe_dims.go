@@ -33,8 +33,9 @@ const maxRelationEvals = 48
 // its outputs ("past_sequence + sequence", as the dynamo exporter writes
 // the present cache's length), then any dimension equal to another, then
 // the sum of two others. A candidate is kept when the graph evaluates
-// under it and its outputs have the sizes they declare (a mask longer than
-// the keys may evaluate too); one tie is tried before two. It returns the error of the
+// under it, at the first size and the next, and its outputs have the
+// sizes they declare (a mask longer than the keys may evaluate too); one
+// tie is tried before two. It returns the error of the
 // graph without ties when no candidate makes it evaluate.
 func findDimSums(g *graph, first int) error {
 	g.sums = nil
@@ -51,7 +52,7 @@ func findDimSums(g *graph, first int) error {
 		}
 		evals++
 		g.sums = sums
-		if consistentProbe(g, first) == nil {
+		if consistentProbe(g, first) == nil && consistentProbe(g, first+1) == nil { // at two sizes: no coincidence
 			return true
 		}
 		g.sums = nil
