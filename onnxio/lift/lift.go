@@ -166,7 +166,7 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	m, products := readEinsums(m)
 	full := m
 	m, links, err := splitCache(m) // kvcache.go: the graph without its past inputs
-	if err != nil { // lifted with its past inputs, which the concatenations will refuse
+	if err != nil {                // lifted with its past inputs, which the concatenations will refuse
 		repairs = append(repairs, fmt.Sprintf("the KV cache is read as graph inputs: %v", err))
 	}
 	g, err := newGraph(m)
