@@ -165,8 +165,10 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
 	m, products := readEinsums(m)
 	full := m
-	m, links, err := splitCache(m) // kvcache.go: the graph without its past inputs
-	if err != nil {                // lifted with its past inputs, which the concatenations will refuse
+	// kvcache.go: the graph without its past inputs; on error, lifted with
+	// them, whose Concats are refused.
+	m, links, err := splitCache(m)
+	if err != nil {
 		repairs = append(repairs, fmt.Sprintf("the KV cache is read as graph inputs: %v", err))
 	}
 	g, err := newGraph(m)
