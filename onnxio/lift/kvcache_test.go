@@ -24,6 +24,7 @@ import (
 const (
 	kvcacheBlock   = "testdata/kvcache_block_dynamic"
 	kvcacheDecoder = "testdata/kvcache_decoder_dynamic"
+	kvcacheRoPE    = "testdata/kvcache_rope_dynamic"
 )
 
 // runCacheOn runs a lifted decoder on a test-data set's inputs: the
@@ -55,7 +56,10 @@ func runCacheOn(t *testing.T, res *lift.Result, inputs []*array.Array, chunk int
 // past_key_values inputs and return it extended as present outputs: a
 // decoder block (Hugging Face's RMSNorm, causal attention, Gemma's gated
 // tanh-GELU MLP) and a decoder of token ids around it (Gemma's scaled
-// embeddings, final norm, LM head and logit softcapping). The lift reads
+// embeddings, final norm, LM head and logit softcapping); and Llama's
+// attention (rotate_half RoPE from inv_freq, repeat_kv for 2 KV heads of
+// 4, no biases), which becomes attention.sdpa with rope: half and
+// num_kv_heads: 2, its cache holding the 2 KV heads. The lift reads
 // each graph without its past, maps each present output to the keys or
 // values of the attention layer, and the lifted model, resumed from the
 // past, gives PyTorch's outputs and present caches within 1e-5 relative,
@@ -72,6 +76,7 @@ func TestLiftKVCache(t *testing.T) {
 		{kvcacheBlock, []string{"norm.rms", "attention.multihead", "nn.add", "norm.rms", "nn.mlp", "nn.add"}, lift.Output{Name: "y", Layer: "add_2"}, "attn"},
 		{kvcacheDecoder, []string{"nn.embedding", "norm.rms", "attention.multihead", "nn.add", "norm.rms", "nn.mlp", "nn.add", "norm.rms", "nn.linear", "activation.softcap"},
 			lift.Output{Name: "logits", Layer: "softcap"}, "block"},
+		{kvcacheRoPE, []string{"attention.sdpa"}, lift.Output{Name: "y", Layer: "attn"}, "attn"},
 	} {
 		t.Run(filepath.Base(c.dir), func(t *testing.T) { liftKVCache(t, c.dir, c.layers, c.output, c.attn) })
 	}
@@ -83,6 +88,9 @@ func liftKVCache(t *testing.T, dir string, layers []string, output lift.Output, 
 	res, err := lift.Lift(src)
 	require.NoError(t, err, "%v", err)
 	assert.Equal(t, layers, layerTypes(res.Config), res.Config)
+	if dir == kvcacheRoPE {
+		assert.Contains(t, res.Config, "num_heads: 4, num_kv_heads: 2, head_dim: 8, qkv_bias: false, out_bias: false, causal: true, rope: half}")
+	}
 	assert.Equal(t, []lift.Output{
 		output,
 		{Name: "present.0.key", Layer: attn, Cache: "keys", Past: "past_key_values.0.key"},

@@ -114,6 +114,49 @@ class TinyDecoder(nn.Module):
         return torch.tanh(logits / SOFTCAP) * SOFTCAP, k, v
 
 
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    """Llama's attention with a KV cache: RoPE (rotate_half, cos and sin from
+    inv_freq at positions past..past+T), grouped-query heads repeated by
+    repeat_kv, a causal mask sliced from a buffer, no biases."""
+
+    def __init__(self, heads=4, kv_heads=2, base=10000.0):
+        super().__init__()
+        self.heads, self.kv_heads = heads, kv_heads
+        self.q_proj = nn.Linear(D, heads * HD, bias=False)
+        self.k_proj = nn.Linear(D, kv_heads * HD, bias=False)
+        self.v_proj = nn.Linear(D, kv_heads * HD, bias=False)
+        self.o_proj = nn.Linear(heads * HD, D, bias=False)
+        self.register_buffer("inv_freq", 1.0 / (base ** (torch.arange(0, HD, 2).float() / HD)))
+        self.register_buffer("causal", torch.triu(torch.ones(CONTEXT, CONTEXT, dtype=torch.bool), 1))
+
+    def forward(self, x, past_key, past_value):
+        b, t, _ = x.shape
+        past = past_key.shape[2]
+        q = self.q_proj(x).view(b, t, self.heads, HD).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.kv_heads, HD).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.kv_heads, HD).transpose(1, 2)
+        positions = torch.arange(past, past + t).float()
+        freqs = positions[:, None] * self.inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = torch.cat([past_key, k], dim=2)
+        v = torch.cat([past_value, v], dim=2)
+        rep = self.heads // self.kv_heads
+        kr = k[:, :, None].expand(b, self.kv_heads, rep, past + t, HD).reshape(b, self.heads, past + t, HD)
+        vr = v[:, :, None].expand(b, self.kv_heads, rep, past + t, HD).reshape(b, self.heads, past + t, HD)
+        scores = q @ kr.transpose(-2, -1) / math.sqrt(HD)
+        scores = scores.masked_fill(self.causal[past:past + t, :past + t], float("-inf"))
+        y = torch.softmax(scores, dim=-1) @ vr
+        return self.o_proj(y.transpose(1, 2).reshape(b, t, self.heads * HD)), k, v
+
+
 def write_set(folder, names, tensors):
     os.makedirs(folder)
     for i, (name, t) in enumerate(zip(names, tensors)):
@@ -188,6 +231,34 @@ def export_decoder():
         f.write("\n")
 
 
+def export_rope():
+    """kvcache_rope_dynamic: LlamaAttention alone, its cache of 2 KV heads."""
+    torch.manual_seed(4)
+    m = LlamaAttention().eval()
+    out = os.path.join(HERE, "kvcache_rope_dynamic")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 4, D, generator=g)
+    pk, pv = torch.randn(2, 2, 3, HD, generator=g), torch.randn(2, 2, 3, HD, generator=g)
+    names = ["x", "past_key_values.0.key", "past_key_values.0.value", "y", "present.0.key", "present.0.value"]
+    torch.onnx.export(m, (x, pk, pv), os.path.join(out, "model.onnx"), opset_version=17,
+                      input_names=names[:3], output_names=names[3:],
+                      dynamic_axes={"x": {0: "batch", 1: "sequence"},
+                                    "past_key_values.0.key": {0: "batch", 2: "past_sequence"},
+                                    "past_key_values.0.value": {0: "batch", 2: "past_sequence"},
+                                    "y": {0: "batch", 1: "sequence"},
+                                    "present.0.key": {0: "batch", 2: "total_sequence"},
+                                    "present.0.value": {0: "batch", 2: "total_sequence"}})
+    onnx.checker.check_model(onnx.load(os.path.join(out, "model.onnx")))
+    with torch.no_grad():
+        write_set(os.path.join(out, "test_data_set_0"), names, [x, pk, pv, *m(x, pk, pv)])
+        x1 = torch.randn(2, 5, D, generator=g)
+        e = torch.zeros(2, 2, 0, HD)
+        write_set(os.path.join(out, "test_data_set_1"), names, [x1, e, e, *m(x1, e, e)])
+
+
 if __name__ == "__main__":
     main()
     export_decoder()
+    export_rope()
