@@ -368,6 +368,9 @@ func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error
 		if rope := l.ropeOnHeads(&op, rotates); rope != nil { // attention_op_rope.go
 			base = op.heads.base
 		}
+		if op.norm = l.normOnHeads(&op, rotates); op.norm != nil {
+			base = op.heads.base
+		}
 	}
 	op.lin = a.matchLinear(base)
 	if op.lin == nil && rotates && !rank4 {

@@ -13,13 +13,14 @@ import (
 )
 
 // TestAttentionOpRoPEOnRepeatedHeads reads the Attention ops of the dynamo
-// exporter's Llama and Mistral at opset 23 (KV cache split off): Q and K
-// are rotated by RotaryEmbedding on (B, heads, T, head_dim) before
-// repeat_kv's Unsqueeze, Expand and Reshape lay K and V out for the op;
+// exporter's Llama, Mistral and Qwen3 at opset 23 (KV cache split off): Q
+// and K are rotated by RotaryEmbedding on (B, heads, T, head_dim) before
+// repeat_kv's Unsqueeze, Expand and Reshape lay K and V out for the op,
+// after Qwen3's per-head RMSNormalization (q_norm, k_norm);
 // the operands still trace to their projections, with the rotation
 // recorded, and K and V read as 2 heads repeated for 4 query heads of 16.
 func TestAttentionOpRoPEOnRepeatedHeads(t *testing.T) {
-	for _, name := range []string{"llama_sdpa_dynamo23", "mistral_sdpa_dynamo23"} {
+	for _, name := range []string{"llama_sdpa_dynamo23", "mistral_sdpa_dynamo23", "qwen3_sdpa_dynamo23"} {
 		t.Run(name, func(t *testing.T) {
 			m, err := onnxio.ReadModel(filepath.Join("../../testdata/pytorch2/fixtures", name, "model.onnx"))
 			require.NoError(t, err)
@@ -47,6 +48,14 @@ func TestAttentionOpRoPEOnRepeatedHeads(t *testing.T) {
 				assert.NotNil(t, ops[0].rope, "Q is rotated")
 				assert.NotNil(t, ops[1].rope, "K is rotated")
 				assert.Nil(t, ops[2].rope, "V is not")
+				normed := name == "qwen3_sdpa_dynamo23" // q_norm and k_norm (RMSNormalization) on the heads before RoPE
+				assert.Equal(t, normed, ops[0].norm != nil, "Q normalized per head")
+				assert.Equal(t, normed, ops[1].norm != nil, "K normalized per head")
+				if normed {
+					fields, err := qkNorm(ops[0].norm, ops[1].norm, 16)
+					require.NoError(t, err)
+					assert.NotEmpty(t, fields)
+				}
 				heads, kvHeads, headDim, err := l.heads(ops, true)
 				require.NoError(t, err)
 				assert.Equal(t, [3]int{4, 2, 16}, [3]int{heads, kvHeads, headDim})
