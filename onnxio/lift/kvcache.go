@@ -47,23 +47,23 @@ func splitCache(m *onnxpb.ModelProto) (*onnxpb.ModelProto, []cacheLink, error) {
 	}
 	var links []cacheLink
 	concats := map[*onnxpb.NodeProto]string{} // Concat(past, fresh): fresh
-	aliases := map[*onnxpb.NodeProto]string{} // a copy of a past: the past
+	copies := map[*onnxpb.NodeProto]string{}  // a copy of a past: the past
 	for _, in := range gp.GetInput() {
 		if inits[in.GetName()] || len(onnxio.Dims(in)) != 4 {
 			continue
 		}
-		if link, cat, copies, ok := cacheOf(gp, in.GetName(), outputs); ok {
+		if link, cat, cs, ok := cacheOf(gp, in.GetName(), outputs); ok {
 			links = append(links, link)
 			concats[cat] = link.fresh
-			for _, c := range copies {
-				aliases[c] = in.GetName()
+			for _, c := range cs {
+				copies[c] = in.GetName()
 			}
 		}
 	}
 	if len(links) == 0 {
 		return m, nil, nil
 	}
-	out, links, err := withoutPast(m, links, concats, aliases)
+	out, err := withoutPast(m, links, concats, copies)
 	if err != nil {
 		return m, nil, err
 	}
@@ -85,7 +85,7 @@ func cacheOf(gp *onnxpb.GraphProto, past string, outputs map[string]bool) (cache
 		if !slices.ContainsFunc(ins, func(v string) bool { return aliases[v] }) {
 			continue
 		}
-		axis := intAttr(n, "axis")
+		axis, _ := intAttr(n, "axis")
 		switch {
 		case n.GetOpType() == "Shape" || n.GetOpType() == "Size":
 		case (n.GetOpType() == "Identity" || n.GetOpType() == "Concat" && len(ins) == 1) && !outputs[n.GetOutput()[0]]:
@@ -104,22 +104,21 @@ func cacheOf(gp *onnxpb.GraphProto, past string, outputs map[string]bool) (cache
 	return cacheLink{past: past, present: cat.GetOutput()[0], fresh: cat.GetInput()[1]}, cat, copies, true
 }
 
-// intAttr is a node's int attribute, -1000 when it has none.
-func intAttr(n *onnxpb.NodeProto, name string) int64 {
+// intAttr is a node's int attribute and whether it has it.
+func intAttr(n *onnxpb.NodeProto, name string) (int64, bool) {
 	for _, a := range n.GetAttribute() {
 		if a.GetName() == name {
-			return a.GetI()
+			return a.GetI(), true
 		}
 	}
-	return -1000
+	return 0, false
 }
 
 // withoutPast rewrites m: the past inputs and their copies removed, each
 // cache Concat an Identity of the fresh value, and each read of a past's
-// (or a copy's) shape a read of
-// (batch, heads, 0, head_dim), the batch taken from another input that
-// declares the same batch dimension.
-func withoutPast(m *onnxpb.ModelProto, links []cacheLink, concats, copies map[*onnxpb.NodeProto]string) (*onnxpb.ModelProto, []cacheLink, error) {
+// (or a copy's) shape a read of (batch, heads, 0, head_dim), the batch
+// taken from another input that declares the same batch dimension.
+func withoutPast(m *onnxpb.ModelProto, links []cacheLink, concats, copies map[*onnxpb.NodeProto]string) (*onnxpb.ModelProto, error) {
 	out := proto.Clone(m).(*onnxpb.ModelProto)
 	gp := out.GetGraph()
 	past := map[string]*onnxpb.ValueInfoProto{}
@@ -143,7 +142,7 @@ func withoutPast(m *onnxpb.ModelProto, links []cacheLink, concats, copies map[*o
 		name := "__lift_empty_shape_" + l.past
 		ns, ts, err := emptyPastShape(past[l.past], inputs, name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cache input %q: %w", l.past, err)
+			return nil, fmt.Errorf("cache input %q: %w", l.past, err)
 		}
 		prologue, inits = append(prologue, ns...), append(inits, ts...)
 		shapes[l.past] = name
@@ -168,7 +167,7 @@ func withoutPast(m *onnxpb.ModelProto, links []cacheLink, concats, copies map[*o
 	gp.Input = inputs
 	gp.Node = append(prologue, nodes...)
 	gp.Initializer = append(gp.Initializer, inits...)
-	return out, links, nil
+	return out, nil
 }
 
 // emptyPastShape builds the shape (batch, heads, 0, head_dim) of a past of
@@ -216,14 +215,12 @@ func shapeRead(n *onnxpb.NodeProto, shape string) ([]*onnxpb.NodeProto, []*onnxp
 		zero := &onnxpb.TensorProto{Name: proto.String(out[0] + "_zero"), DataType: proto.Int32(int32(onnxio.Int64)), Int64Data: []int64{0}}
 		return []*onnxpb.NodeProto{{Name: n.Name, OpType: proto.String("Identity"), Input: []string{zero.GetName()}, Output: out}}, []*onnxpb.TensorProto{zero}
 	}
-	start, end := intAttr(n, "start"), intAttr(n, "end")
-	if start == -1000 && end == -1000 {
+	start, hasStart := intAttr(n, "start")
+	end, hasEnd := intAttr(n, "end")
+	if !hasStart && !hasEnd {
 		return []*onnxpb.NodeProto{{Name: n.Name, OpType: proto.String("Identity"), Input: []string{shape}, Output: out}}, nil
 	}
-	if start == -1000 {
-		start = 0
-	}
-	if end == -1000 {
+	if !hasEnd {
 		end = 4
 	}
 	s, e := int64Tensor(out[0]+"_start", []int64{start}), int64Tensor(out[0]+"_end", []int64{end})
