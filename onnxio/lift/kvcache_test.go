@@ -148,13 +148,20 @@ func requireSameInterface(t *testing.T, want, got *onnxpb.ModelProto) {
 	require.Equal(t, describe(want.GetGraph().GetOutput()), describe(got.GetGraph().GetOutput()))
 }
 
-// TestLiftKVCacheIncremental decodes 6 tokens one at a time two ways: the
-// source graph on the executor, its present fed back as the next past; and
-// the lifted model in one session (models.Model.Step), its attention layer
-// keeping the cache. At every step the outputs and the session's cache
-// equal the graph's within 1e-5 relative, 1e-6 absolute.
+// TestLiftKVCacheIncremental decodes 6 tokens one at a time two ways, for
+// each KV-cache fixture: the source graph on the executor, its present fed
+// back as the next past; and the lifted model in one session
+// (models.Model.Step), its attention layer keeping the cache. At every
+// step the outputs and the session's cache equal the graph's within 1e-5
+// relative, 1e-6 absolute.
 func TestLiftKVCacheIncremental(t *testing.T) {
-	src, err := onnxio.ReadModel(filepath.Join(kvcacheBlock, "model.onnx"))
+	for _, dir := range []string{kvcacheBlock, kvcacheDecoder, kvcacheRoPE} {
+		t.Run(filepath.Base(dir), func(t *testing.T) { liftedStepsLikeGraph(t, dir) })
+	}
+}
+
+func liftedStepsLikeGraph(t *testing.T, dir string) {
+	src, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
 	require.NoError(t, err)
 	res, err := lift.Lift(src)
 	require.NoError(t, err)
@@ -162,30 +169,39 @@ func TestLiftKVCacheIncremental(t *testing.T) {
 	require.NoError(t, err)
 	s, err := res.Model.NewState()
 	require.NoError(t, err)
-	rng := rand.New(rand.NewPCG(7, 7))
-	const batch, d, heads, hd = 2, 16, 2, 8
-	k, err := array.New(array.Float32, batch, heads, 0, hd)
+	inputs, outputs := g.Inputs(), g.Outputs()
+	pk := inputs[1].Shape
+	const batch = 2
+	k, err := array.New(array.Float32, batch, int(pk[1].Value), 0, int(pk[3].Value))
 	require.NoError(t, err)
 	v := k
+	rng := rand.New(rand.NewPCG(7, 7))
 	for step := range 6 {
-		x := make([]float32, batch*d)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
+		var x *tensor.Dense // one new token per sequence: an id, or a vector
+		if inputs[0].DType == exec.DType(array.Int64) {
+			ids := []int64{rng.Int64N(20), rng.Int64N(20)}
+			x = tensor.New(tensor.WithShape(batch, 1), tensor.WithBacking(ids))
+		} else {
+			d := int(inputs[0].Shape[2].Value)
+			vec := make([]float32, batch*d)
+			for i := range vec {
+				vec[i] = float32(rng.NormFloat64())
+			}
+			x = tensor.New(tensor.WithShape(batch, 1, d), tensor.WithBacking(vec))
 		}
+		xa, err := array.FromDense(x)
+		require.NoError(t, err)
 		outs, err := g.RunArrays(context.Background(), map[string]*array.Array{
-			"x": array.FromSlice([]int{batch, 1, d}, x), "past_key_values.0.key": k, "past_key_values.0.value": v})
+			inputs[0].Name: xa, "past_key_values.0.key": k, "past_key_values.0.value": v})
 		require.NoError(t, err)
-		y, err := res.Model.Step(nil, s, tensor.New(tensor.WithShape(batch, 1, d), tensor.WithBacking(x)))
+		y, err := res.Model.Step(nil, s, x)
 		require.NoError(t, err)
-		kv, err := s.Cache("attn")
+		kv, err := s.Cache(res.Outputs[1].Layer)
 		require.NoError(t, err)
-		for _, c := range []struct {
-			name string
-			got  *tensor.Dense
-		}{{"y", y}, {"present.0.key", kv.Keys}, {"present.0.value", kv.Values}} {
-			want, err := outs[c.name].Dense()
+		for i, got := range []*tensor.Dense{y, kv.Keys, kv.Values} {
+			want, err := outs[outputs[i].Name].Dense()
 			require.NoError(t, err)
-			assertClose(t, want, c.got, fmt.Sprintf("step %d %s", step, c.name))
+			assertClose(t, want, got, fmt.Sprintf("step %d %s", step, outputs[i].Name))
 		}
 		k, v = outs["present.0.key"], outs["present.0.value"]
 	}
