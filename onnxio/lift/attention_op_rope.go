@@ -2,6 +2,9 @@ package lift
 
 import (
 	"math"
+	"slices"
+
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/onnxio/match"
 )
@@ -93,4 +96,60 @@ func (l *opLayer) rmsNormOp(n *node) *match.RMSNorm {
 	}
 	return &match.RMSNorm{Input: ins[0], Output: n.GetOutput()[0], Width: width, Eps: eps, Weight: w, WeightFrom: ins[1],
 		Nodes: []*match.Node{match.NewNode(n)}}
+}
+
+// tokensBefore finds the tokens a projection reads and the layout between
+// them: GPT-2's Conv1D is a Gemm on the tokens flattened to (B·T, d), so
+// the tokens are (B, T, d) a Reshape before it; a projection of the
+// tokens themselves reads them with no layout between.
+func (l *opLayer) tokensBefore(lin *linear) (string, chain) {
+	pre := l.a.traceBack(lin.in, false)
+	direct := chain{value: lin.in, base: lin.in, scale: 1}
+	if pre.base == lin.in || len(pre.nodes) == 0 {
+		return lin.in, direct
+	}
+	shape, err := l.a.probes[0].shape(pre.base)
+	in, err2 := l.a.probes[0].shape(lin.in)
+	if err != nil || err2 != nil || len(shape) != 3 || len(in) != 2 || shape[0]*shape[1] != in[0] || shape[2] != in[1] {
+		return lin.in, direct
+	}
+	l.nodes = append(l.nodes, pre.nodes...)
+	return pre.base, pre
+}
+
+// segmentParams lists columns lo … lo+width−1 of the Linear (rows of
+// nn.Linear's weight) as a projection's weight and bias: the whole Linear
+// when they are all of it, else a split of it (GPT-2's fused c_attn).
+func (l *linear) segmentParams(prefix string, lo, width int) []param {
+	if lo == 0 && width == l.dOut {
+		return l.params(prefix)
+	}
+	w := l.weight.Float32s()
+	in := len(w) / l.dOut
+	ps := []param{{name: prefix + "weight", value: tensor.New(tensor.WithShape(width, in), tensor.WithBacking(slices.Clone(w[lo*in:(lo+width)*in]))),
+		pieces: []piece{l.weightPiece(lo, lo+width, false)}}}
+	if l.bias != nil {
+		b := l.bias.Float32s()
+		ps = append(ps, param{name: prefix + "bias", value: tensor.New(tensor.WithShape(width), tensor.WithBacking(slices.Clone(b[lo:lo+width]))),
+			pieces: []piece{l.biasPiece(lo, lo+width, false)}})
+	}
+	return ps
+}
+
+// unflatten moves the output of a projection of flattened tokens, (B·T, D)
+// (GPT-2's Conv1D as a Gemm), to the Reshape back to (B, T, D) that
+// follows it, so that the layer gives what attention.sdpa gives.
+func (l *opLayer) unflatten(out *linear) {
+	a := l.a
+	flat, err := a.probes[0].shape(out.out)
+	if err != nil || len(flat) != 2 {
+		return
+	}
+	post := a.traceForward(out.out)
+	shape, err := a.probes[0].shape(post.value)
+	if err != nil || len(shape) != 3 || shape[0]*shape[1] != flat[0] || shape[2] != flat[1] {
+		return
+	}
+	l.nodes = append(l.nodes, post.nodes...)
+	out.out = post.value
 }

@@ -64,3 +64,50 @@ func TestAttentionOpRoPEOnRepeatedHeads(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionOpFusedFlattenedProjections reads the Attention ops of the
+// dynamo exporter's GPT-2 at opset 23: Q, K and V are columns 0, 64 and
+// 128 of one Conv1D (a Gemm on the tokens flattened to (B·T, 64), split in
+// three), 4 heads of 16 each, and the output projection is a Gemm on the
+// merged heads flattened too, its output the Reshape back to (B, T, 64).
+func TestAttentionOpFusedFlattenedProjections(t *testing.T) {
+	m, err := onnxio.ReadModel("../../testdata/pytorch2/fixtures/gpt2_sdpa_dynamo23/model.onnx")
+	require.NoError(t, err)
+	m, _ = ir.InOrder(m)
+	m, _, err = splitCache(m)
+	require.NoError(t, err)
+	g, err := newGraph(m)
+	require.NoError(t, err)
+	g.limits = newExecLimits(context.Background(), 0)
+	a := &analysis{g: g}
+	require.NoError(t, a.newProbes())
+	a.markLive()
+	seen := 0
+	for _, n := range g.Nodes {
+		if n.GetOpType() != "Attention" {
+			continue
+		}
+		seen++
+		l := &opLayer{a: a, n: n}
+		var ops [3]opOperand
+		for i, what := range []string{"Q", "K", "V"} {
+			ops[i], err = l.operand(n.GetInput()[i], what, true, i < 2)
+			require.NoError(t, err, what)
+			assert.Equal(t, 192, ops[i].lin.dOut, "%s: the fused c_attn", what)
+		}
+		assert.Equal(t, ops[0].tokens, ops[1].tokens)
+		shape, err := a.probes[0].shape(ops[0].tokens)
+		require.NoError(t, err)
+		assert.Len(t, shape, 3, "the tokens before the flattening")
+		heads, kvHeads, headDim, err := l.heads(ops, true)
+		require.NoError(t, err)
+		assert.Equal(t, [3]int{4, 4, 16}, [3]int{heads, kvHeads, headDim})
+		assert.Equal(t, [3]int{0, 64, 128}, l.segments)
+		out, err := l.outProjection(heads, headDim, true)
+		require.NoError(t, err)
+		y, err := a.probes[0].shape(out.out)
+		require.NoError(t, err)
+		assert.Equal(t, shape, y, "the output projection's output, unflattened")
+	}
+	assert.Equal(t, 2, seen)
+}
