@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/attnrun/attnrun/internal/budget"
@@ -192,7 +193,8 @@ func withLayers(m *models.Model, source string, outputs []lift.Output, s setting
 	if outputs == nil {
 		outputs = []lift.Output{{Name: m.Config().Output, Layer: m.Config().Output}}
 	}
-	model := &Model{source: source, layers: m, lifted: outputs, inputs: m.Config().Inputs}
+	inputs := append(slices.Clone(m.Config().Inputs), lift.CacheInputs(outputs)...) // a decoder's past inputs follow
+	model := &Model{source: source, layers: m, lifted: outputs, inputs: inputs}
 	for _, o := range outputs {
 		model.outputs = append(model.outputs, o.Name)
 	}

@@ -180,10 +180,11 @@ func (m *Model) run(ctx context.Context, hook func(string, *tensor.Dense), input
 }
 
 // wantsWeights reports whether a file's outputs include attention weights,
-// which only a hooked pass computes.
+// which only a hooked pass computes, or KV caches, which only a session
+// holds: lift.RunOutputs computes them.
 func wantsWeights(outputs []lift.Output) bool {
 	for _, o := range outputs {
-		if o.Weights != "" {
+		if o.Weights != "" || o.Cache != "" {
 			return true
 		}
 	}

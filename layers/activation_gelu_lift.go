@@ -10,13 +10,14 @@ import (
 // x · 0.5 · (1 + erf(x / √2)), anchored at the Div (or Mul by 1/√2) that
 // feeds the Erf, and its tanh approximation,
 // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), anchored at the Pow that
-// cubes x; and ONNX's Gelu op (opset 20), its approximate attribute
-// "none" or "tanh" as it is.
+// cubes x or at x·x; and ONNX's Gelu op (opset 20), its approximate
+// attribute "none" or "tanh" as it is.
 
 func init() {
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu", Op: "Div", Late: true, Match: liftGELU})
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu/mul", Op: "Mul", Late: true, Match: liftGELU})
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu/tanh", Op: "Pow", Late: true, Match: liftGELUTanh})
+	match.RegisterPattern(match.Pattern{Name: "activation.gelu/tanh-mul", Op: "Mul", Late: true, Match: liftGELUTanh})
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu/op", Op: "Gelu", Late: true, Match: liftGELUOp})
 }
 
@@ -134,16 +135,32 @@ func isHalfOf(g match.Graph, v, x string) bool {
 	return ok && c == 0.5 && otherInput(m, x) != x
 }
 
-// tanhGELUAt matches GELU's tanh approximation starting at the Pow that
-// cubes x, as PyTorch exports nn.GELU(approximate="tanh"). It returns the
-// nodes and the output.
-func tanhGELUAt(g match.Graph, pow *match.Node) ([]*match.Node, string, bool) {
-	ins := pow.Inputs()
+// tanhGELUAt matches GELU's tanh approximation starting where x is cubed:
+// a Pow, as PyTorch exports nn.GELU(approximate="tanh"), or x·x, then
+// times x (Hugging Face's gelu_pytorch_tanh in Gemma, and the 0.5 last).
+// It returns the nodes and the output.
+func tanhGELUAt(g match.Graph, first *match.Node) ([]*match.Node, string, bool) {
+	ins := first.Inputs()
 	x := ins[0]
-	if e, ok := scalarAt(g, ins[1]); !ok || e != 3 || !g.IsData(x) {
+	if !g.IsData(x) {
 		return nil, "", false
 	}
-	cubic := scaledBy(g, pow.Output(), 0.044715)
+	cube := []*match.Node{first}
+	switch first.Op() {
+	case "Pow":
+		if e, ok := scalarAt(g, ins[1]); !ok || e != 3 {
+			return nil, "", false
+		}
+	case "Mul":
+		times := onlyReader(g, first.Output())
+		if ins[1] != x || times == nil || times.Op() != "Mul" || otherInput(times, first.Output()) != x {
+			return nil, "", false
+		}
+		cube = append(cube, times)
+	default:
+		return nil, "", false
+	}
+	cubic := scaledBy(g, cube[len(cube)-1].Output(), 0.044715)
 	if cubic == nil {
 		return nil, "", false
 	}
@@ -170,5 +187,5 @@ func tanhGELUAt(g match.Graph, pow *match.Node) ([]*match.Node, string, bool) {
 	if !ok {
 		return nil, "", false
 	}
-	return append([]*match.Node{pow, cubic, inner, scaled, tanh}, tail...), out, true
+	return append(append(cube, cubic, inner, scaled, tanh), tail...), out, true
 }

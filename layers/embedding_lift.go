@@ -9,7 +9,8 @@ import (
 // nn.embedding in ONNX graphs: Gather(table, ids) over the rows of a
 // constant (num_embeddings, embedding_dim) table, by int64 ids computed
 // from the graph inputs (input_ids, token_type_ids), as PyTorch exports
-// nn.Embedding.
+// nn.Embedding; a Mul of the rows by a constant (Gemma's √hidden_size) is
+// the layer's scale.
 
 func init() {
 	match.RegisterPattern(match.Pattern{Name: "nn.embedding", Op: "Gather", Late: true, Match: liftEmbedding})
@@ -36,7 +37,14 @@ func liftEmbedding(g match.Graph, n *match.Node) (*match.Layer, error) {
 	if !g.Registered("nn.embedding") {
 		return nil, match.Refuse([]*match.Node{n}, "an embedding lookup: no layer type nn.embedding is registered in this build")
 	}
-	return &match.Layer{Type: "nn.embedding", Name: "embed", Inputs: []string{ins[1]}, Output: n.Output(), Nodes: []*match.Node{n}, IndexBound: table.Shape()[0],
+	l := &match.Layer{Type: "nn.embedding", Name: "embed", Inputs: []string{ins[1]}, Output: n.Output(), Nodes: []*match.Node{n}, IndexBound: table.Shape()[0],
 		Config: []match.Field{{Key: "num_embeddings", Value: table.Shape()[0]}, {Key: "embedding_dim", Value: table.Shape()[1]}},
-		Params: []match.Param{{Name: "weight", Value: w, From: ins[0]}}}, nil
+		Params: []match.Param{{Name: "weight", Value: w, From: ins[0]}}}
+	if m := onlyReader(g, n.Output()); m != nil { // Gemma's normalizer: the rows times √hidden_size
+		if f, x, ok := scalarFactor(g, m); ok && x == n.Output() && m.Op() == "Mul" {
+			l.Output, l.Nodes = m.Output(), append(l.Nodes, m)
+			l.Config = append(l.Config, match.Field{Key: "scale", Value: f})
+		}
+	}
+	return l, nil
 }

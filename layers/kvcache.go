@@ -74,6 +74,10 @@ type attentionState struct {
 	// memory holds copies of the cross-attention inputs the caches were
 	// projected from (memory; or key and value), to tell when they change.
 	memory []*tensor.Dense
+	// keepAll keeps every key of a sliding-window layer: a session that
+	// resumed from a caller's cache returns the whole cache, as Hugging
+	// Face's present does (kvcache_resume.go).
+	keepAll bool
 }
 
 var _ registry.State = (*attentionState)(nil)

@@ -100,6 +100,9 @@ func activationAfter(g match.Graph, v string) (string, []*match.Node, string) {
 			if x, nodes, out, ok := exactGELUAt(g, r); ok && x == v && g.Registered("activation.gelu") {
 				return "gelu", nodes, out
 			}
+			if nodes, out, ok := tanhGELUAt(g, r); ok && r.Inputs()[0] == v { // x·x·x
+				return "gelu_tanh", nodes, out
+			}
 		case "Pow":
 			if nodes, out, ok := tanhGELUAt(g, r); ok {
 				return "gelu_tanh", nodes, out

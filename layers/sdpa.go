@@ -594,7 +594,7 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 	c.out.apply(data, context, x.rows())
 	if st != nil {
 		st.seqs, st.tokens = x.B, st.tokens+x.T
-		if c.window > 0 && in.memory == nil {
+		if c.window > 0 && in.memory == nil && !st.keepAll {
 			st.caches[0].keepLast(c.window - 1)
 		}
 	}

@@ -313,7 +313,7 @@ func unrepeated(g match.Graph, v string) (string, int, error) {
 // projectedHeads reads heads (B, H, T, d) split from a projection: the
 // Transpose (0, 2, 1, 3) of a Reshape (B, T, H, d) of an nn.Linear.
 func projectedHeads(g match.Graph, heads, what string) (*match.Linear, int, int, error) {
-	tr := g.Producer(heads)
+	tr := g.Producer(throughCopies(g, heads))
 	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
 		return nil, 0, 0, fmt.Errorf("the %s (%q) are not heads split from a projection (rope is not lifted from standard ops)", what, heads)
 	}
@@ -389,6 +389,9 @@ type sdpaRope struct {
 // (a·cos − b·sin, b·cos + a·sin) of the halves, or of the pairs reshaped
 // back (interleaved).
 func unrotated(g match.Graph, v string) (string, *sdpaRope, error) {
+	if x, r, err := unrotatedHalf(g, v); r != nil || err != nil { // sdpa_rope_hf_lift.go: Hugging Face's form
+		return x, r, err
+	}
 	n := g.Producer(v)
 	if n == nil || (n.Op() != "Concat" && n.Op() != "Reshape") {
 		return v, nil, nil

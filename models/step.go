@@ -179,15 +179,29 @@ func (m *Model) Decode(run *registry.Run, chunk int, inputs ...*tensor.Dense) (*
 	if len(inputs) == 0 || inputs[0] == nil {
 		return nil, fmt.Errorf("model %q: Decode needs the token stream as the first input", m.cfg.Name)
 	}
-	stream, err := m.tokenStream(inputs[0])
-	if err != nil {
-		return nil, fmt.Errorf("model %q: input %q: %w", m.cfg.Name, m.cfg.Inputs[0], err)
-	}
 	state, err := m.NewState()
 	if err != nil {
 		return nil, err
 	}
-	aligned, err := m.alignedInputs(inputs)
+	return m.DecodeFrom(run, state, chunk, inputs...)
+}
+
+// DecodeFrom is Decode in session s, which may hold tokens already (a
+// session Resume started after a cache): the inputs hold the new tokens,
+// and an attention_mask covers the past ones too, (B, past+T).
+func (m *Model) DecodeFrom(run *registry.Run, s *State, chunk int, inputs ...*tensor.Dense) (*tensor.Dense, error) {
+	if chunk <= 0 {
+		return nil, fmt.Errorf("model %q: chunk must be positive, got %d", m.cfg.Name, chunk)
+	}
+	if len(inputs) == 0 || inputs[0] == nil {
+		return nil, fmt.Errorf("model %q: Decode needs the token stream as the first input", m.cfg.Name)
+	}
+	stream, err := m.tokenStream(inputs[0])
+	if err != nil {
+		return nil, fmt.Errorf("model %q: input %q: %w", m.cfg.Name, m.cfg.Inputs[0], err)
+	}
+	past := s.Tokens()
+	aligned, err := m.alignedInputs(inputs, past)
 	if err != nil {
 		return nil, err
 	}
@@ -200,12 +214,12 @@ func (m *Model) Decode(run *registry.Run, chunk int, inputs ...*tensor.Dense) (*
 			switch {
 			case ids == nil:
 			case m.cfg.Inputs[i] == "attention_mask":
-				args[i] = ids.slice(0, t1)
+				args[i] = ids.slice(0, past+t1)
 			default:
 				args[i] = ids.slice(t0, t1)
 			}
 		}
-		out, err := m.Step(run, state, args...)
+		out, err := m.Step(run, s, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -220,15 +234,20 @@ func (m *Model) Decode(run *registry.Run, chunk int, inputs ...*tensor.Dense) (*
 
 // alignedInputs views the int64 inputs after the first that are shaped
 // like int64 token ids in the first, as rows of ids that Decode cuts with
-// the tokens; the other entries are nil.
-func (m *Model) alignedInputs(inputs []*tensor.Dense) ([]*idSlab, error) {
+// the tokens (an attention_mask with past more, for the past tokens); the
+// other entries are nil.
+func (m *Model) alignedInputs(inputs []*tensor.Dense, past int) ([]*idSlab, error) {
 	aligned := make([]*idSlab, len(inputs))
 	if m.cfg.InputDtype(0) != tensor.Int64 {
 		return aligned, nil
 	}
 	for i := 1; i < len(inputs) && i < len(m.cfg.Inputs); i++ {
 		in := inputs[i]
-		if m.cfg.InputDtype(i) != tensor.Int64 || in == nil || !in.Shape().Eq(inputs[0].Shape()) {
+		want := inputs[0].Shape().Clone()
+		if m.cfg.Inputs[i] == "attention_mask" && len(want) > 0 {
+			want[len(want)-1] += past
+		}
+		if m.cfg.InputDtype(i) != tensor.Int64 || in == nil || !in.Shape().Eq(want) {
 			continue
 		}
 		ids, err := idRows(in)

@@ -1,6 +1,7 @@
 package lift
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -50,6 +51,9 @@ type opLayer struct {
 	n     *node
 	nodes []*node // every data node the layer replaces
 	notes []string
+	// segments are the first columns of Q, K and V in their projections
+	// (4-D operands; a fused projection gives them other columns than 0).
+	segments [3]int
 }
 
 // opOperand is Q, K or V: a projection of tokens, perhaps rotated, perhaps
@@ -60,6 +64,7 @@ type opOperand struct {
 	rope   *node     // RotaryEmbedding applied to it, or nil
 	heads  chain     // 4-D: the layout from the projection to the operand
 	norm   *headNorm // qk_norm's RMSNorm of each head, or nil
+	pre    chain     // the layout from the tokens to the projection's input
 }
 
 // attentionOp lifts one Attention node with the projections around it to
@@ -249,9 +254,9 @@ func (l *opLayer) build() (*region, error) {
 	if m.input != "" {
 		r.inputs = append(r.inputs, m.input)
 	}
-	r.params = append(r.params, q.lin.params("q_proj.")...)
-	r.params = append(r.params, k.lin.params("k_proj.")...)
-	r.params = append(r.params, v.lin.params("v_proj.")...)
+	r.params = append(r.params, q.lin.segmentParams("q_proj.", l.segments[0], heads*headDim)...) // attention_op_rope.go
+	r.params = append(r.params, k.lin.segmentParams("k_proj.", l.segments[1], kvHeads*headDim)...)
+	r.params = append(r.params, v.lin.segmentParams("v_proj.", l.segments[2], kvHeads*headDim)...)
 	r.params = append(r.params, out.params(outName+".")...)
 	if q.norm != nil {
 		r.params = append(r.params, q.norm.param("q_norm.weight"), k.norm.param("k_norm.weight"))
@@ -372,6 +377,12 @@ func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error
 		op.heads = a.traceBack(v, false)
 		l.nodes = append(l.nodes, op.heads.nodes...)
 		base = op.heads.base
+		if rope := l.ropeOnHeads(&op, rotates); rope != nil { // attention_op_rope.go
+			base = op.heads.base
+		}
+		if op.norm = l.normOnHeads(&op, rotates); op.norm != nil {
+			base = op.heads.base
+		}
 	}
 	op.lin = a.matchLinear(base)
 	if op.lin == nil && rotates && !rank4 {
@@ -383,7 +394,7 @@ func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error
 		return op, fmt.Errorf("%s is not a linear projection of tokens (it comes from %q)", what, base)
 	}
 	l.nodes = append(l.nodes, op.lin.nodes...)
-	op.tokens = op.lin.in
+	op.tokens, op.pre = l.tokensBefore(op.lin) // attention_op_rope.go
 	return op, nil
 }
 
@@ -413,11 +424,11 @@ func (l *opLayer) heads(ops [3]opOperand, rank4 bool) (heads, kvHeads, d int, er
 	var counts, sizes [3]int
 	for _, p := range l.a.probes {
 		for i, op := range ops {
-			h, size, err := l.heads4D(p, op)
+			h, size, lo, err := l.heads4D(p, op)
 			if err != nil {
 				return 0, 0, 0, fmt.Errorf("%s: %w", []string{"Q", "K", "V"}[i], err)
 			}
-			counts[i], sizes[i] = h, size
+			counts[i], sizes[i], l.segments[i] = h, size, lo
 		}
 	}
 	if counts[1] != counts[2] || sizes[0] != sizes[1] || sizes[1] != sizes[2] {
@@ -432,28 +443,46 @@ func (l *opLayer) heads(ops [3]opOperand, rank4 bool) (heads, kvHeads, d int, er
 // heads4D checks at a probe that a 4-D operand (B, H, T, d) holds, at
 // [b, h, t, j], column h·d+j of the projection of token t of sequence b,
 // and returns H and d.
-func (l *opLayer) heads4D(p *probe, op opOperand) (int, int, error) {
+func (l *opLayer) heads4D(p *probe, op opOperand) (heads, size, lo int, err error) {
 	a := l.a
 	tok, err := a.tokensOf(p, op.tokens)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	src := source{tokens: op.tokens, lin: op.lin, pre: chain{value: op.lin.in, base: op.lin.in, scale: 1}}
+	src := source{tokens: op.tokens, lin: op.lin, pre: op.pre}
 	el, shape, err := a.elements(p, op.heads, src)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	if len(shape) != 4 || shape[0] != tok.B || shape[2] != tok.T {
-		return 0, 0, fmt.Errorf("shape %s is not (batch %d, heads, tokens %d, head_dim)", fmtShape(shape), tok.B, tok.T)
+	if len(shape) != 4 || shape[0] != tok.B || shape[2] != tok.T || len(el) == 0 {
+		return 0, 0, 0, fmt.Errorf("shape %s is not (batch %d, heads, tokens %d, head_dim)", fmtShape(shape), tok.B, tok.T)
 	}
-	H, d := shape[1], shape[3]
+	H, d, lo := shape[1], shape[3], el[0].col // lo: the first column (GPT-2's fused c_attn gives K and V others than 0)
+	var first error
+	for rep := 1; rep <= H; rep++ { // each head of the projection repeated rep times (repeat_kv), 1 first
+		if H%rep != 0 {
+			continue
+		}
+		if err := headsOf(el, tok, H, d, rep, lo); err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		return H / rep, d, lo, nil
+	}
+	return 0, 0, 0, first
+}
+
+// headsOf checks that traced elements laid out (B, H, T, d) are the heads
+// of a projection from column lo on, each repeated rep times: element
+// [b, h, t, j] is feature lo + (h/rep)·d + j of token t of sequence b.
+func headsOf(el []elem, tok tokens, H, d, rep, lo int) error {
 	for i, e := range el {
 		b, h, t, j := i/(H*tok.T*d), i/(tok.T*d)%H, i/d%tok.T, i%d
-		if e.row != b*tok.T+t || e.col != h*d+j {
-			return 0, 0, fmt.Errorf("element [%d, %d, %d, %d] is feature %d of token %d: not heads of the projection", b, h, t, j, e.col, e.row)
+		if e.row != b*tok.T+t || e.col != lo+h/rep*d+j {
+			return fmt.Errorf("element [%d, %d, %d, %d] is feature %d of token %d: not heads of the projection", b, h, t, j, e.col, e.row)
 		}
 	}
-	return H, d, nil
+	return nil
 }
 
 // outProjection finds the Linear that reads Y (merged from heads first when
@@ -487,13 +516,19 @@ func (l *opLayer) outProjection(heads, headDim int, rank4 bool) (*linear, error)
 		return nil, fmt.Errorf("the output projection takes %d features, the heads give %d", out.dIn, heads*headDim)
 	}
 	l.nodes = append(l.nodes, out.nodes...)
+	if rank4 {
+		l.unflatten(out) // attention_op_rope.go: a Gemm on (B·T, H·d)
+	}
 	return out, nil
 }
 
 // mergedHeads checks that a merge of 4-D heads (B, H, T, d) gives
-// (B, T, H·d) with head h at columns h·d … h·d+d−1.
+// (B, T, H·d), or (B·T, H·d), with head h at columns h·d … h·d+d−1.
 func mergedHeads(idx, shape, heads []int) error {
 	B, H, T, d := heads[0], heads[1], heads[2], heads[3]
+	if len(shape) == 2 && shape[0] == B*T { // flattened for a Gemm, (B·T, H·d): the same elements
+		shape = []int{B, T, shape[1]}
+	}
 	if len(shape) != 3 || shape[0] != B || shape[1] != T || shape[2] != H*d {
 		return fmt.Errorf("the heads %s merge into %s, want (%d, %d, %d)", fmtShape(heads), fmtShape(shape), B, T, H*d)
 	}

@@ -122,6 +122,14 @@ func (b *builder) wire() error {
 			b.outputs = append(b.outputs, Output{Name: o, Layer: name})
 			continue
 		}
+		if out, why := b.cacheOutput(o); out != nil || why != "" { // kvcache_run.go: a present output
+			if out != nil {
+				b.outputs = append(b.outputs, *out)
+			} else {
+				b.extraUnlifted = append(b.extraUnlifted, Unlifted{Node: o, Op: "graph output", Reason: why})
+			}
+			continue
+		}
 		if w, name, ok := b.weightsOf(o); ok {
 			kind := "heads"
 			if w.mean {

@@ -94,6 +94,23 @@
 // of the graph run by the executor inside the attnrun model, so the whole
 // model runs and the rest is still lifted.
 //
+// # KV caches
+//
+// A decoder exported with its cache (Hugging Face's past_key_values.N.key
+// and .value inputs, (B, heads, past, head_dim), and present.N outputs) is
+// read as the decoder on a fresh sequence plus its cache: each past input
+// whose data only a Concat along the sequence axis reads is taken out, the
+// Concat becomes its new keys or values, and the graph's reads of the
+// past's length see 0. The dimensions the probes give the inputs honour
+// the ties the graph needs (an attention_mask over past_sequence +
+// sequence keys: declared sums first, then small candidates checked
+// against the declared outputs). Each present output becomes the keys or
+// values of the attention layer that computes them (Output.Cache, with
+// Output.Past naming its input), told apart by running; the model then
+// runs as the graph does with RunCache: its layers' sessions resume from
+// the past (models.Model.Resume), step the new tokens and return the
+// extended cache (State.Cache). The self-check feeds a random past.
+//
 // # attnrun files
 //
 // A file attnrun wrote carries its model config in metadata_props

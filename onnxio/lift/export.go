@@ -46,6 +46,8 @@ func exportDropIn(src *onnxpb.ModelProto, res *Result, opts export.Options) (*on
 	switch {
 	case len(res.Outputs) == 0:
 		return nil, errors.New("the lifted model has no outputs")
+	case len(CacheInputs(res.Outputs)) > 0:
+		return nil, errors.New("the graph passes a KV cache in and out (past and present), which an export does not declare")
 	case len(res.Outputs) > 1:
 		o := res.Outputs[1]
 		return nil, fmt.Errorf("the graph also returns the attention weights of layer %q (output %q), which an export does not compute", o.Layer, o.Name)

@@ -3,6 +3,7 @@ package lift_test
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,9 +97,12 @@ func TestExportKeepsTheInterface(t *testing.T) {
 			require.NoError(t, err)
 			m, note, err := lift.Export(src, res, export.Options{})
 			require.NoError(t, err)
-			if len(res.Outputs) == 1 {
+			switch {
+			case len(res.Outputs) == 1:
 				assert.Empty(t, note, "the model is exported as attnrun's own graph")
-			} else {
+			case len(lift.CacheInputs(res.Outputs)) > 0:
+				assert.Contains(t, note, "passes a KV cache in and out")
+			default:
 				assert.Contains(t, note, "which an export does not compute")
 			}
 			data, err := onnxio.EncodeModel(m)
@@ -119,6 +123,9 @@ func TestExportKeepsTheInterface(t *testing.T) {
 				ds, err := onnxio.ReadDataSet(set)
 				require.NoError(t, err)
 				require.Len(t, ds.Inputs, len(srcInputs))
+				if hasEmpty(ds.Inputs) {
+					continue // a past of no tokens, which *tensor.Dense cannot hold: TestLiftKVCache runs it
+				}
 				feeds := map[string]*tensor.Dense{}
 				var args []*tensor.Dense
 				for i, tp := range ds.Inputs {
@@ -145,4 +152,14 @@ func TestExportKeepsTheInterface(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hasEmpty reports whether a tensor of zero elements is among ts.
+func hasEmpty(ts []*onnxpb.TensorProto) bool {
+	for _, t := range ts {
+		if slices.Contains(t.GetDims(), 0) {
+			return true
+		}
+	}
+	return false
 }

@@ -17,6 +17,8 @@ type node = ir.Node
 type graph struct {
 	*ir.Graph
 	limits execLimits
+	// sums tie symbolic input dimensions to others (probe_dims.go).
+	sums []dimSum
 }
 
 // newGraph indexes m's graph. It refuses graphs the lifter cannot read:

@@ -30,6 +30,9 @@ type analysis struct {
 	// idBounds are the graph inputs read as ids, with how many rows the
 	// tables they index have: the self-check feeds ids below that.
 	idBounds map[string]int
+	// cache is the KV-cache interface split off the graph (kvcache.go),
+	// nil for a graph without one.
+	cache *cacheSplit
 }
 
 // markLive computes the live values, walking back from the graph outputs.

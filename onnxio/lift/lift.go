@@ -12,6 +12,7 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	ir "github.com/attnrun/attnrun/onnxio/graph"
+	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -87,6 +88,11 @@ type Output struct {
 	// attention weights (B, H, Tq, Tk), "mean" for them averaged over heads
 	// (nn.MultiheadAttention's need_weights output).
 	Weights string `yaml:"weights,omitempty"`
+	// Cache is "keys" or "values" for the layer's KV cache after the
+	// step, (B, KVHeads, T, HeadDim) (a present output), and Past then
+	// names the graph input that holds it before the step (see RunCache).
+	Cache string `yaml:"cache,omitempty"`
+	Past  string `yaml:"past,omitempty"`
 }
 
 // Unlifted is a node no attnrun layer computes.
@@ -158,12 +164,20 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	source := m
 	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
 	m, products := readEinsums(m)
-	a, p, err := o.analyze(source, m, append(repairs, products...))
+	repairs = append(repairs, products...)
+	full := m
+	// kvcache.go: the graph without its past inputs; on error, lifted with
+	// them, whose Concats are refused.
+	m, links, err := splitCache(m)
+	if err != nil {
+		repairs = append(repairs, fmt.Sprintf("the KV cache is read as graph inputs: %v", err))
+	}
+	a, p, err := o.analyze(source, full, m, links, repairs)
 	if err != nil {
 		return nil, err
 	}
 	if spelled, note := a.decomposeAttentionOps(m, p.unclaimed()); spelled != nil { // attention_op_decompose.go
-		b, q, err := o.analyze(source, spelled, append(slices.Clone(a.repairs), note))
+		b, q, err := o.analyze(source, full, spelled, links, append(slices.Clone(a.repairs), note))
 		if err == nil && !spelledUnclaimed(q) {
 			a, p = b, q
 		}
@@ -171,15 +185,18 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	return o.assemble(a, p)
 }
 
-// analyze indexes and probes m, a reading of source, and recognizes its
-// layers.
-func (o Options) analyze(source, m *onnxpb.ModelProto, repairs []string) (*analysis, *plan, error) {
+// analyze indexes and probes m, a reading of source (full, the reading
+// with its KV cache, when links name one), and recognizes its layers.
+func (o Options) analyze(source, full, m *onnxpb.ModelProto, links []cacheLink, repairs []string) (*analysis, *plan, error) {
 	g, err := newGraph(m)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
 	a := &analysis{g: g, source: source, repairs: repairs}
+	if err := a.withCache(full, links); err != nil {
+		return nil, nil, fmt.Errorf("lift: %w", err)
+	}
 	if err := a.newProbes(); err != nil {
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
@@ -200,6 +217,10 @@ func (p *plan) unclaimed() map[*node]bool {
 
 // newProbes evaluates the graph at one or, for dynamic graphs, two sizes.
 func (a *analysis) newProbes() error {
+	// probe_dims.go: ties between symbolic dimensions (a mask as long as
+	// past and new tokens). When none makes the graph evaluate, the probe
+	// below fails with the same error and tries the frozen sizes instead.
+	_ = findDimSums(a.g, 2)
 	p, err := newProbe(a.g, 2)
 	if err != nil {
 		frozen, note, ferr := frozenProbe(a.g, 2, err) // probe_frozen.go
@@ -247,7 +268,7 @@ func (a *analysis) plan() *plan {
 		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) {
 			continue
 		}
-		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || a.regroupsRows(n) { // rows.go
+		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || a.regroupsRows(n) || match.IsFloatCopy(patternGraph{a: a}, match.NewNode(n)) { // rows.go
 			p.alias[n.GetOutput()[0]] = n.GetInput()[0]
 			p.claimed[n] = true
 			continue
@@ -374,7 +395,7 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 		return res, fmt.Errorf("lift: %w", err)
 	}
 	a.idBounds = idBounds(p.regions)
-	check, err := a.verify(model, b.inputs, res.Outputs)
+	check, err := a.verifyAll(model, b.inputs, res.Outputs)
 	res.Check = check
 	if err != nil {
 		return res, fmt.Errorf("lift: the lifted model does not reproduce the graph: %w", err)

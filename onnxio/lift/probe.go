@@ -155,6 +155,9 @@ func newProbeWith(g *graph, first int, masksOne bool) (*probe, error) {
 			dims[name] = 1
 		}
 	}
+	if err := applySums(dims, g.sums); err != nil {
+		return nil, err
+	}
 	return probeAt(g, dims)
 }
 

@@ -104,7 +104,7 @@ func (a *analysis) checkContained(r *region) *failure {
 	}
 	for _, n := range r.nodes {
 		for _, out := range n.GetOutput() {
-			if exposed[out] || out == "" {
+			if exposed[out] || out == "" || a.cache.isPresent(out) {
 				continue
 			}
 			if a.g.IsOutput(out) {

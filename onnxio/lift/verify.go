@@ -38,13 +38,7 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 		feeds := map[string]*tensor.Dense{}
 		var args []*tensor.Dense
 		for _, name := range inputs {
-			t := randomLike(rng, p.feeds[name])
-			if a.keepMasks[name] {
-				t = randomKeepMask(rng, p.feeds[name])
-			}
-			if n := a.idBounds[name]; n > 0 && t.Dtype() == tensor.Int64 {
-				t = randomIDs(rng, p.feeds[name], n)
-			}
+			t := a.randomFeed(rng, name, p.feeds[name])
 			feeds[name] = t
 			f, err := ModelInput(t)
 			if err != nil {
@@ -70,11 +64,28 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 	return c, nil
 }
 
+// randomFeed is a random input shaped and typed like t for graph input
+// name: ids below the tables' sizes, 0s and 1s for attention masks.
+func (a *analysis) randomFeed(rng *rand.Rand, name string, t *tensor.Dense) *tensor.Dense {
+	if n := a.idBounds[name]; n > 0 && t.Dtype() == tensor.Int64 {
+		return randomIDs(rng, t, n)
+	}
+	if a.keepMasks[name] {
+		return randomKeepMask(rng, t)
+	}
+	return randomLike(rng, t)
+}
+
 // RunOutputs runs a lifted model and returns the graph's outputs in order:
-// the model's output, and attention weights where Outputs says so. On one
+// the model's output, and attention weights where Outputs says so. A
+// model with a KV cache takes the past inputs (CacheInputs) after its own
+// and runs as RunCache runs it (a nil past: no tokens). On one
 // unbatched sequence (the model answers (T, d)), the weights have no batch
 // axis either, as PyTorch gives them: (H, Tq, Tk), or (Tq, Tk) averaged.
 func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*tensor.Dense) ([]*tensor.Dense, error) {
+	if names := CacheInputs(outputs); len(names) > 0 { // the past inputs follow the model's
+		return runCacheInputs(m, outputs, run, inputs, names)
+	}
 	weights := map[string]*tensor.Dense{}
 	r := *run
 	r.Hook = func(layer string, w *tensor.Dense) {

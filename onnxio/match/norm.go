@@ -4,8 +4,10 @@ import "gorgonia.org/tensor"
 
 // RMSNorm is weight · x / √(mean(x²) + eps) over the last axis, as
 // PyTorch exports it: Pow(x, 2), ReduceMean over the last axis, Add of
-// eps, Sqrt, then Div of x (or Reciprocal and Mul by x, as torch.rsqrt
-// exports), and the Mul by the weight. Both norm.rms's lift pattern and
+// eps, Sqrt, then Div of x (or Reciprocal, or Div of 1, and Mul by x, as
+// torch.rsqrt exports), and the Mul by the weight, after a Cast of
+// float32 to float32 (Hugging Face's norms compute in float32 and cast
+// back). Both norm.rms's lift pattern and
 // the lifter's reading of attention.sdpa's per-head qk_norm match it.
 type RMSNorm struct {
 	// Input and Output are x and the normalized value.
@@ -50,7 +52,7 @@ func MatchRMSNorm(g Graph, pow *Node) (*RMSNorm, error) {
 	switch {
 	case next != nil && next.Op() == "Div" && next.Inputs()[0] == x && next.Inputs()[1] == sqrt.Output():
 		nodes, out = append(nodes, next), next.Output()
-	case next != nil && next.Op() == "Reciprocal":
+	case next != nil && (next.Op() == "Reciprocal" || isOneOver(g, next, sqrt.Output())):
 		mul := OnlyReader(g, next.Output())
 		if mul == nil || mul.Op() != "Mul" || OtherInput(mul, next.Output()) != x {
 			return nil, nil
@@ -66,6 +68,9 @@ func MatchRMSNorm(g Graph, pow *Node) (*RMSNorm, error) {
 		ones[i] = 1
 	}
 	r := &RMSNorm{Input: x, Width: width, Eps: float32(eps), Weight: tensor.New(tensor.WithShape(width), tensor.WithBacking(ones))}
+	if c := OnlyReader(g, out); c != nil && IsFloatCopy(g, c) { // back from float32 (Hugging Face's norms compute in it)
+		nodes, out = append(nodes, c), c.Output()
+	}
 	if m := OnlyReader(g, out); m != nil && m.Op() == "Mul" {
 		if w := OtherInput(m, out); w != "" && !g.IsData(w) {
 			t, err := g.ValueAt(0, w)
@@ -84,6 +89,26 @@ func MatchRMSNorm(g Graph, pow *Node) (*RMSNorm, error) {
 	}
 	r.Output, r.Nodes = out, nodes
 	return r, nil
+}
+
+// isOneOver reports whether n computes 1 / v: Div(1, v), as the
+// TorchScript exporter writes torch.rsqrt's reciprocal.
+func isOneOver(g Graph, n *Node, v string) bool {
+	if n.Op() != "Div" || n.Inputs()[1] != v {
+		return false
+	}
+	one, ok := g.ScalarAt(0, n.Inputs()[0])
+	return ok && one == 1 && !g.IsData(n.Inputs()[0])
+}
+
+// IsFloatCopy reports whether n is a Cast of float32 data to float32,
+// which changes nothing: Hugging Face's norms cast to float32 and back.
+func IsFloatCopy(g Graph, n *Node) bool {
+	if n.Op() != "Cast" || n.Int("to", 0) != 1 || !g.IsData(n.Inputs()[0]) {
+		return false
+	}
+	t, err := g.ValueAt(0, n.Inputs()[0])
+	return err == nil && t.Dtype() == tensor.Float32
 }
 
 // OnlyReader returns the single node that reads v's contents, or nil when

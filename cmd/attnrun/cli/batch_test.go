@@ -263,7 +263,7 @@ func TestRunIncrementalErrors(t *testing.T) {
 			`layer "attn" (attention.sdpa) at token 0: non-causal self-attention cannot run incrementally`},
 		{"zero tokens", []string{"run", "seed-mha-wrapper", "--incremental=0"}, 2, "must be positive"},
 		{"with attention", []string{"run", "seed-mha-wrapper", "--incremental", "--attention", "attn"}, 2, "--incremental and --attention do not combine"},
-		{"onnx", []string{"run", fixture, "--incremental"}, 2, "not ONNX files"},
+		{"onnx", []string{"run", fixture, "--random-input", "2,6,8", "--incremental"}, 2, "not ONNX files on the executor"},
 	}
 	checkFailures(t, cases)
 }

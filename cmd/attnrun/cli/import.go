@@ -179,6 +179,9 @@ func printLift(w io.Writer, res *lift.Result) {
 			case "heads":
 				what = fmt.Sprintf("attention weights of %s", o.Layer)
 			}
+			if o.Cache != "" {
+				what = fmt.Sprintf("the %s %s caches, extending input %q", o.Cache, o.Layer, o.Past)
+			}
 			fmt.Fprintf(w, "output %d %q: %s\n", i, o.Name, what)
 		}
 	}

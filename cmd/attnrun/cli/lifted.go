@@ -31,6 +31,9 @@ type onnxFile struct {
 	// source is the file as read, which --attention copies to add the
 	// weights to the graph's outputs.
 	source *onnxpb.ModelProto
+	// chunk, when positive, runs a file of attnrun layers chunk tokens
+	// at a time through the layers' caches (run --incremental).
+	chunk int
 }
 
 // openONNX reads an ONNX file once and prepares it for run and check,
@@ -63,7 +66,7 @@ func (f *onnxFile) inputNames() string {
 	if f.graph != nil {
 		return describeInfos(f.graph.Inputs())
 	}
-	return fmt.Sprint(f.lifted.model.Config().Inputs)
+	return fmt.Sprint(append(f.lifted.model.Config().Inputs, lift.CacheInputs(f.lifted.outputs)...))
 }
 
 // numInputs is how many tensors a run needs.
@@ -71,7 +74,7 @@ func (f *onnxFile) numInputs() int {
 	if f.graph != nil {
 		return len(f.graph.Inputs())
 	}
-	return len(f.lifted.model.Config().Inputs)
+	return len(f.lifted.model.Config().Inputs) + len(lift.CacheInputs(f.lifted.outputs))
 }
 
 // outputNames names the outputs, in order.
@@ -135,6 +138,9 @@ func (f *onnxFile) runArrays(inputs []*array.Array) ([]*array.Array, error) {
 		}
 		return res, nil
 	}
+	if past := lift.CacheInputs(f.lifted.outputs); len(past) > 0 || f.chunk > 0 {
+		return f.runCache(inputs, past) // lifted_cache.go
+	}
 	dense := make([]*tensor.Dense, len(inputs))
 	for i, a := range inputs {
 		d, err := a.Dense()
@@ -168,6 +174,12 @@ func runONNX(stdout, stderr io.Writer, lim *limits, path string, f runFlags) err
 	given := len(f.inputs) + len(f.randomInputs)
 	if given != file.numInputs() {
 		return usageError{fmt.Errorf("%s takes %d input(s) (%s), got %d --input", path, file.numInputs(), file.inputNames(), given)}
+	}
+	if f.incremental > 0 {
+		if file.lifted == nil {
+			return usageError{fmt.Errorf("%s: --incremental runs attnrun layers (a config, a preset, a file attnrun wrote), not ONNX files on the executor; attnrun import lifts a PyTorch export into layers", path)}
+		}
+		file.chunk = f.incremental
 	}
 	names := file.outputNames()
 	if f.attention != "" {

@@ -55,7 +55,8 @@ with a progress bar on a terminal.
 --attention LAYER prints that layer's weights (B, H, Tq, Tk) instead of the
 output; on an ONNX graph LAYER is a Softmax node or its scope, or an
 Attention op. --incremental[=N] feeds the tokens N at a time through the KV
-caches (causal models); write the value after '='. A file attnrun wrote runs
+caches (causal models, and files attnrun wrote: a lifted decoder resumes
+from its past_key_values inputs); write the value after '='. A file attnrun wrote runs
 on attnrun's layers unless --executor is given. Exit status: 0 ok, 1 error,
 2 misuse.`,
 		Args: oneArg("a model config, preset name or ONNX file"),
@@ -197,8 +198,6 @@ func (f runFlags) checkIncremental(cmd *cobra.Command, target string) error {
 		return usageError{fmt.Errorf("--incremental=%d: the tokens per step must be positive", f.incremental)}
 	case f.attention != "":
 		return usageError{errors.New("--incremental and --attention do not combine: each step sees only its own rows of the weights (run without --incremental to print them)")}
-	case isONNX(target):
-		return usageError{errors.New("--incremental runs attnrun models (a config or preset), not ONNX files; attnrun import --config-out gives the config of a file attnrun can lift")}
 	}
 	return nil
 }

@@ -1,0 +1,139 @@
+package layers
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/attnrun/attnrun/onnxio/match"
+)
+
+// Hugging Face's RoPE in ONNX graphs: x·cos + rotate_half(x)·sin, where
+// rotate_half(x) = Concat(−x[…, d/2:], x[…, :d/2]) and cos, sin are
+// tables computed from the positions and inv_freq (static at every
+// probe: the positions of a fresh sequence follow from its length). The
+// rotation is attention.sdpa's rope: half; the base is read from the
+// tables' angles at position 1, θ_i = base^(−2i/d), and every position's
+// angles are checked against it.
+
+// unrotatedHalf returns the heads x that v rotates as Hugging Face writes
+// RoPE, and the rotation; "" and nil when v is not rotated so.
+func unrotatedHalf(g match.Graph, v string) (string, *sdpaRope, error) {
+	add := g.Producer(throughCopies(g, v))
+	if add == nil || add.Op() != "Add" || len(add.Inputs()) != 2 {
+		return "", nil, nil
+	}
+	for k := range 2 {
+		cosMul, sinMul := g.Producer(add.Inputs()[k]), g.Producer(add.Inputs()[1-k])
+		if cosMul == nil || sinMul == nil || cosMul.Op() != "Mul" || sinMul.Op() != "Mul" {
+			continue
+		}
+		x, cos, ok := dataAndStatic(g, cosMul)
+		if !ok {
+			continue
+		}
+		rot, sin, ok := dataAndStatic(g, sinMul)
+		if !ok || !isRotateHalf(g, rot, x) {
+			continue
+		}
+		shape, err := g.Shape(x)
+		if err != nil || len(shape) != 4 || shape[3]%2 != 0 {
+			return "", nil, fmt.Errorf("the rotated heads %q are not (B, H, T, head_dim)", x)
+		}
+		base, err := ropeTableBase(g, cos, sin, shape[2], shape[3])
+		if err != nil {
+			return "", nil, err
+		}
+		return x, &sdpaRope{style: "half", base: base, dim: shape[3]}, nil
+	}
+	return "", nil, nil
+}
+
+// isRotateHalf reports whether rot is Concat(−x[…, d/2:], x[…, :d/2])
+// along the last axis.
+func isRotateHalf(g match.Graph, rot, x string) bool {
+	cat := g.Producer(rot)
+	if cat == nil || cat.Op() != "Concat" || len(cat.Inputs()) != 2 {
+		return false
+	}
+	neg := g.Producer(cat.Inputs()[0])
+	if neg == nil || neg.Op() != "Neg" {
+		return false
+	}
+	hi, err := sliceSource(g, neg.Inputs()[0])
+	if err != nil || hi != x {
+		return false
+	}
+	lo, err := sliceSource(g, cat.Inputs()[1])
+	if err != nil || lo != x {
+		return false
+	}
+	xs, err := g.Shape(x)
+	if err != nil {
+		return false
+	}
+	his, err1 := g.Shape(neg.Inputs()[0])
+	los, err2 := g.Shape(cat.Inputs()[1])
+	if err1 != nil || err2 != nil || len(xs) == 0 {
+		return false
+	}
+	half := xs[len(xs)-1] / 2
+	// Which half each slice holds is checked by the self-check; here only
+	// that they are halves.
+	return his[len(his)-1] == half && los[len(los)-1] == half
+}
+
+// ropeTableBase reads the base of the rotation from the cos and sin tables
+// at the first probe, broadcast to (…, T, d): the angle of pair i at
+// position t must be t·base^(−2i/d), both halves alike.
+func ropeTableBase(g match.Graph, cosV, sinV string, T, d int) (float64, error) {
+	read := func(v string) ([]float64, error) {
+		t, err := g.ValueAt(0, v)
+		if err != nil {
+			return nil, err
+		}
+		f, err := match.Floats(t)
+		if err != nil || len(f) != T*d { // (1, 1, T, d) or (T, d): one table for every head and sequence
+			return nil, fmt.Errorf("the RoPE table %q has %d values, want %d×%d", v, len(f), T, d)
+		}
+		return f, err
+	}
+	cos, err := read(cosV)
+	if err != nil {
+		return 0, err
+	}
+	sin, err := read(sinV)
+	if err != nil {
+		return 0, err
+	}
+	if T < 2 {
+		return 0, fmt.Errorf("the RoPE tables cover %d position(s); reading the base takes 2", T)
+	}
+	half := d / 2
+	base := 10000.0
+	if half > 1 {
+		theta1 := math.Atan2(sin[d+1], cos[d+1]) // position 1, pair 1
+		base = math.Pow(theta1, -float64(d)/2)
+		if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
+			base = r
+		}
+	}
+	for t := range T {
+		for i := range d {
+			angle := float64(t) * math.Pow(base, -2*float64(i%half)/float64(d))
+			if math.Abs(cos[t*d+i]-math.Cos(angle)) > 1e-4 || math.Abs(sin[t*d+i]-math.Sin(angle)) > 1e-4 {
+				return 0, fmt.Errorf("the RoPE tables %q and %q are not cos and sin of position·base^(−2i/d) at position %d, feature %d (base %g)", cosV, sinV, t, i, base)
+			}
+		}
+	}
+	return base, nil
+}
+
+// throughCopies follows v back through Identity nodes: a KV cache's
+// Concat becomes one when the lifter splits the past off (onnxio/lift's
+// kvcache.go), between the new keys or values and the attention.
+func throughCopies(g match.Graph, v string) string {
+	for n := g.Producer(v); n != nil && n.Op() == "Identity"; n = g.Producer(v) {
+		v = n.Inputs()[0]
+	}
+	return v
+}

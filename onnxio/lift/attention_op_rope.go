@@ -1,0 +1,155 @@
+package lift
+
+import (
+	"math"
+	"slices"
+
+	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/onnxio/match"
+)
+
+// ropeOnHeads extends the traced layout of a 4-D Attention operand through
+// a RotaryEmbedding applied to the heads before they were laid out for the
+// op (the dynamo exporter's Llama: RoPE on (B, KV heads, T, head_dim),
+// then repeat_kv's Unsqueeze, Expand and Reshape): the rotation moves no
+// element to another head or token, so for the layout it is the identity,
+// and the trace goes on from its input. It records the node as the
+// operand's rope and returns it, or nil when the traced base is not
+// rotated so.
+func (l *opLayer) ropeOnHeads(op *opOperand, rotates bool) *node {
+	a := l.a
+	pn := a.g.Producer(op.heads.base)
+	if !rotates || op.rope != nil || pn == nil || pn.GetOpType() != "RotaryEmbedding" || !a.g.IsData(op.heads.base) {
+		return nil
+	}
+	before := a.traceBack(pn.GetInput()[0], false)
+	op.rope = pn
+	l.nodes = append(l.nodes, pn)
+	l.nodes = append(l.nodes, before.nodes...)
+	op.heads.nodes = append(append(before.nodes, pn), op.heads.nodes...)
+	op.heads.scales = append(op.heads.scales, pn) // traced as Identity on its data input
+	op.heads.base = before.base
+	return pn
+}
+
+// normOnHeads extends the traced layout of a 4-D Attention operand through
+// a per-head RMSNorm before it (Qwen3's q_norm and k_norm on (B, T, heads,
+// head_dim), then the transpose and RoPE): the norm moves no element either,
+// so its nodes are traced as Identity on their data inputs, and the trace
+// goes on from its input. It returns the norm, or nil.
+func (l *opLayer) normOnHeads(op *opOperand, rotates bool) *headNorm {
+	a := l.a
+	if !rotates || op.norm != nil || a.g.Producer(op.heads.base) == nil {
+		return nil
+	}
+	for _, n := range a.g.Nodes {
+		var r *match.RMSNorm
+		switch n.GetOpType() {
+		case "Pow":
+			r, _ = match.MatchRMSNorm(patternGraph{a: a}, match.NewNode(n))
+		case "RMSNormalization":
+			r = l.rmsNormOp(n)
+		}
+		if r == nil || r.Output != op.heads.base {
+			continue
+		}
+		before := a.traceBack(r.Input, false)
+		norm := unwrap(r.Nodes)
+		l.nodes = append(append(l.nodes, norm...), before.nodes...)
+		op.heads.nodes = append(append(before.nodes, norm...), op.heads.nodes...)
+		op.heads.scales = append(op.heads.scales, norm...)
+		op.heads.base = before.base
+		shape := mustShape(a.probes[0], r.Input)
+		return &headNorm{source: before.base, width: shape[len(shape)-1], norm: r}
+	}
+	return nil
+}
+
+// rmsNormOp reads ONNX's RMSNormalization op over the last axis with a
+// static scale as a match.RMSNorm, or nil.
+func (l *opLayer) rmsNormOp(n *node) *match.RMSNorm {
+	a := l.a
+	ins := n.GetInput()
+	if len(ins) < 2 || !a.g.IsData(ins[0]) || a.g.IsData(ins[1]) {
+		return nil
+	}
+	shape, err := a.probes[0].shape(ins[0])
+	if err != nil || len(shape) == 0 {
+		return nil
+	}
+	if axis := n.Int("axis", -1); axis != -1 && axis != int64(len(shape)-1) {
+		return nil
+	}
+	width := shape[len(shape)-1]
+	t, err := a.probes[0].value(ins[1])
+	if err != nil || t.Shape().TotalSize() != width {
+		return nil
+	}
+	w, err := match.Float32(t)
+	if err != nil || w.Reshape(width) != nil {
+		return nil
+	}
+	eps := n.Float("epsilon", 1e-5)
+	if math.IsNaN(float64(eps)) {
+		return nil
+	}
+	return &match.RMSNorm{Input: ins[0], Output: n.GetOutput()[0], Width: width, Eps: eps, Weight: w, WeightFrom: ins[1],
+		Nodes: []*match.Node{match.NewNode(n)}}
+}
+
+// tokensBefore finds the tokens a projection reads and the layout between
+// them: GPT-2's Conv1D is a Gemm on the tokens flattened to (B·T, d), so
+// the tokens are (B, T, d) a Reshape before it; a projection of the
+// tokens themselves reads them with no layout between.
+func (l *opLayer) tokensBefore(lin *linear) (string, chain) {
+	pre := l.a.traceBack(lin.in, false)
+	direct := chain{value: lin.in, base: lin.in, scale: 1}
+	if pre.base == lin.in || len(pre.nodes) == 0 {
+		return lin.in, direct
+	}
+	shape, err := l.a.probes[0].shape(pre.base)
+	in, err2 := l.a.probes[0].shape(lin.in)
+	if err != nil || err2 != nil || len(shape) != 3 || len(in) != 2 || shape[0]*shape[1] != in[0] || shape[2] != in[1] {
+		return lin.in, direct
+	}
+	l.nodes = append(l.nodes, pre.nodes...)
+	return pre.base, pre
+}
+
+// segmentParams lists columns lo … lo+width−1 of the Linear (rows of
+// nn.Linear's weight) as a projection's weight and bias: the whole Linear
+// when they are all of it, else a split of it (GPT-2's fused c_attn).
+func (l *linear) segmentParams(prefix string, lo, width int) []param {
+	if lo == 0 && width == l.dOut {
+		return l.params(prefix)
+	}
+	w := l.weight.Float32s()
+	in := len(w) / l.dOut
+	ps := []param{{name: prefix + "weight", value: tensor.New(tensor.WithShape(width, in), tensor.WithBacking(slices.Clone(w[lo*in:(lo+width)*in]))),
+		pieces: []piece{l.weightPiece(lo, lo+width, false)}}}
+	if l.bias != nil {
+		b := l.bias.Float32s()
+		ps = append(ps, param{name: prefix + "bias", value: tensor.New(tensor.WithShape(width), tensor.WithBacking(slices.Clone(b[lo:lo+width]))),
+			pieces: []piece{l.biasPiece(lo, lo+width, false)}})
+	}
+	return ps
+}
+
+// unflatten moves the output of a projection of flattened tokens, (B·T, D)
+// (GPT-2's Conv1D as a Gemm), to the Reshape back to (B, T, D) that
+// follows it, so that the layer gives what attention.sdpa gives.
+func (l *opLayer) unflatten(out *linear) {
+	a := l.a
+	flat, err := a.probes[0].shape(out.out)
+	if err != nil || len(flat) != 2 {
+		return
+	}
+	post := a.traceForward(out.out)
+	shape, err := a.probes[0].shape(post.value)
+	if err != nil || len(shape) != 3 || shape[0]*shape[1] != flat[0] || shape[2] != flat[1] {
+		return
+	}
+	l.nodes = append(l.nodes, post.nodes...)
+	out.out = post.value
+}
