@@ -267,15 +267,16 @@ func (m *Model) errNoWeights() error {
 // their loops) and returns its error, wrapped, once it is done. The
 // result is the caller's; Session.Forward reuses its memory instead.
 func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Dense, error) {
-	return m.forward(run, inputs, nil)
+	return m.forward(run, inputs, nil, nil, nil)
 }
 
 // evalRun is the Run of a plain eval pass, for a nil Run; only read.
 var evalRun registry.Run
 
 // forward runs the model, in session s when s is not nil: its value
-// slots, Run and lent outputs instead of fresh ones.
-func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session) (*tensor.Dense, error) {
+// slots, Run and lent outputs instead of fresh ones. The values of the
+// slots named (model inputs, then layers) are also stored into into.
+func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session, named []int, into []*tensor.Dense) (*tensor.Dense, error) {
 	if err := m.runnable(); err != nil {
 		return nil, err
 	}
@@ -337,6 +338,9 @@ func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session) (
 		values[len(inputs)+i] = out
 	}
 	out := values[m.output]
+	for k, idx := range named {
+		into[k] = values[idx]
+	}
 	if s != nil {
 		clear(s.values) // hold no caller's tensors between passes
 	}

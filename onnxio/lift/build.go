@@ -122,6 +122,10 @@ func (b *builder) wire() error {
 			b.outputs = append(b.outputs, Output{Name: o, Layer: name})
 			continue
 		}
+		if name, ok := values[v]; ok && b.inputNames[v] == "" { // another layer's output: BERT's pooled output
+			b.outputs = append(b.outputs, Output{Name: o, Layer: name})
+			continue
+		}
 		if w, name, ok := b.weightsOf(o); ok {
 			kind := "heads"
 			if w.mean {
@@ -131,7 +135,7 @@ func (b *builder) wire() error {
 			continue
 		}
 		b.extraUnlifted = append(b.extraUnlifted, Unlifted{Node: o, Op: "graph output",
-			Reason: fmt.Sprintf("graph output %d %q is a second tensor; an attnrun model has one output (besides attention weights)", i, o)})
+			Reason: fmt.Sprintf("graph output %d %q is computed by no lifted layer, nor is it a layer's attention weights", i, o)})
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%s", strings.Join(missing, "; "))

@@ -48,6 +48,9 @@ func exportDropIn(src *onnxpb.ModelProto, res *Result, opts export.Options) (*on
 		return nil, errors.New("the lifted model has no outputs")
 	case len(res.Outputs) > 1:
 		o := res.Outputs[1]
+		if o.Weights == "" {
+			return nil, fmt.Errorf("the graph also returns the output of layer %q (output %q); an export returns the model's output only", o.Layer, o.Name)
+		}
 		return nil, fmt.Errorf("the graph also returns the attention weights of layer %q (output %q), which an export does not compute", o.Layer, o.Name)
 	}
 	iface, err := sourceInterface(src, res)

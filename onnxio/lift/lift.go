@@ -83,7 +83,8 @@ type Output struct {
 	Name string `yaml:"name"`
 	// Layer is the layer that produces it.
 	Layer string `yaml:"layer"`
-	// Weights is "" for the model's output, "heads" for the layer's
+	// Weights is "" for the layer's output (the model's output, or another
+	// layer's: BERT's pooled output beside the sequence), "heads" for the layer's
 	// attention weights (B, H, Tq, Tk), "mean" for them averaged over heads
 	// (nn.MultiheadAttention's need_weights output).
 	Weights string `yaml:"weights,omitempty"`

@@ -14,7 +14,7 @@ import (
 )
 
 // addSubgraphs covers what no layer lifts with onnx.subgraph layers: one
-// for each value a lifted layer (or the model's output) needs and no lifted
+// for each value a lifted layer (or a graph output) needs and no lifted
 // layer computes. Each holds the graph nodes that compute its value from
 // values the model has: its inputs and the outputs of earlier layers.
 func (b *builder) addSubgraphs() error {
@@ -23,8 +23,12 @@ func (b *builder) addSubgraphs() error {
 	for _, vi := range a.g.Inputs {
 		available[vi.GetName()] = true
 	}
+	weights := map[string]bool{} // outputs a layer returns as its attention weights
 	for _, r := range b.regions {
 		available[r.output] = true
+		for _, w := range r.weights {
+			weights[w.output] = true
+		}
 	}
 	var needed []string
 	for _, r := range b.regions {
@@ -34,8 +38,10 @@ func (b *builder) addSubgraphs() error {
 			}
 		}
 	}
-	if out := p.resolve(a.g.Outputs[0]); !available[out] {
-		needed = append(needed, out)
+	for _, o := range a.g.Outputs {
+		if out := p.resolve(o); !available[out] && !weights[o] {
+			needed = append(needed, out)
+		}
 	}
 	pos := func(v string) int {
 		if n := a.g.Producer(v); n != nil {
@@ -169,3 +175,4 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 	}
 	return &region{typ: l.Type, kind: kind, inputs: boundary, output: v, nodes: ours, params: params, fields: fields}, nil
 }
+

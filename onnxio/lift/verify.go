@@ -71,7 +71,8 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 }
 
 // RunOutputs runs a lifted model and returns the graph's outputs in order:
-// the model's output, and attention weights where Outputs says so. On one
+// the model's output, the outputs of other layers, and attention weights
+// where Outputs says so. On one
 // unbatched sequence (the model answers (T, d)), the weights have no batch
 // axis either, as PyTorch gives them: (H, Tq, Tk), or (Tq, Tk) averaged.
 func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*tensor.Dense) ([]*tensor.Dense, error) {
@@ -83,7 +84,13 @@ func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*
 			run.Hook(layer, w)
 		}
 	}
-	y, err := m.Forward(&r, inputs...)
+	var named []string // layers whose outputs are graph outputs beside the model's
+	for _, o := range outputs {
+		if o.Weights == "" && o.Layer != m.Config().Output {
+			named = append(named, o.Layer)
+		}
+	}
+	y, values, err := m.ForwardNamed(&r, named, inputs...)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +99,9 @@ func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*
 		switch o.Weights {
 		case "":
 			out[i] = y
+			if o.Layer != m.Config().Output {
+				out[i], values = values[0], values[1:]
+			}
 		case "heads", "mean":
 			w, ok := weights[o.Layer]
 			if !ok {

@@ -173,6 +173,9 @@ func printLift(w io.Writer, res *lift.Result) {
 		fmt.Fprintln(w)
 		for i, o := range res.Outputs {
 			what := "the model's output"
+			if res.Model != nil && o.Layer != res.Model.Config().Output {
+				what = fmt.Sprintf("the output of layer %s", o.Layer)
+			}
 			switch o.Weights {
 			case "mean":
 				what = fmt.Sprintf("attention weights of %s, averaged over heads", o.Layer)
