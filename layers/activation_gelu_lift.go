@@ -16,6 +16,29 @@ func init() {
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu", Op: "Div", Late: true, Match: liftGELU})
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu/mul", Op: "Mul", Late: true, Match: liftGELU})
 	match.RegisterPattern(match.Pattern{Name: "activation.gelu/tanh", Op: "Pow", Late: true, Match: liftGELUTanh})
+	match.RegisterPattern(match.Pattern{Name: "activation.gelu/op", Op: "Gelu", Late: true, Match: liftGELUOp})
+}
+
+// liftGELUOp lifts ONNX's Gelu op (opset 20 on, which PyTorch's dynamo
+// exporter writes at opset 23): its approximate attribute, "none" or
+// "tanh", is the layer's.
+func liftGELUOp(g match.Graph, n *match.Node) (*match.Layer, error) {
+	x := n.Inputs()[0]
+	if !g.IsData(x) {
+		return nil, nil
+	}
+	approximate := "none"
+	if a := n.Unwrap().Attr("approximate"); a != nil {
+		approximate = string(a.GetS())
+	}
+	if approximate != "none" && approximate != "tanh" {
+		return nil, match.Refuse([]*match.Node{n}, "Gelu with approximate=%q: ONNX knows \"none\" and \"tanh\"", approximate)
+	}
+	if !g.Registered("activation.gelu") {
+		return nil, match.Refuse([]*match.Node{n}, "Gelu: no layer type activation.gelu is registered in this build")
+	}
+	return &match.Layer{Type: "activation.gelu", Name: "gelu", Inputs: []string{x}, Output: n.Output(), Nodes: []*match.Node{n},
+		Config: []match.Field{{Key: "approximate", Value: approximate}}}, nil
 }
 
 // liftGELU lifts the exact GELU.
