@@ -175,4 +175,3 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 	}
 	return &region{typ: l.Type, kind: kind, inputs: boundary, output: v, nodes: ours, params: params, fields: fields}, nil
 }
-
