@@ -219,8 +219,8 @@ func (s *Subgraph) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.D
 		return nil, err
 	}
 	y := outs[s.exec.Outputs()[0].Name]
-	if y.Dtype() != tensor.Float32 {
-		return nil, fmt.Errorf("the graph's output is %v, want float32", y.Dtype())
+	if y.Dtype() != tensor.Float32 && y.Dtype() != tensor.Int64 {
+		return nil, fmt.Errorf("the graph's output is %v, want float32 (or int64: ids, positions)", y.Dtype())
 	}
 	return y, nil
 }
@@ -228,8 +228,8 @@ func (s *Subgraph) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.D
 // convertInput turns a float32 model value into the element type a graph
 // input declares.
 func convertInput(t *tensor.Dense, dt exec.DType) (*tensor.Dense, error) {
-	if t.Dtype() == tensor.Float32 && dt == exec.Float32 {
-		return t, nil
+	if t.Dtype() == tensor.Float32 && (dt == exec.Float32 || dt == exec.Float16 || dt == exec.BFloat16) {
+		return t, nil // the executor takes narrow floats in float32 and rounds them
 	}
 	f, err := match.Floats(t)
 	if err != nil {

@@ -218,7 +218,8 @@ func constantValue(n *node) (*tensor.Dense, error) {
 	return onnxio.TensorToDense(a.GetT())
 }
 
-// zeros allocates a zero tensor of an ONNX element type.
+// zeros allocates a zero tensor of an ONNX element type: float16 and
+// bfloat16 ones in float32, which the executor takes for them.
 func zeros(dt onnxio.DataType, shape []int) (*tensor.Dense, error) {
 	n := 1
 	for _, d := range shape {
@@ -226,8 +227,12 @@ func zeros(dt onnxio.DataType, shape []int) (*tensor.Dense, error) {
 	}
 	var backing any
 	switch dt {
-	case onnxio.Float:
+	case onnxio.Float, onnxio.Float16, onnxio.BFloat16: // narrow floats in their storage type, as the executor takes them
 		backing = make([]float32, n)
+	case onnxio.Int8:
+		backing = make([]int8, n)
+	case onnxio.Uint8:
+		backing = make([]uint8, n)
 	case onnxio.Float64:
 		backing = make([]float64, n)
 	case onnxio.Int64:

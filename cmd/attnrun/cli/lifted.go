@@ -8,6 +8,7 @@ import (
 
 	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
@@ -20,6 +21,9 @@ import (
 type liftedFile struct {
 	model   *models.Model
 	outputs []lift.Output
+	// narrow holds the float16 and bfloat16 outputs the file declares, by
+	// position: the layers compute them in float32, rounded at the end.
+	narrow map[int]array.DType
 }
 
 // onnxFile is an ONNX file ready to run: on attnrun's layers when attnrun
@@ -46,7 +50,7 @@ func openONNX(warn io.Writer, lim *limits, path string, executor bool) (*onnxFil
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (run it on the graph with --executor)", path, err)
 		}
-		return &onnxFile{lifted: &liftedFile{model: model, outputs: outputs}, lim: lim}, nil
+		return &onnxFile{lifted: &liftedFile{model: model, outputs: outputs, narrow: narrowOutputs(m, outputs)}, lim: lim}, nil
 	}
 	g, err := lim.newGraph(m)
 	if err != nil {
@@ -152,8 +156,34 @@ func (f *onnxFile) runArrays(inputs []*array.Array) ([]*array.Array, error) {
 		if res[i], err = array.FromDense(d); err != nil {
 			return nil, fmt.Errorf("output %d: %w", i, err)
 		}
+		if dt, ok := f.lifted.narrow[i]; ok && res[i].DType == array.Float32 {
+			values := res[i].Data.([]float32)
+			for k, v := range values {
+				values[k] = array.RoundFloat(dt, float64(v), false)
+			}
+			res[i].DType = dt
+		}
 	}
 	return res, nil
+}
+
+// narrowOutputs finds the outputs of a lifted file that it declares
+// float16 or bfloat16 (a float16 graph lifted into float32 layers).
+func narrowOutputs(m *onnxpb.ModelProto, outputs []lift.Output) map[int]array.DType {
+	declared := map[string]onnxio.DataType{}
+	for _, vi := range m.GetGraph().GetOutput() {
+		declared[vi.GetName()] = onnxio.ElemType(vi)
+	}
+	narrow := map[int]array.DType{}
+	for i, o := range outputs {
+		switch declared[o.Name] {
+		case onnxio.Float16:
+			narrow[i] = array.Float16
+		case onnxio.BFloat16:
+			narrow[i] = array.BFloat16
+		}
+	}
+	return narrow
 }
 
 // runONNX executes an ONNX file on --input tensors given in the order of

@@ -28,11 +28,7 @@ var realWorldLifted = []string{
 // realWorldPartialGaps are the graphs that do not even lift with
 // --partial, with the reason.
 var realWorldPartialGaps = map[string]string{
-	"attn_mask1d_fp16":     "float16 probes",
-	"attn_nomask_fp16":     "float16 probes",
-	"attn_past_state_u8s8": "uint8 probes",
-	"attn_past_state":      "an nn.concat lifted on 4-D tensors",
-	"gpt2_tiny12_past":     "an onnx.subgraph of an int64 value",
+	"attn_past_state_u8s8": "its per-channel quantization scales have a symbolic size (C) the probes cannot guess",
 }
 
 // TestRealWorldGraphsLift lifts every real-world graph as
