@@ -53,6 +53,11 @@ type Result struct {
 	// Notes are assumptions the lift made (a context_length the graph does
 	// not fix, a table the exporter cut), one line each.
 	Notes []string
+	// Nodes counts the graph's nodes that compute some output from the
+	// inputs' contents (shape arithmetic and constants are not counted);
+	// Lifted counts those attnrun layers compute, the others being listed
+	// in Unlifted (and run as onnx.subgraph layers under Options.Partial).
+	Nodes, Lifted int
 	// Check is the lifted model run against the graph on random inputs.
 	Check Check
 	// Attnrun reports that the file was written by attnrun and loaded from
@@ -307,6 +312,12 @@ func (p *plan) resolve(v string) string {
 func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 	res := &Result{}
 	res.Unlifted = a.unlifted(p)
+	for _, n := range a.g.Nodes {
+		if a.liveNode(n) {
+			res.Nodes++
+		}
+	}
+	res.Lifted = res.Nodes - len(res.Unlifted)
 	b := newBuilder(a, p, o)
 	if o.Partial && len(res.Unlifted) > 0 {
 		if err := b.addSubgraphs(); err != nil {

@@ -98,6 +98,9 @@ func importModel(w io.Writer, lim *limits, path string, f importFlags) error {
 	var unlifted *lift.UnliftedError
 	if errors.As(err, &unlifted) {
 		printUnlifted(w, unlifted.Nodes)
+		if res != nil && res.Nodes > 0 {
+			fmt.Fprintf(w, "\nlifted %d of %d computing nodes into attnrun layers\n", res.Lifted, res.Nodes)
+		}
 		return fmt.Errorf("%s: %d node(s) cannot be lifted (op types %s); --partial keeps them as ONNX subgraphs",
 			path, len(unlifted.Nodes), strings.Join(opTypes(unlifted.Nodes), ", "))
 	}
@@ -187,6 +190,13 @@ func printLift(w io.Writer, res *lift.Result) {
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if res.Nodes > 0 {
+		fmt.Fprintf(w, "\nlifted %d of %d computing nodes into attnrun layers", res.Lifted, res.Nodes)
+		if len(res.Unlifted) > 0 {
+			fmt.Fprintf(w, "; %d kept as ONNX subgraphs", res.Nodes-res.Lifted)
+		}
+		fmt.Fprintln(w)
 	}
 	if len(res.Unlifted) > 0 {
 		fmt.Fprintf(w, "\nkept as ONNX subgraphs (onnx.subgraph layers):\n")

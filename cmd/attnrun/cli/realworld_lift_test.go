@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -54,6 +55,10 @@ func TestRealWorldGraphsLift(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "lifted.onnx")
 			status, stdout, stderr := attnrun("import", m, "-o", out)
 			if status == 0 {
+				counts := regexp.MustCompile(`lifted (\d+) of (\d+) computing nodes into attnrun layers\n`).FindStringSubmatch(stdout)
+				require.NotNil(t, counts, stdout)
+				assert.Equal(t, counts[2], counts[1], "a complete lift lifts every node")
+				assert.NotContains(t, stdout, "kept as ONNX subgraphs")
 				assertChecks(t, out, filepath.Dir(m))
 				lifted = append(lifted, name)
 				assert.True(t, want[name], "%s now lifts: add it to realWorldLifted", name)
@@ -66,6 +71,7 @@ func TestRealWorldGraphsLift(t *testing.T) {
 				return
 			}
 			require.Equal(t, 0, status, stdout+stderr)
+			assert.Regexp(t, `lifted \d+ of \d+ computing nodes into attnrun layers; \d+ kept as ONNX subgraphs`, stdout)
 			assert.Contains(t, stdout, "kept as ONNX subgraphs (onnx.subgraph layers):")
 			assertChecks(t, out, filepath.Dir(m))
 			partial = append(partial, name)
