@@ -363,6 +363,9 @@ type attentionLayer struct {
 	// attention_mask, read from keepInput) to the scores; the attention
 	// reads it as the output of a mask.padding layer.
 	keepMask, keepInput string
+	// noOutProj records that the merged heads are the output, projected
+	// by nothing: the layer's output projection is the identity.
+	noOutProj bool
 }
 
 func (l *attentionLayer) build() (*region, error) {
@@ -428,13 +431,18 @@ func (l *attentionLayer) build() (*region, error) {
 		split := hs.H > 1 || l.shared() || l.cross() || !canonical(rowsTok, mShape, tokQ, batched)
 		if i == 0 && split {
 			if out = a.linearReading(merge.value); out == nil {
-				return nil, fmt.Errorf("%d heads are merged but no output projection follows (attention.multihead needs out_proj)", hs.H)
+				if hs.H == 1 || !canonical(rowsTok, mShape, tokQ, batched) {
+					return nil, fmt.Errorf("%d heads are merged but no output projection follows (attention.multihead needs out_proj)", hs.H)
+				}
+				out = identityOut(merge.value, mShape[len(mShape)-1]) // ONNX Runtime's Attention: heads merged, not projected
+				l.noOutProj = true
+			} else {
+				post = a.traceForward(out.out)
+				l.extra = append(l.extra, out.nodes...)
+				l.extra = append(l.extra, post.nodes...)
 			}
-			post = a.traceForward(out.out)
-			l.extra = append(l.extra, out.nodes...)
-			l.extra = append(l.extra, post.nodes...)
 		}
-		if out != nil {
+		if out != nil && !l.noOutProj {
 			yShape, yIdx, err := p.trace(out.out, post.value, nil)
 			if err != nil {
 				return nil, err
@@ -460,10 +468,13 @@ func (l *attentionLayer) build() (*region, error) {
 		causal = causal || kpm.causal // a 4-D causal mask built from the attention_mask
 	}
 	output := merge.value
-	if out != nil {
+	if out != nil && !l.noOutProj {
 		output = post.value
 	}
 	r := &region{inputs: []string{l.srcQ.tokens}, output: output, weights: l.weights, kind: "attention"}
+	if l.noOutProj {
+		r.notes = append(r.notes, fmt.Sprintf("the attention computing %q merges its heads without an output projection: out_proj is the identity (no graph tensor)", output))
+	}
 	ctx := 0
 	if causal {
 		ctx = a.maskBuffer(l.sc.masks)

@@ -12,6 +12,9 @@ type origin struct {
 	transposed bool
 	lo, hi     int // rows of the (transposed) initializer
 	rows       int // how many rows it has
+	// none records a block no graph value holds (an identity the lift
+	// supplies for a projection the graph does not have).
+	none bool
 }
 
 // mapping describes a parameter's rows for the mapping table: one row per
@@ -33,7 +36,10 @@ func (a *analysis) mapping(name string, p param) []Mapping {
 	for _, o := range blocks {
 		n := o.hi - o.lo
 		var parts []string
-		if o.init == "" {
+		switch {
+		case o.init == "" && o.none:
+			parts = append(parts, "in no graph tensor: set by the lift (see the notes)")
+		case o.init == "":
 			parts = append(parts, "computed by the graph")
 		}
 		if o.transposed {
@@ -87,7 +93,7 @@ func (a *analysis) origin(pc piece, dims int) origin {
 		}
 	}
 	n := pc.hi - pc.lo
-	return origin{lo: 0, hi: n}
+	return origin{lo: 0, hi: n, none: pc.value == ""}
 }
 
 // derive traces a piece to an initializer it is a layout of: the rows of
