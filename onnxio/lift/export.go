@@ -46,6 +46,8 @@ func exportDropIn(src *onnxpb.ModelProto, res *Result, opts export.Options) (*on
 	switch {
 	case len(res.Outputs) == 0:
 		return nil, errors.New("the lifted model has no outputs")
+	case len(res.ParamInputs) > 0:
+		return nil, fmt.Errorf("the graph takes weights as inputs (%s), which an export holds as initializers", res.ParamInputs[0].Input)
 	case len(res.Outputs) > 1:
 		o := res.Outputs[1]
 		if o.Weights == "" {

@@ -29,6 +29,9 @@ type analysis struct {
 	// idBounds are the graph inputs read as ids, with how many rows the
 	// tables they index have: the self-check feeds ids below that.
 	idBounds map[string]int
+	// weightInputs are the graph inputs read as weights (param_inputs.go):
+	// source and g hold them as initializers of random values.
+	weightInputs []string
 }
 
 // markLive computes the live values, walking back from the graph outputs.

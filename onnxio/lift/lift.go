@@ -48,6 +48,10 @@ type Result struct {
 	Mapping []Mapping
 	// Outputs says what each graph output is in the lifted model.
 	Outputs []Output
+	// ParamInputs lists the graph inputs that hold parameters (weights the
+	// graph takes as inputs): a run of the lifted model loads them first
+	// (BindParamInputs). The model's inputs are the other graph inputs.
+	ParamInputs []ParamInput
 	// Unlifted lists the nodes no attnrun layer computes, with the reason.
 	Unlifted []Unlifted
 	// Notes are assumptions the lift made (a context_length the graph does
@@ -161,6 +165,12 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if IsAttnrun(m) {
 		return loadResult(m, models.Options{MaxMemory: o.MaxMemory})
 	}
+	weights := weightInputs(m)
+	if len(weights) > 0 {
+		if m, err = materializeWeights(m, weights); err != nil {
+			return nil, fmt.Errorf("lift: %w", err)
+		}
+	}
 	source := m
 	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
 	m, products := readEinsums(m)
@@ -169,7 +179,10 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
-	a := &analysis{g: g, source: source, repairs: append(repairs, products...)}
+	a := &analysis{g: g, source: source, repairs: append(repairs, products...), weightInputs: weights}
+	if len(weights) > 0 {
+		a.repairs = append(a.repairs, weightInputsNote(weights))
+	}
 	if err := a.newProbes(); err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
@@ -351,6 +364,7 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 		return res, fmt.Errorf("lift: the lifted config does not build: %w", err)
 	}
 	res.StateDict, res.Mapping = b.stateDict(model)
+	res.ParamInputs = b.paramInputs()
 	if err := model.LoadStateDict(res.StateDict); err != nil {
 		return res, fmt.Errorf("lift: %w", err)
 	}
