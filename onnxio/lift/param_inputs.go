@@ -48,7 +48,8 @@ type ParamInput struct {
 
 // weightInputs lists the graph inputs of m that hold weights: no
 // initializer backs them, their shape is fixed, and every node that reads
-// them takes them as a Gemm's B or C or a MatMul's second operand.
+// them takes them as a Gemm's B or C or a MatMul's second operand, the
+// first being computed from the other graph inputs (tokens).
 func weightInputs(m *onnxpb.ModelProto) []string {
 	g := m.GetGraph()
 	inits := map[string]bool{}
@@ -66,6 +67,7 @@ func weightInputs(m *onnxpb.ModelProto) []string {
 			continue
 		}
 		read, weightOnly := false, true
+		var tokens map[string]bool // what the other inputs compute
 		for _, n := range g.GetNode() {
 			for i, in := range n.GetInput() {
 				if in != name {
@@ -73,7 +75,14 @@ func weightInputs(m *onnxpb.ModelProto) []string {
 				}
 				read = true
 				op := n.GetOpType()
-				weightOnly = weightOnly && (op == "Gemm" && i >= 1 || op == "MatMul" && i == 1)
+				if !(op == "Gemm" && i >= 1 || op == "MatMul" && i == 1) || n.GetInput()[0] == name {
+					weightOnly = false
+					continue
+				}
+				if tokens == nil {
+					tokens = reachedFrom(g, name, inits)
+				}
+				weightOnly = weightOnly && tokens[n.GetInput()[0]]
 			}
 		}
 		if read && weightOnly {
@@ -81,6 +90,33 @@ func weightInputs(m *onnxpb.ModelProto) []string {
 		}
 	}
 	return out
+}
+
+// reachedFrom marks the values computed from the contents of the graph
+// inputs other than except (nodes may be out of order: it iterates until
+// nothing changes).
+func reachedFrom(g *onnxpb.GraphProto, except string, inits map[string]bool) map[string]bool {
+	reached := map[string]bool{}
+	for _, vi := range g.GetInput() {
+		if vi.GetName() != except && !inits[vi.GetName()] {
+			reached[vi.GetName()] = true
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, n := range g.GetNode() {
+			if n.GetOpType() == "Shape" || n.GetOpType() == "Size" || len(n.GetOutput()) == 0 || reached[n.GetOutput()[0]] {
+				continue
+			}
+			if slices.ContainsFunc(n.GetInput(), func(in string) bool { return reached[in] }) {
+				for _, o := range n.GetOutput() {
+					reached[o] = true
+				}
+				changed = true
+			}
+		}
+	}
+	return reached
 }
 
 // fixedShape reports whether an input declares every dimension's size.
