@@ -32,6 +32,9 @@ type analysis struct {
 	// weightInputs are the graph inputs read as weights (param_inputs.go):
 	// source and g hold them as initializers of random values.
 	weightInputs []string
+	// casts are the Casts between float types g reads as Identity
+	// (casts.go), by the Identity node.
+	casts map[*onnxpb.NodeProto]*onnxpb.NodeProto
 }
 
 // markLive computes the live values, walking back from the graph outputs.

@@ -174,12 +174,14 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	source := m
 	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
 	m, products := readEinsums(m)
+	m, casts, castNotes := readPrecisionCasts(m)
+	products = append(products, castNotes...)
 	g, err := newGraph(m)
 	if err != nil {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
-	a := &analysis{g: g, source: source, repairs: append(repairs, products...), weightInputs: weights}
+	a := &analysis{g: g, source: source, repairs: append(repairs, products...), weightInputs: weights, casts: casts}
 	if len(weights) > 0 {
 		a.repairs = append(a.repairs, weightInputsNote(weights))
 	}

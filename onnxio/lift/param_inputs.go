@@ -2,6 +2,7 @@ package lift
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -158,9 +159,16 @@ func materializeWeights(m *onnxpb.ModelProto, names []string) (*onnxpb.ModelProt
 				return nil, fmt.Errorf("input %q of shape %s is too large to read as a weight (limit %d elements)", vi.GetName(), onnxio.FormatDims(onnxio.Dims(vi)), maxWeightInputElements)
 			}
 		}
+		// Values of a trained layer's size (std 1/√fan_in), so that a
+		// float16 graph computes what its float32 lift does within float16's
+		// precision.
+		std := 0.02
+		if len(shape) > 1 {
+			std = 1 / math.Sqrt(float64(shape[0]))
+		}
 		values := make([]float32, n)
 		for i := range values {
-			values[i] = float32(rng.NormFloat64() * 0.1)
+			values[i] = float32(rng.NormFloat64() * std)
 		}
 		a := array.FromSlice(shape, values)
 		if onnxio.ElemType(vi) == onnxio.Float16 {

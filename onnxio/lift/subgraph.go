@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/match"
@@ -113,7 +114,11 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 	var nodes, ours []*node
 	for _, n := range g.Nodes {
 		if keep[n] {
-			gp.Node = append(gp.Node, n.NodeProto)
+			np := n.NodeProto
+			if written := b.a.casts[np]; written != nil {
+				np = written // the subgraph computes as the graph does
+			}
+			gp.Node = append(gp.Node, np)
 			nodes = append(nodes, n)
 			if !b.p.claimed[n] && b.a.liveNode(n) {
 				ours = append(ours, n)
@@ -149,6 +154,15 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 			paramNames = append(paramNames, t.GetName())
 			continue
 		}
+		if slices.Contains(b.a.weightInputs, t.GetName()) { // a narrow-float weight input: a float32 parameter, cast
+			p, err := narrowWeightParam(gp, t)
+			if err != nil {
+				return nil, err
+			}
+			params = append(params, p)
+			paramNames = append(paramNames, t.GetName())
+			continue
+		}
 		gp.Initializer = append(gp.Initializer, t)
 	}
 	gp.Output = []*onnxpb.ValueInfoProto{untypedInfo(v, onnxio.Float)}
@@ -174,4 +188,38 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 		return nil, err
 	}
 	return &region{typ: l.Type, kind: kind, inputs: boundary, output: v, nodes: ours, params: params, fields: fields}, nil
+}
+
+// narrowWeightParam makes a float16 weight input of the graph (param_inputs.go)
+// a float32 parameter of a subgraph: the subgraph takes it as a float32
+// input of the same name and Casts it for the nodes that read it.
+func narrowWeightParam(gp *onnxpb.GraphProto, t *onnxpb.TensorProto) (param, error) {
+	d, err := onnxio.TensorToDense(t)
+	if err != nil {
+		return param{}, err
+	}
+	if d.Dtype() != tensor.Float32 {
+		return param{}, fmt.Errorf("weight input %q holds %v, want a float type", t.GetName(), d.Dtype())
+	}
+	dims := make([]onnxio.Dim, len(t.GetDims()))
+	for i, x := range t.GetDims() {
+		dims[i] = onnxio.FixedDim(x)
+	}
+	name, cast := t.GetName(), t.GetName()+"::cast"
+	for i, n := range gp.Node {
+		if slices.Contains(n.GetInput(), name) {
+			c := proto.Clone(n).(*onnxpb.NodeProto)
+			for k, in := range c.Input {
+				if in == name {
+					c.Input[k] = cast
+				}
+			}
+			gp.Node[i] = c
+		}
+	}
+	to := &onnxpb.AttributeProto{Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(int64(t.GetDataType()))}
+	castNode := &onnxpb.NodeProto{OpType: proto.String("Cast"), Name: proto.String(cast), Input: []string{name}, Output: []string{cast}, Attribute: []*onnxpb.AttributeProto{to}}
+	gp.Node = append([]*onnxpb.NodeProto{castNode}, gp.Node...)
+	gp.Input = append(gp.Input, onnxio.TensorValueInfo(name, onnxio.Float, dims))
+	return param{name: name, value: d, pieces: []piece{{value: name}}}, nil
 }

@@ -7,7 +7,9 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/registry"
@@ -45,6 +47,9 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 			if n := a.idBounds[name]; n > 0 && t.Dtype() == tensor.Int64 {
 				t = randomIDs(rng, p.feeds[name], n)
 			}
+			if dt := array.DType(a.g.inputType(name)); dt.IsNarrow() && dt.IsFloat() {
+				roundTo(dt, t) // the model reads the numbers the graph does
+			}
 			feeds[name] = t
 			f, err := ModelInput(t)
 			if err != nil {
@@ -62,12 +67,33 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 		}
 		c.Runs++
 		for i, o := range outputs {
-			if err := c.compare(o.Name, got[i], want[o.Name]); err != nil {
+			rtol, atol := a.tolerance(o.Name)
+			if err := c.compare(o.Name, got[i], want[o.Name], rtol, atol); err != nil {
 				return c, err
 			}
 		}
 	}
 	return c, nil
+}
+
+// narrowTolerance is the self-check's tolerance, in units of the type's
+// epsilon, for a graph output of a narrow float type (float16): the graph
+// rounds after every node, the lifted layers compute in float32.
+const narrowTolerance = 8
+
+// tolerance is the self-check's tolerance for a graph output: its type's
+// for a float16 or bfloat16 output, verifyRtol and verifyAtol otherwise.
+func (a *analysis) tolerance(output string) (rtol, atol float64) {
+	for _, vi := range a.g.Model.GetGraph().GetOutput() {
+		if vi.GetName() != output {
+			continue
+		}
+		if dt := array.DType(onnxio.ElemType(vi)); dt.IsNarrow() && dt.IsFloat() {
+			eps := narrowTolerance * dt.Epsilon()
+			return eps, eps
+		}
+	}
+	return verifyRtol, verifyAtol
 }
 
 // RunOutputs runs a lifted model and returns the graph's outputs in order:
@@ -152,7 +178,7 @@ func dropBatchAxis(w *tensor.Dense) *tensor.Dense {
 // compare checks one output within the self-check tolerances. Weights may
 // come with leading axes the graph squeezed or not: only the element count
 // and the values must agree.
-func (c *Check) compare(name string, got, want *tensor.Dense) error {
+func (c *Check) compare(name string, got, want *tensor.Dense, rtol, atol float64) error {
 	if want == nil {
 		return fmt.Errorf("the graph has no output %q", name)
 	}
@@ -175,7 +201,7 @@ func (c *Check) compare(name string, got, want *tensor.Dense) error {
 			continue
 		}
 		diff := math.Abs(g[i] - w[i])
-		if math.IsNaN(diff) || diff > verifyAtol+verifyRtol*math.Abs(w[i]) {
+		if math.IsNaN(diff) || diff > atol+rtol*math.Abs(w[i]) {
 			return fmt.Errorf("output %q differs at flat index %d: lifted %g, graph %g", name, i, g[i], w[i])
 		}
 		c.MaxAbs = math.Max(c.MaxAbs, diff)
@@ -248,4 +274,13 @@ func randomIDs(rng *rand.Rand, t *tensor.Dense, n int) *tensor.Dense {
 		ids[i] = rng.Int64N(int64(n))
 	}
 	return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(ids))
+}
+
+// roundTo rounds float32 values in place to a narrow float type.
+func roundTo(dt array.DType, t *tensor.Dense) {
+	if values, ok := t.Data().([]float32); ok {
+		for i, v := range values {
+			values[i] = array.RoundFloat(dt, float64(v), false)
+		}
+	}
 }

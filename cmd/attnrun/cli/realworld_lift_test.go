@@ -18,6 +18,7 @@ import (
 // not listed starts to: then it belongs here.
 var realWorldLifted = []string{
 	"attn_mask2d_fp32",
+	"attn_nomask_fp16",
 	"bert_toy",
 	"fusion_int32_mask",
 	"fusion_symbolic_batch",
