@@ -79,6 +79,13 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 	}
 	if l.keepMask != "" { // the mask is a layer of its own, which other attentions may share
 		pad := &region{typ: "mask.padding", kind: "mask", inputs: []string{l.keepInput}, output: l.keepMask, nodes: uniqueNodes(maskNodes)}
+		if l.lengths {
+			pad.typ, pad.inputs = "mask.lengths", []string{l.keepInput, l.srcK.tokens}
+			if a.lengthInputs == nil {
+				a.lengthInputs = map[string]string{}
+			}
+			a.lengthInputs[l.keepInput] = l.srcK.tokens
+		}
 		if f := a.checkContained(pad); f != nil {
 			return nil, f
 		}
@@ -86,7 +93,7 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 		if a.keepMasks == nil {
 			a.keepMasks = map[string]bool{}
 		}
-		a.keepMasks[l.keepInput] = true
+		a.keepMasks[l.keepInput] = !l.lengths
 		all = slices.DeleteFunc(all, func(n *node) bool { return slices.Contains(pad.nodes, n) })
 	}
 	r.nodes = uniqueNodes(all)
@@ -366,6 +373,9 @@ type attentionLayer struct {
 	// noOutProj records that the merged heads are the output, projected
 	// by nothing: the layer's output projection is the identity.
 	noOutProj bool
+	// lengths records that keepInput holds sequence lengths (mask.lengths)
+	// rather than an attention_mask (mask.padding).
+	lengths bool
 }
 
 func (l *attentionLayer) build() (*region, error) {
@@ -462,10 +472,12 @@ func (l *attentionLayer) build() (*region, error) {
 		}
 	}
 	maskValue := kpm.input
-	if kpm.kind == "keep" {
+	if kpm.kind == "keep" || kpm.kind == "lengths" {
 		l.keepMask, l.keepInput = l.sc.dynamic[0].value, kpm.input
 		maskValue = l.keepMask
 		causal = causal || kpm.causal // a 4-D causal mask built from the attention_mask
+		l.lengths = kpm.kind == "lengths"
+		kpm.kind = "keep" // what mask.padding and mask.lengths give the attention
 	}
 	output := merge.value
 	if out != nil && !l.noOutProj {

@@ -63,6 +63,12 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 	feed := p.feeds[km.input]
 	shape := []int(feed.Shape())
 	S := tokK.T
+	if len(shape) == 1 && shape[0] == tokK.B && (feed.Dtype() == tensor.Int32 || feed.Dtype() == tensor.Int64) {
+		if ok, err := l.lengthsMaskAt(p, hs, scoreShape, km.input, feed); ok || err != nil {
+			km.kind = "lengths"
+			return km, err
+		}
+	}
 	if !(equalShapes(shape, []int{tokK.B, S}) || len(shape) == 1 && tokK.B == 1 && shape[0] == S) {
 		return km, fmt.Errorf("mask input %q has shape %s; a key padding mask is (batch, keys) = (%d, %d)", km.input, fmtShape(shape), tokK.B, S)
 	}

@@ -26,6 +26,10 @@ type analysis struct {
 	// keepMasks are the graph inputs read as Hugging Face attention
 	// masks (mask.padding): the self-check feeds them 0s and 1s.
 	keepMasks map[string]bool
+	// lengthInputs are the graph inputs read as sequence lengths
+	// (mask.lengths), with the tokens whose keys they count: the
+	// self-check feeds lengths from 1 to the number of tokens.
+	lengthInputs map[string]string
 	// idBounds are the graph inputs read as ids, with how many rows the
 	// tables they index have: the self-check feeds ids below that.
 	idBounds map[string]int

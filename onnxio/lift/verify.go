@@ -44,6 +44,9 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 			if a.keepMasks[name] {
 				t = randomKeepMask(rng, p.feeds[name])
 			}
+			if tokens, ok := a.lengthInputs[name]; ok && p.feeds[tokens] != nil && p.feeds[tokens].Dims() == 3 {
+				t = randomLengths(rng, p.feeds[name], p.feeds[tokens].Shape()[1])
+			}
 			if n := a.idBounds[name]; n > 0 && t.Dtype() == tensor.Int64 {
 				t = randomIDs(rng, p.feeds[name], n)
 			}
