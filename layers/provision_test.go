@@ -61,6 +61,8 @@ var shapeCases = []struct {
 	{"mask.padding", "{}", [][]tensor.Shape{{{2, 5}}}, [][]tensor.Shape{{{5}}, {{2, 5}, {2, 5}}}},
 	{"nn.normalize", "{}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
 	{"mask.lengths", "{}", [][]tensor.Shape{{{2}, {2, 5, 3}}}, [][]tensor.Shape{{{2}}, {{3}, {2, 5, 3}}, {{2, 5}, {2, 5, 3}}}},
+	{"nn.transpose", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{5, 3}}}, [][]tensor.Shape{{{3}}}},
+	{"nn.transpose", "{dim0: 1, dim1: 2}", [][]tensor.Shape{{{2, 5, 3}}}, [][]tensor.Shape{{{5, 3}}}},
 	{"pool.first", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{5, 3}}}, [][]tensor.Shape{{{3}}, {{2, 5, 3}, {2, 5}}}},
 }
 

@@ -21,11 +21,13 @@ func init() {
 }
 
 // liftSDPA lifts projected self-attention with an output projection, with
-// a keep mask, pruned heads or grouped-query attention.
+// a keep mask, pruned heads, grouped-query attention or a scale other than
+// 1/√head_dim.
 func liftSDPA(a *match.Attention) (*match.Layer, error) {
 	keep := a.PaddingMaskKind == "keep"
 	pruned := a.PaddingMask == "" && a.Out != nil && a.Out.In != a.Out.Out
-	if !keep && !pruned && !(grouped(a) && a.PaddingMask == "") {
+	rescaled := a.PaddingMask == "" && a.Projected && a.Out != nil && !a.Cross && !scaledAs(a.Scale, a.HeadDim) // fairseq's scaling: sdpa's scale
+	if !keep && !pruned && !rescaled && !(grouped(a) && a.PaddingMask == "") {
 		return nil, nil
 	}
 	desc := fmt.Sprintf("attention of %d heads of %d over %d features", a.Heads, a.HeadDim, a.Width)

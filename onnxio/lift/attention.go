@@ -100,6 +100,12 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 	if f := a.checkContained(r); f != nil {
 		return nil, f
 	}
+	if l.seqFirst { // the attention's (B, T, d), then the graph's (T, B, d)
+		t := &region{typ: "nn.transpose", kind: "transpose", inputs: []string{r.output + "::batch_first"}, output: r.output,
+			fields: []field{{"dim0", 0}, {"dim1", 1}}, before: []*region{r}}
+		r.output = t.inputs[0]
+		return t, nil
+	}
 	return r, nil
 }
 
@@ -373,6 +379,9 @@ type attentionLayer struct {
 	// noOutProj records that the merged heads are the output, projected
 	// by nothing: the layer's output projection is the identity.
 	noOutProj bool
+	// seqFirst records that the output holds the tokens (T, B, d) where
+	// the input holds them (B, T, d): fairseq's layout.
+	seqFirst bool
 	// lengths records that keepInput holds sequence lengths (mask.lengths)
 	// rather than an attention_mask (mask.padding).
 	lengths bool
@@ -462,7 +471,12 @@ func (l *attentionLayer) build() (*region, error) {
 			}
 			mShape = yShape
 		}
-		if !canonical(rowsTok, mShape, tokQ, batched) {
+		seqFirst := !canonical(rowsTok, mShape, tokQ, batched) && sequenceFirst(rowsTok, mShape, tokQ, batched)
+		if i > 0 && seqFirst != l.seqFirst {
+			return nil, fmt.Errorf("the output is laid out sequence-first at one sequence length and not at another")
+		}
+		l.seqFirst = seqFirst
+		if !seqFirst && !canonical(rowsTok, mShape, tokQ, batched) {
 			return nil, fmt.Errorf("the output %s is not laid out like the input tokens", fmtShape(mShape))
 		}
 		if len(l.sc.dynamic) > 0 {

@@ -390,7 +390,11 @@ func (a *analysis) sortRegions(rs []*region) {
 		if n := a.g.Producer(r.output); n != nil {
 			return n.Index
 		}
-		return -1
+		last := -1 // an output the graph does not name (a layout the layer after it changes): its last node
+		for _, n := range r.nodes {
+			last = max(last, n.Index)
+		}
+		return last
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return pos(rs[i]) < pos(rs[j]) })
 }

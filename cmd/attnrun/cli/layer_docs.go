@@ -181,4 +181,8 @@ var layerFieldDocs = map[string]map[string]string{
 		"num_heads":            "the number of heads; it must divide embed_dim",
 		"vdim":                 "the width of the value input (default embed_dim)",
 	},
+	"Transpose": {
+		"dim0": "one of the axes swapped (default 0)",
+		"dim1": "the other (default 1)",
+	},
 }

@@ -28,6 +28,7 @@ var realWorldLifted = []string{
 	"gen_bert_attention_float_mask",
 	"gen_bert_attention_pruned",
 	"gen_bert_attention_rev_add",
+	"megatron_bart_self_attn",
 }
 
 // realWorldPartialGaps are the graphs that do not even lift with
