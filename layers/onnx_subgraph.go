@@ -263,6 +263,18 @@ func convertInput(t *tensor.Dense, dt exec.DType) (*tensor.Dense, error) {
 			d[i] = int32(v)
 		}
 		backing = d
+	case exec.Int8:
+		d := make([]int8, len(f))
+		for i, v := range f {
+			d[i] = int8(v)
+		}
+		backing = d
+	case exec.Uint8:
+		d := make([]uint8, len(f))
+		for i, v := range f {
+			d[i] = uint8(v)
+		}
+		backing = d
 	default:
 		return nil, fmt.Errorf("element type %s is not supported as a subgraph input", dt)
 	}

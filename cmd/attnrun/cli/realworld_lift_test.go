@@ -33,9 +33,7 @@ var realWorldLifted = []string{
 
 // realWorldPartialGaps are the graphs that do not even lift with
 // --partial, with the reason.
-var realWorldPartialGaps = map[string]string{
-	"attn_past_state_u8s8": "its per-channel quantization scales have a symbolic size (C) the probes cannot guess",
-}
+var realWorldPartialGaps = map[string]string{}
 
 // TestRealWorldGraphsLift lifts every real-world graph as
 // ../shared/realworld/check.sh does: import without --partial, then check
