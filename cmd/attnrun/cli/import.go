@@ -49,9 +49,14 @@ attnrun run and attnrun check run it on attnrun's layers. OUT.onnx replaces
 IN.onnx: it declares the same inputs and outputs (names, element types, ranks,
 fixed and symbolic dimensions), so that an unbatched (T, d) export stays
 (T, d) and a bool mask stays bool, in ONNX Runtime as in attnrun. When some
-layer has no ONNX exporter, or the graph also returns attention weights,
-OUT.onnx keeps the source graph's nodes and adds the parameters as
-initializers instead.
+layer has no ONNX exporter, the graph also returns attention weights or
+another layer's output (BERT's pooled output), or it takes weights as graph
+inputs (ONNX Runtime's Attention tests: they become parameters loaded from
+those inputs on every run), OUT.onnx keeps the source graph's nodes and
+adds the parameters as initializers instead.
+
+The report says how many of the graph's computing nodes were lifted, and
+under --partial which were kept and why.
 
 What cannot be lifted is named (node, op, reason) and import exits 1; with
 --partial those parts become onnx.subgraph layers, ONNX subgraphs the executor
