@@ -60,6 +60,7 @@ var shapeCases = []struct {
 	{"activation.softcap", "{cap: 2}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
 	{"mask.padding", "{}", [][]tensor.Shape{{{2, 5}}}, [][]tensor.Shape{{{5}}, {{2, 5}, {2, 5}}}},
 	{"nn.normalize", "{}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
+	{"mask.additive", "{fill: -10000}", [][]tensor.Shape{{{2, 5}}}, [][]tensor.Shape{{{5}}, {{2, 5}, {2, 5}}}},
 	{"mask.lengths", "{}", [][]tensor.Shape{{{2}, {2, 5, 3}}}, [][]tensor.Shape{{{2}}, {{3}, {2, 5, 3}}, {{2, 5}, {2, 5, 3}}}},
 	{"nn.transpose", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{5, 3}}}, [][]tensor.Shape{{{3}}}},
 	{"nn.transpose", "{dim0: 1, dim1: 2}", [][]tensor.Shape{{{2, 5, 3}}}, [][]tensor.Shape{{{5, 3}}}},

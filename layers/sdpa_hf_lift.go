@@ -25,9 +25,10 @@ func init() {
 // 1/√head_dim.
 func liftSDPA(a *match.Attention) (*match.Layer, error) {
 	keep := a.PaddingMaskKind == "keep"
+	additive := a.PaddingMaskKind == "additive" // mask.additive's (1 - m) * fill
 	pruned := a.PaddingMask == "" && a.Out != nil && a.Out.In != a.Out.Out
 	rescaled := a.PaddingMask == "" && a.Projected && a.Out != nil && !a.Cross && !scaledAs(a.Scale, a.HeadDim) // fairseq's scaling: sdpa's scale
-	if !keep && !pruned && !rescaled && !(grouped(a) && a.PaddingMask == "") {
+	if !keep && !additive && !pruned && !rescaled && !(grouped(a) && a.PaddingMask == "") {
 		return nil, nil
 	}
 	desc := fmt.Sprintf("attention of %d heads of %d over %d features", a.Heads, a.HeadDim, a.Width)
@@ -81,6 +82,10 @@ func liftSDPA(a *match.Attention) (*match.Layer, error) {
 	if keep {
 		l.Inputs = append(l.Inputs, a.PaddingMask)
 		l.Config = append(l.Config, match.Field{Key: "mask", Value: "bool"}, match.Field{Key: "mask_polarity", Value: "keep"})
+	}
+	if additive {
+		l.Inputs = append(l.Inputs, a.PaddingMask)
+		l.Config = append(l.Config, match.Field{Key: "mask", Value: "additive"})
 	}
 	return l, nil
 }

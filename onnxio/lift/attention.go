@@ -79,6 +79,9 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 	}
 	if l.keepMask != "" { // the mask is a layer of its own, which other attentions may share
 		pad := &region{typ: "mask.padding", kind: "mask", inputs: []string{l.keepInput}, output: l.keepMask, nodes: uniqueNodes(maskNodes)}
+		if l.fill != 0 {
+			pad.typ, pad.fields = "mask.additive", []field{{"fill", l.fill}}
+		}
 		if l.lengths {
 			pad.typ, pad.inputs = "mask.lengths", []string{l.keepInput, l.srcK.tokens}
 			if a.lengthInputs == nil {
@@ -382,6 +385,9 @@ type attentionLayer struct {
 	// seqFirst records that the output holds the tokens (T, B, d) where
 	// the input holds them (B, T, d): fairseq's layout.
 	seqFirst bool
+	// fill, when not 0, is what the mask from keepInput adds to padding
+	// keys (mask.additive).
+	fill float64
 	// lengths records that keepInput holds sequence lengths (mask.lengths)
 	// rather than an attention_mask (mask.padding).
 	lengths bool
@@ -486,12 +492,17 @@ func (l *attentionLayer) build() (*region, error) {
 		}
 	}
 	maskValue := kpm.input
-	if kpm.kind == "keep" || kpm.kind == "lengths" {
+	if kpm.kind == "keep" || kpm.kind == "lengths" || kpm.kind == "additive" {
 		l.keepMask, l.keepInput = l.sc.dynamic[0].value, kpm.input
 		maskValue = l.keepMask
 		causal = causal || kpm.causal // a 4-D causal mask built from the attention_mask
 		l.lengths = kpm.kind == "lengths"
-		kpm.kind = "keep" // what mask.padding and mask.lengths give the attention
+		if kpm.kind == "lengths" {
+			kpm.kind = "keep" // what mask.lengths gives the attention, as mask.padding
+		}
+		if kpm.kind == "additive" {
+			l.fill = kpm.fill
+		}
 	}
 	output := merge.value
 	if out != nil && !l.noOutProj {

@@ -9,6 +9,9 @@ var layerFieldDocs = map[string]map[string]string{
 		"causal":    "also masks the keys after each query with −Inf",
 		"num_heads": "the number of attention heads, which fixes the slopes",
 	},
+	"AdditiveMask": {
+		"fill": "what a padding key gets added to its scores (-10000 in BERT's exports)",
+	},
 	"Causal": {
 		"context_length": "the longest sequence the layer accepts (the size of the seeds' mask buffer)",
 		"d_in":           "the width of the input tokens",

@@ -28,6 +28,7 @@ var realWorldLifted = []string{
 	"gen_bert_attention_float_mask",
 	"gen_bert_attention_pruned",
 	"gen_bert_attention_rev_add",
+	"gen_tf2onnx_attention_3d",
 	"megatron_bart_self_attn",
 }
 
