@@ -101,9 +101,9 @@ func (a *analysis) tolerance(output string) (rtol, atol float64) {
 
 // RunOutputs runs a lifted model and returns the graph's outputs in order:
 // the model's output, the outputs of other layers, and attention weights
-// where Outputs says so. On one
-// unbatched sequence (the model answers (T, d)), the weights have no batch
-// axis either, as PyTorch gives them: (H, Tq, Tk), or (Tq, Tk) averaged.
+// where Outputs says so. On one unbatched sequence (the model answers (T,
+// d)), the weights have no batch axis either, as PyTorch gives them: (H,
+// Tq, Tk), or (Tq, Tk) averaged.
 func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 	weights := map[string]*tensor.Dense{}
 	r := *run
