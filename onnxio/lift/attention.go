@@ -675,8 +675,13 @@ func (a *analysis) linearReading(v string) *linear {
 		return a.matchGemm(n)
 	case "MatMul":
 		out := n.GetOutput()[0]
-		if next := a.readers(out); len(next) == 1 && next[0].GetOpType() == "Add" && !a.g.IsOutput(out) {
-			if l := a.matchLinear(next[0].GetOutput()[0]); l != nil && l.in == v {
+		next := a.readers(out)
+		if len(next) == 1 && next[0].GetOpType() == "Reshape" && !a.g.IsOutput(out) { // Tensordot: rows reshaped before the bias
+			out = next[0].GetOutput()[0]
+			next = a.readers(out)
+		}
+		if len(next) == 1 && next[0].GetOpType() == "Add" && !a.g.IsOutput(out) {
+			if l := a.matchLinear(next[0].GetOutput()[0]); l != nil && (l.in == v || slices.Contains(l.nodes, n)) {
 				return l
 			}
 		}
