@@ -328,7 +328,7 @@ func (b *builder) config() liftedConfig {
 		Output:      b.output,
 	}
 	for _, v := range b.inputs {
-		if b.a.g.inputType(v) == onnxio.Int64 {
+		if t := b.a.g.inputType(v); t == onnxio.Int64 || t == onnxio.Int32 { // int32 ids and masks are taken as int64
 			c.Inputs = append(c.Inputs, typedInput{Name: b.inputNames[v], Dtype: "int64"})
 			continue
 		}
@@ -385,12 +385,22 @@ func (b *builder) stateDict(m *models.Model) (map[string]*tensor.Dense, []Mappin
 }
 
 // ModelInput converts a graph input to what a lifted model takes: int64
-// as it is (ids and attention masks: the model declares such inputs
-// int64), everything else as float32, booleans (a key_padding_mask) as 0
+// as it is and int32 as int64 (ids and attention masks: the model declares
+// such inputs int64), everything else as float32, booleans (a key_padding_mask) as 0
 // and 1.
 func ModelInput(t *tensor.Dense) (*tensor.Dense, error) {
-	if t.Dtype() == tensor.Int64 {
+	switch t.Dtype() {
+	case tensor.Int64:
 		return t.Clone().(*tensor.Dense), nil
+	case tensor.Int32:
+		ids := make([]int64, t.Shape().TotalSize())
+		for i, v := range t.Data().([]int32) {
+			ids[i] = int64(v)
+		}
+		if t.IsScalar() {
+			return tensor.New(tensor.FromScalar(ids[0])), nil
+		}
+		return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(ids)), nil
 	}
 	f, err := match.Floats(t)
 	if err != nil {

@@ -47,7 +47,7 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 			if tokens, ok := a.lengthInputs[name]; ok && p.feeds[tokens] != nil && p.feeds[tokens].Dims() == 3 {
 				t = randomLengths(rng, p.feeds[name], p.feeds[tokens].Shape()[1])
 			}
-			if n := a.idBounds[name]; n > 0 && t.Dtype() == tensor.Int64 {
+			if n := a.idBounds[name]; n > 0 && (t.Dtype() == tensor.Int64 || t.Dtype() == tensor.Int32) {
 				t = randomIDs(rng, p.feeds[name], n)
 			}
 			if dt := array.DType(a.g.inputType(name)); dt.IsNarrow() && dt.IsFloat() {
@@ -270,11 +270,19 @@ func randomKeepMask(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
 }
 
-// randomIDs is an int64 tensor shaped like t of ids drawn from [0, n).
+// randomIDs is a tensor shaped and typed like t (int64 or int32) of ids
+// drawn from [0, n).
 func randomIDs(rng *rand.Rand, t *tensor.Dense, n int) *tensor.Dense {
 	ids := make([]int64, t.Shape().TotalSize())
 	for i := range ids {
 		ids[i] = rng.Int64N(int64(n))
+	}
+	if t.Dtype() == tensor.Int32 {
+		narrow := make([]int32, len(ids))
+		for i, v := range ids {
+			narrow[i] = int32(v)
+		}
+		return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(narrow))
 	}
 	return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(ids))
 }
