@@ -64,6 +64,7 @@ var shapeCases = []struct {
 	{"mask.lengths", "{}", [][]tensor.Shape{{{2}, {2, 5, 3}}}, [][]tensor.Shape{{{2}}, {{3}, {2, 5, 3}}, {{2, 5}, {2, 5, 3}}}},
 	{"nn.transpose", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{5, 3}}}, [][]tensor.Shape{{{3}}}},
 	{"nn.transpose", "{dim0: 1, dim1: 2}", [][]tensor.Shape{{{2, 5, 3}}}, [][]tensor.Shape{{{5, 3}}}},
+	{"nn.select", "{index: 1}", [][]tensor.Shape{{{2, 5, 3}}, {{5, 3}}}, [][]tensor.Shape{{{3}}, {{2, 5, 1}}}},
 	{"pool.first", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{5, 3}}}, [][]tensor.Shape{{{3}}, {{2, 5, 3}, {2, 5}}}},
 }
 

@@ -248,7 +248,38 @@ func (a *analysis) plan() *plan {
 		}
 		p.add(r, f)
 	}
+	a.claimBypassed(p)
 	return p
+}
+
+// claimBypassed claims the layout nodes whose every output is read only by
+// layers that read the node's input instead (nn.select reads what a Split
+// splits): no lifted layer needs what they compute.
+func (a *analysis) claimBypassed(p *plan) {
+	owner := map[*node]*region{}
+	for _, r := range p.regions {
+		for _, n := range r.nodes {
+			owner[n] = r
+		}
+	}
+	for _, n := range a.g.Nodes {
+		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) || !a.isLayout(n) {
+			continue
+		}
+		bypassed := true
+		for _, out := range n.GetOutput() {
+			if a.g.IsOutput(out) {
+				bypassed = false
+			}
+			for _, c := range a.readers(out) {
+				r := owner[c]
+				bypassed = bypassed && r != nil && slices.Contains(r.inputs, n.GetInput()[0]) && !slices.Contains(r.inputs, out)
+			}
+		}
+		if bypassed {
+			p.claimed[n] = true
+		}
+	}
 }
 
 // add records a recognized region, or a failure; a region that overlaps

@@ -143,6 +143,9 @@ var layerFieldDocs = map[string]map[string]string{
 		"softcap":         "Softcap, if positive, caps the scores to (−softcap, softcap) with softcap·tanh(s/softcap), before the masks",
 		"window":          "Window, if positive, is how many keys a query sees, itself included (sliding-window attention); it needs causal",
 	},
+	"Select": {
+		"index": "the feature taken, from 0",
+	},
 	"Self": {
 		"causal":   "lets token t attend to tokens ≤ t only",
 		"d_in":     "the width of the input tokens",

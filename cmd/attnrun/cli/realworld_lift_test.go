@@ -30,6 +30,7 @@ var realWorldLifted = []string{
 	"gen_bert_attention_rev_add",
 	"gen_tf2onnx_attention_3d",
 	"megatron_bart_self_attn",
+	"tfbert_squad_keras2onnx",
 }
 
 // realWorldPartialGaps are the graphs that do not even lift with
