@@ -45,6 +45,9 @@ type ParamInput struct {
 	Lo         int    `yaml:"lo"`
 	Hi         int    `yaml:"hi"`
 	At         int    `yaml:"at"`
+	// View, when set, is the (rows, cols) the input of another rank is
+	// read as (Keras's (d, heads, head_dim) weights).
+	View []int `yaml:"view,omitempty,flow"`
 }
 
 // weightInputs lists the graph inputs of m that hold weights: no
@@ -200,7 +203,7 @@ func (b *builder) paramInputs() []ParamInput {
 			for _, pc := range p.pieces {
 				o := b.a.origin(pc, p.value.Dims())
 				if slices.Contains(b.a.weightInputs, o.init) {
-					out = append(out, ParamInput{Input: o.init, Param: l.name + "." + p.name, Transposed: o.transposed, Lo: o.lo, Hi: o.hi, At: at})
+					out = append(out, ParamInput{Input: o.init, Param: l.name + "." + p.name, Transposed: o.transposed, Lo: o.lo, Hi: o.hi, At: at, View: o.view})
 				}
 				at += o.hi - o.lo
 			}
@@ -248,17 +251,24 @@ func copyRows(dst, src *tensor.Dense, bd ParamInput) error {
 	if err != nil {
 		return err
 	}
+	shape := []int(src.Shape())
+	if bd.View != nil {
+		if product(bd.View) != len(values) {
+			return fmt.Errorf("shape %v cannot be read as %v", src.Shape(), bd.View)
+		}
+		shape = bd.View
+	}
 	rows, cols := 1, 1
-	switch s := src.Shape(); {
-	case src.Dims() == 1:
-		rows = s[0]
-	case src.Dims() == 2:
-		rows, cols = s[0], s[1]
+	switch len(shape) {
+	case 1:
+		rows = shape[0]
+	case 2:
+		rows, cols = shape[0], shape[1]
 	default:
-		return fmt.Errorf("shape %v: want a vector or a matrix", s)
+		return fmt.Errorf("shape %v: want a vector or a matrix", shape)
 	}
 	if bd.Transposed {
-		if src.Dims() != 2 {
+		if len(shape) != 2 {
 			return fmt.Errorf("shape %v cannot be transposed", src.Shape())
 		}
 		rows, cols = cols, rows
