@@ -10,9 +10,10 @@ import (
 )
 
 // readPrecisionCasts reads the Casts of a graph between float32 and
-// float16 or bfloat16 as copies (Identity): a mixed-precision graph (ONNX Runtime's
-// float16 models compute their softmax in float32 between two Casts) is the
-// same computation as attnrun's layers do in float32. The self-check still
+// float16 or bfloat16 as copies (Identity): a mixed-precision graph (ONNX
+// Runtime's float16 models compute their softmax in float32 between two
+// Casts) is the same computation as attnrun's layers do in float32. The
+// self-check still
 // runs the graph as written, so the lifted model must agree with it within
 // the graph's precision. Element types are followed from the graph inputs,
 // initializers and Constants through the nodes: a Cast sets its type,
