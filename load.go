@@ -153,6 +153,12 @@ func loadONNX(path string, s settings) (*Model, error) {
 		return nil, err
 	}
 	if lift.IsAttnrun(file) && !s.executor {
+		if binds, err := lift.ReadParamInputs(file); err != nil || len(binds) > 0 {
+			if err == nil {
+				err = fmt.Errorf("the file takes weights as graph inputs (%q), which Load does not bind to the layers; `attnrun run` and `attnrun check` do", binds[0].Input)
+			}
+			return nil, fmt.Errorf("%s: %w (attnrun.WithExecutor runs it on the graph instead)", path, err)
+		}
 		m, outputs, err := lift.Load(file)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (attnrun.WithExecutor runs it on the graph instead)", path, err)

@@ -18,6 +18,9 @@ func liftConcat(g match.Graph, n *match.Node) (*match.Layer, error) {
 		}
 	}
 	shape, _ := g.Shape(n.Output())
+	if len(shape) != 2 && len(shape) != 3 {
+		return nil, match.Refuse(anchor, "concatenates tensors of rank %d; nn.concat joins (T, d) or (B, T, d) token streams", len(shape))
+	}
 	axis := n.Int("axis", 0)
 	if axis < 0 {
 		axis += int64(len(shape))

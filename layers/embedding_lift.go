@@ -9,8 +9,9 @@ import (
 // nn.embedding in ONNX graphs: Gather(table, ids) over the rows of a
 // constant (num_embeddings, embedding_dim) table, by int64 ids computed
 // from the graph inputs (input_ids, token_type_ids), as PyTorch exports
-// nn.Embedding; a Mul of the rows by a constant (Gemma's √hidden_size) is
-// the layer's scale.
+// nn.Embedding, or int32 ones (TensorFlow's exports), which the lifted
+// model takes as int64; a Mul of the rows by a constant (Gemma's
+// √hidden_size) is the layer's scale.
 
 func init() {
 	match.RegisterPattern(match.Pattern{Name: "nn.embedding", Op: "Gather", Late: true, Match: liftEmbedding})
@@ -23,7 +24,7 @@ func liftEmbedding(g match.Graph, n *match.Node) (*match.Layer, error) {
 		return nil, nil
 	}
 	ids, err := g.ValueAt(0, ins[1])
-	if err != nil || ids.Dtype() != tensor.Int64 || ids.Dims() < 1 || ids.Dims() > 2 {
+	if err != nil || ids.Dtype() != tensor.Int64 && ids.Dtype() != tensor.Int32 || ids.Dims() < 1 || ids.Dims() > 2 {
 		return nil, nil
 	}
 	table, err := g.Constant(ins[0])

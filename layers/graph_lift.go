@@ -2,6 +2,7 @@ package layers
 
 import (
 	"math"
+	"slices"
 
 	"github.com/attnrun/attnrun/onnxio/match"
 )
@@ -76,8 +77,12 @@ func linearAt(g match.Graph, n *match.Node) *match.Linear {
 	if n.Op() == "Gemm" {
 		return l
 	}
-	if add := onlyReader(g, l.Output); add != nil && add.Op() == "Add" {
-		if withBias, ok := g.Linear(add.Output()); ok && withBias.Nodes[0].Unwrap() == n.Unwrap() {
+	next := onlyReader(g, l.Output)
+	if next != nil && next.Op() == "Reshape" { // TensorFlow's Tensordot: the rows reshaped before the bias
+		next = onlyReader(g, next.Output())
+	}
+	if next != nil && next.Op() == "Add" {
+		if withBias, ok := g.Linear(next.Output()); ok && slices.ContainsFunc(withBias.Nodes, func(m *match.Node) bool { return m.Unwrap() == n.Unwrap() }) {
 			return withBias
 		}
 	}

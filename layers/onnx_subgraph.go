@@ -219,8 +219,8 @@ func (s *Subgraph) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.D
 		return nil, err
 	}
 	y := outs[s.exec.Outputs()[0].Name]
-	if y.Dtype() != tensor.Float32 {
-		return nil, fmt.Errorf("the graph's output is %v, want float32", y.Dtype())
+	if y.Dtype() != tensor.Float32 && y.Dtype() != tensor.Int64 {
+		return nil, fmt.Errorf("the graph's output is %v, want float32 (or int64: ids, positions)", y.Dtype())
 	}
 	return y, nil
 }
@@ -228,8 +228,8 @@ func (s *Subgraph) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.D
 // convertInput turns a float32 model value into the element type a graph
 // input declares.
 func convertInput(t *tensor.Dense, dt exec.DType) (*tensor.Dense, error) {
-	if t.Dtype() == tensor.Float32 && dt == exec.Float32 {
-		return t, nil
+	if t.Dtype() == tensor.Float32 && (dt == exec.Float32 || dt == exec.Float16 || dt == exec.BFloat16) {
+		return t, nil // the executor takes narrow floats in float32 and rounds them
 	}
 	f, err := match.Floats(t)
 	if err != nil {
@@ -247,6 +247,10 @@ func convertInput(t *tensor.Dense, dt exec.DType) (*tensor.Dense, error) {
 		backing = convertAll(f, func(v float64) int64 { return int64(v) })
 	case exec.Int32:
 		backing = convertAll(f, func(v float64) int32 { return int32(v) })
+	case exec.Int8:
+		backing = convertAll(f, func(v float64) int8 { return int8(v) })
+	case exec.Uint8:
+		backing = convertAll(f, func(v float64) uint8 { return uint8(v) })
 	default:
 		return nil, fmt.Errorf("element type %s is not supported as a subgraph input", dt)
 	}

@@ -63,6 +63,12 @@ var shapeCases = []struct {
 	{"attention.scaled_dot_product", "{mask: bool, mask_polarity: keep}", [][]tensor.Shape{{{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}, {1, 1, 3, 5}}}, [][]tensor.Shape{{{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}, {3, 4}}, {{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}}}},
 	{"position.padded", "{num_embeddings: 8, embedding_dim: 3, padding_idx: 1}", [][]tensor.Shape{{{4}}, {{2, 4}}}, [][]tensor.Shape{{{1, 2, 3}}, {{4}, {4}}}},
 	{"nn.normalize", "{}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
+	{"mask.additive", "{fill: -10000}", [][]tensor.Shape{{{2, 5}}}, [][]tensor.Shape{{{5}}, {{2, 5}, {2, 5}}}},
+	{"mask.lengths", "{}", [][]tensor.Shape{{{2}, {2, 5, 3}}}, [][]tensor.Shape{{{2}}, {{3}, {2, 5, 3}}, {{2, 5}, {2, 5, 3}}}},
+	{"nn.transpose", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{5, 3}}}, [][]tensor.Shape{{{3}}}},
+	{"nn.transpose", "{dim0: 1, dim1: 2}", [][]tensor.Shape{{{2, 5, 3}}}, [][]tensor.Shape{{{5, 3}}}},
+	{"nn.select", "{index: 1}", [][]tensor.Shape{{{2, 5, 3}}, {{5, 3}}}, [][]tensor.Shape{{{3}}, {{2, 5, 1}}}},
+	{"pool.first", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{5, 3}}}, [][]tensor.Shape{{{3}}, {{2, 5, 3}, {2, 5}}}},
 }
 
 // TestPlanParamsMatchesProvision checks, for every layer type with

@@ -21,11 +21,14 @@ func init() {
 }
 
 // liftSDPA lifts projected self-attention with an output projection, with
-// a keep mask, pruned heads or grouped-query attention.
+// a keep mask, pruned heads, grouped-query attention or a scale other than
+// 1/√head_dim.
 func liftSDPA(a *match.Attention) (*match.Layer, error) {
 	keep := a.PaddingMaskKind == "keep"
+	additive := a.PaddingMaskKind == "additive" // mask.additive's (1 - m) * fill
 	pruned := a.PaddingMask == "" && a.Out != nil && a.Out.In != a.Out.Out
-	if !keep && !pruned && !(grouped(a) && a.PaddingMask == "") {
+	rescaled := a.PaddingMask == "" && a.Projected && a.Out != nil && !a.Cross && !scaledAs(a.Scale, a.HeadDim) // fairseq's scaling: sdpa's scale
+	if !keep && !additive && !pruned && !rescaled && !(grouped(a) && a.PaddingMask == "") {
 		return nil, nil
 	}
 	desc := fmt.Sprintf("attention of %d heads of %d over %d features", a.Heads, a.HeadDim, a.Width)
@@ -79,9 +82,30 @@ func liftSDPA(a *match.Attention) (*match.Layer, error) {
 	if keep {
 		l.Inputs = append(l.Inputs, a.PaddingMask)
 		l.Config = append(l.Config, match.Field{Key: "mask", Value: "bool"}, match.Field{Key: "mask_polarity", Value: "keep"})
-		l.Before = []*match.Layer{{Type: "mask.padding", Name: "mask", Inputs: []string{a.KeepInput}, Output: a.PaddingMask}}
+		l.Before = []*match.Layer{keepMaskLayer(a)}
+	}
+	if additive {
+		l.Inputs = append(l.Inputs, a.PaddingMask)
+		l.Config = append(l.Config, match.Field{Key: "mask", Value: "additive"})
+		if a.KeepInput != "" {
+			l.Before = []*match.Layer{keepMaskLayer(a)}
+		}
 	}
 	return l, nil
+}
+
+// keepMaskLayer is the layer that computes an attention's padding mask
+// from its keep input: mask.lengths for sequence lengths, mask.additive
+// for (1 − m)·fill added to the scores, mask.padding otherwise.
+func keepMaskLayer(a *match.Attention) *match.Layer {
+	switch {
+	case a.KeepLengths != "":
+		return &match.Layer{Type: "mask.lengths", Name: "mask", Inputs: []string{a.KeepInput, a.KeepLengths}, Output: a.PaddingMask, Nodes: a.KeepNodes}
+	case a.KeepFill != 0:
+		return &match.Layer{Type: "mask.additive", Name: "mask", Inputs: []string{a.KeepInput}, Output: a.PaddingMask,
+			Config: []match.Field{{Key: "fill", Value: a.KeepFill}}}
+	}
+	return &match.Layer{Type: "mask.padding", Name: "mask", Inputs: []string{a.KeepInput}, Output: a.PaddingMask}
 }
 
 // grouped reports grouped-query attention: fewer key and value heads than

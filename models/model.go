@@ -267,15 +267,16 @@ func (m *Model) errNoWeights() error {
 // their loops) and returns its error, wrapped, once it is done. The
 // result is the caller's; Session.Forward reuses its memory instead.
 func (m *Model) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Dense, error) {
-	return m.forward(run, inputs, nil)
+	return m.forward(run, inputs, nil, nil, nil)
 }
 
 // evalRun is the Run of a plain eval pass, for a nil Run; only read.
 var evalRun registry.Run
 
 // forward runs the model, in session s when s is not nil: its value
-// slots, Run and lent outputs instead of fresh ones.
-func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session) (*tensor.Dense, error) {
+// slots, Run and lent outputs instead of fresh ones. The values of the
+// slots named (model inputs, then layers) are also stored into into.
+func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session, named []int, into []*tensor.Dense) (*tensor.Dense, error) {
 	if err := m.runnable(); err != nil {
 		return nil, err
 	}
@@ -286,7 +287,7 @@ func (m *Model) forward(run *registry.Run, inputs []*tensor.Dense, s *Session) (
 	if err != nil {
 		return nil, err
 	}
-	return m.pass(run, inputs, s, func(i int, layerRun *registry.Run, args []*tensor.Dense) (*tensor.Dense, error) {
+	return m.pass(run, inputs, s, named, into, func(i int, layerRun *registry.Run, args []*tensor.Dense) (*tensor.Dense, error) {
 		spec := m.steps[i].spec
 		out, err := forwardLayer(spec.Layer, layerRun, args)
 		if err != nil {
@@ -325,8 +326,9 @@ func (m *Model) checkInputs(run *registry.Run, inputs []*tensor.Dense) (*registr
 // is not nil (its value slots, Run and lent outputs instead of fresh
 // ones), and returns the model's output. call computes layer i from its
 // arguments with layerRun, the caller's Run naming the layer; run's
-// context is checked before every layer.
-func (m *Model) pass(run *registry.Run, inputs []*tensor.Dense, s *Session,
+// context is checked before every layer. The values of the slots named
+// (model inputs, then layers) are also stored into into.
+func (m *Model) pass(run *registry.Run, inputs []*tensor.Dense, s *Session, named []int, into []*tensor.Dense,
 	call func(i int, layerRun *registry.Run, args []*tensor.Dense) (*tensor.Dense, error)) (*tensor.Dense, error) {
 	// One allocation holds the value slots and, after them, the argument
 	// lists of every step; layers do not keep their argument slices.
@@ -364,6 +366,9 @@ func (m *Model) pass(run *registry.Run, inputs []*tensor.Dense, s *Session,
 			return nil, err
 		}
 		values[len(inputs)+i] = out
+	}
+	for k, idx := range named {
+		into[k] = values[idx]
 	}
 	return values[m.output], nil
 }

@@ -29,7 +29,7 @@ func (m *Model) NewSession() *Session {
 // the session's memory: the returned tensor belongs to the session and is
 // overwritten by its next Forward.
 func (s *Session) Forward(run *registry.Run, inputs ...*tensor.Dense) (*tensor.Dense, error) {
-	return s.m.forward(run, inputs, s)
+	return s.m.forward(run, inputs, s, nil, nil)
 }
 
 // Step runs a decoding step as Model.Step does, with the same results, in

@@ -109,7 +109,7 @@ func (m *Model) step(run *registry.Run, s *State, inputs []*tensor.Dense, sess *
 	if err != nil {
 		return nil, 0, err
 	}
-	out, err := m.pass(run, inputs, sess, func(i int, layerRun *registry.Run, args []*tensor.Dense) (*tensor.Dense, error) {
+	out, err := m.pass(run, inputs, sess, nil, nil, func(i int, layerRun *registry.Run, args []*tensor.Dense) (*tensor.Dense, error) {
 		spec := m.steps[i].spec
 		var out *tensor.Dense
 		var err error

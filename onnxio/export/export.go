@@ -400,6 +400,9 @@ func inputInfos(cfg *models.Config, widths map[string]int, layouts map[string][]
 	for i, in := range inputs {
 		if cfg.InputDtype(i) == tensor.Int64 {
 			infos[i] = idsInfo(in, i)
+			if dims := layouts[in]; len(dims) == 1 { // one per sequence (mask.lengths)
+				infos[i] = onnxio.TensorValueInfo(in, onnxio.Int64, []onnxio.Dim{onnxio.SymbolicDim(dims[0])})
+			}
 			continue
 		}
 		dims := layouts[in]

@@ -55,7 +55,7 @@ func inputLayouts(cfg *models.Config) (map[string][]string, error) {
 		declared := layerDims(spec)
 		for k, in := range spec.Inputs {
 			idx := slices.Index(cfg.Inputs, in)
-			if idx < 0 || cfg.InputDtype(idx) == tensor.Int64 { // ids are (batch, seq) whoever reads them
+			if idx < 0 || cfg.InputDtype(idx) == tensor.Int64 && len(declared[k]) != 1 { // ids are (batch, seq) whoever reads them; lengths (batch)
 				continue
 			}
 			dims, ok := declared[k]

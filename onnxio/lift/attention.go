@@ -87,11 +87,27 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 		if a.keepMasks == nil {
 			a.keepMasks = map[string]bool{}
 		}
-		a.keepMasks[l.keepInput] = true
+		a.keepMasks[l.keepInput] = !l.lengths
+		if l.lengths {
+			if a.lengthInputs == nil {
+				a.lengthInputs = map[string]string{}
+			}
+			a.lengthInputs[l.keepInput] = l.srcK.tokens
+		}
 	}
 	r.nodes = uniqueNodes(all)
 	if f := a.checkContained(r); f != nil {
 		return nil, f
+	}
+	if l.seqFirst { // the attention's (B, T, d), then the graph's (T, B, d)
+		typ := match.OpLayer("Transpose")
+		if typ == "" {
+			return nil, fail(r.nodes, "attention: the output is sequence-first and no layer is registered for Transpose (match.RegisterOpLayer)")
+		}
+		t := &region{typ: typ, kind: "transpose", inputs: []string{r.output + "::batch_first"}, output: r.output,
+			fields: []field{{"dim0", 0}, {"dim1", 1}}, before: []*region{r}}
+		r.output = t.inputs[0]
+		return t, nil
 	}
 	return r, nil
 }
@@ -367,6 +383,18 @@ type attentionLayer struct {
 	// attention_mask, read from keepInput) to the scores; the attention
 	// reads it as the output of a mask.padding layer.
 	keepMask, keepInput string
+	// noOutProj records that the merged heads are the output, projected
+	// by nothing: the layer's output projection is the identity.
+	noOutProj bool
+	// seqFirst records that the output holds the tokens (T, B, d) where
+	// the input holds them (B, T, d): fairseq's layout.
+	seqFirst bool
+	// fill, when not 0, is what the mask from keepInput adds to padding
+	// keys (mask.additive).
+	fill float64
+	// lengths records that keepInput holds sequence lengths (mask.lengths)
+	// rather than an attention_mask (mask.padding).
+	lengths bool
 }
 
 func (l *attentionLayer) build() (*region, error) {
@@ -432,13 +460,18 @@ func (l *attentionLayer) build() (*region, error) {
 		split := hs.H > 1 || l.shared() || l.cross() || !canonical(rowsTok, mShape, tokQ, batched)
 		if i == 0 && split {
 			if out = a.linearReading(merge.value); out == nil {
-				return nil, fmt.Errorf("%d heads are merged but no output projection follows (attention.multihead needs out_proj)", hs.H)
+				if hs.H == 1 || !canonical(rowsTok, mShape, tokQ, batched) {
+					return nil, fmt.Errorf("%d heads are merged but no output projection follows (attention.multihead needs out_proj)", hs.H)
+				}
+				out = identityOut(merge.value, mShape[len(mShape)-1]) // ONNX Runtime's Attention: heads merged, not projected
+				l.noOutProj = true
+			} else {
+				post = a.traceForward(out.out)
+				l.extra = append(l.extra, out.nodes...)
+				l.extra = append(l.extra, post.nodes...)
 			}
-			post = a.traceForward(out.out)
-			l.extra = append(l.extra, out.nodes...)
-			l.extra = append(l.extra, post.nodes...)
 		}
-		if out != nil {
+		if out != nil && !l.noOutProj {
 			yShape, yIdx, err := p.trace(out.out, post.value, nil)
 			if err != nil {
 				return nil, err
@@ -448,7 +481,12 @@ func (l *attentionLayer) build() (*region, error) {
 			}
 			mShape = yShape
 		}
-		if !canonical(rowsTok, mShape, tokQ, batched) {
+		seqFirst := !canonical(rowsTok, mShape, tokQ, batched) && sequenceFirst(rowsTok, mShape, tokQ, batched)
+		if i > 0 && seqFirst != l.seqFirst {
+			return nil, fmt.Errorf("the output is laid out sequence-first at one sequence length and not at another")
+		}
+		l.seqFirst = seqFirst
+		if !seqFirst && !canonical(rowsTok, mShape, tokQ, batched) {
 			return nil, fmt.Errorf("the output %s is not laid out like the input tokens", fmtShape(mShape))
 		}
 		if len(l.sc.dynamic) > 0 {
@@ -458,16 +496,26 @@ func (l *attentionLayer) build() (*region, error) {
 		}
 	}
 	maskValue := kpm.input
-	if kpm.kind == "keep" {
+	if kpm.kind == "keep" || kpm.kind == "lengths" || kpm.kind == "additive" {
 		l.keepMask, l.keepInput = a.keepMaskValue(l.sc.dynamic[0].value), kpm.input // sdpa_decomposition.go
 		maskValue = l.keepMask
 		causal = causal || kpm.causal // a 4-D causal mask built from the attention_mask
+		l.lengths = kpm.kind == "lengths"
+		if kpm.kind == "lengths" {
+			kpm.kind = "keep" // what mask.lengths gives the attention, as mask.padding
+		}
+		if kpm.kind == "additive" {
+			l.fill = kpm.fill
+		}
 	}
 	output := merge.value
-	if out != nil {
+	if out != nil && !l.noOutProj {
 		output = post.value
 	}
 	r := &region{inputs: []string{l.srcQ.tokens}, output: output, weights: l.weights, kind: "attention"}
+	if l.noOutProj {
+		r.notes = append(r.notes, fmt.Sprintf("the attention computing %q merges its heads without an output projection: out_proj is the identity (no graph tensor)", output))
+	}
 	ctx := 0
 	if causal {
 		ctx = a.maskBuffer(l.sc.masks)
@@ -482,7 +530,7 @@ func (l *attentionLayer) build() (*region, error) {
 		average = average && w.mean
 	}
 	att := &match.Attention{Queries: l.srcQ.tokens, Keys: l.srcK.tokens, Cross: l.cross(), KeyWidth: tokK.D,
-		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: maskValue, PaddingMaskKind: kpm.kind, KeepInput: l.keepInput,
+		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: maskValue, PaddingMaskKind: kpm.kind, KeepInput: l.keepInput, KeepFill: l.fill, KeepLengths: l.lengthsOf(), KeepNodes: l.lengthsNodes(),
 		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk, KVHeads: hs.KVH,
 		Scale: scale, Causal: causal, Context: ctx, Projected: projected,
 		SameSource: l.q.base == l.k.base && l.k.base == l.v.base,
@@ -634,8 +682,13 @@ func (a *analysis) linearReading(v string) *linear {
 		return a.matchGemm(n)
 	case "MatMul":
 		out := n.GetOutput()[0]
-		if next := a.readers(out); len(next) == 1 && next[0].GetOpType() == "Add" && !a.g.IsOutput(out) {
-			if l := a.matchLinear(next[0].GetOutput()[0]); l != nil && l.in == v {
+		next := a.readers(out)
+		if len(next) == 1 && next[0].GetOpType() == "Reshape" && !a.g.IsOutput(out) { // Tensordot: rows reshaped before the bias
+			out = next[0].GetOutput()[0]
+			next = a.readers(out)
+		}
+		if len(next) == 1 && next[0].GetOpType() == "Add" && !a.g.IsOutput(out) {
+			if l := a.matchLinear(next[0].GetOutput()[0]); l != nil && (l.in == v || slices.Contains(l.nodes, n)) {
 				return l
 			}
 		}
@@ -673,4 +726,27 @@ func (l *attentionLayer) qkvParams(prefix string, hs heads, width int, matrix bo
 		}
 	}
 	return ps, withBias, nil
+}
+
+// lengthsOf is the key tokens whose length a keep input of lengths
+// (ONNX Runtime's 1-D mask_index) is measured against, "" for a keep
+// input of 0s and 1s.
+func (l *attentionLayer) lengthsOf() string {
+	if !l.lengths {
+		return ""
+	}
+	return l.srcK.tokens
+}
+
+// lengthsNodes are the nodes that compute a lengths mask, nil for another
+// keep input.
+func (l *attentionLayer) lengthsNodes() []*match.Node {
+	if !l.lengths {
+		return nil
+	}
+	var out []*match.Node
+	for _, n := range uniqueNodes(l.a.maskNodes(l.keepMask)) {
+		out = append(out, match.NewNode(n))
+	}
+	return out
 }

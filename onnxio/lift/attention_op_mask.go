@@ -191,7 +191,7 @@ func (l *opLayer) maskInputShape(p *probe, v, input string, heads int) ([]int, e
 // It returns the mask as additive values and its shape.
 func (l *opLayer) staticPart(v string, m opMask) ([]float64, []int, error) {
 	g := l.a.g
-	p, err := newProbeWith(g, windowProbe, true)
+	p, err := newProbeWith(g, windowProbe, maskOnlyDims(g))
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot evaluate the mask at %d tokens: %w", windowProbe, err)
 	}

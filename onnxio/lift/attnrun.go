@@ -149,7 +149,11 @@ func loadResult(m *onnxpb.ModelProto, opts models.Options) (*Result, error) {
 		return nil, fmt.Errorf("lift: %w", err)
 	}
 	names, dict := model.StateDict()
-	res := &Result{Config: string(model.Config().YAML), Model: model, StateDict: dict, Outputs: outputs, Attnrun: true}
+	binds, err := ReadParamInputs(m)
+	if err != nil {
+		return nil, fmt.Errorf("lift: %w", err)
+	}
+	res := &Result{Config: string(model.Config().YAML), Model: model, StateDict: dict, Outputs: outputs, ParamInputs: binds, Attnrun: true}
 	for _, n := range names {
 		res.Mapping = append(res.Mapping, Mapping{Initializer: n, Param: n})
 	}
@@ -221,6 +225,9 @@ func Annotate(src *onnxpb.ModelProto, res *Result) (*onnxpb.ModelProto, error) {
 	onnxio.SetMetadata(m, export.MetadataConfig, res.Config)
 	onnxio.SetMetadata(m, export.MetadataVersion, export.MetadataFormat)
 	if err := SetOutputs(m, res.Outputs); err != nil {
+		return nil, err
+	}
+	if err := SetParamInputs(m, res.ParamInputs); err != nil {
 		return nil, err
 	}
 	return m, nil

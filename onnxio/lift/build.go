@@ -130,6 +130,10 @@ func (b *builder) wire() error {
 			}
 			continue
 		}
+		if name, ok := values[v]; ok && b.inputNames[v] == "" { // another layer's output: BERT's pooled output
+			b.outputs = append(b.outputs, Output{Name: o, Layer: name})
+			continue
+		}
 		if w, name, ok := b.weightsOf(o); ok {
 			kind := "heads"
 			if w.mean {
@@ -139,7 +143,7 @@ func (b *builder) wire() error {
 			continue
 		}
 		b.extraUnlifted = append(b.extraUnlifted, Unlifted{Node: o, Op: "graph output",
-			Reason: fmt.Sprintf("graph output %d %q is a second tensor; an attnrun model has one output (besides attention weights)", i, o)})
+			Reason: fmt.Sprintf("graph output %d %q is computed by no lifted layer, nor is it a layer's attention weights", i, o)})
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%s", strings.Join(missing, "; "))
@@ -332,7 +336,7 @@ func (b *builder) config() liftedConfig {
 		Output:      b.output,
 	}
 	for _, v := range b.inputs {
-		if b.a.g.inputType(v) == onnxio.Int64 {
+		if t := b.a.g.inputType(v); t == onnxio.Int64 || t == onnxio.Int32 { // int32 ids and masks are taken as int64
 			c.Inputs = append(c.Inputs, typedInput{Name: b.inputNames[v], Dtype: "int64"})
 			continue
 		}
@@ -389,12 +393,22 @@ func (b *builder) stateDict(m *models.Model) (map[string]*tensor.Dense, []Mappin
 }
 
 // ModelInput converts a graph input to what a lifted model takes: int64
-// as it is (ids and attention masks: the model declares such inputs
-// int64), everything else as float32, booleans (a key_padding_mask) as 0
+// as it is and int32 as int64 (ids and attention masks: the model declares
+// such inputs int64), everything else as float32, booleans (a key_padding_mask) as 0
 // and 1.
 func ModelInput(t *tensor.Dense) (*tensor.Dense, error) {
-	if t.Dtype() == tensor.Int64 {
+	switch t.Dtype() {
+	case tensor.Int64:
 		return t.Clone().(*tensor.Dense), nil
+	case tensor.Int32:
+		ids := make([]int64, t.Shape().TotalSize())
+		for i, v := range t.Data().([]int32) {
+			ids[i] = int64(v)
+		}
+		if t.IsScalar() {
+			return tensor.New(tensor.FromScalar(ids[0])), nil
+		}
+		return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(ids)), nil
 	}
 	f, err := match.Floats(t)
 	if err != nil {

@@ -19,6 +19,9 @@ type paddingMask struct {
 	// causal marks a keep mask that also hides the keys after each query
 	// (Hugging Face's 4-D causal mask built from the attention_mask).
 	causal bool
+	// fill is what an "additive" mask adds to the padding keys' scores:
+	// (1 - m) * fill, Hugging Face's extended attention mask.
+	fill float64
 }
 
 // maskNodes lists the nodes that compute a mask from the graph inputs.
@@ -63,11 +66,23 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 	feed := p.feeds[km.input]
 	shape := []int(feed.Shape())
 	S := tokK.T
+	if len(shape) == 1 && shape[0] == tokK.B && (feed.Dtype() == tensor.Int32 || feed.Dtype() == tensor.Int64) {
+		if ok, err := l.lengthsMaskAt(p, hs, scoreShape, km.input, feed); ok || err != nil {
+			km.kind = "lengths"
+			return km, err
+		}
+	}
 	if !(equalShapes(shape, []int{tokK.B, S}) || len(shape) == 1 && tokK.B == 1 && shape[0] == S) {
 		return km, fmt.Errorf("mask input %q has shape %s; a key padding mask is (batch, keys) = (%d, %d)", km.input, fmtShape(shape), tokK.B, S)
 	}
 	if feed.Dtype() != tensor.Bool {
 		keep, causal, err := l.keepMaskAt(p, hs, scoreShape, km.input, feed)
+		if err == nil && !keep && feed.Dtype() != tensor.Float32 {
+			if fill, ok, err := l.fillMaskAt(p, hs, scoreShape, km.input, feed); ok || err != nil {
+				km.kind, km.fill = "additive", fill
+				return km, err
+			}
+		}
 		if err != nil || keep || feed.Dtype() != tensor.Float32 {
 			if err == nil && !keep {
 				err = fmt.Errorf("mask input %q is %v and does not hide the keys where it is 0 (adding %g or less to their scores) and only those; a key padding mask of that type is a keep mask", km.input, feed.Dtype(), masked)

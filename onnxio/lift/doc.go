@@ -37,6 +37,17 @@
 // mask_polarity: keep. Such inputs, and every int64 input, keep their type
 // in the lifted config ({name, dtype: int64}).
 //
+// ONNX Runtime's own test graphs are read too: weights declared as graph
+// inputs (param_inputs.go: parameters loaded from those inputs on every
+// run), a Linear on the flattened (B·T, d) tokens, heads merged without an
+// output projection (an identity out_proj), the sequence lengths of a 1-D
+// mask_index (mask.lengths), an output laid out sequence-first
+// (nn.transpose after the attention), float16 graphs whose Casts to and
+// from float32 are read as copies (casts.go: the layers compute in
+// float32, the self-check is at float16's precision), and outputs beside
+// the model's that are other layers' outputs (BERT's pooled output:
+// Output.Layer).
+//
 // A graph is read as ONNX Runtime runs it: nodes out of topological order
 // in dependency order, a value name written twice as the last writer's
 // value (graph.InOrder); two-operand Einsums that are matrix products

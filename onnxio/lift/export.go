@@ -48,8 +48,13 @@ func exportDropIn(src *onnxpb.ModelProto, res *Result, opts export.Options) (*on
 		return nil, errors.New("the lifted model has no outputs")
 	case len(CacheInputs(res.Outputs)) > 0:
 		return nil, errors.New("the graph passes a KV cache in and out (past and present), which an export does not declare")
+	case len(res.ParamInputs) > 0:
+		return nil, fmt.Errorf("the graph takes weights as inputs (%s), which an export holds as initializers", res.ParamInputs[0].Input)
 	case len(res.Outputs) > 1:
 		o := res.Outputs[1]
+		if o.Weights == "" {
+			return nil, fmt.Errorf("the graph also returns the output of layer %q (output %q); an export returns the model's output only", o.Layer, o.Name)
+		}
 		return nil, fmt.Errorf("the graph also returns the attention weights of layer %q (output %q), which an export does not compute", o.Layer, o.Name)
 	}
 	iface, err := sourceInterface(src, res)

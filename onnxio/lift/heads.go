@@ -220,3 +220,18 @@ func canonical(rowsTok []int, shape []int, tok tokens, batched bool) bool {
 	}
 	return true
 }
+
+// sequenceFirst reports whether the output rows hold the tokens
+// sequence-first, (T, B), where the input holds them (B, T): row t·B + b
+// is token b·T + t.
+func sequenceFirst(rowsTok []int, shape []int, tok tokens, batched bool) bool {
+	if !batched || len(shape) != 3 || shape[0] != tok.T || shape[1] != tok.B || len(rowsTok) != tok.B*tok.T {
+		return false
+	}
+	for r, tk := range rowsTok {
+		if t, b := r/tok.B, r%tok.B; tk != b*tok.T+t {
+			return false
+		}
+	}
+	return true
+}

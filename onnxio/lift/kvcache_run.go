@@ -128,8 +128,8 @@ func (a *analysis) settleCacheKinds(m *models.Model, inputs []string, outputs []
 			return fmt.Errorf("output %q: %w", o.Name, err)
 		}
 		var c Check
-		keys := kv.Keys != nil && c.compare(o.Name, kv.Keys, want[o.Name]) == nil
-		values := kv.Values != nil && c.compare(o.Name, kv.Values, want[o.Name]) == nil
+		keys := kv.Keys != nil && c.compare(o.Name, kv.Keys, want[o.Name], verifyRtol, verifyAtol) == nil
+		values := kv.Values != nil && c.compare(o.Name, kv.Values, want[o.Name], verifyRtol, verifyAtol) == nil
 		switch {
 		case keys && !values:
 			outputs[i].Cache = "keys"
@@ -148,7 +148,7 @@ func (a *analysis) randomInputs(rng *rand.Rand, inputs []string, shapes map[stri
 	feeds := map[string]*tensor.Dense{}
 	var args []*tensor.Dense
 	for _, name := range inputs {
-		t := a.randomFeed(rng, name, shapes[name])
+		t := a.randomFeed(rng, name, shapes[name], shapes)
 		feeds[name] = t
 		f, err := ModelInput(t)
 		if err != nil {
@@ -174,7 +174,7 @@ func (a *analysis) verifyCache(m *models.Model, inputs []string, outputs []Outpu
 	}
 	rng := rand.New(rand.NewPCG(0x11f7, uint64(len(a.g.Nodes))))
 	for _, first := range []int{2, 3} {
-		p, err := newProbeWith(a.cache.full, first, false)
+		p, err := newProbeWith(a.cache.full, first, nil)
 		if err != nil {
 			return c, err
 		}
@@ -200,7 +200,8 @@ func (a *analysis) verifyCache(m *models.Model, inputs []string, outputs []Outpu
 		}
 		c.Runs++
 		for i, o := range outputs {
-			if err := c.compare(o.Name, got[i], want[o.Name]); err != nil {
+			rtol, atol := a.tolerance(o.Name)
+			if err := c.compare(o.Name, got[i], want[o.Name], rtol, atol); err != nil {
 				return c, fmt.Errorf("with a past of %d token(s): %w", pastLength(past), err)
 			}
 		}

@@ -221,5 +221,5 @@ func TestLiftKVCacheUnsplit(t *testing.T) {
 	_, err = lift.Lift(src)
 	var unlifted *lift.UnliftedError
 	require.ErrorAs(t, err, &unlifted)
-	assert.Contains(t, err.Error(), "concatenates along axis 2 of 4")
+	assert.Contains(t, err.Error(), "concatenates tensors of rank 4")
 }

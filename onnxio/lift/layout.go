@@ -27,12 +27,22 @@ type analysis struct {
 	// keepMasks are the graph inputs read as Hugging Face attention
 	// masks (mask.padding): the self-check feeds them 0s and 1s.
 	keepMasks map[string]bool
+	// lengthInputs are the graph inputs read as sequence lengths
+	// (mask.lengths), with the tokens whose keys they count: the
+	// self-check feeds lengths from 1 to the number of tokens.
+	lengthInputs map[string]string
 	// idBounds are the graph inputs read as ids, with how many rows the
 	// tables they index have: the self-check feeds ids below that.
 	idBounds map[string]int
 	// cache is the KV-cache interface split off the graph (kvcache.go),
 	// nil for a graph without one.
 	cache *cacheSplit
+	// weightInputs are the graph inputs read as weights (param_inputs.go):
+	// source and g hold them as initializers of random values.
+	weightInputs []string
+	// casts are the Casts between float types g reads as Identity
+	// (casts.go), by the Identity node.
+	casts map[*onnxpb.NodeProto]*onnxpb.NodeProto
 }
 
 // markLive computes the live values, walking back from the graph outputs.

@@ -49,11 +49,20 @@ type Result struct {
 	Mapping []Mapping
 	// Outputs says what each graph output is in the lifted model.
 	Outputs []Output
+	// ParamInputs lists the graph inputs that hold parameters (weights the
+	// graph takes as inputs): a run of the lifted model loads them first
+	// (BindParamInputs). The model's inputs are the other graph inputs.
+	ParamInputs []ParamInput
 	// Unlifted lists the nodes no attnrun layer computes, with the reason.
 	Unlifted []Unlifted
 	// Notes are assumptions the lift made (a context_length the graph does
 	// not fix, a table the exporter cut), one line each.
 	Notes []string
+	// Nodes counts the graph's nodes that compute some output from the
+	// inputs' contents (shape arithmetic and constants are not counted);
+	// Lifted counts those attnrun layers compute, the others being listed
+	// in Unlifted (and run as onnx.subgraph layers under Options.Partial).
+	Nodes, Lifted int
 	// Check is the lifted model run against the graph on random inputs.
 	Check Check
 	// Attnrun reports that the file was written by attnrun and loaded from
@@ -84,7 +93,8 @@ type Output struct {
 	Name string `yaml:"name"`
 	// Layer is the layer that produces it.
 	Layer string `yaml:"layer"`
-	// Weights is "" for the model's output, "heads" for the layer's
+	// Weights is "" for the layer's output (the model's output, or another
+	// layer's: BERT's pooled output beside the sequence), "heads" for the layer's
 	// attention weights (B, H, Tq, Tk), "mean" for them averaged over heads
 	// (nn.MultiheadAttention's need_weights output).
 	Weights string `yaml:"weights,omitempty"`
@@ -161,23 +171,33 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if IsAttnrun(m) {
 		return loadResult(m, models.Options{MaxMemory: o.MaxMemory})
 	}
+	weights := weightInputs(m)
+	if len(weights) > 0 {
+		if m, err = materializeWeights(m, weights); err != nil {
+			return nil, fmt.Errorf("lift: %w", err)
+		}
+	}
 	source := m
 	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
 	m, products := readEinsums(m)
-	repairs = append(repairs, products...)
-	full := m
+	m, casts, castNotes := readPrecisionCasts(m)
+	repairs = append(append(repairs, products...), castNotes...)
+	if len(weights) > 0 {
+		repairs = append(repairs, weightInputsNote(weights))
+	}
+	r := reading{source: source, full: m, weights: weights, casts: casts}
 	// kvcache.go: the graph without its past inputs; on error, lifted with
 	// them, whose Concats are refused.
-	m, links, err := splitCache(m)
+	m, r.links, err = splitCache(m)
 	if err != nil {
 		repairs = append(repairs, fmt.Sprintf("the KV cache is read as graph inputs: %v", err))
 	}
-	a, p, err := o.analyze(source, full, m, links, repairs)
+	a, p, err := o.analyze(r, m, repairs)
 	if err != nil {
 		return nil, err
 	}
 	if spelled, note := a.decomposeAttentionOps(m, p.unclaimed()); spelled != nil { // attention_op_decompose.go
-		b, q, err := o.analyze(source, full, spelled, links, append(slices.Clone(a.repairs), note))
+		b, q, err := o.analyze(r, spelled, append(slices.Clone(a.repairs), note))
 		if err == nil && !spelledUnclaimed(q) {
 			a, p = b, q
 		}
@@ -185,16 +205,27 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	return o.assemble(a, p)
 }
 
-// analyze indexes and probes m, a reading of source (full, the reading
-// with its KV cache, when links name one), and recognizes its layers.
-func (o Options) analyze(source, full, m *onnxpb.ModelProto, links []cacheLink, repairs []string) (*analysis, *plan, error) {
+// reading is what Lift read of a graph before analyzing it.
+type reading struct {
+	source *onnxpb.ModelProto // as given, its weight inputs made initializers
+	full   *onnxpb.ModelProto // read in order, with its KV cache
+	links  []cacheLink        // the KV cache split off full (kvcache.go)
+	// weights are the graph inputs read as weights (param_inputs.go);
+	// casts the Casts between float types read as Identity (casts.go).
+	weights []string
+	casts   map[*onnxpb.NodeProto]*onnxpb.NodeProto
+}
+
+// analyze indexes and probes m, a reading of r.full without its KV cache,
+// and recognizes its layers.
+func (o Options) analyze(r reading, m *onnxpb.ModelProto, repairs []string) (*analysis, *plan, error) {
 	g, err := newGraph(m)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
-	a := &analysis{g: g, source: source, repairs: repairs}
-	if err := a.withCache(full, links); err != nil {
+	a := &analysis{g: g, source: r.source, repairs: repairs, weightInputs: r.weights, casts: r.casts}
+	if err := a.withCache(r.full, r.links); err != nil {
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	if err := a.newProbes(); err != nil {
@@ -249,12 +280,16 @@ type plan struct {
 	claimed  map[*node]bool
 	failures []*failure
 	failedBy map[*node]*failure
+	// regrouped are the Reshapes read as copies because they only regroup
+	// token rows (rows.go); a layer that takes one in (a Tensordot's
+	// flattening before its MatMul) takes it back from the aliases.
+	regrouped map[*node]bool
 }
 
 // plan recognizes every attention first (its projections would otherwise
 // look like plain Linears), then the other layers in graph order.
 func (a *analysis) plan() *plan {
-	p := &plan{alias: map[string]string{}, claimed: map[*node]bool{}, failedBy: map[*node]*failure{}}
+	p := &plan{alias: map[string]string{}, claimed: map[*node]bool{}, failedBy: map[*node]*failure{}, regrouped: map[*node]bool{}}
 	for _, n := range a.g.Nodes {
 		if n.GetOpType() == "Softmax" && a.liveNode(n) && a.g.IsData(n.GetInput()[0]) {
 			p.add(a.attention(n))
@@ -268,9 +303,14 @@ func (a *analysis) plan() *plan {
 		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) {
 			continue
 		}
-		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || a.regroupsRows(n) || match.IsFloatCopy(patternGraph{a: a}, match.NewNode(n)) { // rows.go
+		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || match.IsFloatCopy(patternGraph{a: a}, match.NewNode(n)) {
 			p.alias[n.GetOutput()[0]] = n.GetInput()[0]
 			p.claimed[n] = true
+			continue
+		}
+		if a.regroupsRows(n) { // rows.go
+			p.alias[n.GetOutput()[0]] = n.GetInput()[0]
+			p.claimed[n], p.regrouped[n] = true, true
 			continue
 		}
 		r, f := a.matchLate(n) // the layers' late patterns (layers/*_lift.go)
@@ -279,7 +319,38 @@ func (a *analysis) plan() *plan {
 		}
 		p.add(r, f)
 	}
+	a.claimBypassed(p)
 	return p
+}
+
+// claimBypassed claims the layout nodes whose every output is read only by
+// layers that read the node's input instead (nn.select reads what a Split
+// splits): no lifted layer needs what they compute.
+func (a *analysis) claimBypassed(p *plan) {
+	owner := map[*node]*region{}
+	for _, r := range p.regions {
+		for _, n := range r.nodes {
+			owner[n] = r
+		}
+	}
+	for _, n := range a.g.Nodes {
+		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) || !a.isLayout(n) {
+			continue
+		}
+		bypassed := true
+		for _, out := range n.GetOutput() {
+			if a.g.IsOutput(out) {
+				bypassed = false
+			}
+			for _, c := range a.readers(out) {
+				r := owner[c]
+				bypassed = bypassed && r != nil && slices.Contains(r.inputs, n.GetInput()[0]) && !slices.Contains(r.inputs, out)
+			}
+		}
+		if bypassed {
+			p.claimed[n] = true
+		}
+	}
 }
 
 // add records a recognized region, or a failure; a region that overlaps
@@ -294,13 +365,17 @@ func (p *plan) add(r *region, f *failure) {
 	}
 	if r != nil {
 		for _, n := range r.nodes {
-			if p.claimed[n] {
+			if p.claimed[n] && !p.regrouped[n] {
 				f = fail(r.nodes, "%s overlaps another layer at node %s", r.kind, n.Label())
 				break
 			}
 		}
 		if f == nil {
 			for _, n := range r.nodes {
+				if p.regrouped[n] {
+					delete(p.alias, n.GetOutput()[0])
+					delete(p.regrouped, n)
+				}
 				p.claimed[n] = true
 			}
 			p.regions = append(p.regions, r)
@@ -358,6 +433,12 @@ func (p *plan) resolve(v string) string {
 func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 	res := &Result{}
 	res.Unlifted = a.unlifted(p)
+	for _, n := range a.g.Nodes {
+		if a.liveNode(n) {
+			res.Nodes++
+		}
+	}
+	res.Lifted = res.Nodes - len(res.Unlifted)
 	b := newBuilder(a, p, o)
 	if o.Partial && len(res.Unlifted) > 0 {
 		if err := b.addSubgraphs(); err != nil {
@@ -391,6 +472,7 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 		return res, fmt.Errorf("lift: the lifted config does not build: %w", err)
 	}
 	res.StateDict, res.Mapping = b.stateDict(model)
+	res.ParamInputs = b.paramInputs()
 	if err := model.LoadStateDict(res.StateDict); err != nil {
 		return res, fmt.Errorf("lift: %w", err)
 	}
@@ -414,7 +496,11 @@ func (a *analysis) sortRegions(rs []*region) {
 		if n := a.g.Producer(r.output); n != nil {
 			return n.Index
 		}
-		return -1
+		last := -1 // an output the graph does not name (a layout the layer after it changes): its last node
+		for _, n := range r.nodes {
+			last = max(last, n.Index)
+		}
+		return last
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return pos(rs[i]) < pos(rs[j]) })
 }

@@ -1,6 +1,7 @@
 package lift
 
 import (
+	"slices"
 	"strings"
 
 	"gorgonia.org/tensor"
@@ -41,6 +42,9 @@ func (a *analysis) matchLinear(v string) *linear {
 			l = a.biasedLinear(mm, n.GetInput()[k])
 			return l != nil
 		})
+		if l == nil {
+			l = a.tensordotLinear(n)
+		}
 		if l != nil {
 			l.nodes = append(l.nodes, n)
 			l.out = v
@@ -226,4 +230,60 @@ func (l *linear) params(prefix string) []param {
 		ps = append(ps, param{name: prefix + "bias", value: l.bias, pieces: []piece{l.biasPiece(0, l.dOut, true)}})
 	}
 	return ps
+}
+
+// tensordotLinear recognizes TensorFlow's Dense as keras2onnx writes it
+// (Tensordot): the tokens flattened to (B·T, d_in), MatMul by a static
+// matrix, the rows Reshaped back to (B, T, d_out), then the bias Added.
+// The Reshape between the product and the Add only regroups rows, so the
+// Linear reads row r of its input into row r of its output as any does.
+// It returns the Linear of the MatMul, biased, with the Reshape among its
+// nodes; the caller adds the Add.
+func (a *analysis) tensordotLinear(add *node) *linear {
+	for k, in := range add.GetInput() {
+		rs := a.g.Producer(in)
+		if rs == nil || rs.GetOpType() != "Reshape" || !(analysisView{a}).Private(in) {
+			continue
+		}
+		mm := a.g.Producer(rs.GetInput()[0])
+		if mm == nil || mm.GetOpType() != "MatMul" || !(analysisView{a}).Private(rs.GetInput()[0]) || !a.keepsRows(rs) {
+			continue
+		}
+		if l := a.biasedLinear(mm, add.GetInput()[1-k]); l != nil {
+			l.nodes = append(l.nodes, rs)
+			if flat := a.g.Producer(l.in); flat != nil && flat.GetOpType() == "Reshape" && (analysisView{a}).Private(l.in) &&
+				a.keepsRows(flat) && a.sameRows(flat.GetInput()[0], rs.GetOutput()[0]) {
+				l.in = flat.GetInput()[0] // the tokens before they were flattened: the Linear reads them as they are
+				l.nodes = append([]*node{flat}, l.nodes...)
+			}
+			return l
+		}
+	}
+	return nil
+}
+
+// keepsRows reports whether a Reshape keeps its input's last axis, at
+// every probe: it only regroups the rows.
+func (a *analysis) keepsRows(rs *node) bool {
+	for _, p := range a.probes {
+		si, err1 := p.shape(rs.GetInput()[0])
+		so, err2 := p.shape(rs.GetOutput()[0])
+		if err1 != nil || err2 != nil || len(si) == 0 || len(so) == 0 || si[len(si)-1] != so[len(so)-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// sameRows reports whether two values have the same shape but for their
+// last axis, at every probe.
+func (a *analysis) sameRows(x, y string) bool {
+	for _, p := range a.probes {
+		sx, err1 := p.shape(x)
+		sy, err2 := p.shape(y)
+		if err1 != nil || err2 != nil || len(sx) == 0 || !slices.Equal(sx[:len(sx)-1], sy[:len(sy)-1]) {
+			return false
+		}
+	}
+	return true
 }

@@ -12,6 +12,12 @@ type origin struct {
 	transposed bool
 	lo, hi     int // rows of the (transposed) initializer
 	rows       int // how many rows it has
+	// none records a block no graph value holds (an identity the lift
+	// supplies for a projection the graph does not have).
+	none bool
+	// view, when set, is the 2-D shape the initializer of another rank was
+	// read as (Keras's (d, heads, head_dim) Einsum weights): (rows, cols).
+	view []int
 }
 
 // mapping describes a parameter's rows for the mapping table: one row per
@@ -33,8 +39,14 @@ func (a *analysis) mapping(name string, p param) []Mapping {
 	for _, o := range blocks {
 		n := o.hi - o.lo
 		var parts []string
-		if o.init == "" {
+		switch {
+		case o.init == "" && o.none:
+			parts = append(parts, "in no graph tensor: set by the lift (see the notes)")
+		case o.init == "":
 			parts = append(parts, "computed by the graph")
+		}
+		if o.view != nil {
+			parts = append(parts, fmt.Sprintf("reshaped %s to %s", fmtShape(dimsOf(a.g.Inits[o.init].GetDims())), fmtShape(o.view)))
 		}
 		if o.transposed {
 			parts = append(parts, "transposed")
@@ -78,21 +90,30 @@ func (a *analysis) origin(pc piece, dims int) origin {
 		return o
 	}
 	for _, init := range a.g.StaticSources(pc.value) {
-		if t := a.g.Inits[init]; t == nil || len(t.GetDims()) != dims {
+		t := a.g.Inits[init]
+		if t == nil {
 			continue
 		}
-		if o, ok := a.derive(init, pc, dims); ok {
-			o.rows = rowsOf(init, o.transposed)
-			return o
+		for _, view := range views(dimsOf(t.GetDims()), dims) {
+			if o, ok := a.derive(init, pc, dims, view); ok {
+				o.rows = view[0]
+				if o.transposed && len(view) == 2 {
+					o.rows = view[1]
+				}
+				if len(t.GetDims()) != dims {
+					o.view = view
+				}
+				return o
+			}
 		}
 	}
 	n := pc.hi - pc.lo
-	return origin{lo: 0, hi: n}
+	return origin{lo: 0, hi: n, none: pc.value == ""}
 }
 
 // derive traces a piece to an initializer it is a layout of: the rows of
 // the initializer, or of its transpose, that the piece holds.
-func (a *analysis) derive(init string, pc piece, dims int) (origin, bool) {
+func (a *analysis) derive(init string, pc piece, dims int, src []int) (origin, bool) {
 	p := a.probes[0]
 	shape, idx, err := p.trace(init, pc.value, nil)
 	if err != nil || len(shape) != dims || dims < 1 || dims > 2 {
@@ -115,10 +136,9 @@ func (a *analysis) derive(init string, pc piece, dims int) (origin, bool) {
 	if pc.split {
 		idx = idx[pc.lo*cols : pc.hi*cols]
 	}
-	src := a.g.Inits[init].GetDims()
-	R, C := int(src[0]), 1
+	R, C := src[0], 1
 	if dims == 2 {
-		C = int(src[1])
+		C = src[1]
 	}
 	n := len(idx) / cols
 	if lo, ok := firstRow(idx, cols, func(r, c int) int { return r*C + c }, C == cols); ok {
@@ -153,4 +173,40 @@ func firstRow(idx []int, cols int, at func(r, c int) int, fits bool) (int, bool)
 		}
 	}
 	return first, true
+}
+
+// views lists the shapes of rank dims an initializer of shape shape may be
+// read as: itself; for a matrix read from a tensor of higher rank, its
+// first axis by the others and its last axis after the others; for a
+// vector, all of it.
+func views(shape []int, dims int) [][]int {
+	switch {
+	case len(shape) == dims:
+		return [][]int{shape}
+	case dims == 2 && len(shape) > 2:
+		first, last := 1, 1
+		for _, d := range shape[1:] {
+			first *= d
+		}
+		for _, d := range shape[:len(shape)-1] {
+			last *= d
+		}
+		return [][]int{{shape[0], first}, {last, shape[len(shape)-1]}}
+	case dims == 1 && len(shape) > 1:
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		return [][]int{{n}}
+	}
+	return nil
+}
+
+// dimsOf converts a tensor's dims to ints.
+func dimsOf(d []int64) []int {
+	out := make([]int, len(d))
+	for i, x := range d {
+		out[i] = int(x)
+	}
+	return out
 }

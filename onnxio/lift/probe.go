@@ -87,20 +87,55 @@ func symbolic(g *graph) []string {
 // the graph fails at those sizes and has inputs whose every dimension is
 // symbolic and its own (masks declared broadcastable, as attnrun's exports
 // declare them), it tries again with those dimensions 1.
+//
+// Failing still, it tries the dimensions that only inputs of fixed
+// dimensions lack at 1: a per-channel quantization scale (C) whose size
+// the graph's weights fix, which a probe's own sizes cannot guess, is
+// read per tensor then.
 func newProbe(g *graph, first int) (*probe, error) {
-	p, err := evalProbe(g, first, false)
-	if err != nil && len(maskOnlyDims(g)) > 0 {
-		if q, err2 := evalProbe(g, first, true); err2 == nil {
+	p, err := evalProbe(g, first, nil)
+	for _, ones := range []map[string]bool{maskOnlyDims(g), unfixedOnlyDims(g)} {
+		if err == nil || len(ones) == 0 {
+			continue
+		}
+		if q, err2 := evalProbe(g, first, ones); err2 == nil {
 			return q, nil
 		}
 	}
 	return p, err
 }
 
+// unfixedOnlyDims lists the symbolic dimensions that appear only in graph
+// inputs with no fixed dimension.
+func unfixedOnlyDims(g *graph) map[string]bool {
+	inFixed := map[string]bool{}
+	all := map[string]bool{}
+	for _, vi := range g.Inputs {
+		dims := onnxio.Dims(vi)
+		fixed := false
+		for _, d := range dims {
+			fixed = fixed || d.Known
+		}
+		for _, d := range dims {
+			if d.Param != "" {
+				all[d.Param] = true
+				inFixed[d.Param] = inFixed[d.Param] || fixed
+			}
+		}
+	}
+	out := map[string]bool{}
+	for name := range all {
+		if !inFixed[name] {
+			out[name] = true
+		}
+	}
+	return out
+}
+
 // evalProbe builds the feeds of a probe (see newProbeWith) and evaluates
 // every value of the graph on them.
-func evalProbe(g *graph, first int, masksOne bool) (*probe, error) {
-	p, err := newProbeWith(g, first, masksOne)
+func evalProbe(g *graph, first int, ones map[string]bool) (*probe, error) {
+	p, err := newProbeWith(g, first, ones)
 	if err != nil {
 		return nil, err
 	}
@@ -142,18 +177,15 @@ func (p *probe) evaluate() error {
 }
 
 // newProbeWith builds a probe's feeds without evaluating the graph: the
-// symbolic dimensions set to first, first+1, ... and, when masksOne, the
-// dimensions that only an input with no fixed dimension has (a mask's
-// broadcastable axes) set to 1.
-func newProbeWith(g *graph, first int, masksOne bool) (*probe, error) {
+// symbolic dimensions set to first, first+1, ... and those in ones (a
+// mask's broadcastable axes, maskOnlyDims) set to 1.
+func newProbeWith(g *graph, first int, ones map[string]bool) (*probe, error) {
 	dims := map[string]int{}
 	for i, name := range symbolic(g) {
 		dims[name] = first + i
 	}
-	if masksOne {
-		for name := range maskOnlyDims(g) {
-			dims[name] = 1
-		}
+	for name := range ones {
+		dims[name] = 1
 	}
 	if err := applySums(dims, g.sums); err != nil {
 		return nil, err
@@ -235,7 +267,8 @@ func constantValue(n *node) (*tensor.Dense, error) {
 	return onnxio.TensorToDense(a.GetT())
 }
 
-// zeros allocates a zero tensor of an ONNX element type.
+// zeros allocates a zero tensor of an ONNX element type: float16 and
+// bfloat16 ones in float32, which the executor takes for them.
 func zeros(dt onnxio.DataType, shape []int) (*tensor.Dense, error) {
 	n := 1
 	for _, d := range shape {
@@ -243,8 +276,12 @@ func zeros(dt onnxio.DataType, shape []int) (*tensor.Dense, error) {
 	}
 	var backing any
 	switch dt {
-	case onnxio.Float:
+	case onnxio.Float, onnxio.Float16, onnxio.BFloat16: // narrow floats in their storage type, as the executor takes them
 		backing = make([]float32, n)
+	case onnxio.Int8:
+		backing = make([]int8, n)
+	case onnxio.Uint8:
+		backing = make([]uint8, n)
 	case onnxio.Float64:
 		backing = make([]float64, n)
 	case onnxio.Int64:

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/match"
@@ -14,7 +15,7 @@ import (
 )
 
 // addSubgraphs covers what no layer lifts with onnx.subgraph layers: one
-// for each value a lifted layer (or the model's output) needs and no lifted
+// for each value a lifted layer (or a graph output) needs and no lifted
 // layer computes. Each holds the graph nodes that compute its value from
 // values the model has: its inputs and the outputs of earlier layers.
 func (b *builder) addSubgraphs() error {
@@ -23,8 +24,12 @@ func (b *builder) addSubgraphs() error {
 	for _, vi := range a.g.Inputs {
 		available[vi.GetName()] = true
 	}
+	weights := map[string]bool{} // outputs a layer returns as its attention weights
 	for _, r := range b.regions {
 		available[r.output] = true
+		for _, w := range r.weights {
+			weights[w.output] = true
+		}
 	}
 	var needed []string
 	for _, r := range b.regions {
@@ -34,8 +39,10 @@ func (b *builder) addSubgraphs() error {
 			}
 		}
 	}
-	if out := p.resolve(a.g.Outputs[0]); !available[out] {
-		needed = append(needed, out)
+	for _, o := range a.g.Outputs {
+		if out := p.resolve(o); !available[out] && !weights[o] {
+			needed = append(needed, out)
+		}
 	}
 	pos := func(v string) int {
 		if n := a.g.Producer(v); n != nil {
@@ -107,7 +114,11 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 	var nodes, ours []*node
 	for _, n := range g.Nodes {
 		if keep[n] {
-			gp.Node = append(gp.Node, n.NodeProto)
+			np := n.NodeProto
+			if written := b.a.casts[np]; written != nil {
+				np = written // the subgraph computes as the graph does
+			}
+			gp.Node = append(gp.Node, np)
 			nodes = append(nodes, n)
 			if !b.p.claimed[n] && b.a.liveNode(n) {
 				ours = append(ours, n)
@@ -143,6 +154,15 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 			paramNames = append(paramNames, t.GetName())
 			continue
 		}
+		if slices.Contains(b.a.weightInputs, t.GetName()) { // a narrow-float weight input: a float32 parameter, cast
+			p, err := narrowWeightParam(gp, t)
+			if err != nil {
+				return nil, err
+			}
+			params = append(params, p)
+			paramNames = append(paramNames, t.GetName())
+			continue
+		}
 		gp.Initializer = append(gp.Initializer, t)
 	}
 	gp.Output = []*onnxpb.ValueInfoProto{untypedInfo(v, onnxio.Float)}
@@ -168,4 +188,38 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 		return nil, err
 	}
 	return &region{typ: l.Type, kind: kind, inputs: boundary, output: v, nodes: ours, params: params, fields: fields}, nil
+}
+
+// narrowWeightParam makes a float16 weight input of the graph (param_inputs.go)
+// a float32 parameter of a subgraph: the subgraph takes it as a float32
+// input of the same name and Casts it for the nodes that read it.
+func narrowWeightParam(gp *onnxpb.GraphProto, t *onnxpb.TensorProto) (param, error) {
+	d, err := onnxio.TensorToDense(t)
+	if err != nil {
+		return param{}, err
+	}
+	if d.Dtype() != tensor.Float32 {
+		return param{}, fmt.Errorf("weight input %q holds %v, want a float type", t.GetName(), d.Dtype())
+	}
+	dims := make([]onnxio.Dim, len(t.GetDims()))
+	for i, x := range t.GetDims() {
+		dims[i] = onnxio.FixedDim(x)
+	}
+	name, cast := t.GetName(), t.GetName()+"::cast"
+	for i, n := range gp.Node {
+		if slices.Contains(n.GetInput(), name) {
+			c := proto.Clone(n).(*onnxpb.NodeProto)
+			for k, in := range c.Input {
+				if in == name {
+					c.Input[k] = cast
+				}
+			}
+			gp.Node[i] = c
+		}
+	}
+	to := &onnxpb.AttributeProto{Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(int64(t.GetDataType()))}
+	castNode := &onnxpb.NodeProto{OpType: proto.String("Cast"), Name: proto.String(cast), Input: []string{name}, Output: []string{cast}, Attribute: []*onnxpb.AttributeProto{to}}
+	gp.Node = append([]*onnxpb.NodeProto{castNode}, gp.Node...)
+	gp.Input = append(gp.Input, onnxio.TensorValueInfo(name, onnxio.Float, dims))
+	return param{name: name, value: d, pieces: []piece{{value: name}}}, nil
 }

@@ -7,7 +7,9 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/registry"
@@ -38,7 +40,7 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 		feeds := map[string]*tensor.Dense{}
 		var args []*tensor.Dense
 		for _, name := range inputs {
-			t := a.randomFeed(rng, name, p.feeds[name])
+			t := a.randomFeed(rng, name, p.feeds[name], p.feeds)
 			feeds[name] = t
 			f, err := ModelInput(t)
 			if err != nil {
@@ -56,7 +58,8 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 		}
 		c.Runs++
 		for i, o := range outputs {
-			if err := c.compare(o.Name, got[i], want[o.Name]); err != nil {
+			rtol, atol := a.tolerance(o.Name)
+			if err := c.compare(o.Name, got[i], want[o.Name], rtol, atol); err != nil {
 				return c, err
 			}
 		}
@@ -64,24 +67,57 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 	return c, nil
 }
 
-// randomFeed is a random input shaped and typed like t for graph input
-// name: ids below the tables' sizes, 0s and 1s for attention masks.
-func (a *analysis) randomFeed(rng *rand.Rand, name string, t *tensor.Dense) *tensor.Dense {
-	if n := a.idBounds[name]; n > 0 && t.Dtype() == tensor.Int64 {
-		return randomIDs(rng, t, n)
+// randomFeed is a random input shaped and typed like t, the feed for
+// graph input name among feeds: ids below the tables' sizes, lengths up to the tokens'
+// for a lengths mask, 0s and 1s for keep masks, rounded to the graph's
+// narrow float type where it has one (the model reads the numbers the
+// graph does).
+func (a *analysis) randomFeed(rng *rand.Rand, name string, t *tensor.Dense, feeds map[string]*tensor.Dense) *tensor.Dense {
+	var out *tensor.Dense
+	tokens, lengths := a.lengthInputs[name]
+	switch {
+	case a.idBounds[name] > 0 && (t.Dtype() == tensor.Int64 || t.Dtype() == tensor.Int32):
+		out = randomIDs(rng, t, a.idBounds[name])
+	case lengths && feeds[tokens] != nil && feeds[tokens].Dims() == 3:
+		out = randomLengths(rng, t, feeds[tokens].Shape()[1])
+	case a.keepMasks[name]:
+		out = randomKeepMask(rng, t)
+	default:
+		out = randomLike(rng, t)
 	}
-	if a.keepMasks[name] {
-		return randomKeepMask(rng, t)
+	if dt := array.DType(a.g.inputType(name)); dt.IsNarrow() && dt.IsFloat() {
+		roundTo(dt, out)
 	}
-	return randomLike(rng, t)
+	return out
+}
+
+// narrowTolerance is the self-check's tolerance, in units of the type's
+// epsilon, for a graph output of a narrow float type (float16): the graph
+// rounds after every node, the lifted layers compute in float32.
+const narrowTolerance = 8
+
+// tolerance is the self-check's tolerance for a graph output: its type's
+// for a float16 or bfloat16 output, verifyRtol and verifyAtol otherwise.
+func (a *analysis) tolerance(output string) (rtol, atol float64) {
+	for _, vi := range a.g.Model.GetGraph().GetOutput() {
+		if vi.GetName() != output {
+			continue
+		}
+		if dt := array.DType(onnxio.ElemType(vi)); dt.IsNarrow() && dt.IsFloat() {
+			eps := narrowTolerance * dt.Epsilon()
+			return eps, eps
+		}
+	}
+	return verifyRtol, verifyAtol
 }
 
 // RunOutputs runs a lifted model and returns the graph's outputs in order:
-// the model's output, and attention weights where Outputs says so. A
-// model with a KV cache takes the past inputs (CacheInputs) after its own
-// and runs as RunCache runs it (a nil past: no tokens). On one
-// unbatched sequence (the model answers (T, d)), the weights have no batch
-// axis either, as PyTorch gives them: (H, Tq, Tk), or (Tq, Tk) averaged.
+// the model's output, the outputs of other layers, and attention weights
+// where Outputs says so. A model with a KV cache takes the past inputs
+// (CacheInputs) after its own and runs as RunCache runs it (a nil past: no
+// tokens). On one unbatched sequence (the model answers (T,
+// d)), the weights have no batch axis either, as PyTorch gives them: (H,
+// Tq, Tk), or (Tq, Tk) averaged.
 func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 	if names := CacheInputs(outputs); len(names) > 0 { // the past inputs follow the model's
 		return runCacheInputs(m, outputs, run, inputs, names)
@@ -94,7 +130,13 @@ func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*
 			run.Hook(layer, w)
 		}
 	}
-	y, err := m.Forward(&r, inputs...)
+	var named []string // layers whose outputs are graph outputs beside the model's
+	for _, o := range outputs {
+		if o.Weights == "" && o.Layer != m.Config().Output {
+			named = append(named, o.Layer)
+		}
+	}
+	y, values, err := m.ForwardNamed(&r, named, inputs...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +145,9 @@ func RunOutputs(m *models.Model, outputs []Output, run *registry.Run, inputs []*
 		switch o.Weights {
 		case "":
 			out[i] = y
+			if o.Layer != m.Config().Output {
+				out[i], values = values[0], values[1:]
+			}
 		case "heads", "mean":
 			w, ok := weights[o.Layer]
 			if !ok {
@@ -153,7 +198,7 @@ func dropBatchAxis(w *tensor.Dense) *tensor.Dense {
 // compare checks one output within the self-check tolerances. Weights may
 // come with leading axes the graph squeezed or not: only the element count
 // and the values must agree.
-func (c *Check) compare(name string, got, want *tensor.Dense) error {
+func (c *Check) compare(name string, got, want *tensor.Dense, rtol, atol float64) error {
 	if want == nil {
 		return fmt.Errorf("the graph has no output %q", name)
 	}
@@ -176,7 +221,7 @@ func (c *Check) compare(name string, got, want *tensor.Dense) error {
 			continue
 		}
 		diff := math.Abs(g[i] - w[i])
-		if math.IsNaN(diff) || diff > verifyAtol+verifyRtol*math.Abs(w[i]) {
+		if math.IsNaN(diff) || diff > atol+rtol*math.Abs(w[i]) {
 			return fmt.Errorf("output %q differs at flat index %d: lifted %g, graph %g", name, i, g[i], w[i])
 		}
 		c.MaxAbs = math.Max(c.MaxAbs, diff)
@@ -244,11 +289,28 @@ func randomKeepMask(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
 }
 
-// randomIDs is an int64 tensor shaped like t of ids drawn from [0, n).
+// randomIDs is a tensor shaped and typed like t (int64 or int32) of ids
+// drawn from [0, n).
 func randomIDs(rng *rand.Rand, t *tensor.Dense, n int) *tensor.Dense {
 	ids := make([]int64, t.Shape().TotalSize())
 	for i := range ids {
 		ids[i] = rng.Int64N(int64(n))
 	}
+	if t.Dtype() == tensor.Int32 {
+		narrow := make([]int32, len(ids))
+		for i, v := range ids {
+			narrow[i] = int32(v)
+		}
+		return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(narrow))
+	}
 	return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(ids))
+}
+
+// roundTo rounds float32 values in place to a narrow float type.
+func roundTo(dt array.DType, t *tensor.Dense) {
+	if values, ok := t.Data().([]float32); ok {
+		for i, v := range values {
+			values[i] = array.RoundFloat(dt, float64(v), false)
+		}
+	}
 }

@@ -35,6 +35,16 @@ type Attention struct {
 	// layer of its own in Layer.Before.
 	PaddingMask, PaddingMaskKind string
 	KeepInput                    string
+	// KeepFill, when not 0, says KeepInput (1 for a token) becomes the
+	// additive PaddingMask as (1 − m)·KeepFill; KeepLengths, when set, that
+	// KeepInput holds each sequence's length, counted against the tokens
+	// KeepLengths names.
+	// KeepNodes are the nodes that compute the mask from KeepInput when
+	// KeepLengths is set (the tokens only give its length, so the nodes
+	// are not those between the two inputs and the mask).
+	KeepFill    float64
+	KeepLengths string
+	KeepNodes   []*Node
 	// AverageWeights reports that every graph output of the attention
 	// weights averages them over heads (true when there is none).
 	AverageWeights bool

@@ -59,7 +59,10 @@ func TestFloatsAndTokens(t *testing.T) {
 	c, err := Float32(tensor.New(tensor.WithShape(2), tensor.WithBacking([]float64{0.5, 3})))
 	assert.NoError(t, err)
 	assert.Equal(t, []float32{0.5, 3}, c.Data())
-	_, err = Floats(tensor.New(tensor.WithShape(1), tensor.WithBacking([]uint8{1})))
+	f, err = Floats(tensor.New(tensor.WithShape(2), tensor.WithBacking([]uint8{1, 255})))
+	assert.NoError(t, err) // quantized inputs (attn_past_state_u8s8)
+	assert.Equal(t, []float64{1, 255}, f)
+	_, err = Floats(tensor.New(tensor.WithShape(1), tensor.WithBacking([]uint16{1})))
 	assert.Error(t, err)
 
 	b, tt, d, ok := Tokens([]int{2, 5, 8})

@@ -19,6 +19,10 @@ func Floats(t *tensor.Dense) ([]float64, error) {
 		return widen(d), nil
 	case []int32:
 		return widen(d), nil
+	case []int8:
+		return widen(d), nil
+	case []uint8:
+		return widen(d), nil
 	case []bool:
 		out := make([]float64, len(d))
 		for i, v := range d {
@@ -45,7 +49,7 @@ func Floats(t *tensor.Dense) ([]float64, error) {
 }
 
 // widen converts numbers to float64.
-func widen[T float32 | int64 | int32](d []T) []float64 {
+func widen[T float32 | int64 | int32 | int8 | uint8](d []T) []float64 {
 	out := make([]float64, len(d))
 	for i, v := range d {
 		out[i] = float64(v)

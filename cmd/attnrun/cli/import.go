@@ -49,9 +49,14 @@ attnrun run and attnrun check run it on attnrun's layers. OUT.onnx replaces
 IN.onnx: it declares the same inputs and outputs (names, element types, ranks,
 fixed and symbolic dimensions), so that an unbatched (T, d) export stays
 (T, d) and a bool mask stays bool, in ONNX Runtime as in attnrun. When some
-layer has no ONNX exporter, or the graph also returns attention weights,
-OUT.onnx keeps the source graph's nodes and adds the parameters as
-initializers instead.
+layer has no ONNX exporter, the graph also returns attention weights or
+another layer's output (BERT's pooled output), or it takes weights as graph
+inputs (ONNX Runtime's Attention tests: they become parameters loaded from
+those inputs on every run), OUT.onnx keeps the source graph's nodes and
+adds the parameters as initializers instead.
+
+The report says how many of the graph's computing nodes were lifted, and
+under --partial which were kept and why.
 
 What cannot be lifted is named (node, op, reason) and import exits 1; with
 --partial those parts become onnx.subgraph layers, ONNX subgraphs the executor
@@ -98,6 +103,9 @@ func importModel(w io.Writer, lim *limits, path string, f importFlags) error {
 	var unlifted *lift.UnliftedError
 	if errors.As(err, &unlifted) {
 		printUnlifted(w, unlifted.Nodes)
+		if res != nil && res.Nodes > 0 {
+			fmt.Fprintf(w, "\nlifted %d of %d computing nodes into attnrun layers\n", res.Lifted, res.Nodes)
+		}
 		return fmt.Errorf("%s: %d node(s) cannot be lifted (op types %s); --partial keeps them as ONNX subgraphs",
 			path, len(unlifted.Nodes), strings.Join(opTypes(unlifted.Nodes), ", "))
 	}
@@ -173,6 +181,9 @@ func printLift(w io.Writer, res *lift.Result) {
 		fmt.Fprintln(w)
 		for i, o := range res.Outputs {
 			what := "the model's output"
+			if res.Model != nil && o.Layer != res.Model.Config().Output {
+				what = fmt.Sprintf("the output of layer %s", o.Layer)
+			}
 			switch o.Weights {
 			case "mean":
 				what = fmt.Sprintf("attention weights of %s, averaged over heads", o.Layer)
@@ -187,6 +198,13 @@ func printLift(w io.Writer, res *lift.Result) {
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if res.Nodes > 0 {
+		fmt.Fprintf(w, "\nlifted %d of %d computing nodes into attnrun layers", res.Lifted, res.Nodes)
+		if len(res.Unlifted) > 0 {
+			fmt.Fprintf(w, "; %d kept as ONNX subgraphs", res.Nodes-res.Lifted)
+		}
+		fmt.Fprintln(w)
 	}
 	if len(res.Unlifted) > 0 {
 		fmt.Fprintf(w, "\nkept as ONNX subgraphs (onnx.subgraph layers):\n")

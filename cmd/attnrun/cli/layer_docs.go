@@ -9,6 +9,9 @@ var layerFieldDocs = map[string]map[string]string{
 		"causal":    "also masks the keys after each query with −Inf",
 		"num_heads": "the number of attention heads, which fixes the slopes",
 	},
+	"AdditiveMask": {
+		"fill": "what a padding key gets added to its scores (-10000 in BERT's exports)",
+	},
 	"Causal": {
 		"context_length": "the longest sequence the layer accepts (the size of the seeds' mask buffer)",
 		"d_in":           "the width of the input tokens",
@@ -152,6 +155,9 @@ var layerFieldDocs = map[string]map[string]string{
 		"masked_rows":   "the output of a query that sees no key: \"zeros\" (default) or \"nan\"",
 		"scale":         "multiplies q·k (default 0 means 1/√E)",
 	},
+	"Select": {
+		"index": "the feature taken, from 0",
+	},
 	"Self": {
 		"causal":   "lets token t attend to tokens ≤ t only",
 		"d_in":     "the width of the input tokens",
@@ -192,5 +198,9 @@ var layerFieldDocs = map[string]map[string]string{
 		"masked_rows":          "the output of a query that sees no key: \"nan\" (default, as PyTorch) or \"zeros\"",
 		"num_heads":            "the number of heads; it must divide embed_dim",
 		"vdim":                 "the width of the value input (default embed_dim)",
+	},
+	"Transpose": {
+		"dim0": "one of the axes swapped (default 0)",
+		"dim1": "the other (default 1)",
 	},
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/models"
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/exec"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
@@ -20,6 +21,63 @@ import (
 type liftedFile struct {
 	model   *models.Model
 	outputs []lift.Output
+	// narrow holds the float16 and bfloat16 outputs the file declares, by
+	// position: the layers compute them in float32, rounded at the end.
+	narrow map[int]array.DType
+	// binds are the graph inputs that hold parameters (lift.ParamInput),
+	// and inputs all the file's graph inputs, in order, when there are any.
+	binds  []lift.ParamInput
+	inputs []string
+}
+
+// openLifted prepares an attnrun file to run on its layers.
+func openLifted(lim *limits, m *onnxpb.ModelProto) (*liftedFile, error) {
+	model, outputs, err := lim.loadAttnrun(m)
+	if err != nil {
+		return nil, err
+	}
+	binds, err := lift.ReadParamInputs(m)
+	if err != nil {
+		return nil, err
+	}
+	f := &liftedFile{model: model, outputs: outputs, narrow: narrowOutputs(m, outputs), binds: binds}
+	if len(binds) > 0 {
+		inits := map[string]bool{}
+		for _, t := range m.GetGraph().GetInitializer() {
+			inits[t.GetName()] = true
+		}
+		for _, vi := range m.GetGraph().GetInput() {
+			if !inits[vi.GetName()] {
+				f.inputs = append(f.inputs, vi.GetName())
+			}
+		}
+	}
+	return f, nil
+}
+
+// bind loads the inputs that hold parameters into the model and returns
+// the others, the model's inputs.
+func (f *liftedFile) bind(inputs []*tensor.Dense) ([]*tensor.Dense, error) {
+	if len(f.binds) == 0 {
+		return inputs, nil
+	}
+	bound := map[string]bool{}
+	for _, b := range f.binds {
+		bound[b.Input] = true
+	}
+	feeds := map[string]*tensor.Dense{}
+	var args []*tensor.Dense
+	for i, name := range f.inputs {
+		if bound[name] {
+			feeds[name] = inputs[i]
+		} else {
+			args = append(args, inputs[i])
+		}
+	}
+	if err := lift.BindParamInputs(f.model, f.binds, feeds); err != nil {
+		return nil, err
+	}
+	return args, nil
 }
 
 // onnxFile is an ONNX file ready to run: on attnrun's layers when attnrun
@@ -45,11 +103,11 @@ func openONNX(warn io.Writer, lim *limits, path string, executor bool) (*onnxFil
 		return nil, err
 	}
 	if !executor && lift.IsAttnrun(m) {
-		model, outputs, err := lim.loadAttnrun(m)
+		lifted, err := openLifted(lim, m)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (run it on the graph with --executor)", path, err)
 		}
-		return &onnxFile{lifted: &liftedFile{model: model, outputs: outputs}, lim: lim}, nil
+		return &onnxFile{lifted: lifted, lim: lim}, nil
 	}
 	g, err := lim.newGraph(m)
 	if err != nil {
@@ -66,6 +124,9 @@ func (f *onnxFile) inputNames() string {
 	if f.graph != nil {
 		return describeInfos(f.graph.Inputs())
 	}
+	if len(f.lifted.binds) > 0 {
+		return fmt.Sprint(f.lifted.inputs)
+	}
 	return fmt.Sprint(append(f.lifted.model.Config().Inputs, lift.CacheInputs(f.lifted.outputs)...))
 }
 
@@ -73,6 +134,9 @@ func (f *onnxFile) inputNames() string {
 func (f *onnxFile) numInputs() int {
 	if f.graph != nil {
 		return len(f.graph.Inputs())
+	}
+	if len(f.lifted.binds) > 0 {
+		return len(f.lifted.inputs)
 	}
 	return len(f.lifted.model.Config().Inputs) + len(lift.CacheInputs(f.lifted.outputs))
 }
@@ -108,6 +172,10 @@ func (f *onnxFile) run(inputs []*tensor.Dense) ([]*tensor.Dense, error) {
 			res = append(res, outs[o.Name])
 		}
 		return res, nil
+	}
+	inputs, err := f.lifted.bind(inputs)
+	if err != nil {
+		return nil, err
 	}
 	args := make([]*tensor.Dense, len(inputs))
 	for i, x := range inputs {
@@ -158,8 +226,34 @@ func (f *onnxFile) runArrays(inputs []*array.Array) ([]*array.Array, error) {
 		if res[i], err = array.FromDense(d); err != nil {
 			return nil, fmt.Errorf("output %d: %w", i, err)
 		}
+		if dt, ok := f.lifted.narrow[i]; ok && res[i].DType == array.Float32 {
+			values := res[i].Data.([]float32)
+			for k, v := range values {
+				values[k] = array.RoundFloat(dt, float64(v), false)
+			}
+			res[i].DType = dt
+		}
 	}
 	return res, nil
+}
+
+// narrowOutputs finds the outputs of a lifted file that it declares
+// float16 or bfloat16 (a float16 graph lifted into float32 layers).
+func narrowOutputs(m *onnxpb.ModelProto, outputs []lift.Output) map[int]array.DType {
+	declared := map[string]onnxio.DataType{}
+	for _, vi := range m.GetGraph().GetOutput() {
+		declared[vi.GetName()] = onnxio.ElemType(vi)
+	}
+	narrow := map[int]array.DType{}
+	for i, o := range outputs {
+		switch declared[o.Name] {
+		case onnxio.Float16:
+			narrow[i] = array.Float16
+		case onnxio.BFloat16:
+			narrow[i] = array.BFloat16
+		}
+	}
+	return narrow
 }
 
 // runONNX executes an ONNX file on --input tensors given in the order of

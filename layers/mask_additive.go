@@ -1,0 +1,99 @@
+package layers
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/attnrun/attnrun/registry"
+	"gorgonia.org/tensor"
+)
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "mask.additive",
+		Summary: "a (B, T) attention_mask as the additive (B, 1, 1, T) mask (1 - m) * fill, Hugging Face's extended attention mask",
+		New:     func() registry.Layer { return &AdditiveMask{} },
+	})
+}
+
+// AdditiveMask is mask.additive: the (B, T) attention_mask of 1s and 0s,
+// int64 or float32, as the mask attention.sdpa adds to its scores with
+// mask: additive, float32 (B, 1, 1, T): (1 - m) * fill, as Hugging Face's
+// get_extended_attention_mask computes it (fill -10000, or the dtype's
+// minimum). Unlike mask.padding's keep mask, a sequence of padding alone
+// gets uniform weights from it, not none: the graph's own numbers.
+type AdditiveMask struct {
+	// Fill is what a padding key gets added to its scores (-10000 in
+	// BERT's exports).
+	Fill float64 `yaml:"fill"`
+}
+
+var (
+	_ registry.FLOPCounter  = (*AdditiveMask)(nil)
+	_ registry.OutputShaper = (*AdditiveMask)(nil)
+	_ registry.TokenWise    = (*AdditiveMask)(nil)
+)
+
+// Validate checks that fill is a finite number.
+func (p *AdditiveMask) Validate() error {
+	if math.IsNaN(p.Fill) || math.IsInf(p.Fill, 0) || math.Abs(p.Fill) > math.MaxFloat32 {
+		return fmt.Errorf("fill %g must be a finite float32", p.Fill)
+	}
+	return nil
+}
+
+// Params returns nil: the layer has no parameters.
+func (p *AdditiveMask) Params() []registry.Param { return nil }
+
+// Forward maps the (B, T) attention_mask to (1 - m) * fill, (B, 1, 1, T),
+// in float32 as PyTorch computes it.
+func (p *AdditiveMask) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if len(inputs) != 1 || inputs[0] == nil {
+		return nil, fmt.Errorf("takes 1 input, the attention_mask, got %d", len(inputs))
+	}
+	shape, err := p.OutputShape([]tensor.Shape{inputs[0].Shape()})
+	if err != nil {
+		return nil, err
+	}
+	mask, err := rowMajor("attention_mask", inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	fill := float32(p.Fill)
+	out := make([]float32, shape.TotalSize())
+	switch data := mask.Data().(type) {
+	case []int64:
+		for i, m := range data {
+			out[i] = (1 - float32(m)) * fill
+		}
+	case []float32:
+		for i, m := range data {
+			out[i] = (1 - m) * fill
+		}
+	default:
+		return nil, fmt.Errorf("attention_mask dtype %v: want int64 or float32", mask.Dtype())
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out)), nil
+}
+
+// TokenWise marks mask.additive as token-wise: each key's entry depends on
+// that key's attention_mask value alone.
+func (p *AdditiveMask) TokenWise() {}
+
+// FLOPs returns 0: the layer's arithmetic is elementwise.
+func (p *AdditiveMask) FLOPs(inputs []tensor.Shape) (int64, error) {
+	_, err := p.OutputShape(inputs)
+	return 0, err
+}
+
+// OutputShape is (B, 1, 1, T) for a (B, T) attention_mask.
+func (p *AdditiveMask) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("takes 1 input, the attention_mask, got %d", len(inputs))
+	}
+	s := inputs[0]
+	if len(s) != 2 || s[0] <= 0 || s[1] <= 0 {
+		return nil, fmt.Errorf("attention_mask shape %s: want (B, T)", fmtShape(s))
+	}
+	return tensor.Shape{s[0], 1, 1, s[1]}, nil
+}
