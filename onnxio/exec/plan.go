@@ -278,11 +278,12 @@ func (r *recorder) build(g *Graph, inputs map[string]*value) *plan {
 func (r *recorder) step(pos int, n *node, fixed []bool, kept *int64) nodePlan {
 	outs := r.outs[pos]
 	if r.candidate[pos] && outs != nil {
-		all := true
-		for _, s := range n.in {
+		all, rest := true, true // all inputs fixed; all but input 0
+		for i, s := range n.in {
 			all = all && (s < 0 || fixed[s])
+			rest = rest && (i == 0 || s < 0 || fixed[s])
 		}
-		if !all && n.op != "Shape" && n.op != "Size" {
+		if !all && (n.op != "Shape" && n.op != "Size" || !rest) {
 			return nodePlan{}
 		}
 		var bytes int64
