@@ -742,10 +742,11 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 	}
 	o.data = out.data.([]float32)
 
-	heads, err := scratch[kernels.Head](rc, n, numel(batch), "attention heads")
+	heads, headBytes, err := rc.headList(numel(batch))
 	if err != nil {
 		return nil, false, err
 	}
+	defer rc.dropHeads(heads, headBytes)
 	var idx [maxViewRank]int
 	for h := range heads {
 		heads[h] = kernels.Head{

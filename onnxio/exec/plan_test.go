@@ -249,7 +249,7 @@ func TestPlannedRunAllocations(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	bytes := float64(after.TotalAlloc-before.TotalAlloc) / 51
 	t.Logf("%.0f allocations, %.0f bytes per run (output %d bytes)", allocs, bytes, outBytes)
-	require.LessOrEqual(t, allocs, 23.0)
+	require.LessOrEqual(t, allocs, 20.0)
 	require.LessOrEqual(t, bytes, float64(outBytes)+8<<10)
 }
 
