@@ -14,8 +14,8 @@ import (
 // Reshape (Shape, Gather, Unsqueeze, Concat), masks sliced from a
 // constant, scales. For one input shape signature their results never
 // change, and neither do the sizes and lifetimes of everything else the
-// run allocates. So the first run with a new signature records them, and
-// later runs with the same signature follow a plan:
+// run allocates. So a run of a signature seen once before records them
+// (see planCache), and later runs with the same signature follow a plan:
 //
 //   - nodes whose inputs are all constant for the signature are skipped,
 //     their outputs taken from the recording;
@@ -62,10 +62,18 @@ type nodePlan struct {
 	shape   []int // stepView: the output's shape
 }
 
-// planCache holds a graph's plans, newest last.
+// maxSeen is how many input signatures without a plan a graph remembers.
+const maxSeen = 16
+
+// planCache holds a graph's plans, newest last, and the signatures run
+// once without one. A plan is recorded on a signature's second run, not
+// its first: decoding token by token runs every signature once (the
+// cache grows by one each step), and a recording it would never follow
+// costs time and memory.
 type planCache struct {
 	mu   sync.Mutex
 	list []*plan
+	seen [][][]int // input shapes, in the order of Graph.inputs; oldest first
 }
 
 // plan is how runs of one input signature go.
@@ -152,17 +160,45 @@ func (g *Graph) planFor(inputs map[string]*value) (*plan, *recorder) {
 			return p, nil
 		}
 	}
+	if !g.plans.seenBefore(g, inputs) {
+		return nil, nil
+	}
 	return nil, g.newRecorder()
 }
 
-// matches reports whether the inputs have the plan's shapes.
-func (p *plan) matches(g *Graph, inputs map[string]*value) bool {
+// seenBefore reports whether the inputs' signature ran before without a
+// plan, and remembers it if not (forgetting the oldest past maxSeen).
+func (c *planCache) seenBefore(g *Graph, inputs map[string]*value) bool {
+	for i, shapes := range c.seen {
+		if sameSignature(g, inputs, shapes) {
+			c.seen = slices.Delete(c.seen, i, i+1)
+			return true
+		}
+	}
+	if len(c.seen) == maxSeen {
+		c.seen = slices.Delete(c.seen, 0, 1)
+	}
+	shapes := make([][]int, len(g.inputs))
 	for i, info := range g.inputs {
-		if !equalShapes(inputs[info.Name].shape, p.shapes[i]) {
+		shapes[i] = slices.Clone(inputs[info.Name].shape)
+	}
+	c.seen = append(c.seen, shapes)
+	return false
+}
+
+// sameSignature reports whether the inputs have the given shapes.
+func sameSignature(g *Graph, inputs map[string]*value, shapes [][]int) bool {
+	for i, info := range g.inputs {
+		if !equalShapes(inputs[info.Name].shape, shapes[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// matches reports whether the inputs have the plan's shapes.
+func (p *plan) matches(g *Graph, inputs map[string]*value) bool {
+	return sameSignature(g, inputs, p.shapes)
 }
 
 // deterministic reports whether a node gives the same outputs for the same
