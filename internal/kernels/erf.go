@@ -35,15 +35,21 @@ func Erf32(dst, src []float32) {
 // erfPart is the number of elements of one part of a parallel Erf32.
 const erfPart = 1 << 15
 
-// erfJob is a parallel Erf32.
+// erfJob is a parallel Erf32, or GeluErf32 when gelu is set.
 type erfJob struct {
 	dst, src []float32
 	parts    int
+	gelu     bool
+	c, a, s  float32
 }
 
 func (j *erfJob) runPart(part int) {
 	lo := part * erfPart
 	hi := min(lo+erfPart, len(j.src))
+	if j.gelu {
+		geluRange(j.dst[lo:hi], j.src[lo:hi], j.c, j.a, j.s)
+		return
+	}
 	erfRange(j.dst[lo:hi], j.src[lo:hi])
 }
 
@@ -120,4 +126,36 @@ func erf64(x float64) float64 {
 	c := &erfCubic[i]
 	y := c[0] + t*(c[1]+t*(c[2]+t*c[3]))
 	return math.Copysign(y, x)
+}
+
+// GeluErf32 sets dst[i] to ((x·(erf(x/c) + a))·s) for x = src[i], with
+// the float32 operations of the exported GELU's nodes in their order
+// (Div, Erf, Add, Mul, Mul: c = √2, a = 1, s = 0.5 in BERT), so that it
+// gives their bits in one pass; large slices are split across the
+// processors. dst and src have the same length and may be the same
+// slice.
+func GeluErf32(dst, src []float32, c, a, s float32) {
+	if len(dst) != len(src) {
+		panic("kernels: GeluErf32: dst and src lengths differ")
+	}
+	erfOnce.Do(buildErfTable)
+	threads := maxThreads()
+	if len(src) < 2*erfPart || threads == 1 {
+		geluRange(dst, src, c, a, s)
+		return
+	}
+	j := &erfJob{dst: dst, src: src, parts: ceilDiv(len(src), erfPart), gelu: true, c: c, a: a, s: s}
+	parallelFor(j.parts, threads, j)
+}
+
+// geluRange is GeluErf32 on one goroutine.
+func geluRange(dst, src []float32, c, a, s float32) {
+	dst = dst[:len(src)]
+	for i, x := range src {
+		// Each conversion rounds, as each node does (and forbids fusing
+		// a multiply and an add).
+		e := float32(erf64(float64(float32(x / c))))
+		m := float32(x * float32(e+a))
+		dst[i] = float32(m * s)
+	}
 }

@@ -64,3 +64,29 @@ func BenchmarkErf32(b *testing.B) {
 		}
 	})
 }
+
+// TestGeluErf32 holds GeluErf32 to the exported GELU's nodes computed one
+// by one in float32 (Div, Erf as float32(math.Erf), Add, Mul, Mul), bit
+// for bit, on a slice long enough to be split across threads.
+func TestGeluErf32(t *testing.T) {
+	xs := make([]float32, 3*erfPart+17)
+	for i := range xs {
+		xs[i] = float32(i%4001)/500 - 4 + float32(i%7)*1e-4
+	}
+	xs[5] = float32(math.NaN())
+	c, a, s := float32(math.Sqrt2), float32(1), float32(0.5)
+	got := make([]float32, len(xs))
+	GeluErf32(got, xs, c, a, s)
+	for i, x := range xs {
+		d := x / c
+		e := float32(math.Erf(float64(d)))
+		sum := e + a
+		m := x * sum
+		want := m * s
+		if want != want {
+			require.True(t, got[i] != got[i], "gelu(%g) = %g, want NaN", x, got[i])
+			continue
+		}
+		require.Equal(t, want, got[i], "gelu(%g)", x)
+	}
+}
