@@ -85,7 +85,7 @@ func (f *fuser) matchGelu(erf *node) (*node, *node) {
 		if !ok || in[xi].dtype != Float32 || !ok1 || !ok2 || !ok3 || in[ci].dtype != Float32 || in[ai].dtype != Float32 || in[si].dtype != Float32 {
 			return runOriginal(rc, original, n.in, in, scale.out[0])
 		}
-		out, err := rc.alloc(n, Float32, in[xi].shape)
+		out, err := rc.allocFull(n, Float32, in[xi].shape)
 		if err != nil {
 			return nil, err
 		}

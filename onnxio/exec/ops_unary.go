@@ -47,7 +47,7 @@ func erfOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if !ok || x.dtype != Float32 {
 		return oneOrErr(mapFloat(rc, n, x, math.Erf))
 	}
-	out, err := rc.alloc(n, Float32, x.shape)
+	out, err := rc.allocFull(n, Float32, x.shape)
 	if err != nil {
 		return nil, err
 	}

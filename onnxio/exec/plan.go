@@ -447,10 +447,10 @@ func (p *plan) putArena(a *arena) {
 }
 
 // allocFrom returns the planned buffer for the run's i-th allocation, of
-// dt and elems, zeroed, with its block; ok is false when the plan has none
-// for it (the result, another size, or the buffer still in use), and the
-// caller allocates.
-func (rc *runCtx) allocFrom(dt DType, elems int, bytes int64) (*value, *block, bool) {
+// dt and elems, zeroed if zero is set, with its block; ok is false when
+// the plan has none for it (the result, another size, or the buffer still
+// in use), and the caller allocates.
+func (rc *runCtx) allocFrom(dt DType, elems int, bytes int64, zero bool) (*value, *block, bool) {
 	i := rc.allocs
 	rc.allocs++
 	p, a := rc.plan, rc.arena
@@ -471,7 +471,9 @@ func (rc *runCtx) allocFrom(dt DType, elems int, bytes int64) (*value, *block, b
 		a.views[i] = subslice(a.bufs[ap.buf], 0, elems)
 	}
 	data := a.views[i]
-	clearData(data)
+	if zero {
+		clearData(data)
+	}
 	b := &a.blocks[i]
 	*b = block{bytes: bytes, arena: true, released: -1}
 	a.owner[ap.buf] = b
