@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -239,7 +240,7 @@ func TestPowSquareAndCubeKeepMathPowBits(t *testing.T) {
 	for _, exp := range []*value{f32(dims(), 2), valueOf(dims(1), []float64{3}), f32(dims(1), 3), valueOf(dims(), []float64{2})} {
 		y, ok := smallPower(base, exp)
 		require.True(t, ok)
-		outs, err := powOp(newRunCtx(nil, nil), &node{op: "Pow"}, []*value{base, exp})
+		outs, err := powOp(newRunCtx(context.Background(), nil), &node{op: "Pow"}, []*value{base, exp})
 		require.NoError(t, err)
 		got := outs[0].data.([]float32)
 		for i, x := range xs {
