@@ -34,6 +34,22 @@ func (elemOf[T]) copyView(dd any, dv view, sd any, sv view, shape []int) {
 	})
 }
 
+// gatherBlocks is Gather's copy: src is (outer, d, inner) and dst (outer,
+// len(rows), inner), and row j of dst is row rows[j] of src (from the end
+// when negative; the caller checked the range).
+func (elemOf[T]) gatherBlocks(dd, sd any, rows []int64, d, outer, inner int) {
+	dst, src := dd.([]T), sd.([]T)
+	m := len(rows)
+	for o := range outer {
+		for j, i := range rows {
+			if i < 0 {
+				i += int64(d)
+			}
+			copy(dst[(o*m+j)*inner:][:inner], src[(o*d+int(i))*inner:][:inner])
+		}
+	}
+}
+
 // gather returns a new contiguous value of the given shape, allocated for
 // node n, holding the elements of v read through sv.
 func gather(rc *runCtx, n *node, v *value, sv view, shape []int) (*value, error) {

@@ -83,10 +83,24 @@ type chainStep struct {
 }
 
 // operand is where the fused node reads Q, Kᵀ or V: one of its inputs,
-// seen through the perm of a Transpose the fused node skips (nil if none).
+// seen through the perm of a Transpose the fused node skips (nil if none),
+// and through the head repetition of grouped-query attention (rep, nil if
+// none).
 type operand struct {
 	arg  int
 	perm []int64
+	rep  *repeat
+}
+
+// repeat is how PyTorch's exports repeat the key and value heads of
+// grouped-query attention (transformers' repeat_kv): Reshape(Expand(
+// Unsqueeze(X, a), shape), target) makes every head of X n heads. The
+// fused node reads X's heads in place instead; the three nodes and their
+// side inputs (indexes into the fused node's inputs, -1 if absent) are
+// checked on every run.
+type repeat struct {
+	unsqueeze, expand, reshape *node
+	axes, shape, target        int
 }
 
 // fusedAttention is the plan of one fused node.
@@ -95,6 +109,13 @@ type fusedAttention struct {
 	steps    []chainStep
 	softmax  *node   // for its axis and opset
 	outPerm  []int64 // the trailing Transpose's perm, nil if none
+	// scales are the fused node's inputs that Q or Kᵀ were multiplied by
+	// (Mul(Q, c), Mul(Kᵀ, c)): each multiplies the scores.
+	scales []int
+	// nanGuard says the softmax's result went through Where(IsNaN(P), c,
+	// P): the fused result stands only when it has no NaN (then neither
+	// had P), else the original nodes run.
+	nanGuard bool
 	// fallback is the original chain in order, with the Transposes the
 	// operands skip first; it runs on the fused node's inputs when a
 	// run-time check fails.
@@ -136,6 +157,10 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 		return nil, nil, nil
 	}
 	sm := f.producer(mm2.in[0])
+	guard := f.nanGuard(sm)
+	if guard != nil {
+		sm = f.producer(guard[1].in[2])
+	}
 	if sm == nil || sm.op != "Softmax" || len(sm.out) != 1 || !f.private(sm.in[0]) {
 		return nil, nil, nil
 	}
@@ -151,7 +176,9 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 	for _, st := range steps {
 		chain = append(chain, st.Node)
 	}
-	chain = append(chain, sm, mm2)
+	chain = append(chain, sm)
+	chain = append(chain, guard...)
+	chain = append(chain, mm2)
 	if t := f.outTranspose(mm2); t != nil {
 		chain = append(chain, t)
 	}
@@ -162,22 +189,18 @@ func (f *fuser) match(mm2 *node) (*node, *fusedAttention, *node) {
 	}
 
 	var c chainInputs
-	fa := &fusedAttention{softmax: sm, out: chain[len(chain)-1].out[0]}
+	fa := &fusedAttention{softmax: sm, out: chain[len(chain)-1].out[0], nanGuard: guard != nil}
 	var pre []*node
 	for _, x := range []struct {
-		op *operand
-		n  *node
-		k  int
-	}{{&fa.q, mm1, 0}, {&fa.kt, mm1, 1}, {&fa.v, mm2, 1}} {
-		s := x.n.in[x.k]
-		t := f.producer(s)
-		if t != nil && t.op == "Transpose" && t.has("perm") && !f.removed[t] {
-			x.op.perm, _ = t.attrInts("perm")
-			x.op.arg = c.arg(t.in[0], t.inName[0])
-			pre = append(pre, t)
-			continue
-		}
-		x.op.arg = c.arg(s, x.n.inName[x.k])
+		op     *operand
+		n      *node
+		k      int
+		scaled bool
+	}{{&fa.q, mm1, 0, true}, {&fa.kt, mm1, 1, true}, {&fa.v, mm2, 1, false}} {
+		pre = append(pre, f.operand(x.op, &c, x.n, x.k, x.scaled, &fa.scales)...)
+	}
+	if guard != nil { // the fallback's Where reads its fill
+		c.arg(guard[1].in[1], guard[1].inName[1])
 	}
 	scales, masks := 0, 0
 	for _, p := range steps {
@@ -229,6 +252,110 @@ func (f *fuser) outTranspose(mm2 *node) *node {
 	return t
 }
 
+// nanGuard returns the IsNaN and Where nodes when w is Where(IsNaN(P), c,
+// P) with P a Softmax's result that nothing else reads (PyTorch's export
+// of scaled_dot_product_attention zeroes the NaN weights of a query that
+// sees no key), else nil.
+func (f *fuser) nanGuard(w *node) []*node {
+	if w == nil || w.op != "Where" || len(w.in) != 3 || len(w.out) != 1 || slices.Contains(w.in, -1) {
+		return nil
+	}
+	isNaN := f.producer(w.in[0])
+	p := w.in[2]
+	if isNaN == nil || isNaN.op != "IsNaN" || len(isNaN.in) != 1 || isNaN.in[0] != p || !f.private(w.in[0]) {
+		return nil
+	}
+	if sm := f.producer(p); sm == nil || sm.op != "Softmax" {
+		return nil
+	}
+	readers := f.uses.Readers(p)
+	if len(readers) != 2 || f.uses.IsOutput(p) || w.in[1] == p {
+		return nil
+	}
+	for _, r := range readers {
+		if r != w && r != isNaN {
+			return nil
+		}
+	}
+	return []*node{isNaN, w}
+}
+
+// operand finds where the fused node reads input k of product n, looking
+// back through what it can read in place: a Transpose, grouped-query
+// attention's head repetition (repeat) and, when scaled, Mul by a
+// constant scalar, whose input index it adds to scales. It returns the
+// nodes looked through, in the order they run, for the fallback.
+func (f *fuser) operand(op *operand, c *chainInputs, n *node, k int, scaled bool, scales *[]int) []*node {
+	s, name := n.in[k], n.inName[k]
+	var seen []*node // outermost first
+	for {
+		p := f.producer(s)
+		if p == nil || f.removed[p] || len(p.out) != 1 {
+			break
+		}
+		if scaled && p.op == "Mul" && len(p.in) == 2 {
+			if x, cst, ok := f.scalarSide(p); ok {
+				*scales = append(*scales, c.arg(p.in[cst], p.inName[cst]))
+				s, name = p.in[x], p.inName[x]
+				seen = append(seen, p)
+				continue
+			}
+		}
+		if p.op == "Transpose" && p.has("perm") && op.perm == nil && op.rep == nil {
+			op.perm, _ = p.attrInts("perm")
+			s, name = p.in[0], p.inName[0]
+			seen = append(seen, p)
+			continue
+		}
+		if rep, nodes := f.repeatOf(p, c); rep != nil {
+			op.rep = rep
+			s, name = nodes[2].in[0], nodes[2].inName[0]
+			seen = append(seen, nodes...)
+		}
+		break
+	}
+	op.arg = c.arg(s, name)
+	slices.Reverse(seen)
+	return seen
+}
+
+// scalarSide returns which input of Mul node p is the tensor and which a
+// one-element constant, if one is.
+func (f *fuser) scalarSide(p *node) (x, cst int, ok bool) {
+	for cst = range 2 {
+		if s := p.in[cst]; s >= 0 && p.in[1-cst] >= 0 {
+			if v := f.g.consts[s]; v != nil && v.size() == 1 && v.dtype == Float32 {
+				return 1 - cst, cst, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// repeatOf matches r as the Reshape of grouped-query attention's head
+// repetition, Reshape(Expand(Unsqueeze(X))), and returns it with the
+// Reshape, Expand and Unsqueeze nodes, or nil.
+func (f *fuser) repeatOf(r *node, c *chainInputs) (*repeat, []*node) {
+	if r.op != "Reshape" || len(r.in) != 2 || r.in[1] < 0 {
+		return nil, nil
+	}
+	e := f.producer(r.in[0])
+	if e == nil || e.op != "Expand" || f.removed[e] || len(e.in) != 2 || len(e.out) != 1 || e.in[1] < 0 {
+		return nil, nil
+	}
+	u := f.producer(e.in[0])
+	if u == nil || u.op != "Unsqueeze" || f.removed[u] || len(u.in) < 1 || len(u.out) != 1 {
+		return nil, nil
+	}
+	rep := &repeat{unsqueeze: u, expand: e, reshape: r, axes: -1}
+	if len(u.in) > 1 && u.in[1] >= 0 {
+		rep.axes = c.arg(u.in[1], u.inName[1])
+	}
+	rep.shape = c.arg(e.in[1], e.inName[1])
+	rep.target = c.arg(r.in[1], r.inName[1])
+	return rep, []*node{r, e, u}
+}
+
 // chainInputs collects a fused node's inputs while a chain is matched.
 type chainInputs struct {
 	slots []int
@@ -273,6 +400,9 @@ func (c *chainInputs) step(st match.Step[*node]) (chainStep, bool) {
 // passes, the original nodes otherwise.
 func (fa *fusedAttention) run(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	out, ok, err := fa.attend(rc, n, in)
+	if ok && fa.nanGuard && slices.ContainsFunc(out.data.([]float32), isNaN32) {
+		ok = false // Where(IsNaN(P), c, P) changes P: run it
+	}
 	switch {
 	case err != nil:
 		return nil, err
@@ -283,6 +413,9 @@ func (fa *fusedAttention) run(rc *runCtx, n *node, in []*value) ([]*value, error
 	fa.slow.Add(1)
 	return runOriginal(rc, fa.fallback, n.in, in, fa.out)
 }
+
+// isNaN32 reports whether x is NaN.
+func isNaN32(x float32) bool { return x != x }
 
 // runOriginal runs the nodes a fused node replaced, in order, on the fused
 // node's inputs (in, read from slots), and returns the value of slot out.
@@ -345,6 +478,9 @@ type strided struct {
 	data           []float32
 	rank           int
 	shape, strides [maxViewRank]int
+	// div repeats indexes of a batch axis: index i of axis a reads index
+	// i/div[a] (0 and 1: itself), the heads of grouped-query attention.
+	div [maxViewRank]int
 }
 
 // maxViewRank is the highest rank the fused attention takes; graphs of
@@ -390,6 +526,95 @@ func viewOf(x *value, perm []int64) (strided, bool) {
 	return v, true
 }
 
+// view returns the operand's view of the fused node's inputs, or false
+// when the run's values do not fit it (see viewOf and repeat.view).
+func (op *operand) view(rc *runCtx, in []*value) (strided, bool) {
+	if op.rep == nil {
+		return viewOf(in[op.arg], op.perm)
+	}
+	v, ok := op.rep.view(rc, in, in[op.arg])
+	if !ok || op.perm == nil {
+		return v, ok
+	}
+	if len(op.perm) != v.rank {
+		return strided{}, false
+	}
+	w := strided{data: v.data, rank: v.rank}
+	var seen [maxViewRank]bool
+	for i, p := range op.perm {
+		if p < 0 || p >= int64(v.rank) || seen[p] {
+			return strided{}, false
+		}
+		seen[p] = true
+		w.shape[i], w.strides[i], w.div[i] = v.shape[p], v.strides[p], v.div[p]
+	}
+	return w, true
+}
+
+// view returns X's heads repeated as the Reshape's result sees them, or
+// false unless the run's Unsqueeze inserts one axis a before X's last two
+// (after at least one), the Expand repeats that axis only, and the Reshape
+// merges it into the axis before.
+func (rp *repeat) view(rc *runCtx, in []*value, x *value) (strided, bool) {
+	data, ok := x.data.([]float32)
+	r := x.rank()
+	if !ok || r < 3 || r > maxViewRank {
+		return strided{}, false
+	}
+	var axesIn *value
+	if rp.axes >= 0 {
+		axesIn = in[rp.axes]
+	}
+	axes, ok, err := axesOf(rc, rp.unsqueeze, []*value{x, axesIn}, 13)
+	if err != nil || !ok || len(axes) != 1 {
+		return strided{}, false
+	}
+	a, err := normalizeAxis(int(axes[0]), r+1)
+	if err != nil || a < 1 || a > r-2 {
+		return strided{}, false
+	}
+	target, err := shapeInput(rc, rp.expand, in[rp.shape])
+	if err != nil || len(target) > r+1 {
+		return strided{}, false
+	}
+	var u [maxViewRank + 1]int // X unsqueezed, then expanded
+	copy(u[:a], x.shape[:a])
+	u[a] = 1
+	copy(u[a+1:], x.shape[a:])
+	off := r + 1 - len(target)
+	for i, t := range target {
+		switch d := u[off+i]; {
+		case t == d || t == 1:
+		case d == 1 && off+i == a:
+			u[a] = t
+		default:
+			return strided{}, false
+		}
+	}
+	n := u[a]
+	spec, err := ints(rc, rp.reshape, in[rp.target])
+	if err != nil || n < 1 {
+		return strided{}, false
+	}
+	shape, err := reshapeTarget(u[:r+1], spec, rp.reshape.attrInt("allowzero", 0) == 1)
+	if err != nil || len(shape) != r {
+		return strided{}, false
+	}
+	v := denseView(data, x.shape)
+	for i := range r {
+		want := x.shape[i]
+		if i == a-1 {
+			want *= n
+		}
+		if shape[i] != want {
+			return strided{}, false
+		}
+	}
+	v.shape[a-1] *= n
+	v.div[a-1] = n
+	return v, true
+}
+
 // swapLast returns the view with its last two axes exchanged.
 func (v strided) swapLast() strided {
 	r := v.rank
@@ -398,13 +623,37 @@ func (v strided) swapLast() strided {
 	return v
 }
 
+// batchDiv reports whether the view repeats indexes of batch axes only.
+func (v *strided) batchDiv() bool {
+	return v.div[v.rank-1] <= 1 && v.div[v.rank-2] <= 1
+}
+
+// repeats reports whether the view repeats indexes of some axis.
+func (v *strided) repeats() bool {
+	for _, d := range v.div[:v.rank] {
+		if d > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// denseRows reports whether the view's rows are contiguous and apart.
+func (v *strided) denseRows() bool {
+	r := v.rank
+	return v.strides[r-1] == 1 && (v.strides[r-2] >= v.shape[r-1] || v.shape[r-2] == 1)
+}
+
 // rows returns the view with dense rows, as kernels.Head needs: itself, or
 // a contiguous copy, allocated for node n, when its columns are not
-// adjacent in memory.
+// adjacent in memory. A view that repeats heads must have dense rows.
 func (v strided) rows(rc *runCtx, n *node) (strided, error) {
 	r := v.rank
-	if v.strides[r-1] == 1 && (v.strides[r-2] >= v.shape[r-1] || v.shape[r-2] == 1) {
+	if v.denseRows() {
 		return v, nil
+	}
+	if v.repeats() {
+		return strided{}, fmt.Errorf("internal error: a view of repeated heads with rows that are not dense")
 	}
 	shape := slices.Clone(v.shape[:r])
 	c, err := gather(rc, n, &value{dtype: Float32, shape: shape, data: v.data}, view{strides: slices.Clone(v.strides[:r])}, shape)
@@ -418,10 +667,10 @@ func (v strided) rows(rc *runCtx, n *node) (strided, error) {
 // some run-time check fails. It fails only when the run must stop: out of
 // budget, or the context done.
 func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool, error) {
-	q, ok1 := viewOf(in[fa.q.arg], fa.q.perm)
-	kt, ok2 := viewOf(in[fa.kt.arg], fa.kt.perm)
-	v, ok3 := viewOf(in[fa.v.arg], fa.v.perm)
-	if !ok1 || !ok2 || !ok3 {
+	q, ok1 := fa.q.view(rc, in)
+	kt, ok2 := fa.kt.view(rc, in)
+	v, ok3 := fa.v.view(rc, in)
+	if !ok1 || !ok2 || !ok3 || !q.batchDiv() || !kt.batchDiv() || !v.batchDiv() {
 		return nil, false, nil
 	}
 	r := q.rank
@@ -433,18 +682,22 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 	if kt.shape[r-2] != d || v.shape[r-2] != tk || tq == 0 || d == 0 || tk == 0 || dv == 0 || numel(batch) == 0 {
 		return nil, false, nil
 	}
-	opt, added, ok := fa.options(rc, in, r, tq, tk)
+	opt, added, ok := fa.options(rc, in, batch, tq, tk)
 	if err := rc.err(); err != nil {
 		return nil, false, err
 	}
 	if !ok || !fa.softmaxOnLastAxis(r) {
 		return nil, false, nil
 	}
+	k := kt.swapLast()
+	if (q.repeats() || k.repeats() || v.repeats()) && !(q.denseRows() && k.denseRows() && v.denseRows()) {
+		return nil, false, nil // repeated heads are read in place only
+	}
 	q, err := q.rows(rc, n)
 	if err != nil {
 		return nil, false, err
 	}
-	k, err := kt.swapLast().rows(rc, n)
+	k, err = k.rows(rc, n)
 	if err != nil {
 		return nil, false, err
 	}
@@ -490,17 +743,18 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 	}
 	o.data = out.data.([]float32)
 
-	heads, err := scratch[kernels.Head](rc, n, numel(batch), "attention heads")
+	heads, headBytes, err := rc.headList(numel(batch))
 	if err != nil {
 		return nil, false, err
 	}
+	defer rc.dropHeads(heads, headBytes)
 	var idx [maxViewRank]int
 	for h := range heads {
 		heads[h] = kernels.Head{
-			Q: q.data[offset(&idx, &q.strides, r-2):], LdQ: q.strides[r-2],
-			K: k.data[offset(&idx, &k.strides, r-2):], LdK: k.strides[r-2],
-			V: v.data[offset(&idx, &v.strides, r-2):], LdV: v.strides[r-2],
-			Out: o.data[offset(&idx, &o.strides, r-2):], LdOut: o.strides[r-2],
+			Q: q.data[q.offset(&idx, r-2):], LdQ: q.strides[r-2],
+			K: k.data[k.offset(&idx, r-2):], LdK: k.strides[r-2],
+			V: v.data[v.offset(&idx, r-2):], LdV: v.strides[r-2],
+			Out: o.data[o.offset(&idx, r-2):], LdOut: o.strides[r-2],
 			Tq: tq, Tk: tk, D: d, Dv: dv,
 		}
 		for a := r - 3; a >= 0; a-- { // next batch index
@@ -516,25 +770,38 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 	return out, true, nil
 }
 
-// offset is where the batch index idx (its first axes of them) starts in a
-// view with these strides.
-func offset(idx, strides *[maxViewRank]int, axes int) int {
+// offset is where the batch index idx (its first axes of them) starts in
+// the view.
+func (v *strided) offset(idx *[maxViewRank]int, axes int) int {
 	off := 0
 	for a := range axes {
-		off += idx[a] * strides[a]
+		i := idx[a]
+		if d := v.div[a]; d > 1 {
+			i /= d
+		}
+		off += i * v.strides[a]
 	}
 	return off
 }
 
 // options derives the kernel's scale and causal flag from the steps, or
 // reports false if a scale is not a positive finite scalar or a mask is
-// neither exactly causal nor hides nothing. r is the scores' rank. added
-// says the causal mask is an Add, not a Where.
-func (fa *fusedAttention) options(rc *runCtx, in []*value, r, tq, tk int) (opt kernels.AttentionOptions, added, ok bool) {
+// neither exactly causal nor hides nothing (in every batch slice alike).
+// batch is the scores' batch axes. added says the causal mask is an Add,
+// not a Where.
+func (fa *fusedAttention) options(rc *runCtx, in []*value, batch []int, tq, tk int) (opt kernels.AttentionOptions, added, ok bool) {
+	r := len(batch) + 2
 	opt = kernels.AttentionOptions{Scale: 1, EmptyRowsNaN: true}
+	for _, arg := range fa.scales {
+		c, ok := scalar32(in[arg])
+		if !ok || !(c > 0) || math.IsInf(float64(c), 0) {
+			return opt, false, false
+		}
+		opt.Scale *= c
+	}
 	for _, st := range fa.steps {
 		x := in[st.arg]
-		if x.rank() > r {
+		if x.rank() > r || st.kind != stepScale && !maskBroadcasts(x.shape, batch) {
 			return opt, false, false // it would broadcast the scores up
 		}
 		var m maskPattern
@@ -602,7 +869,11 @@ const (
 // maskLayout returns how a mask of shape ms broadcasts over tq×tk scores:
 // its row and column strides (0 to repeat); ok is false unless all its
 // other axes have size 1 and it broadcasts without growing.
-func maskLayout(ms []int, tq, tk int) (rowStride, colStride int, ok bool) {
+//
+// A mask with batch axes (a padding mask of several sequences) has one
+// rows×cols slice per batch index; slices is their number, each the next
+// rows·cols elements.
+func maskLayout(ms []int, tq, tk int) (rowStride, colStride, slices int, ok bool) {
 	rows, cols := 1, 1
 	if len(ms) >= 1 {
 		cols = ms[len(ms)-1]
@@ -610,8 +881,8 @@ func maskLayout(ms []int, tq, tk int) (rowStride, colStride int, ok bool) {
 	if len(ms) >= 2 {
 		rows = ms[len(ms)-2]
 	}
-	if rows != 1 && rows != tq || cols != 1 && cols != tk || numel(ms) != rows*cols {
-		return 0, 0, false
+	if rows != 1 && rows != tq || cols != 1 && cols != tk {
+		return 0, 0, 0, false
 	}
 	if rows > 1 {
 		rowStride = cols
@@ -619,7 +890,38 @@ func maskLayout(ms []int, tq, tk int) (rowStride, colStride int, ok bool) {
 	if cols > 1 {
 		colStride = 1
 	}
-	return rowStride, colStride, true
+	return rowStride, colStride, numel(ms) / max(rows*cols, 1), true
+}
+
+// maskBroadcasts reports whether a mask of shape ms broadcasts over scores
+// of batch axes batch without growing them.
+func maskBroadcasts(ms, batch []int) bool {
+	lead := ms[:max(len(ms)-2, 0)]
+	if len(lead) > len(batch) {
+		return false
+	}
+	off := len(batch) - len(lead)
+	for i, m := range lead {
+		if m != 1 && m != batch[off+i] {
+			return false
+		}
+	}
+	return true
+}
+
+// classifySlices classifies every rows×cols slice of a mask with
+// classify, hidden reading slice s; the mask has a pattern when all its
+// slices have the same one.
+func classifySlices(rc *runCtx, slices, tq, tk int, hidden func(s, i, j int) bool) maskPattern {
+	p := maskOther
+	for s := range slices {
+		q := classify(rc, tq, tk, func(i, j int) bool { return hidden(s, i, j) })
+		if q == maskOther || s > 0 && q != p {
+			return maskOther
+		}
+		p = q
+	}
+	return p
 }
 
 // classify reports what hidden(i, j) hides over tq×tk scores; maskOther
@@ -653,18 +955,19 @@ func classify(rc *runCtx, tq, tk int, hidden func(i, j int) bool) maskPattern {
 // when keep is set.
 func boolMask(rc *runCtx, x *value, keep bool, tq, tk int) maskPattern {
 	data, ok := x.data.([]bool)
-	rs, cs, fits := maskLayout(x.shape, tq, tk)
+	rs, cs, slices, fits := maskLayout(x.shape, tq, tk)
 	if !ok || !fits {
 		return maskOther
 	}
-	return classify(rc, tq, tk, func(i, j int) bool { return data[i*rs+j*cs] != keep })
+	step := len(data) / max(slices, 1)
+	return classifySlices(rc, slices, tq, tk, func(s, i, j int) bool { return data[s*step+i*rs+j*cs] != keep })
 }
 
 // floatMask classifies an additive mask: 0 shows a key, −inf hides it,
 // any other value is not a mask the kernel can apply exactly.
 func floatMask(rc *runCtx, x *value, tq, tk int) maskPattern {
 	data, ok := x.data.([]float32)
-	rs, cs, fits := maskLayout(x.shape, tq, tk)
+	rs, cs, slices, fits := maskLayout(x.shape, tq, tk)
 	if !ok || !fits {
 		return maskOther
 	}
@@ -673,7 +976,8 @@ func floatMask(rc *runCtx, x *value, tq, tk int) maskPattern {
 			return maskOther
 		}
 	}
-	return classify(rc, tq, tk, func(i, j int) bool { return data[i*rs+j*cs] != 0 })
+	step := len(data) / max(slices, 1)
+	return classifySlices(rc, slices, tq, tk, func(s, i, j int) bool { return data[s*step+i*rs+j*cs] != 0 })
 }
 
 // skipTransposeForShape makes each Shape node that reads a Transpose's

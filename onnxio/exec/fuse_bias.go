@@ -90,7 +90,7 @@ func matmulAdd(rc *runCtx, n *node, x, w, b *value) (*value, bool, error) {
 	if rows == 0 {
 		return nil, false, nil
 	}
-	res, err := rc.alloc(n, Float32, slices.Concat(x.shape[:x.rank()-1], []int{cols}))
+	res, err := rc.allocFull(n, Float32, slices.Concat(x.shape[:x.rank()-1], []int{cols}))
 	if err != nil {
 		return nil, false, err
 	}

@@ -30,7 +30,7 @@ var ops = map[string]*opSpec{
 	"Reciprocal": unarySpec(6, floatOp(reciprocal)),
 	"Sin":        unarySpec(7, floatOp(math.Sin)),
 	"Cos":        unarySpec(7, floatOp(math.Cos)),
-	"Erf":        unarySpec(9, floatOp(math.Erf)),
+	"Erf":        unarySpec(9, erfOp),
 	"IsNaN":      unarySpec(9, isNaNOp),
 	"Abs":        unarySpec(6, signedOp(opAbs)),
 	"Neg":        unarySpec(6, signedOp(opNeg)),

@@ -25,7 +25,7 @@ func cast(rc *runCtx, n *node, v *value, to DType) (*value, error) {
 	if v.dtype == to {
 		return v, nil
 	}
-	out, err := rc.alloc(n, to, v.shape)
+	out, err := rc.allocFull(n, to, v.shape) // every element is cast
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,11 @@
 package exec
 
 import (
+	"context"
 	"math"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 var nan32, inf32 = float32(math.NaN()), float32(math.Inf(1))
@@ -220,4 +223,33 @@ func TestCast(t *testing.T) {
 		{name: "bfloat16 to float16", op: "Cast", opset: 13, attrs: attrs{"to": aInt(int64(Float16))},
 			in: []*value{bf16(dims(2), 1.8984375, 70144)}, want: []*value{f16(dims(2), 1.8984375, inf32)}},
 	})
+}
+
+// TestPowSquareAndCubeKeepMathPowBits checks Pow's path for float32
+// bases raised to 2 and 3 (float32 and float64 exponents, scalar and
+// one-element) against math.Pow computed in float64 and rounded once,
+// bit for bit, over values of every magnitude, signs, zeros, infinities
+// and NaN.
+func TestPowSquareAndCubeKeepMathPowBits(t *testing.T) {
+	var xs []float32
+	for x := float32(1e-44); x < 1e38; x *= 1.37 {
+		xs = append(xs, x, -x, math.Nextafter32(x, 0))
+	}
+	xs = append(xs, 0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()))
+	base := f32(dims(len(xs)), xs...)
+	for _, exp := range []*value{f32(dims(), 2), valueOf(dims(1), []float64{3}), f32(dims(1), 3), valueOf(dims(), []float64{2})} {
+		y, ok := smallPower(base, exp)
+		require.True(t, ok)
+		outs, err := powOp(newRunCtx(context.Background(), nil), &node{op: "Pow"}, []*value{base, exp})
+		require.NoError(t, err)
+		got := outs[0].data.([]float32)
+		for i, x := range xs {
+			want := float32(math.Pow(float64(x), y))
+			if want != want {
+				require.True(t, got[i] != got[i], "%g^%g", x, y)
+				continue
+			}
+			require.Equal(t, math.Float32bits(want), math.Float32bits(got[i]), "%g^%g = %g, want %g", x, y, got[i], want)
+		}
+	}
 }

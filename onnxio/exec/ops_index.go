@@ -219,18 +219,12 @@ func gatherOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	if err != nil {
 		return nil, err
 	}
-	block := []int{outer, inner}
-	for j, i := range idx {
+	for _, i := range idx {
 		if i < -int64(d) || i >= int64(d) {
 			return nil, fmt.Errorf("index %d is out of range for axis %d of size %d", i, axis, d)
 		}
-		if i < 0 {
-			i += int64(d)
-		}
-		src := view{offset: int(i) * inner, strides: []int{d * inner, 1}}
-		dst := view{offset: j * inner, strides: []int{len(idx) * inner, 1}}
-		copyView(out.data, dst, x.data, src, block)
 	}
+	elemKindOfData(x.data).gatherBlocks(out.data, x.data, idx, d, outer, inner)
 	return one(out)
 }
 

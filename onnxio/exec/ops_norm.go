@@ -118,7 +118,7 @@ func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		}
 	}
 	statShape := slices.Concat(x.shape[:axis], slices.Repeat([]int{1}, r-axis))
-	y, err := rc.alloc(n, Float64, x.shape)
+	y, err := rc.allocFull(n, Float64, x.shape) // convertTo writes it all
 	if err != nil {
 		return nil, err
 	}

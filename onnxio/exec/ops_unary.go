@@ -2,6 +2,8 @@ package exec
 
 import (
 	"math"
+
+	"github.com/attnrun/attnrun/internal/kernels"
 )
 
 // floatOp is the kernel of a float-only elementwise function such as Exp
@@ -34,6 +36,23 @@ func mapFloat(rc *runCtx, n *node, x *value, g func(float64) float64) (*value, e
 		return unaryMap(rc, n, x, Float64, g)
 	}
 	return nil, errDType(x, "float32 or float64")
+}
+
+// erfOp is the kernel of Erf: float32 through kernels.Erf32 (the GELU of
+// BERT-like models spends its time here; it gives float32(math.Erf(x))),
+// float64 through math.Erf.
+func erfOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
+	x := in[0]
+	src, ok := x.data.([]float32)
+	if !ok || x.dtype != Float32 {
+		return oneOrErr(mapFloat(rc, n, x, math.Erf))
+	}
+	out, err := rc.allocFull(n, Float32, x.shape)
+	if err != nil {
+		return nil, err
+	}
+	kernels.Erf32(out.data.([]float32), src)
+	return one(out)
 }
 
 // sigmoid is 1/(1+e^-x); for very negative x, e^-x overflows to +Inf and

@@ -14,8 +14,8 @@ import (
 // Reshape (Shape, Gather, Unsqueeze, Concat), masks sliced from a
 // constant, scales. For one input shape signature their results never
 // change, and neither do the sizes and lifetimes of everything else the
-// run allocates. So the first run with a new signature records them, and
-// later runs with the same signature follow a plan:
+// run allocates. So a run of a signature seen once before records them
+// (see planCache), and later runs with the same signature follow a plan:
 //
 //   - nodes whose inputs are all constant for the signature are skipped,
 //     their outputs taken from the recording;
@@ -62,10 +62,18 @@ type nodePlan struct {
 	shape   []int // stepView: the output's shape
 }
 
-// planCache holds a graph's plans, newest last.
+// maxSeen is how many input signatures without a plan a graph remembers.
+const maxSeen = 16
+
+// planCache holds a graph's plans, newest last, and the signatures run
+// once without one. A plan is recorded on a signature's second run, not
+// its first: decoding token by token runs every signature once (the
+// cache grows by one each step), and a recording it would never follow
+// costs time and memory.
 type planCache struct {
 	mu   sync.Mutex
 	list []*plan
+	seen [][][]int // input shapes, in the order of Graph.inputs; oldest first
 }
 
 // plan is how runs of one input signature go.
@@ -152,17 +160,45 @@ func (g *Graph) planFor(inputs map[string]*value) (*plan, *recorder) {
 			return p, nil
 		}
 	}
+	if !g.plans.seenBefore(g, inputs) {
+		return nil, nil
+	}
 	return nil, g.newRecorder()
 }
 
-// matches reports whether the inputs have the plan's shapes.
-func (p *plan) matches(g *Graph, inputs map[string]*value) bool {
+// seenBefore reports whether the inputs' signature ran before without a
+// plan, and remembers it if not (forgetting the oldest past maxSeen).
+func (c *planCache) seenBefore(g *Graph, inputs map[string]*value) bool {
+	for i, shapes := range c.seen {
+		if sameSignature(g, inputs, shapes) {
+			c.seen = slices.Delete(c.seen, i, i+1)
+			return true
+		}
+	}
+	if len(c.seen) == maxSeen {
+		c.seen = slices.Delete(c.seen, 0, 1)
+	}
+	shapes := make([][]int, len(g.inputs))
 	for i, info := range g.inputs {
-		if !equalShapes(inputs[info.Name].shape, p.shapes[i]) {
+		shapes[i] = slices.Clone(inputs[info.Name].shape)
+	}
+	c.seen = append(c.seen, shapes)
+	return false
+}
+
+// sameSignature reports whether the inputs have the given shapes.
+func sameSignature(g *Graph, inputs map[string]*value, shapes [][]int) bool {
+	for i, info := range g.inputs {
+		if !equalShapes(inputs[info.Name].shape, shapes[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// matches reports whether the inputs have the plan's shapes.
+func (p *plan) matches(g *Graph, inputs map[string]*value) bool {
+	return sameSignature(g, inputs, p.shapes)
 }
 
 // deterministic reports whether a node gives the same outputs for the same
@@ -278,11 +314,12 @@ func (r *recorder) build(g *Graph, inputs map[string]*value) *plan {
 func (r *recorder) step(pos int, n *node, fixed []bool, kept *int64) nodePlan {
 	outs := r.outs[pos]
 	if r.candidate[pos] && outs != nil {
-		all := true
-		for _, s := range n.in {
+		all, rest := true, true // all inputs fixed; all but input 0
+		for i, s := range n.in {
 			all = all && (s < 0 || fixed[s])
+			rest = rest && (i == 0 || s < 0 || fixed[s])
 		}
-		if !all && n.op != "Shape" && n.op != "Size" {
+		if !all && (n.op != "Shape" && n.op != "Size" || !rest) {
 			return nodePlan{}
 		}
 		var bytes int64
@@ -386,7 +423,7 @@ func (a *arena) runCtx(ctx context.Context, p *plan) *runCtx {
 		ctx = context.Background()
 	}
 	rc := &a.rc
-	*rc = runCtx{ctx: ctx, budget: a.budget, track: true, plan: p, arena: a, pending: rc.pending[:0], args: rc.args[:0]}
+	*rc = runCtx{ctx: ctx, budget: a.budget, track: true, plan: p, arena: a, pending: rc.pending[:0], args: rc.args[:0], heads: rc.heads}
 	return rc
 }
 
@@ -398,7 +435,7 @@ func (p *plan) putArena(a *arena) {
 		return
 	}
 	a.budget.Release(a.budget.Used())
-	a.rc = runCtx{pending: a.rc.pending[:0], args: a.rc.args[:0]}
+	a.rc = runCtx{pending: a.rc.pending[:0], args: a.rc.args[:0], heads: a.rc.heads}
 	clear(a.env)
 	clear(a.owner)
 	clear(a.values)
@@ -410,10 +447,10 @@ func (p *plan) putArena(a *arena) {
 }
 
 // allocFrom returns the planned buffer for the run's i-th allocation, of
-// dt and elems, zeroed, with its block; ok is false when the plan has none
-// for it (the result, another size, or the buffer still in use), and the
-// caller allocates.
-func (rc *runCtx) allocFrom(dt DType, elems int, bytes int64) (*value, *block, bool) {
+// dt and elems, zeroed if zero is set, with its block; ok is false when
+// the plan has none for it (the result, another size, or the buffer still
+// in use), and the caller allocates.
+func (rc *runCtx) allocFrom(dt DType, elems int, bytes int64, zero bool) (*value, *block, bool) {
 	i := rc.allocs
 	rc.allocs++
 	p, a := rc.plan, rc.arena
@@ -434,7 +471,9 @@ func (rc *runCtx) allocFrom(dt DType, elems int, bytes int64) (*value, *block, b
 		a.views[i] = subslice(a.bufs[ap.buf], 0, elems)
 	}
 	data := a.views[i]
-	clearData(data)
+	if zero {
+		clearData(data)
+	}
 	b := &a.blocks[i]
 	*b = block{bytes: bytes, arena: true, released: -1}
 	a.owner[ap.buf] = b

@@ -16,6 +16,7 @@ import (
 type elemKind interface {
 	where(rc *runCtx, n *node, c, x, y *value) (*value, error)
 	copyView(dst any, dv view, src any, sv view, shape []int)
+	gatherBlocks(dst, src any, rows []int64, d, outer, inner int)
 	take(dst, src any, from []int)
 	takeOrFill(dst, src any, from []int, fill any)
 	place(dst, src any, to []int)

@@ -102,7 +102,7 @@ after the timing and the memory readings.
 	fl := cmd.Flags()
 	fl.StringVar(&f.shape, "shape", "", "input shape B,T,D (batch, sequence length, width); required")
 	fl.IntVar(&f.iters, "iters", 0, "timed forward passes; 0 times as many as fit in --time (3 to 1000)")
-	fl.IntVar(&f.warmup, "warmup", 2, "untimed forward passes first (they size the buffers)")
+	fl.IntVar(&f.warmup, "warmup", 3, "untimed forward passes first (on the executor the second records a run plan and the third sizes its buffers)")
 	fl.IntVar(&f.threads, "threads", 0, "GOMAXPROCS, the cores the kernels use; 0 keeps the default (all)")
 	fl.DurationVar(&f.budget, "time", 2*time.Second, "how long to time with --iters 0")
 	fl.BoolVar(&f.executor, "executor", false, "run on the ONNX graph executor instead of attnrun's layers")
