@@ -95,6 +95,18 @@ func TestExternalDataWrittenByUs(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestExternalDataWithInlineData refuses an external tensor that also
+// carries inline data: loading would give it two sources (a fuzz finding).
+func TestExternalDataWithInlineData(t *testing.T) {
+	dir := t.TempDir()
+	m := &onnxpb.ModelProto{}
+	require.NoError(t, proto.Unmarshal(externalModel(t, dir, "weights.bin", nil), m))
+	m.Graph.Initializer[0].StringData = [][]byte{[]byte("x")}
+	_, err := DecodeModel(mustEncode(t, m), dir, DefaultLimits)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `initializer "W" (FLOAT [2 2]): keeps its data in an external file but also holds string_data`)
+}
+
 func TestExternalDataBadInput(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -123,11 +123,16 @@ func (l Limits) checkTensor(t *onnxpb.TensorProto) (elems int64, err error) {
 	if err != nil {
 		return 0, err
 	}
+	present := presentFields(t)
+	if isExternal(t) && len(present) > 0 {
+		// Loading fills raw_data, so inline data here would leave the
+		// tensor with two sources that disagree about which one counts.
+		return 0, fmt.Errorf("keeps its data in an external file but also holds %s", present[0])
+	}
 	if !known || t.Segment != nil || isExternal(t) {
 		return elems, nil
 	}
 
-	present := presentFields(t)
 	switch {
 	case len(present) > 1:
 		return 0, fmt.Errorf("holds data in both %s and %s; a tensor uses one field", present[0], present[1])
