@@ -29,7 +29,6 @@ import (
 
 func init() {
 	match.RegisterPattern(match.Pattern{Name: "attention.sdpa/decomposed", Op: "Softmax", Match: liftSDPADecomposed})
-	match.RegisterOpLayer("Attention", "attention.sdpa") // ONNX's Attention op (opset 23 on), which the lifter reads
 }
 
 // liftSDPADecomposed is the pattern's Match.

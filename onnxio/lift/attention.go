@@ -100,12 +100,19 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 		return nil, f
 	}
 	if l.seqFirst { // the attention's (B, T, d), then the graph's (T, B, d)
-		typ := match.OpLayer("Transpose")
-		if typ == "" {
+		swap, err := match.BuildOpLayer("Transpose", match.Transpose{Dim0: 0, Dim1: 1})
+		if swap == nil && err == nil {
 			return nil, fail(r.nodes, "attention: the output is sequence-first and no layer is registered for Transpose (match.RegisterOpLayer)")
 		}
-		t := &region{typ: typ, kind: "transpose", inputs: []string{r.output + "::batch_first"}, output: r.output,
-			fields: []field{{"dim0", 0}, {"dim1", 1}}, before: []*region{r}}
+		var fields []field
+		if err == nil {
+			fields, err = fieldsOf(swap)
+		}
+		if err != nil {
+			return nil, fail(r.nodes, "attention: the output is sequence-first: %v", err)
+		}
+		t := &region{typ: swap.Type, kind: "transpose", inputs: []string{r.output + "::batch_first"}, output: r.output,
+			fields: fields, before: []*region{r}}
 		r.output = t.inputs[0]
 		return t, nil
 	}

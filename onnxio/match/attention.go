@@ -210,32 +210,3 @@ func Subgraph() SubgraphLayer {
 	defer subgraphMu.RUnlock()
 	return subgraph
 }
-
-// Op layers. Some ONNX ops are a whole layer, which the lifter reads from
-// the op's attributes and the projections around it (ONNX's Attention op,
-// opset 23 on). The layer type that takes such an op registers it, so that
-// the lifter names no layer type; without one the op stays unlifted.
-
-// opLayer is one registration: the layer type ONNX op Op lifts to.
-type opLayer struct{ Op, Type string }
-
-// opLayers are the registered op layers, by op.
-var opLayers = newList(func(x, y opLayer) int { return cmp.Compare(x.Op, y.Op) })
-
-// RegisterOpLayer makes layerType the layer the lifter lifts every node of
-// ONNX op op to; it panics on an empty or taken op or an empty type,
-// programming errors.
-func RegisterOpLayer(op, layerType string) {
-	opLayers.add("RegisterOpLayer", op, layerType == "", opLayer{Op: op, Type: layerType})
-}
-
-// OpLayer returns the layer type ONNX op op lifts to, "" when none is
-// registered.
-func OpLayer(op string) string {
-	for _, o := range opLayers.all() {
-		if o.Op == op {
-			return o.Type
-		}
-	}
-	return ""
-}
