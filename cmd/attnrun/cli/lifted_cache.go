@@ -49,13 +49,7 @@ func (f *onnxFile) runCache(inputs []*array.Array, pastNames []string) ([]*array
 	if err != nil {
 		return nil, err
 	}
-	res := make([]*array.Array, len(outs))
-	for i, d := range outs {
-		if res[i], err = array.FromDense(d); err != nil {
-			return nil, fmt.Errorf("output %d: %w", i, err)
-		}
-	}
-	return res, nil
+	return outputArrays(outs)
 }
 
 // decode runs a file of layers without a cache chunk tokens at a time: its
