@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/attnrun/attnrun/onnxio/match"
 )
@@ -11,14 +13,14 @@ import (
 // attention.sdpa from ONNX's Attention op (opset 23 on): the lifter reads
 // the node's attributes, its mask and the projections, RMSNorms and
 // RotaryEmbeddings around it (onnxio/lift/attention_op.go); this writes
-// what it read as attention.sdpa's config.
+// what it read as attention.sdpa's config and names its parameters.
 
 func init() {
 	match.RegisterOpLayer("Attention", "attention.sdpa", liftSDPAOp)
 }
 
-// liftSDPAOp writes the config of the attention.sdpa an Attention node
-// lifts to, leaving out what is attention.sdpa's default.
+// liftSDPAOp writes the config and parameters of the attention.sdpa an
+// Attention node lifts to, leaving out what is attention.sdpa's default.
 func liftSDPAOp(op *match.AttentionOp) (*match.Layer, error) {
 	cfg := []match.Field{{Key: "d", Value: op.Width}}
 	if op.Cross && op.KeyWidth != op.Width {
@@ -31,12 +33,14 @@ func liftSDPAOp(op *match.AttentionOp) (*match.Layer, error) {
 	if op.HeadDim*op.Heads != op.Width {
 		cfg = append(cfg, match.Field{Key: "head_dim", Value: op.HeadDim})
 	}
-	cfg = append(cfg, match.Field{Key: "qkv_bias", Value: op.Biased})
-	if !op.OutBiased {
+	cfg = append(cfg, match.Field{Key: "qkv_bias", Value: hasBias(op.Q)})
+	if !hasBias(op.Out) {
 		cfg = append(cfg, match.Field{Key: "out_bias", Value: false})
 	}
-	if op.OutName != "out_proj" {
-		cfg = append(cfg, match.Field{Key: "out_name", Value: op.OutName})
+	outName := "out_proj"
+	if slices.ContainsFunc(op.OutSources, func(s string) bool { return strings.HasSuffix(s, "o_proj.weight") }) {
+		outName = "o_proj" // Hugging Face's name survives the round trip
+		cfg = append(cfg, match.Field{Key: "out_name", Value: outName})
 	}
 	if op.Causal {
 		cfg = append(cfg, match.Field{Key: "causal", Value: true})
@@ -65,7 +69,11 @@ func liftSDPAOp(op *match.AttentionOp) (*match.Layer, error) {
 		return nil, err
 	}
 	cfg = append(cfg, norm...)
-	l := &match.Layer{}
+	l := &match.Layer{Params: slices.Concat(named("q_proj.", op.Q), named("k_proj.", op.K), named("v_proj.", op.V), named(outName+".", op.Out))}
+	if op.QNorm != nil {
+		l.Params = append(l.Params, match.Param{Name: "q_norm.weight", Value: op.QNorm.Weight, From: op.QNorm.WeightFrom},
+			match.Param{Name: "k_norm.weight", Value: op.KNorm.Weight, From: op.KNorm.WeightFrom})
+	}
 	if r := op.Rope; r != nil {
 		cfg = append(cfg, sdpaOpRope(r, op.HeadDim)...)
 		if r.Base == 0 {
@@ -116,4 +124,18 @@ func sdpaOpRope(r *match.Rope, headDim int) []match.Field {
 		fields = append(fields, match.Field{Key: "rope_rotary_dim", Value: r.Dim})
 	}
 	return fields
+}
+
+// named returns ps with their names after prefix.
+func named(prefix string, ps []match.Param) []match.Param {
+	out := slices.Clone(ps)
+	for i := range out {
+		out[i].Name = prefix + out[i].Name
+	}
+	return out
+}
+
+// hasBias reports whether a projection's parameters include a bias.
+func hasBias(ps []match.Param) bool {
+	return slices.ContainsFunc(ps, func(p match.Param) bool { return p.Name == "bias" })
 }

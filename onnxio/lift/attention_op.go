@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 
 	"github.com/attnrun/attnrun/onnxio/match"
 )
@@ -171,11 +169,12 @@ func (l *opLayer) build() (*region, error) {
 	}
 
 	op := &match.AttentionOp{Width: tokQ.D, KeyWidth: tokK.D, Cross: cross, Heads: heads, KVHeads: kvHeads, HeadDim: headDim,
-		Biased: withBias, OutBiased: out.bias != nil, OutName: "out_proj", Window: m.window, Softcap: n.Float("softcap", 0),
-		ALiBi: m.alibi, QNorm: q.norm.rms(), KNorm: k.norm.rms()}
-	if a.fromParam(out.weightValue, "o_proj.weight") { // only the parameters' names; nothing is recognized by it
-		op.OutName = "o_proj"
-	}
+		Q:          publicParams(q.lin.segmentParams("", l.segments[0], heads*headDim)), // attention_op_rope.go
+		K:          publicParams(k.lin.segmentParams("", l.segments[1], kvHeads*headDim)),
+		V:          publicParams(v.lin.segmentParams("", l.segments[2], kvHeads*headDim)),
+		Out:        publicParams(out.params("")),
+		OutSources: a.g.StaticSources(out.weightValue),
+		Window:     m.window, Softcap: n.Float("softcap", 0), ALiBi: m.alibi, QNorm: q.norm.rms(), KNorm: k.norm.rms()}
 	switch {
 	case isCausal:
 		op.Causal, op.TopLeft = true, cross // ONNX's is_causal is aligned top-left
@@ -204,25 +203,19 @@ func (l *opLayer) build() (*region, error) {
 		return nil, errors.New("the layer type that takes ONNX's Attention op declines it")
 	}
 	l.notes = append(l.notes, layer.Notes...)
-	fields, err := fieldsOf(layer)
-	if err != nil {
-		return nil, err
-	}
 
-	r := &region{kind: "attention", fields: fields, output: out.out,
-		inputs: []string{q.tokens}}
+	r := &region{kind: "attention", output: out.out, inputs: []string{q.tokens}}
 	if cross {
 		r.inputs = append(r.inputs, k.tokens)
 	}
 	if m.input != "" {
 		r.inputs = append(r.inputs, m.input)
 	}
-	r.params = append(r.params, q.lin.segmentParams("q_proj.", l.segments[0], heads*headDim)...) // attention_op_rope.go
-	r.params = append(r.params, k.lin.segmentParams("k_proj.", l.segments[1], kvHeads*headDim)...)
-	r.params = append(r.params, v.lin.segmentParams("v_proj.", l.segments[2], kvHeads*headDim)...)
-	r.params = append(r.params, out.params(op.OutName+".")...)
-	if q.norm != nil {
-		r.params = append(r.params, q.norm.param("q_norm.weight"), k.norm.param("k_norm.weight"))
+	if r.fields, err = fieldsOf(layer); err != nil {
+		return nil, err
+	}
+	if r.params, err = a.paramsOf(layer); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -271,11 +264,6 @@ func (h *headNorm) rms() *match.RMSNorm {
 		return nil
 	}
 	return h.norm
-}
-
-// param is the RMSNorm's weight under name.
-func (h *headNorm) param(name string) param {
-	return param{name: name, value: h.norm.Weight, pieces: []piece{{value: h.norm.WeightFrom}}}
 }
 
 // opWindow is what an Attention node's left_window_size and
@@ -573,11 +561,4 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 		base = r // the caches are float32: read 10000, not 9999.98
 	}
 	return base, nil
-}
-
-// fromParam reports whether a static value is computed from an
-// initializer whose name ends in suffix: how attention.sdpa's out_name
-// (Hugging Face's o_proj) survives a round trip.
-func (a *analysis) fromParam(v, suffix string) bool {
-	return slices.ContainsFunc(a.g.StaticSources(v), func(s string) bool { return strings.HasSuffix(s, suffix) })
 }

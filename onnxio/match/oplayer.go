@@ -26,13 +26,13 @@ type AttentionOp struct {
 	// Heads query heads of HeadDim features read KVHeads key and value
 	// heads (fewer with grouped-query attention).
 	Heads, KVHeads, HeadDim int
-	// Biased reports that the query, key and value projections have
-	// biases, OutBiased that the output projection has one.
-	Biased, OutBiased bool
-	// OutName is the name the output projection's parameters are given:
-	// "o_proj" when the graph's initializers are Hugging Face's, else
-	// "out_proj".
-	OutName string
+	// Q, K, V and Out are the parameters of the query, key, value and
+	// output projections as nn.Linear's, "weight" then "bias" when it has
+	// one, for the layer to name; OutSources are the initializers the
+	// output projection's weight is computed from (Graph.Sources), whose
+	// names may say what the model called it.
+	Q, K, V, Out []Param
+	OutSources   []string
 	// Causal reports that a query sees no key after its position; TopLeft
 	// that the frontier is aligned top-left (query i sees keys 0..i)
 	// rather than bottom-right, which differ when queries and keys differ
@@ -85,8 +85,8 @@ type opLayer struct {
 var opLayers = newList(func(x, y opLayer) int { return cmp.Compare(x.Op, y.Op) })
 
 // RegisterOpLayer makes layerType the layer the lifter lifts every node of
-// ONNX op op to, and build the function that writes the layer (its Config
-// and Notes) from what the lifter read: an *AttentionOp for "Attention", a
+// ONNX op op to, and build the function that writes the layer (its Config,
+// Params and Notes) from what the lifter read: an *AttentionOp for "Attention", a
 // Transpose for "Transpose". It panics on an empty or taken op, an empty
 // type or a nil build, programming errors.
 func RegisterOpLayer[R any](op, layerType string, build func(read R) (*Layer, error)) {
