@@ -169,12 +169,12 @@ func (l *opLayer) build() (*region, error) {
 	}
 
 	op := &match.AttentionOp{Width: tokQ.D, KeyWidth: tokK.D, Cross: cross, Heads: heads, KVHeads: kvHeads, HeadDim: headDim,
-		Q:          publicParams(q.lin.segmentParams("", l.segments[0], heads*headDim)), // attention_op_rope.go
-		K:          publicParams(k.lin.segmentParams("", l.segments[1], kvHeads*headDim)),
-		V:          publicParams(v.lin.segmentParams("", l.segments[2], kvHeads*headDim)),
-		Out:        publicParams(out.params("")),
-		OutSources: a.g.StaticSources(out.weightValue),
-		Window:     m.window, Softcap: n.Float("softcap", 0), ALiBi: m.alibi, QNorm: q.norm.rms(), KNorm: k.norm.rms()}
+		OutSources: a.g.StaticSources(out.weightValue), Window: m.window, Softcap: n.Float("softcap", 0), ALiBi: m.alibi,
+		QNorm: q.norm.rms(), KNorm: k.norm.rms()}
+	op.Q = publicParams(q.lin.segmentParams("", l.segments[0], heads*headDim)) // attention_op_rope.go
+	op.K = publicParams(k.lin.segmentParams("", l.segments[1], kvHeads*headDim))
+	op.V = publicParams(v.lin.segmentParams("", l.segments[2], kvHeads*headDim))
+	op.Out = publicParams(out.params(""))
 	switch {
 	case isCausal:
 		op.Causal, op.TopLeft = true, cross // ONNX's is_causal is aligned top-left
