@@ -103,6 +103,19 @@ type Output struct {
 	// names the graph input that holds it before the step (see RunCache).
 	Cache string `yaml:"cache,omitempty"`
 	Past  string `yaml:"past,omitempty"`
+	// Stack lists, for a present output that stacks several caches on a
+	// new first axis (GPT-2's present, (2, B, KVHeads, T, HeadDim): a
+	// layer's keys, then its values), the caches in order; Cache is then
+	// "stack", Layer the first cache's layer, and Past names the input
+	// that stacks them so before the step.
+	Stack []StackedCache `yaml:"stack,omitempty"`
+}
+
+// StackedCache is one cache of a stacked present output: the keys or
+// values of a layer.
+type StackedCache struct {
+	Layer string `yaml:"layer"`
+	Cache string `yaml:"cache"`
 }
 
 // Unlifted is a node no attnrun layer computes.
@@ -185,10 +198,10 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if len(weights) > 0 {
 		repairs = append(repairs, weightInputsNote(weights))
 	}
-	r := reading{source: source, full: m, weights: weights, casts: casts}
+	r := reading{source: source, weights: weights, casts: casts}
 	// kvcache.go: the graph without its past inputs; on error, lifted with
 	// them, whose Concats are refused.
-	m, r.links, err = splitCache(m)
+	r.full, m, r.links, r.pairs, err = readCache(m)
 	if err != nil {
 		repairs = append(repairs, fmt.Sprintf("the KV cache is read as graph inputs: %v", err))
 	}
@@ -210,6 +223,7 @@ type reading struct {
 	source *onnxpb.ModelProto // as given, its weight inputs made initializers
 	full   *onnxpb.ModelProto // read in order, with its KV cache
 	links  []cacheLink        // the KV cache split off full (kvcache.go)
+	pairs  []cachePairing     // its packed caches (kvcache_packed.go)
 	// weights are the graph inputs read as weights (param_inputs.go);
 	// casts the Casts between float types read as Identity (casts.go).
 	weights []string
@@ -225,7 +239,7 @@ func (o Options) analyze(r reading, m *onnxpb.ModelProto, repairs []string) (*an
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
 	a := &analysis{g: g, source: r.source, repairs: repairs, weightInputs: r.weights, casts: r.casts}
-	if err := a.withCache(r.full, r.links); err != nil {
+	if err := a.withCache(r.full, r.links, r.pairs); err != nil {
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	if err := a.newProbes(); err != nil {
@@ -477,8 +491,8 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 		return res, fmt.Errorf("lift: %w", err)
 	}
 	a.idBounds = idBounds(p.regions)
-	check, err := a.verifyAll(model, b.inputs, res.Outputs)
-	res.Check = check
+	check, outputs, err := a.verifyAll(model, b.inputs, res.Outputs)
+	res.Check, res.Outputs = check, outputs
 	if err != nil {
 		return res, fmt.Errorf("lift: the lifted model does not reproduce the graph: %w", err)
 	}
