@@ -495,6 +495,13 @@ func (l *attentionLayer) build() (*region, error) {
 			}
 		}
 	}
+	if a.cache != nil && !l.cross() && tokQ.T == 1 {
+		// A decoder that takes one token a step (GPT-2's input_ids
+		// declared (batch, 1)): at one query a causal mask hides no key,
+		// so causal or not are the same numbers, and a cache steps only
+		// causal attention.
+		causal = true
+	}
 	maskValue := kpm.input
 	if kpm.kind == "keep" || kpm.kind == "lengths" || kpm.kind == "additive" {
 		l.keepMask, l.keepInput = a.keepMaskValue(l.sc.dynamic[0].value), kpm.input // sdpa_decomposition.go

@@ -317,7 +317,7 @@ func (a *analysis) plan() *plan {
 		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) {
 			continue
 		}
-		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || match.IsFloatCopy(patternGraph{a: a}, match.NewNode(n)) {
+		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || match.IsFloatCopy(patternGraph{a: a}, match.NewNode(n)) || a.isNoOp(n) {
 			p.alias[n.GetOutput()[0]] = n.GetInput()[0]
 			p.claimed[n] = true
 			continue
