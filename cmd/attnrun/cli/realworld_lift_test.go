@@ -21,6 +21,7 @@ var realWorldLifted = []string{
 	"attn_mask1d_fp32",
 	"attn_mask2d_fp32",
 	"attn_nomask_fp16",
+	"attn_past_state",
 	"bert_toy",
 	"fusion_int32_mask",
 	"fusion_symbolic_batch",
@@ -28,7 +29,10 @@ var realWorldLifted = []string{
 	"gen_bert_attention_float_mask",
 	"gen_bert_attention_pruned",
 	"gen_bert_attention_rev_add",
+	"gen_gpt2_attention",
+	"gen_gpt2_attention_add",
 	"gen_tf2onnx_attention_3d",
+	"gpt2_tiny12_past",
 	"megatron_bart_self_attn",
 	"tfbert_squad_keras2onnx",
 }
