@@ -24,6 +24,7 @@ var realWorldLifted = []string{
 	"attn_past_state",
 	"bert_toy",
 	"fusion_int32_mask",
+	"fusion_mask_no_cast",
 	"fusion_symbolic_batch",
 	"gen_bert_attention",
 	"gen_bert_attention_float_mask",
