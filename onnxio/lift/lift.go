@@ -201,10 +201,27 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	r := reading{source: source, weights: weights, casts: casts}
 	// kvcache.go: the graph without its past inputs; on error, lifted with
 	// them, whose Concats are refused.
+	whole := m
 	r.full, m, r.links, r.pairs, err = readCache(m)
 	if err != nil {
 		repairs = append(repairs, fmt.Sprintf("the KV cache is read as graph inputs: %v", err))
 	}
+	res, err = o.liftReading(r, m, repairs)
+	if err != nil && o.Partial && len(r.links) > 0 {
+		// Some nodes stay ONNX subgraphs, which hold no cache: the graph
+		// is lifted with its past inputs, the cache computed by them.
+		w := r
+		w.full, w.links, w.pairs = whole, nil, nil
+		if res, werr := o.liftReading(w, whole, append(slices.Clone(repairs), fmt.Sprintf("the KV cache is read as graph inputs: %v", err))); werr == nil {
+			return res, nil
+		}
+	}
+	return res, err
+}
+
+// liftReading analyzes m, read from a graph as r says, and assembles the
+// lifted model.
+func (o Options) liftReading(r reading, m *onnxpb.ModelProto, repairs []string) (*Result, error) {
 	a, p, err := o.analyze(r, m, repairs)
 	if err != nil {
 		return nil, err
@@ -317,8 +334,13 @@ func (a *analysis) plan() *plan {
 		if p.claimed[n] || p.failedBy[n] != nil || !a.liveNode(n) {
 			continue
 		}
-		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || match.IsFloatCopy(patternGraph{a: a}, match.NewNode(n)) || a.isNoOp(n) {
+		if (n.GetOpType() == "Identity" || n.GetOpType() == "Dropout") && a.isLayout(n) || match.IsFloatCopy(patternGraph{a: a}, match.NewNode(n)) {
 			p.alias[n.GetOutput()[0]] = n.GetInput()[0]
+			p.claimed[n] = true
+			continue
+		}
+		if x, ok := a.noOpInput(n); ok { // noop.go
+			p.alias[n.GetOutput()[0]] = x
 			p.claimed[n] = true
 			continue
 		}

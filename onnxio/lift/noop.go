@@ -6,37 +6,38 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// isNoOp reports whether n hands its data input on unchanged at every
-// probe size: a Slice that keeps every element in order (GPT-2's
-// input_ids[:, -1:] on ids declared (batch, 1)), an Add of static zeros or
-// a Mul by static ones that broadcasts nothing. The plan reads it as a
-// copy.
-func (a *analysis) isNoOp(n *node) bool {
+// noOpInput reports whether n hands its data input on unchanged at every
+// probe size, and returns that input: a Slice that keeps every element in
+// order (GPT-2's input_ids[:, -1:] on ids declared (batch, 1)), an Add of
+// static zeros or a Mul by static ones that broadcasts nothing (a norm's
+// bias of zeros). The plan reads it as a copy.
+func (a *analysis) noOpInput(n *node) (string, bool) {
 	ins := n.GetInput()
 	if len(ins) == 0 || len(n.GetOutput()) != 1 {
-		return false
+		return "", false
 	}
+	out := n.GetOutput()[0]
 	switch n.GetOpType() {
 	case "Slice":
 		if !a.isLayout(n) || len(ins) > 4 && ins[4] != "" && !a.allStatic(ins[4], func(s float64) bool { return s == 1 }) {
-			return false
+			return "", false
 		}
-		return a.sameShapes(ins[0], n.GetOutput()[0])
+		return ins[0], a.sameShapes(ins[0], out)
 	case "Add", "Mul":
 		unit := 0.0
 		if n.GetOpType() == "Mul" {
 			unit = 1
 		}
 		if len(ins) != 2 {
-			return false
+			return "", false
 		}
 		x, c := ins[0], ins[1]
 		if !a.g.IsData(x) {
 			x, c = c, x
 		}
-		return a.g.IsData(x) && a.g.Static(c) && a.allStatic(c, func(v float64) bool { return v == unit }) && a.sameShapes(x, n.GetOutput()[0])
+		return x, a.g.IsData(x) && a.g.Static(c) && a.allStatic(c, func(v float64) bool { return v == unit }) && a.sameShapes(x, out)
 	}
-	return false
+	return "", false
 }
 
 // allStatic reports whether every element of the static value v satisfies
