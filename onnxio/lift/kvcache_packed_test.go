@@ -26,12 +26,14 @@ import (
 const (
 	packedGPT2  = "testdata/kvcache_packed_gpt2"
 	packedSplit = "testdata/kvcache_packed_split"
+	packedSlice = "testdata/kvcache_packed_slice"
 )
 
 // TestLiftPackedKVCache lifts graphs whose KV cache is packed in one past
 // input and one present output: GPT-2's attention (past (2, B, H, P, hd)
 // read by Gather, keys cached transposed, present torch.stack((k, v))) and
-// two blocks sharing one past of four entries unbound by Split. The present
+// two blocks sharing one past of four entries unbound by Split; a block
+// whose past is sliced entry by entry (Slice, Squeeze). The present
 // output stacks the layers' caches in the graph's order (Output.Stack);
 // the lifted model, resumed from the packed past, gives PyTorch's output
 // and present within 1e-5 relative, 1e-6 absolute, with a past of 3
@@ -49,6 +51,8 @@ func TestLiftPackedKVCache(t *testing.T) {
 			[]lift.StackedCache{{Layer: "attn", Cache: "keys"}, {Layer: "attn", Cache: "values"}}},
 		{packedSplit, []string{"attention.multihead", "nn.add", "attention.multihead", "nn.add"}, lift.Output{Name: "y", Layer: "second_2"},
 			[]lift.StackedCache{{Layer: "first", Cache: "keys"}, {Layer: "first", Cache: "values"}, {Layer: "second", Cache: "keys"}, {Layer: "second", Cache: "values"}}},
+		{packedSlice, []string{"attention.multihead", "nn.add"}, lift.Output{Name: "y", Layer: "block_2"},
+			[]lift.StackedCache{{Layer: "block", Cache: "keys"}, {Layer: "block", Cache: "values"}}},
 	} {
 		t.Run(filepath.Base(c.dir), func(t *testing.T) {
 			src, err := onnxio.ReadModel(filepath.Join(c.dir, "model.onnx"))
@@ -106,7 +110,7 @@ func TestLiftPackedKVCache(t *testing.T) {
 // equals its entry of the graph's present, within 1e-5 relative, 1e-6
 // absolute.
 func TestLiftPackedKVCacheSteps(t *testing.T) {
-	for _, dir := range []string{packedGPT2, packedSplit} {
+	for _, dir := range []string{packedGPT2, packedSplit, packedSlice} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			src, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
 			require.NoError(t, err)

@@ -13,6 +13,9 @@ output returns them extended, stacked the same way, as GPT-2's exports do.
   keys then values of the first block, then of the second, unbound with
   torch.split into entries of one (Split, Squeeze); present stacks the four
   extended tensors in the same order.
+- kvcache_packed_slice: one block whose past (2, B, H, P, hd) is read as
+  past[0:1] and past[1:2] squeezed (Slice, Squeeze), present torch.cat of
+  the extended keys and values unsqueezed.
 
 Usage, from the repository root (Debian's python3-torch and python3-onnx):
 
@@ -113,6 +116,18 @@ class TwoBlocks(nn.Module):
         return y, torch.stack((k1, v1, k2, v2))
 
 
+class SlicedBlock(nn.Module):
+    """A block whose past is sliced entry by entry."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+
+    def forward(self, x, past):
+        y, k, v = self.block(x, past[0:1].squeeze(0), past[1:2].squeeze(0))
+        return y, torch.cat((k.unsqueeze(0), v.unsqueeze(0)), dim=0)
+
+
 def write_set(folder, names, tensors):
     os.makedirs(folder)
     for i, (name, t) in enumerate(zip(names, tensors)):
@@ -146,6 +161,8 @@ def main():
     export("kvcache_packed_gpt2", GPT2Attention().eval(), 2, 1)
     torch.manual_seed(1)
     export("kvcache_packed_split", TwoBlocks().eval(), 4, 2)
+    torch.manual_seed(2)
+    export("kvcache_packed_slice", SlicedBlock().eval(), 2, 3)
 
 
 if __name__ == "__main__":
