@@ -238,6 +238,8 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 		case "Add":
 			bias := g.Producer(arg)
 			switch {
+			case uniform(g, arg) != nil:
+				push("shift", &ShiftMod{By: *uniform(g, arg)}, nil)
 			case bias != nil && bias.Op() == "Gather":
 				m, p, err := readRelativeBias(g, bias)
 				if err != nil {
@@ -271,6 +273,25 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 		s.mods, s.modTypes, s.modParams = mods, types, params
 	}
 	return s, g.Producer(v), nil
+}
+
+// uniform returns the finite number the static value v holds in every
+// element at every probe size, nil when it holds others.
+func uniform(g match.Graph, v string) *float64 {
+	var by *float64
+	for i := range g.Probes() {
+		t, err := g.ValueAt(i, v)
+		if err != nil {
+			return nil
+		}
+		f, err := match.Floats(t)
+		if err != nil || len(f) == 0 || by != nil && f[0] != *by ||
+			slices.ContainsFunc(f, func(x float64) bool { return x != f[0] || math.IsInf(x, 0) || math.IsNaN(x) }) {
+			return nil
+		}
+		by = &f[0]
+	}
+	return by
 }
 
 // dataAndStatic returns the data input of a binary step and its static

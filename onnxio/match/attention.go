@@ -63,6 +63,10 @@ type Attention struct {
 	Scale float64
 	// Causal reports that a mask hides exactly the future keys.
 	Causal bool
+	// ScoreShift is a number added to every scaled score alike (a mask of
+	// zeros folded into the graph, hiding every key), 0 for none; only a
+	// builder that adds it (score_mod) may claim the attention.
+	ScoreShift float64
 	// Context is the size of the mask buffer a causal mask is cut from,
 	// 0 when there is none.
 	Context int
