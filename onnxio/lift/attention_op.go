@@ -83,12 +83,36 @@ func (a *analysis) attentionOp(n *node) (*region, *failure) {
 	if err != nil {
 		return nil, fail(l.nodes, "attention (Attention op): %v", err)
 	}
+	for _, pad := range r.before { // the keep mask's layer, which the other attentions share
+		if f := a.checkContained(pad); f != nil {
+			return nil, f
+		}
+		l.nodes = slices.DeleteFunc(l.nodes, func(n *node) bool { return slices.Contains(pad.nodes, n) })
+	}
 	r.nodes = uniqueNodes(l.nodes)
 	r.notes = l.notes
 	if f := a.checkContained(r); f != nil {
 		return nil, f
 	}
 	return r, nil
+}
+
+// keepMaskRegion is the layer registered by match.RegisterKeepMaskLayer
+// computing the attention's mask from the (B, S) keep mask input, in
+// place of the nodes that compute the graph's mask value: the key padding
+// part of the mask, the rest being the attention's causal frontier and
+// window.
+func (l *opLayer) keepMaskRegion(input, value string) (*region, error) {
+	typ := match.KeepMaskLayer()
+	if typ == "" || !registered(typ) {
+		return nil, fmt.Errorf("the mask reads the keep mask %q and no layer for it is registered in this build (match.RegisterKeepMaskLayer)", input)
+	}
+	a := l.a
+	if a.keepMasks == nil {
+		a.keepMasks = map[string]bool{}
+	}
+	a.keepMasks[input] = true
+	return &region{typ: typ, kind: "mask", inputs: []string{input}, output: value, nodes: uniqueNodes(a.maskNodes(value))}, nil
 }
 
 func (l *opLayer) build() (*region, error) {
@@ -251,7 +275,14 @@ func (l *opLayer) build() (*region, error) {
 	if cross {
 		r.inputs = append(r.inputs, k.tokens)
 	}
-	if m.input != "" {
+	if m.padding {
+		pad, err := l.keepMaskRegion(m.input, ins[3])
+		if err != nil {
+			return nil, err
+		}
+		r.inputs = append(r.inputs, pad.output)
+		r.before = []*region{pad}
+	} else if m.input != "" {
 		r.inputs = append(r.inputs, m.input)
 	}
 	r.params = append(r.params, q.lin.segmentParams("q_proj.", l.segments[0], heads*headDim)...) // attention_op_rope.go

@@ -196,6 +196,12 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(a.ties) > 0 && r.ties == nil { // a mask as long as the keys, which the probes did not know (tiedKeys)
+		r.ties = a.ties
+		if a, p, err = o.analyze(r, m, repairs); err != nil {
+			return nil, err
+		}
+	}
 	if spelled, note := a.decomposeAttentionOps(m, p.unclaimed()); spelled != nil { // attention_op_decompose.go
 		b, q, err := o.analyze(r, spelled, append(slices.Clone(a.repairs), note))
 		if err == nil && !spelledUnclaimed(q) {
@@ -214,6 +220,8 @@ type reading struct {
 	// casts the Casts between float types read as Identity (casts.go).
 	weights []string
 	casts   map[*onnxpb.NodeProto]*onnxpb.NodeProto
+	// ties are those a first analysis learned (analysis.ties).
+	ties []dimSum
 }
 
 // analyze indexes and probes m, a reading of r.full without its KV cache,
@@ -224,8 +232,9 @@ func (o Options) analyze(r reading, m *onnxpb.ModelProto, repairs []string) (*an
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
+	g.known = r.ties
 	a := &analysis{g: g, source: r.source, repairs: repairs, weightInputs: r.weights, casts: r.casts}
-	if err := a.withCache(r.full, r.links); err != nil {
+	if err := a.withCache(r.full, r.links, r.ties); err != nil {
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	if err := a.newProbes(); err != nil {
