@@ -54,6 +54,8 @@ func readWeights(g match.Graph, softmax *match.Node) (*sdpaWeights, error) {
 	next := match.OnlyReader(g, weights)
 	if next != nil && next.Op() == "Where" && zeroesRows(g, next, weights) {
 		weights, next, w.zeroes = next.Output(), match.OnlyReader(g, next.Output()), true
+	} else if where := zeroesNaN(g, weights); where != nil {
+		weights, next, w.zeroes = where.Output(), match.OnlyReader(g, where.Output()), true
 	}
 	if next == nil || next.Op() != "MatMul" || next.Inputs()[0] != weights {
 		if w.sinks != nil {
@@ -72,6 +74,31 @@ func zeroesRows(g match.Graph, where *match.Node, weights string) bool {
 	ins := where.Inputs()
 	zero, ok := g.Scalar(ins[2])
 	return ins[1] == weights && ok && zero == 0
+}
+
+// zeroesNaN returns the Where of Where(IsNaN(weights), 0, weights) when
+// those two nodes alone read the weights, nil otherwise: PyTorch's
+// decomposition of scaled_dot_product_attention gives zeros to a row
+// whose every key is masked (softmax of −Inf only is NaN), as attention.sdpa
+// does; the lifted layer is checked against the graph.
+func zeroesNaN(g match.Graph, weights string) *match.Node {
+	rs := g.Readers(weights)
+	if len(rs) != 2 || g.IsOutput(weights) {
+		return nil
+	}
+	isNaN, where := rs[0], rs[1]
+	if isNaN.Op() != "IsNaN" {
+		isNaN, where = where, isNaN
+	}
+	if isNaN.Op() != "IsNaN" || where.Op() != "Where" || len(g.Readers(isNaN.Output())) != 1 || g.IsOutput(isNaN.Output()) {
+		return nil
+	}
+	ins := where.Inputs()
+	zero, ok := g.Scalar(ins[1])
+	if len(ins) != 3 || ins[0] != isNaN.Output() || ins[2] != weights || !ok || zero != 0 {
+		return nil
+	}
+	return where
 }
 
 // readMaskInput reads the step n of the scores if it applies attention.sdpa's

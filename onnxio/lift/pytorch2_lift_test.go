@@ -84,6 +84,7 @@ var pytorch2Lifts = []struct {
 	// (mask.padding, the causal frontier, a length of its own tied to the
 	// keys': probe_ties.go), with RoPE, GQA and QK-norm.
 	{"gpt2_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gpt2_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gpt2_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	{"llama_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	{"mistral_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
