@@ -18,7 +18,7 @@ import (
 // must generate as Hugging Face does, by model of goldens.json.
 var liftedDecoders = map[string][]string{
 	"gpt2":  {"gpt2_sdpa_ts17", "gpt2_sdpa_dynamo18", "gpt2_sdpa_dynamo23"},
-	"llama": {"llama_sdpa_dynamo23"},
+	"llama": {"llama_sdpa_ts17", "llama_sdpa_dynamo18", "llama_sdpa_dynamo23"},
 	"qwen3": {"qwen3_sdpa_dynamo23"},
 }
 

@@ -72,6 +72,10 @@ type sdpaScores struct {
 	// "additive"), maskPolarity a bool mask's polarity and maskInput the
 	// graph input it is.
 	mask, maskPolarity, maskInput string
+	// keepInput is the graph input a keep mask is computed from, through
+	// mask.padding into maskInput (Hugging Face's attention_mask); "" when
+	// the mask is a graph input itself.
+	keepInput string
 	// softcap is the softcap field (0 for none); mods the score_mod
 	// entries, in order, their types and each one's parameters.
 	softcap   float64
@@ -98,9 +102,19 @@ func (s *sdpaScores) modified() bool { return s.touched || s.softcap > 0 || len(
 // readHeads follows q and the transposed keys of the product of queries
 // and keys back to their projections.
 func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
-	ins := product.Inputs()
-	kT := g.Producer(ins[1])
-	if kT == nil || kT.Op() != "Transpose" || !slices.Equal(kT.Ints("perm"), []int64{0, 1, 3, 2}) {
+	ins := slices.Clone(product.Inputs())
+	for i := range ins { // PyTorch's decomposition scales Q and Kᵀ by √scale each
+		if mul := g.Producer(ins[i]); mul != nil && mul.Op() == "Mul" {
+			if x, c, ok := dataAndStatic(g, mul); ok {
+				if f, ok := g.Scalar(c); ok {
+					s.scale *= f
+					ins[i] = x
+				}
+			}
+		}
+	}
+	keys, ok := untransposedHeads(g, ins[1])
+	if !ok {
 		return fmt.Errorf("the keys of %s are not transposed heads", product.Name())
 	}
 	q, qRope, err := unrotated(g, ins[0])
@@ -108,7 +122,7 @@ func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
 		return err
 	}
 	q, qNorm := unnormalized(g, q)
-	k, kvHeads, err := unrepeated(g, kT.Inputs()[0])
+	k, kvHeads, err := unrepeated(g, keys)
 	if err != nil {
 		return err
 	}
@@ -258,7 +272,45 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 			}
 		}
 	}
-	return &match.Layer{Type: "attention.sdpa", Name: "attn", Config: cfg, Inputs: inputs, Output: out.Output, Params: params, Notes: notes}, nil
+	l := &match.Layer{Type: "attention.sdpa", Name: "attn", Config: cfg, Inputs: inputs, Output: out.Output, Params: params, Notes: notes}
+	if s.keepInput != "" {
+		if !g.Registered("mask.padding") {
+			return nil, fmt.Errorf("the scores are masked from the keep mask %q and no layer type mask.padding is registered in this build", s.keepInput)
+		}
+		l.Before = []*match.Layer{{Type: "mask.padding", Name: "mask", Inputs: []string{s.keepInput}, Output: s.maskInput, KeepMasks: []string{s.keepInput}}}
+	}
+	return l, nil
+}
+
+// untransposedHeads returns the (B, H, S, d) heads that v holds
+// transposed to (B, H, d, S): by Transpose(perm 0, 1, 3, 2), or as the
+// dynamo exporter writes it before opset 23, the heads reshaped to
+// (B·H, S, d), transposed (0, 2, 1) and reshaped back.
+func untransposedHeads(g match.Graph, v string) (string, bool) {
+	n := g.Producer(v)
+	if n != nil && n.Op() == "Transpose" && slices.Equal(n.Ints("perm"), []int64{0, 1, 3, 2}) {
+		return n.Inputs()[0], true
+	}
+	if n == nil || n.Op() != "Reshape" {
+		return "", false
+	}
+	t := g.Producer(n.Inputs()[0])
+	if t == nil || t.Op() != "Transpose" || !slices.Equal(t.Ints("perm"), []int64{0, 2, 1}) {
+		return "", false
+	}
+	r := g.Producer(t.Inputs()[0])
+	if r == nil || r.Op() != "Reshape" {
+		return "", false
+	}
+	x := r.Inputs()[0]
+	for i := range g.Probes() {
+		xs, err1 := g.ShapeAt(i, x)
+		vs, err2 := g.ShapeAt(i, v)
+		if err1 != nil || err2 != nil || len(xs) != 4 || !slices.Equal(vs, []int{xs[0], xs[1], xs[3], xs[2]}) {
+			return "", false
+		}
+	}
+	return x, true
 }
 
 // unnormalized returns the heads a per-head RMSNorm computes v from, and
@@ -339,6 +391,9 @@ func projectedHeads(g match.Graph, heads, what string) (*match.Linear, int, int,
 // Transpose (0, 2, 1, 3), Reshape to (B, T, width), nn.Linear.
 func mergedOutput(g match.Graph, pv *match.Node, width int) (*match.Linear, error) {
 	tr := match.OnlyReader(g, pv.Output())
+	if tr != nil && tr.Op() == "Reshape" && sameShapes(g, pv.Output(), tr.Output()) { // a view to the shape it has (TorchScript's GQA)
+		tr = match.OnlyReader(g, tr.Output())
+	}
 	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
 		return nil, fmt.Errorf("the heads of %s are not merged (Transpose, Reshape)", pv.Name())
 	}
@@ -366,6 +421,19 @@ func outProjection(g match.Graph, merged string, width int) (*match.Linear, erro
 		}
 	}
 	return nil, fmt.Errorf("no output projection of %d features reads the merged heads (attention.sdpa has out_proj)", width)
+}
+
+// sameShapes reports whether values a and b have the same shape at every
+// probe.
+func sameShapes(g match.Graph, a, b string) bool {
+	for i := range g.Probes() {
+		as, err1 := g.ShapeAt(i, a)
+		bs, err2 := g.ShapeAt(i, b)
+		if err1 != nil || err2 != nil || !slices.Equal(as, bs) {
+			return false
+		}
+	}
+	return true
 }
 
 // mustShape is a value's shape, nil when unknown.

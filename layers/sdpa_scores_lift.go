@@ -149,12 +149,47 @@ func (s *sdpaScores) readMaskInput(g match.Graph, n *match.Node) (string, bool, 
 			s.alibi, mask = true, input
 		}
 		if g.Producer(mask) != nil {
-			return "", false, nil
+			return s.readKeepMask(g, ins)
 		}
 		s.mask, s.maskInput = "additive", mask
 		return scores, true, nil
 	}
 	return "", false, nil
+}
+
+// readKeepMask reads Add(scores, mask) with the mask computed from
+// Hugging Face's attention_mask (match.Graph.KeepMask), either operand:
+// the layer reads it through mask.padding (keepInput) as a keep mask, its
+// causal part as causal. The value the layer reads is the bool condition of
+// the mask's Where(keep, 0, −Inf) when this layer alone adds it (the
+// TorchScript exporter writes a Where per layer), so that the layers share
+// the condition's mask.padding; else the added value.
+func (s *sdpaScores) readKeepMask(g match.Graph, add []string) (string, bool, error) {
+	var first error
+	for k := range 2 {
+		scores, mask := add[1-k], add[k]
+		if n := g.Producer(mask); n == nil || n.Op() == "MatMul" { // the product of queries and keys
+			continue
+		}
+		km, err := g.KeepMask(mask)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		s.mask, s.maskPolarity, s.maskInput, s.keepInput = "bool", "keep", mask, km.Input
+		s.causal = s.causal || km.Causal
+		if where := g.Producer(mask); where != nil && where.Op() == "Where" && len(g.Readers(mask)) == 1 && !g.IsOutput(mask) {
+			zero, ok0 := g.Scalar(where.Inputs()[1])
+			fill, ok1 := g.Scalar(where.Inputs()[2])
+			if ok0 && ok1 && zero == 0 && math.IsInf(fill, -1) && g.IsData(where.Inputs()[0]) {
+				s.maskInput = where.Inputs()[0]
+			}
+		}
+		return scores, true, nil
+	}
+	return "", false, first
 }
 
 // boolMaskInput reads Equal(mask, 0) (polarity keep: zero hides) or
