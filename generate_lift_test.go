@@ -19,7 +19,7 @@ import (
 var liftedDecoders = map[string][]string{
 	"gpt2":  {"gpt2_sdpa_ts17", "gpt2_sdpa_dynamo18", "gpt2_sdpa_dynamo23"},
 	"llama": {"llama_sdpa_ts17", "llama_sdpa_dynamo18", "llama_sdpa_dynamo23"},
-	"qwen3": {"qwen3_sdpa_dynamo23"},
+	"qwen3": {"qwen3_sdpa_ts17", "qwen3_sdpa_dynamo18", "qwen3_sdpa_dynamo23"},
 }
 
 // TestGenerateLiftedDecoders lifts Hugging Face decoders as the PyTorch

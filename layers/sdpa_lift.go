@@ -135,17 +135,23 @@ func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
 	}
 	s.rope = qRope
 	k, kNorm := unnormalized(g, k)
+	var kHeads, kDim int
+	var qSplitNorm, kSplitNorm *match.RMSNorm // Hugging Face's q_norm and k_norm, on (B, T, H, d)
+	if s.q, s.heads, s.dim, qSplitNorm, err = projectedNormedHeads(g, q, "queries"); err != nil {
+		return err
+	}
+	if s.k, kHeads, kDim, kSplitNorm, err = projectedNormedHeads(g, k, "keys"); err != nil {
+		return err
+	}
+	if qNorm == nil && kNorm == nil {
+		qNorm, kNorm = qSplitNorm, kSplitNorm
+	} else if qSplitNorm != nil || kSplitNorm != nil {
+		return fmt.Errorf("the queries or keys are normalized per head twice; attention.sdpa's qk_norm normalizes them once")
+	}
 	if (qNorm == nil) != (kNorm == nil) {
 		return fmt.Errorf("only one of the queries and keys is normalized per head; attention.sdpa's qk_norm normalizes both")
 	}
 	s.qNorm, s.kNorm = qNorm, kNorm
-	var kHeads, kDim int
-	if s.q, s.heads, s.dim, err = projectedHeads(g, q, "queries"); err != nil {
-		return err
-	}
-	if s.k, kHeads, kDim, err = projectedHeads(g, k, "keys"); err != nil {
-		return err
-	}
 	if kDim != s.dim || (kvHeads != 0 && kvHeads != kHeads) {
 		return fmt.Errorf("the keys have %d heads of %d, the queries %d heads of %d", kHeads, kDim, s.heads, s.dim)
 	}
@@ -320,20 +326,36 @@ func unnormalized(g match.Graph, v string) (string, *match.RMSNorm) {
 	if mul == nil || mul.Op() != "Mul" {
 		return v, nil
 	}
-	for _, in := range mul.Inputs() {
-		div := g.Producer(in)
-		if div == nil || div.Op() != "Div" {
-			continue
-		}
-		x := div.Inputs()[0]
-		for _, pow := range g.Readers(x) {
-			if pow.Op() != "Pow" {
+	// The norm's input is a few steps back from its output (x / rms · w,
+	// or x · (1 / rms) · w after a float32 copy): look for its Pow there.
+	values := []string{v}
+	for depth := 0; depth < 4 && len(values) > 0; depth++ {
+		var next []string
+		for _, u := range values {
+			n := g.Producer(u)
+			if n == nil {
 				continue
 			}
-			if r, err := match.MatchRMSNorm(g, pow); err == nil && r != nil && r.Output == v {
-				return x, r
+			for _, x := range n.Inputs() {
+				if !g.IsData(x) {
+					continue
+				}
+				for _, pow := range g.Readers(x) {
+					if pow.Op() != "Pow" {
+						continue
+					}
+					if r, err := match.MatchRMSNorm(g, pow); err == nil && r != nil && r.Output == v {
+						in := r.Input
+						for c := g.Producer(in); c != nil && (c.Op() == "Identity" || match.IsFloatCopy(g, c)); c = g.Producer(in) {
+							in = c.Inputs()[0] // Hugging Face's norms compute in float32
+						}
+						return in, r
+					}
+				}
+				next = append(next, x)
 			}
 		}
+		values = next
 	}
 	return v, nil
 }
@@ -365,26 +387,38 @@ func unrepeated(g match.Graph, v string) (string, int, error) {
 // projectedHeads reads heads (B, H, T, d) split from a projection: the
 // Transpose (0, 2, 1, 3) of a Reshape (B, T, H, d) of an nn.Linear.
 func projectedHeads(g match.Graph, heads, what string) (*match.Linear, int, int, error) {
+	l, h, d, norm, err := projectedNormedHeads(g, heads, what)
+	if err == nil && norm != nil {
+		err = fmt.Errorf("the %s are normalized per head, which this layer does not do", what)
+	}
+	return l, h, d, err
+}
+
+// projectedNormedHeads is projectedHeads that also reads an RMSNorm of
+// each head between the split and the Transpose, as Hugging Face applies
+// q_norm and k_norm (Qwen3, OLMo-2): it returns the norm, or nil.
+func projectedNormedHeads(g match.Graph, heads, what string) (*match.Linear, int, int, *match.RMSNorm, error) {
 	tr := g.Producer(throughCopies(g, heads))
 	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
-		return nil, 0, 0, fmt.Errorf("the %s (%q) are not heads split from a projection (rope is not lifted from standard ops)", what, heads)
+		return nil, 0, 0, nil, fmt.Errorf("the %s (%q) are not heads split from a projection (rope is not lifted from standard ops)", what, heads)
 	}
-	reshape := g.Producer(tr.Inputs()[0])
+	split, norm := unnormalized(g, tr.Inputs()[0])
+	reshape := g.Producer(split)
 	if reshape == nil || reshape.Op() != "Reshape" {
-		return nil, 0, 0, fmt.Errorf("the %s (%q) are not heads split from a projection", what, heads)
+		return nil, 0, 0, nil, fmt.Errorf("the %s (%q) are not heads split from a projection", what, heads)
 	}
 	shape, err := g.Shape(reshape.Output())
 	if err != nil || len(shape) != 4 {
-		return nil, 0, 0, fmt.Errorf("the %s are split into heads of shape %v, not (B, T, H, d)", what, shape)
+		return nil, 0, 0, nil, fmt.Errorf("the %s are split into heads of shape %v, not (B, T, H, d)", what, shape)
 	}
 	l, ok := g.Linear(reshape.Inputs()[0])
 	if !ok {
-		return nil, 0, 0, fmt.Errorf("the %s (%q) are not an nn.Linear of the input", what, reshape.Inputs()[0])
+		return nil, 0, 0, nil, fmt.Errorf("the %s (%q) are not an nn.Linear of the input", what, reshape.Inputs()[0])
 	}
 	if l.Out != shape[2]*shape[3] {
-		return nil, 0, 0, fmt.Errorf("the %s' projection gives %d features, split into %d heads of %d", what, l.Out, shape[2], shape[3])
+		return nil, 0, 0, nil, fmt.Errorf("the %s' projection gives %d features, split into %d heads of %d", what, l.Out, shape[2], shape[3])
 	}
-	return l, shape[2], shape[3], nil
+	return l, shape[2], shape[3], norm, nil
 }
 
 // mergedOutput reads the output projection of the heads pv computes:
