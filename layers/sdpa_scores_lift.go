@@ -179,7 +179,13 @@ func (s *sdpaScores) readKeepMask(g match.Graph, add []string) (string, bool, er
 			continue
 		}
 		s.mask, s.maskPolarity, s.maskInput, s.keepInput = "bool", "keep", mask, km.Input
+		if km.Window > 0 && (s.window > 0 || !km.Causal) {
+			return "", false, fmt.Errorf("the mask %q hides keys %d positions back and more; attention.sdpa's window needs causal, and one window", mask, km.Window)
+		}
 		s.causal = s.causal || km.Causal
+		if km.Window > 0 {
+			s.window = km.Window
+		}
 		if where := g.Producer(mask); where != nil && where.Op() == "Where" && len(g.Readers(mask)) == 1 && !g.IsOutput(mask) {
 			zero, ok0 := g.Scalar(where.Inputs()[1])
 			fill, ok1 := g.Scalar(where.Inputs()[2])

@@ -92,6 +92,7 @@ var pytorch2Lifts = []struct {
 	{"gpt2_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gpt2_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	{"llama_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	{"mistral_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // sliding window 4
 	{"mistral_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
