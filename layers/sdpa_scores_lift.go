@@ -260,6 +260,13 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 				continue
 			}
 		}
+		if n.Op() == "Tanh" { // a cap of 1: 1·tanh(s/1), the exporter drops both 1s
+			s.touched = true
+			caps = append(caps, 1)
+			push("softcap", &SoftcapMod{Cap: 1}, nil)
+			v = n.Inputs()[0]
+			continue
+		}
 		data, arg, ok := dataAndStatic(g, n)
 		if !ok {
 			return s, nil, fmt.Errorf("the scores pass through %s (%s), which attention.sdpa's lift does not read", n.Name(), n.Op())

@@ -367,8 +367,10 @@ func (a *analysis) claimBypassed(p *plan) {
 func (p *plan) add(r *region, f *failure) {
 	if r != nil && f == nil {
 		for _, pre := range r.before {
-			if !p.has(pre) {
+			if q := p.same(pre); q == nil {
 				p.add(pre, nil)
+			} else {
+				p.merge(q, pre)
 			}
 		}
 	}
@@ -403,10 +405,29 @@ func (p *plan) add(r *region, f *failure) {
 
 // has reports whether a region of r's type computing r's output from r's
 // inputs was recorded already.
-func (p *plan) has(r *region) bool {
-	return slices.ContainsFunc(p.regions, func(q *region) bool {
-		return q.typ == r.typ && q.output == r.output && slices.Equal(q.inputs, r.inputs)
-	})
+func (p *plan) has(r *region) bool { return p.same(r) != nil }
+
+// same returns the recorded region of r's type computing r's output from
+// r's inputs, nil when there is none.
+func (p *plan) same(r *region) *region {
+	for _, q := range p.regions {
+		if q.typ == r.typ && q.output == r.output && slices.Equal(q.inputs, r.inputs) {
+			return q
+		}
+	}
+	return nil
+}
+
+// merge gives q, a recorded region computing what r computes, the nodes of
+// r that no region claims: the nodes of a keep mask's layer that only one
+// reader's mask needs (keepMaskValue).
+func (p *plan) merge(q, r *region) {
+	for _, n := range r.nodes {
+		if !p.claimed[n] {
+			p.claimed[n] = true
+			q.nodes = append(q.nodes, n)
+		}
+	}
 }
 
 // unlifted lists the live data nodes no region claims, with their reasons.
