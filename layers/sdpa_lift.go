@@ -494,6 +494,9 @@ func unrotated(g match.Graph, v string) (string, *sdpaRope, error) {
 	if x, r, err := unrotatedHalf(g, v); r != nil || err != nil { // sdpa_rope_hf_lift.go: Hugging Face's form
 		return x, r, err
 	}
+	if x, r, err := unrotatedOp(g, v); r != nil || err != nil { // sdpa_rope_hf_lift.go: ONNX's RotaryEmbedding
+		return x, r, err
+	}
 	n := g.Producer(v)
 	if n == nil || (n.Op() != "Concat" && n.Op() != "Reshape") {
 		return v, nil, nil

@@ -52,6 +52,9 @@ func readWeights(g match.Graph, softmax *match.Node) (*sdpaWeights, error) {
 		w.scores, w.sinks, w.sinksFrom, weights = scores, sinks, from, slice.Output()
 	}
 	next := match.OnlyReader(g, weights)
+	for next != nil && match.IsFloatCopy(g, next) { // softmax(dtype=float32).to(float32): eager attention
+		weights, next = next.Output(), match.OnlyReader(g, next.Output())
+	}
 	if next != nil && next.Op() == "Where" && zeroesRows(g, next, weights) {
 		weights, next, w.zeroes = next.Output(), match.OnlyReader(g, next.Output()), true
 	} else if where := zeroesNaN(g, weights); where != nil {

@@ -403,10 +403,6 @@ func (p *plan) add(r *region, f *failure) {
 	}
 }
 
-// has reports whether a region of r's type computing r's output from r's
-// inputs was recorded already.
-func (p *plan) has(r *region) bool { return p.same(r) != nil }
-
 // same returns the recorded region of r's type computing r's output from
 // r's inputs, nil when there is none.
 func (p *plan) same(r *region) *region {
