@@ -18,6 +18,7 @@ import (
 
 func init() {
 	match.RegisterAttention(match.AttentionBuilder{Name: "attention.sdpa/hf", Priority: -1, Build: liftSDPA})
+	match.RegisterKeepMaskLayer("mask.padding") // an attention_mask read by ONNX's Attention op
 }
 
 // liftSDPA lifts projected self-attention with an output projection, with

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/attnrun/attnrun/onnxio/match"
 )
@@ -77,12 +78,54 @@ func (a *analysis) attentionOp(n *node) (*region, *failure) {
 	if err != nil {
 		return nil, fail(l.nodes, "attention (Attention op): %v", err)
 	}
+	for _, pad := range r.before { // the keep mask's layer, which the other attentions share
+		l.nodes = slices.DeleteFunc(l.nodes, func(n *node) bool { return slices.Contains(pad.nodes, n) })
+	}
 	r.nodes = uniqueNodes(l.nodes)
 	r.notes = l.notes
 	if f := a.checkContained(r); f != nil {
 		return nil, f
 	}
 	return r, nil
+}
+
+// keepMaskRegion is the layer registered by match.RegisterKeepMaskLayer
+// computing the attention's mask from the (B, S) keep mask input, in
+// place of the nodes that compute the graph's masks from it: the key
+// padding part of every Attention node's mask read from that input, the
+// rest being each attention's causal frontier and window (Gemma 3 builds a
+// sliding-window mask and a causal one from the same attention_mask). Its
+// output is named for the input; the Attention nodes alone read what the
+// nodes compute.
+func (l *opLayer) keepMaskRegion(input string) (*region, error) {
+	typ := match.KeepMaskLayer()
+	if typ == "" || !registered(typ) {
+		return nil, fmt.Errorf("the mask reads the keep mask %q and no layer for it is registered in this build (match.RegisterKeepMaskLayer)", input)
+	}
+	a := l.a
+	var nodes []*node
+	masks := map[string]bool{}
+	for _, n := range a.g.Nodes {
+		if ins := n.GetInput(); n.GetOpType() == "Attention" && len(ins) > 3 && ins[3] != "" && slices.Equal(a.g.DependsOnInputs(ins[3]), []string{input}) {
+			nodes = append(nodes, a.maskNodes(ins[3])...)
+			masks[ins[3]] = true
+		}
+	}
+	nodes = uniqueNodes(nodes)
+	for _, n := range nodes {
+		for _, out := range n.GetOutput() {
+			for _, c := range a.readers(out) {
+				if !slices.Contains(nodes, c) && !(masks[out] && c.GetOpType() == "Attention" && slices.Index(c.GetInput(), out) == 3) {
+					return nil, fmt.Errorf("the mask's value %q, computed from the keep mask %q, is also read by node %s (%s)", out, input, c.Label(), c.GetOpType())
+				}
+			}
+		}
+	}
+	if a.keepMasks == nil {
+		a.keepMasks = map[string]bool{}
+	}
+	a.keepMasks[input] = true
+	return &region{typ: typ, kind: "mask", inputs: []string{input}, output: input + "::keep", nodes: nodes}, nil
 }
 
 func (l *opLayer) build() (*region, error) {
@@ -208,7 +251,14 @@ func (l *opLayer) build() (*region, error) {
 	if cross {
 		r.inputs = append(r.inputs, k.tokens)
 	}
-	if m.input != "" {
+	if m.padding {
+		pad, err := l.keepMaskRegion(m.input)
+		if err != nil {
+			return nil, err
+		}
+		r.inputs = append(r.inputs, pad.output)
+		r.before = []*region{pad}
+	} else if m.input != "" {
 		r.inputs = append(r.inputs, m.input)
 	}
 	if r.fields, err = fieldsOf(layer); err != nil {

@@ -25,9 +25,9 @@ type cacheSplit struct {
 
 // withCache records the links split off full, the graph as read before
 // the split; it finds the ties of full's dimensions (a mask over past and
-// new tokens) that the self-check's inputs must honour. pairs are the
-// packed caches among the links.
-func (a *analysis) withCache(full *onnxpb.ModelProto, links []cacheLink, pairs []cachePairing) error {
+// new tokens) that the self-check's inputs must honour, starting from
+// ties, those already known. pairs are the packed caches among the links.
+func (a *analysis) withCache(full *onnxpb.ModelProto, links []cacheLink, pairs []cachePairing, ties []dimSum) error {
 	if len(links) == 0 {
 		return nil
 	}
@@ -36,6 +36,7 @@ func (a *analysis) withCache(full *onnxpb.ModelProto, links []cacheLink, pairs [
 		return err
 	}
 	g.limits = a.g.limits
+	g.known = withPastLength(full, links, ties) // probe_ties.go
 	if err := findDimSums(g, 2); err != nil {
 		return fmt.Errorf("cannot evaluate the graph with its past inputs at a probe shape: %w", err)
 	}

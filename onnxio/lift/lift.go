@@ -226,6 +226,12 @@ func (o Options) liftReading(r reading, m *onnxpb.ModelProto, repairs []string) 
 	if err != nil {
 		return nil, err
 	}
+	if len(a.ties) > 0 && r.ties == nil { // a mask as long as the keys, which the probes did not know (tiedKeys)
+		r.ties = a.ties
+		if a, p, err = o.analyze(r, m, repairs); err != nil {
+			return nil, err
+		}
+	}
 	if spelled, note := a.decomposeAttentionOps(m, p.unclaimed()); spelled != nil { // attention_op_decompose.go
 		b, q, err := o.analyze(r, spelled, append(slices.Clone(a.repairs), note))
 		if err == nil && !spelledUnclaimed(q) {
@@ -245,6 +251,8 @@ type reading struct {
 	// casts the Casts between float types read as Identity (casts.go).
 	weights []string
 	casts   map[*onnxpb.NodeProto]*onnxpb.NodeProto
+	// ties are those a first analysis learned (analysis.ties).
+	ties []dimSum
 }
 
 // analyze indexes and probes m, a reading of r.full without its KV cache,
@@ -255,8 +263,9 @@ func (o Options) analyze(r reading, m *onnxpb.ModelProto, repairs []string) (*an
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
+	g.known = r.ties
 	a := &analysis{g: g, source: r.source, repairs: repairs, weightInputs: r.weights, casts: r.casts}
-	if err := a.withCache(r.full, r.links, r.pairs); err != nil {
+	if err := a.withCache(r.full, r.links, r.pairs, r.ties); err != nil {
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	if err := a.newProbes(); err != nil {
@@ -394,8 +403,10 @@ func (a *analysis) claimBypassed(p *plan) {
 func (p *plan) add(r *region, f *failure) {
 	if r != nil && f == nil {
 		for _, pre := range r.before {
-			if !p.has(pre) {
+			if q := p.same(pre); q == nil {
 				p.add(pre, nil)
+			} else {
+				p.merge(q, pre)
 			}
 		}
 	}
@@ -428,12 +439,27 @@ func (p *plan) add(r *region, f *failure) {
 	}
 }
 
-// has reports whether a region of r's type computing r's output from r's
-// inputs was recorded already.
-func (p *plan) has(r *region) bool {
-	return slices.ContainsFunc(p.regions, func(q *region) bool {
-		return q.typ == r.typ && q.output == r.output && slices.Equal(q.inputs, r.inputs)
-	})
+// same returns the recorded region of r's type computing r's output from
+// r's inputs, nil when there is none.
+func (p *plan) same(r *region) *region {
+	for _, q := range p.regions {
+		if q.typ == r.typ && q.output == r.output && slices.Equal(q.inputs, r.inputs) {
+			return q
+		}
+	}
+	return nil
+}
+
+// merge gives q, a recorded region computing what r computes, the nodes of
+// r that no region claims: the nodes of a keep mask's layer that only one
+// reader's mask needs (keepMaskValue).
+func (p *plan) merge(q, r *region) {
+	for _, n := range r.nodes {
+		if !p.claimed[n] {
+			p.claimed[n] = true
+			q.nodes = append(q.nodes, n)
+		}
+	}
 }
 
 // unlifted lists the live data nodes no region claims, with their reasons.

@@ -139,3 +139,25 @@ func findOpLayer(op string) (opLayer, bool) {
 	}
 	return opLayer{}, false
 }
+
+// keepMaskRole is the key the keep-mask layer registers under among the op
+// layers; no ONNX op has this name.
+const keepMaskRole = "attention_mask (keep)"
+
+// RegisterKeepMaskLayer makes layerType the layer the lifter computes a
+// key-padding keep mask with when an op layer (ONNX's Attention op) reads
+// Hugging Face's attention_mask, (B, S) of 1 for tokens and 0 for
+// padding: the layer maps it to what attention reads with mask: bool and
+// mask_polarity: keep. It panics when called twice or with an empty type,
+// programming errors.
+func RegisterKeepMaskLayer(layerType string) {
+	opLayers.add("RegisterKeepMaskLayer", keepMaskRole, layerType == "", opLayer{Op: keepMaskRole, Type: layerType, build: noBuild})
+}
+
+// KeepMaskLayer returns the layer type registered by
+// RegisterKeepMaskLayer, "" when none is.
+func KeepMaskLayer() string { return OpLayer(keepMaskRole) }
+
+// noBuild is the builder of a registration the lifter only asks the type
+// of (the keep mask's layer).
+func noBuild(any) (*Layer, error) { return nil, nil }
