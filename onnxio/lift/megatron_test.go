@@ -41,3 +41,18 @@ func TestLiftGELUInAnyOrder(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "op Pow is not part of any attnrun layer")
 }
+
+// TestLiftFloatToFloatCasts lifts the export of
+// testdata/export_float_casts.py: self-attention that casts its float32
+// scores and weights to float32 (Megatron's .float() around the softmax),
+// Casts that copy. It lifts to one attention layer that gives PyTorch's
+// output within 1e-5 relative, 1e-6 absolute.
+func TestLiftFloatToFloatCasts(t *testing.T) {
+	dir := "testdata/float_casts"
+	src, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
+	require.NoError(t, err)
+	res, err := lift.Lift(src)
+	require.NoError(t, err, "%v", err)
+	assert.Contains(t, res.Config, "{name: attn, type: attention.multihead, d_in: 8, d_out: 8, context_length: 5, num_heads: 2, qkv_bias: true, out_bias: true, causal: false}")
+	checkDataSets(t, dir, res)
+}
