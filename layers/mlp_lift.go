@@ -80,7 +80,7 @@ func same(a, b *match.Node) bool {
 }
 
 // activationAfter recognizes the activation applied to v (v's readers):
-// relu (Relu), silu (Sigmoid·v), gelu (Erf form or ONNX's Gelu op) or
+// relu (Relu), silu (Sigmoid·v), gelu (erf form or ONNX's Gelu op) or
 // gelu_tanh, with the nodes and the output.
 func activationAfter(g match.Graph, v string) (string, []*match.Node, string) {
 	if g.IsOutput(v) {
@@ -96,16 +96,9 @@ func activationAfter(g match.Graph, v string) (string, []*match.Node, string) {
 			if m := onlyReader(g, r.Output()); m != nil && m.Op() == "Mul" && otherInput(m, r.Output()) == v {
 				return "silu", []*match.Node{r, m}, m.Output()
 			}
-		case "Div", "Mul": // the exact GELU only where its layer is available
-			if x, nodes, out, ok := exactGELUAt(g, r); ok && x == v && g.Registered("activation.gelu") {
-				return "gelu", nodes, out
-			}
-			if nodes, out, ok := tanhGELUAt(g, r); ok && r.Inputs()[0] == v { // x·x·x
-				return "gelu_tanh", nodes, out
-			}
-		case "Pow":
-			if nodes, out, ok := tanhGELUAt(g, r); ok {
-				return "gelu_tanh", nodes, out
+		case "Add", "Div", "Mul", "Pow", "Sub":
+			if name, nodes, out, ok := geluAt(g, r, v); ok {
+				return name, nodes, out
 			}
 		case "Gelu": // ONNX's op (opset 20)
 			switch r.StringAttr("approximate", "none") {
@@ -117,4 +110,21 @@ func activationAfter(g match.Graph, v string) (string, []*match.Node, string) {
 		}
 	}
 	return "", nil, ""
+}
+
+// geluAt recognizes either GELU computed from v through n, written however
+// the exporter orders it (elementwise_lift.go): "gelu" (the exact form only
+// where its layer is available) or "gelu_tanh", with the nodes and the
+// output.
+func geluAt(g match.Graph, n *match.Node, v string) (string, []*match.Node, string, bool) {
+	k, x, out, nodes, ok := elementwiseAt(g, n, []func(float64) float64{gelu, geluTanh})
+	switch {
+	case !ok || x != v:
+		return "", nil, "", false
+	case k == 0 && g.Registered("activation.gelu"):
+		return "gelu", nodes, out, true
+	case k == 1:
+		return "gelu_tanh", nodes, out, true
+	}
+	return "", nil, "", false
 }

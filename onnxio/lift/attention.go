@@ -164,6 +164,8 @@ func (v scoresView) Carries(n *node, k int) bool {
 		return a.g.IsData(x) && (a.g.Static(other) || a.leadsToProduct(x) && !a.leadsToProduct(other))
 	case "Reshape":
 		return a.regroups(ins[0], n.GetOutput()[0])
+	case "Cast":
+		return a.floatCopy(n)
 	}
 	return true // Identity
 }
@@ -271,7 +273,7 @@ func (a *analysis) leadsToProduct(v string) bool {
 			v = x
 			continue
 		}
-		if n.GetOpType() == "Identity" || n.GetOpType() == "Reshape" && a.regroups(n.GetInput()[0], v) {
+		if n.GetOpType() == "Identity" || a.floatCopy(n) || n.GetOpType() == "Reshape" && a.regroups(n.GetInput()[0], v) {
 			v = n.GetInput()[0]
 			continue
 		}
@@ -323,7 +325,7 @@ func (a *analysis) weightedSum(sm *node) (*node, []*node, []weightsOutput, *fail
 			switch {
 			case r.GetOpType() == "MatMul" && r.GetInput()[0] == v && r.GetInput()[1] != v:
 				pvs = append(pvs, r)
-			case (r.GetOpType() == "Identity" || r.GetOpType() == "Dropout") && a.isLayout(r):
+			case (r.GetOpType() == "Identity" || r.GetOpType() == "Dropout") && a.isLayout(r) || a.floatCopy(r):
 				nodes = append(nodes, r)
 				if f := visit(r.GetOutput()[0]); f != nil {
 					return f
@@ -777,4 +779,10 @@ func (l *attentionLayer) lengthsNodes() []*match.Node {
 		out = append(out, match.NewNode(n))
 	}
 	return out
+}
+
+// floatCopy reports whether n casts float32 data to float32, which
+// changes nothing (Megatron's .float() of the scores and the weights).
+func (a *analysis) floatCopy(n *node) bool {
+	return match.IsFloatCopy(patternGraph{a: a}, match.NewNode(n))
 }

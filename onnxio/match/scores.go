@@ -7,7 +7,8 @@ package match
 // where each step is an elementwise node that keeps the scores' shape:
 // a scale Div(S, c), Mul(S, c) or Mul(c, S); a mask Where(m, fill, S) or
 // Where(m, S, fill) with fill −inf, or Add(S, m) or Add(m, S); and, where
-// the caller allows it, a copy Identity(S) or a Reshape(S) that regroups
+// the caller allows it, a copy Identity(S) or Cast(S) (one that the view
+// says keeps the type: Megatron's .float()) or a Reshape(S) that regroups
 // the leading axes (Hugging Face's BART, OPT and Whisper take the scores
 // (B·H, T, S) to (B, H, T, S) to add the mask and back). WalkScores
 // follows the softmax's input back through such steps to the product.
@@ -20,7 +21,7 @@ const (
 	Scale StepKind = iota // Div(S, c), Mul(S, c) or Mul(c, S)
 	Where                 // Where(m, fill, S) or Where(m, S, fill)
 	Add                   // Add(S, m) or Add(m, S)
-	Copy                  // Identity(S), or Reshape(S, shape) where Rules allow it
+	Copy                  // Identity(S) or Cast(S), or Reshape(S, shape) where Rules allow it
 )
 
 // Step is one step of a scores chain, its operands given as positions
@@ -54,7 +55,7 @@ func candidates(op string, r Rules) []int {
 		return []int{0, 1}
 	case "Where":
 		return []int{1, 2}
-	case "Identity":
+	case "Identity", "Cast":
 		if r.Copies {
 			return []int{0}
 		}
@@ -88,7 +89,7 @@ func stepAt[N any](n N, op string, k int) Step[N] {
 		} else {
 			st.Fill = 1
 		}
-	case "Identity", "Reshape":
+	case "Identity", "Cast", "Reshape":
 		st.Kind = Copy
 	}
 	return st
@@ -119,7 +120,8 @@ type ScoresView[N comparable, V comparable] interface {
 type Rules struct {
 	// MaxSteps is the most steps a chain may have; 0 means any number.
 	MaxSteps int
-	// Copies allows Identity steps.
+	// Copies allows Identity steps, and Cast steps the view's Carries
+	// accepts as copies.
 	Copies bool
 	// Reshapes allows Reshape steps, as copies; the view's Carries says
 	// which keep the scores' layout.
