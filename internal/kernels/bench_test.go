@@ -207,3 +207,32 @@ func BenchmarkSoftmaxRows(b *testing.B) {
 		}
 	}
 }
+
+// shortBenchShapes are the (k, n) weights BenchmarkShortProducts runs:
+// a fused QKV in-projection and the out-projection of d = 768, and
+// MiniLM's MLP (384 → 1536 → 384).
+var shortBenchShapes = [][2]int{{768, 2304}, {768, 768}, {384, 1536}, {1536, 384}}
+
+// BenchmarkShortProducts times products of few rows (one token to a short
+// sentence) by a weight stored (out, in) as nn.Linear stores it: on the
+// weight packed once (GemmPacked, what the executor and the layers use for
+// constant weights) and on the plain weight (Gemm, which computes up to 4
+// rows as dot products and packs the weight for more).
+func BenchmarkShortProducts(b *testing.B) {
+	for _, kn := range shortBenchShapes {
+		k, n := kn[0], kn[1]
+		rng := rand.New(rand.NewPCG(15, 6))
+		w := randSlice(rng, n*k)
+		p := PackB(true, k, n, w, k)
+		for _, m := range []int{1, 16, 32, 64} {
+			a, c := randSlice(rng, m*k), make([]float32, m*n)
+			flops := 2 * float64(m) * float64(n) * float64(k)
+			b.Run(fmt.Sprintf("packed/m=%d/k=%d/n=%d", m, k, n), func(b *testing.B) {
+				measure(b, flops, func() { GemmPacked(false, m, 1, a, k, p, 0, c, n) })
+			})
+			b.Run(fmt.Sprintf("plain/m=%d/k=%d/n=%d", m, k, n), func(b *testing.B) {
+				measure(b, flops, func() { Gemm(false, true, m, n, k, 1, a, k, w, k, 0, c, n) })
+			})
+		}
+	}
+}

@@ -115,10 +115,12 @@ func runPacked(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 	runJob(ctx, g, set, p, threads)
 }
 
-// maxShortRows is the longest product the few-rows kernel computes: up to
-// here it does fewer multiply-adds than full tiles of padding rows, and
-// it reads A in place.
-const maxShortRows = 16
+// maxShortRows is the longest product computed as a short one: A read in
+// place (not packed), full tiles and then the few-rows kernel for the
+// rows left (no multiply-adds on padding rows), the threads splitting the
+// columns. Up to here A is at most 64 rows of a few thousand floats, which
+// stays in L2 while the panels of B stream past it.
+const maxShortRows = 64
 
 // shortMinFlops is the smallest short product (2·m·n·k) worth splitting
 // across threads. A short product reads B once and does little else; one
@@ -135,8 +137,8 @@ const maxShortRows = 16
 var shortMinFlops = 2 << 20
 
 // shortJob is a short product in progress: its parts are ranges of B's
-// column panels, each computed over the whole depth, rows in groups of up
-// to maxTileRows.
+// column panels, each computed over the whole depth, rows in tiles of
+// shortTileRows.
 type shortJob struct {
 	g      gemmCall
 	p      *PackedB
@@ -202,34 +204,19 @@ func (j *shortJob) runPart(part int) {
 			jr := jp * nr
 			cols := min(nr, j.nc-jr)
 			bp := blk[jp*nr*kc : (jp+1)*nr*kc]
-			i := 0
-			for ; i+kern.mr <= g.m; i += kern.mr { // full tiles, A read in place
+			for i, rows := 0, 0; i < g.m; i += rows {
+				rows = shortTileRows(g.m-i, kern.mr)
 				a := g.a[i*aRow+pc*aCol:]
 				c := g.c[i*g.ldc+j.jc+jr:]
 				if cols == nr {
-					kern.tile(kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)
+					kern.shortTile(rows, kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)
 					continue
 				}
 				if ws == nil {
 					ws = freeWorkspaces.get()
 					ws.tile = grow(ws.tile, kern.mr*nr)
 				}
-				kern.tile(kc, a, aRow, aCol, bp, nr, ws.tile, nr, 1, 0)
-				mergeTile(c, g.ldc, ws.tile, nr, kern.mr, cols, g.alpha, beta)
-			}
-			for ; i < g.m; i += maxTileRows {
-				rows := min(maxTileRows, g.m-i)
-				a := g.a[i*aRow+pc*aCol:]
-				c := g.c[i*g.ldc+j.jc+jr:]
-				if cols == nr {
-					kern.rows(rows, kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)
-					continue
-				}
-				if ws == nil {
-					ws = freeWorkspaces.get()
-					ws.tile = grow(ws.tile, kern.mr*nr)
-				}
-				kern.rows(rows, kc, a, aRow, aCol, bp, nr, ws.tile, nr, 1, 0)
+				kern.shortTile(rows, kc, a, aRow, aCol, bp, nr, ws.tile, nr, 1, 0)
 				mergeTile(c, g.ldc, ws.tile, nr, rows, cols, g.alpha, beta)
 			}
 		}
@@ -237,4 +224,26 @@ func (j *shortJob) runPart(part int) {
 	if ws != nil {
 		freeWorkspaces.put(ws)
 	}
+}
+
+// shortTileRows returns how many of the rest rows of a short product the
+// next tile takes, A read in place: a full tile of the kernel's mr rows
+// while one fits, then tiles of the few-rows kernel. Every tile reads the
+// B panel once more (from L2), so fewer, taller tiles are better.
+func shortTileRows(rest, mr int) int {
+	if rest >= mr {
+		return mr
+	}
+	return min(rest, maxTileRows)
+}
+
+// shortTile computes a tile of rows rows (1 to maxTileRows, or mr) of C
+// with operands as tile takes them: on the full tile kernel or the
+// few-rows one, which give a row the same bits.
+func (k *microKernel) shortTile(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32) {
+	if rows == k.mr {
+		k.tile(kc, a, aRow, aCol, b, bRow, c, ldc, alpha, beta)
+		return
+	}
+	k.rows(rows, kc, a, aRow, aCol, b, bRow, c, ldc, alpha, beta)
 }

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // partRunner is a piece of work split into numbered parts that may run
@@ -16,12 +17,29 @@ type partRunner interface {
 // run is one dispatch of a partRunner: the parts are handed out through an
 // atomic counter, so a core that finishes early (or that the OS gave to
 // someone else for a while) simply takes fewer parts.
+//
+// Helpers join a run by taking one of its seats and leave it when no part
+// is left. Seats and helpers inside share one word, so that the caller can
+// close the run (no seat left) and learn whether a helper is still inside
+// in one atomic step: after that no helper can join, and the run may be
+// recycled once the last one has left.
 type run struct {
 	job   partRunner
 	parts int64
 	next  atomic.Int64
-	done  sync.WaitGroup
+	state atomic.Uint64 // seats | inside<<insideShift | waiting
+	// left receives a value when the last helper leaves while the caller
+	// is waiting (the waiting bit is set).
+	left chan struct{}
 }
+
+const (
+	seatsMask   = 1<<16 - 1
+	insideShift = 16
+	insideOne   = 1 << insideShift
+	insideMask  = seatsMask << insideShift
+	waitingBit  = 1 << 40
+)
 
 // drain runs parts until none are left.
 func (r *run) drain() {
@@ -34,13 +52,83 @@ func (r *run) drain() {
 	}
 }
 
-// workers are long-lived goroutines, so a parallel call costs a channel
-// hand-off instead of goroutine and closure allocations.
+// join takes a seat of r, if one is left.
+func (r *run) join() bool {
+	for {
+		s := r.state.Load()
+		if s&seatsMask == 0 {
+			return false
+		}
+		if r.state.CompareAndSwap(s, s-1+insideOne) {
+			return true
+		}
+	}
+}
+
+// leave marks the end of a helper's work on r, waking the caller if it
+// waits for this helper.
+func (r *run) leave() {
+	s := r.state.Add(^uint64(insideOne - 1)) // minus insideOne
+	if s&insideMask == 0 && s&waitingBit != 0 {
+		r.left <- struct{}{}
+	}
+}
+
+// finish closes r to helpers and returns when every helper that joined has
+// left. Helpers run the last parts, which the caller did not wait for, so
+// it spins a little before going to sleep.
+func (r *run) finish() {
+	for i := 0; ; i++ {
+		s := r.state.Load()
+		closed := s &^ seatsMask
+		if s&insideMask == 0 {
+			if r.state.CompareAndSwap(s, closed) {
+				return
+			}
+			continue
+		}
+		if i < waitSpins {
+			r.state.CompareAndSwap(s, closed) // no new helpers; retried below if it failed
+			spinPause()
+			continue
+		}
+		if r.state.CompareAndSwap(s, closed|waitingBit) {
+			<-r.left
+			r.state.Store(0)
+			return
+		}
+	}
+}
+
+// waitSpins is how many times finish checks for helpers before it sleeps:
+// a few microseconds, about what a helper's last part may still take.
+const waitSpins = 4000
+
+// workers are long-lived goroutines, so a parallel call costs a hand-off
+// instead of goroutine and closure allocations. A worker that finishes a
+// run spins for up to spinTime looking for the next offered run before it
+// parks: products come in quick succession in a forward pass, and waking
+// a parked goroutine (a futex, and on a virtual machine an interrupt to an
+// idle core) costs tens of microseconds, more than a short product takes.
 var workers struct {
 	mu      sync.Mutex
 	started atomic.Int64
-	wake    chan *run // unbuffered: a send succeeds only if a worker is idle
+	wake    chan *run // unbuffered: a send succeeds only if a worker is parked
+	// offered is the latest run with seats for helpers; spinning workers
+	// watch it.
+	offered  atomic.Pointer[run]
+	spinning atomic.Int64 // workers spinning
 }
+
+// spinTime is how long, in nanoseconds, an idle worker watches for
+// offered runs before it parks. A variable so tests can cover both ways
+// of joining a run (atomic: workers read it while tests set it).
+var spinTime atomic.Int64
+
+// defaultSpinTime is spinTime's value.
+const defaultSpinTime = 50 * time.Microsecond
+
+func init() { spinTime.Store(int64(defaultSpinTime)) }
 
 // freeRuns recycles runs (a channel, not a sync.Pool, so that a garbage
 // collection does not make the next call allocate).
@@ -55,12 +143,51 @@ func ensureWorkers(n int) {
 	}
 	for workers.started.Load() < int64(n) {
 		workers.started.Add(1)
-		go func() {
-			for r := range workers.wake {
-				r.drain()
-				r.done.Done()
+		go work()
+	}
+}
+
+// work is a worker's life: woken with a run, it helps with it, then with
+// every run it finds while spinning, and parks again.
+func work() {
+	for r := range workers.wake {
+		if r.join() {
+			r.drain()
+			r.leave()
+		}
+		for {
+			r := spin()
+			if r == nil {
+				break
 			}
-		}()
+			r.drain()
+			r.leave()
+		}
+	}
+}
+
+// spin watches for an offered run with a free seat for up to spinTime and
+// returns it joined, or nil. It yields the processor now and then, so that
+// a spinning worker does not hold up other goroutines.
+func spin() *run {
+	workers.spinning.Add(1)
+	defer workers.spinning.Add(-1)
+	var deadline time.Time
+	for i := 0; ; i++ {
+		if r := workers.offered.Load(); r != nil && r.join() {
+			return r
+		}
+		spinPause()
+		if i%64 != 63 {
+			continue
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(time.Duration(spinTime.Load()))
+		} else if now.After(deadline) {
+			return nil
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -71,15 +198,16 @@ func maxThreads() int { return runtime.GOMAXPROCS(0) }
 // parallelFor runs job.runPart(0..parts-1) using the calling goroutine and
 // up to threads-1 idle workers, and returns when all parts are done.
 //
-// Only idle workers are woken (non-blocking send on an unbuffered channel),
-// so a parallel kernel called from inside another one (a GEMM inside a
-// batch of attention heads) cannot deadlock: if everybody is busy the
-// caller runs all parts itself.
+// Only idle workers help (spinning ones take a seat, parked ones are woken
+// by a non-blocking send on an unbuffered channel), so a parallel kernel
+// called from inside another one (a GEMM inside a batch of attention
+// heads) cannot deadlock: if everybody is busy the caller runs all parts
+// itself.
 func parallelFor(parts, threads int, job partRunner) {
 	if parts <= 0 {
 		return
 	}
-	threads = min(threads, parts)
+	threads = min(threads, parts, seatsMask+1)
 	if threads <= 1 {
 		for p := range parts {
 			job.runPart(p)
@@ -93,20 +221,21 @@ func parallelFor(parts, threads int, job partRunner) {
 	select {
 	case r = <-freeRuns:
 	default:
-		r = new(run)
+		r = &run{left: make(chan struct{}, 1)}
 	}
 	r.job, r.parts = job, int64(parts)
 	r.next.Store(0)
-	for range threads - 1 {
-		r.done.Add(1)
+	r.state.Store(uint64(threads - 1))
+	workers.offered.Store(r)
+	for range int64(threads-1) - workers.spinning.Load() {
 		select {
 		case workers.wake <- r:
 		default:
-			r.done.Done()
 		}
 	}
 	r.drain()
-	r.done.Wait()
+	workers.offered.CompareAndSwap(r, nil)
+	r.finish()
 	r.job = nil
 	select {
 	case freeRuns <- r:
