@@ -134,7 +134,7 @@ const maxShortRows = 64
 // at 2 MFLOP (the bound now: 768×768 weights stay on one core), and
 // 0.73–0.89 s at 1 MFLOP.
 // A variable so tests can send small products down the parallel path.
-var shortMinFlops = 2 << 20
+var shortMinFlops = 1 << 20
 
 // shortJob is a short product in progress: its parts are ranges of B's
 // column panels, each computed over the whole depth, rows in tiles of
@@ -166,7 +166,7 @@ func runShort(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 	for j.jc = 0; j.jc < g.n && ctx.Err() == nil; j.jc += p.ncBlk {
 		j.nc = min(p.ncBlk, g.n-j.jc)
 		panels := ceilDiv(j.nc, j.kern.nr)
-		j.parts = min(panels, 2*threads)
+		j.parts = min(panels, partsPerThread*threads)
 		if threads == 1 {
 			j.parts = 1
 		}
