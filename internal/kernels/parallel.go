@@ -76,8 +76,9 @@ func (r *run) leave() {
 
 // finish closes r to helpers and returns when every helper that joined has
 // left. Helpers run the last parts, which the caller did not wait for, so
-// it spins a little before going to sleep.
+// it spins a little (waitSpin) before going to sleep.
 func (r *run) finish() {
+	var since time.Time
 	for i := 0; ; i++ {
 		s := r.state.Load()
 		closed := s &^ seatsMask
@@ -87,8 +88,11 @@ func (r *run) finish() {
 			}
 			continue
 		}
-		if i < waitSpins {
-			r.state.CompareAndSwap(s, closed) // no new helpers; retried below if it failed
+		if s&seatsMask != 0 {
+			r.state.CompareAndSwap(s, closed) // no new helpers; retried if it failed
+			continue
+		}
+		if i%64 != 63 || !spunFor(&since, waitSpin) {
 			spinPause()
 			continue
 		}
@@ -100,9 +104,21 @@ func (r *run) finish() {
 	}
 }
 
-// waitSpins is how many times finish checks for helpers before it sleeps:
-// a few microseconds, about what a helper's last part may still take.
-const waitSpins = 4000
+// waitSpin is how long finish spins: a helper's last part takes a few
+// microseconds when it runs; longer means the helper is not running (the
+// machine is busy), and a spinning caller would only take a core from it.
+const waitSpin = 20 * time.Microsecond
+
+// spunFor reports whether d has passed since *since, which the first call
+// sets to the current time.
+func spunFor(since *time.Time, d time.Duration) bool {
+	now := time.Now()
+	if since.IsZero() {
+		*since = now
+		return false
+	}
+	return now.Sub(*since) > d
+}
 
 // workers are long-lived goroutines, so a parallel call costs a hand-off
 // instead of goroutine and closure allocations. A worker that finishes a
@@ -171,11 +187,15 @@ func work() {
 
 // spin watches for an offered run with a free seat for up to spinTime and
 // returns it joined, or nil. It yields the processor now and then, so that
-// a spinning worker does not hold up other goroutines.
+// a spinning worker does not hold up other goroutines, and it stops early
+// when it finds it was not running for a while: the machine has more
+// work than cores, and a spinning thread would take a core from a thread
+// with work to do (ours, for one); a parked one, woken, is scheduled
+// sooner than one that used its time spinning.
 func spin() *run {
 	workers.spinning.Add(1)
 	defer workers.spinning.Add(-1)
-	var deadline time.Time
+	var start, last time.Time
 	for i := 0; ; i++ {
 		if r := workers.offered.Load(); r != nil && r.join() {
 			return r
@@ -185,14 +205,19 @@ func spin() *run {
 			continue
 		}
 		now := time.Now()
-		if deadline.IsZero() {
-			deadline = now.Add(time.Duration(spinTime.Load()))
-		} else if now.After(deadline) {
+		if start.IsZero() {
+			start = now
+		} else if now.Sub(start) > time.Duration(spinTime.Load()) || now.Sub(last) > descheduled {
 			return nil
 		}
+		last = now
 		runtime.Gosched()
 	}
 }
+
+// descheduled is a gap between two looks of a spinning worker (64 pauses
+// and a yield apart, a few microseconds) that means it was not running.
+const descheduled = 50 * time.Microsecond
 
 // maxThreads is how many goroutines a parallel kernel may use: one per
 // processor the Go scheduler runs on.
