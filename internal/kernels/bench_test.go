@@ -236,3 +236,34 @@ func BenchmarkShortProducts(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGemvFromMemory times one-row products by weights that do not
+// stay in cache: eight 2048×2048 weights (128 MiB in all, four times the
+// L3 of the machines in docs/performance.md) used in turn, as a decoder's
+// layers use theirs for one token. The product is the weight's read from
+// memory; GB/s is the rate of it.
+func BenchmarkGemvFromMemory(b *testing.B) {
+	const k, n, count = 2048, 2048, 8
+	rng := rand.New(rand.NewPCG(15, 7))
+	ws := make([][]float32, count)
+	ps := make([]*PackedB, count)
+	for i := range ws {
+		ws[i] = randSlice(rng, n*k)
+		ps[i] = PackB(true, k, n, ws[i], k)
+	}
+	a, c := randSlice(rng, k), make([]float32, n)
+	for _, kind := range []string{"packed", "plain"} {
+		b.Run(kind, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				if kind == "packed" {
+					GemmPacked(false, 1, 1, a, k, ps[i], 0, c, n)
+				} else {
+					Gemm(false, true, 1, n, k, 1, a, k, ws[i], k, 0, c, n)
+				}
+				i = (i + 1) % count
+			}
+			b.ReportMetric(float64(4*k*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
