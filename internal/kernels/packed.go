@@ -123,17 +123,13 @@ func runPacked(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 const maxShortRows = 64
 
 // shortMinFlops is the smallest short product (2·m·n·k) worth splitting
-// across threads. A short product reads B once and does little else; one
-// core streams a 768×768 weight from L3 in about 30 µs, and measured on a
-// shared 2-core machine a second core did not make one to four rows of it
-// faster, while waiting for it costs the most when the machine is busy.
-// The weights of a whole decoder come from memory rather than L3, though,
-// and there two cores may stream a 768×2304 or 768×3072 weight faster
-// than one: in A/B runs of GPT-2-small greedy decoding on the loaded
-// machine (2 threads), 0.91–0.96 s with this bound at 8 MFLOP, 0.85–0.93 s
-// at 2 MFLOP (the bound now: 768×768 weights stay on one core), and
-// 0.73–0.89 s at 1 MFLOP.
-// A variable so tests can send small products down the parallel path.
+// across threads; dot products (dots.go) use it too. A short product
+// reads B once and does little else. With workers that spin between runs
+// (parallel.go) a second thread joins within a microsecond, and a 768×768
+// weight (1.2 MFLOP for one row) streams from L3 faster on two cores than
+// on one: 22 against 28 µs, on the machine of docs/performance.md with the
+// other jobs held off (round 4 there). When a worker had to be woken for
+// every product, the bound was 2 MFLOP, and 8 before that.
 var shortMinFlops = 1 << 20
 
 // shortJob is a short product in progress: its parts are ranges of B's
