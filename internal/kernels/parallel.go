@@ -104,9 +104,12 @@ func (r *run) finish() {
 	}
 }
 
-// waitSpin is how long finish spins: a helper's last part takes a few
-// microseconds when it runs; longer means the helper is not running (the
-// machine is busy), and a spinning caller would only take a core from it.
+// waitSpin is how long finish spins before it sleeps. A short product's
+// parts take a few to some tens of microseconds, so the helper's last one
+// is usually done within it; after a longer part, the wake-up that
+// sleeping costs (a few microseconds) is small next to it; and when the
+// helper is not running at all (a busy machine), a spinning caller would
+// only take a core from it.
 const waitSpin = 20 * time.Microsecond
 
 // spunFor reports whether d has passed since *since, which the first call
