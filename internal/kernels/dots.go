@@ -12,11 +12,12 @@ var maxDotRows = 4
 
 // runDots computes g, whose op(B) is Bᵀ, as dot products, on up to
 // threads goroutines: the threads split B's rows (C's columns), so that
-// each streams its share of the weight once. Products of less than
-// shortMinFlops stay on the calling goroutine.
+// each streams its share of the weight once. Products not worth
+// splitting (worthSplitting, as for short products) stay on the calling
+// goroutine.
 func runDots(g *gemmCall, dot4 func(k32 int, x, w []float32, ldw int, out *[4]float32), threads int) {
 	groups := ceilDiv(g.n, 4)
-	if 2*g.m*g.n*g.k < shortMinFlops {
+	if !worthSplitting(2 * g.m * g.n * g.k) {
 		threads = 1
 	}
 	j := freeDotsJobs.get()

@@ -3,6 +3,7 @@ package kernels
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // PackedB is the right operand op(B) of products, k×n, packed once into
@@ -132,6 +133,19 @@ const maxShortRows = 64
 // every product, the bound was 2 MFLOP, and 8 before that.
 var shortMinFlops = 1 << 20
 
+// busyShortMinFlops is shortMinFlops while the machine is busy
+// (parallel.go): the bound that held when every helper had to be woken.
+const busyShortMinFlops = 2 << 20
+
+// worthSplitting reports whether a short product of flops (2·m·n·k) is
+// worth splitting across threads.
+func worthSplitting(flops int) bool {
+	if flops < shortMinFlops {
+		return false
+	}
+	return flops >= busyShortMinFlops || !machineBusy(time.Now())
+}
+
 // shortJob is a short product in progress: its parts are ranges of B's
 // column panels, each computed over the whole depth, rows in tiles of
 // shortTileRows.
@@ -156,7 +170,7 @@ func runShort(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 		j = new(shortJob)
 	}
 	j.g, j.p, j.kern, j.ctx = *g, p, p.set.gemm, ctx
-	if 2*g.m*g.n*g.k < shortMinFlops {
+	if !worthSplitting(2 * g.m * g.n * g.k) {
 		threads = 1
 	}
 	for j.jc = 0; j.jc < g.n && ctx.Err() == nil; j.jc += p.ncBlk {

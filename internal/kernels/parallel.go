@@ -76,9 +76,19 @@ func (r *run) leave() {
 
 // finish closes r to helpers and returns when every helper that joined has
 // left. Helpers run the last parts, which the caller did not wait for, so
-// it spins a little (waitSpin) before going to sleep.
-func (r *run) finish() {
+// it spins a little (waitSpin) before going to sleep. drained is how long
+// the caller took for its own parts: a helper's last part takes at most
+// about as long, so a wait much longer than that means the helper was not
+// running, and the machine is marked busy.
+func (r *run) finish(drained time.Duration) {
 	var since time.Time
+	defer func() {
+		if !since.IsZero() {
+			if now := time.Now(); now.Sub(since) > drained+descheduled {
+				markBusy(now)
+			}
+		}
+	}()
 	for i := 0; ; i++ {
 		s := r.state.Load()
 		closed := s &^ seatsMask
@@ -208,9 +218,16 @@ func spin() *run {
 			continue
 		}
 		now := time.Now()
-		if start.IsZero() {
+		switch {
+		case start.IsZero():
+			if machineBusy(now) {
+				return nil
+			}
 			start = now
-		} else if now.Sub(start) > time.Duration(spinTime.Load()) || now.Sub(last) > descheduled {
+		case now.Sub(last) > descheduled:
+			markBusy(now)
+			return nil
+		case now.Sub(start) > time.Duration(spinTime.Load()):
 			return nil
 		}
 		last = now
@@ -221,6 +238,30 @@ func spin() *run {
 // descheduled is a gap between two looks of a spinning worker (64 pauses
 // and a yield apart, a few microseconds) that means it was not running.
 const descheduled = 50 * time.Microsecond
+
+// busyUntil is the time (time.Time.UnixNano) until which the machine
+// counts as busy: a thread of ours was found not running while it had a
+// core to spin on or a part to finish, which means that the OS has more
+// runnable threads than cores. Then a helper that takes a part may be
+// taken off its core with it for a whole time slice (milliseconds), and
+// a spinning one gets its core back later than a parked one that is woken
+// (the OS favours threads that slept). So while busy, workers park at
+// once and products split across threads only from the bounds that held
+// when every helper had to be woken (busyShortMinFlops). Measured on the
+// busy machine of docs/performance.md, the spinning workers without this
+// made a pass of the d=768 model at (1, 1) take 0.45 to 2.3 ms where one
+// core takes 0.14.
+var busyUntil atomic.Int64
+
+// busyHold is how long the machine counts as busy after a thread of ours
+// was found not running.
+const busyHold = 100 * time.Millisecond
+
+// markBusy records that a thread of ours was found not running at now.
+func markBusy(now time.Time) { busyUntil.Store(now.Add(busyHold).UnixNano()) }
+
+// machineBusy reports whether the machine counts as busy at now.
+func machineBusy(now time.Time) bool { return now.UnixNano() < busyUntil.Load() }
 
 // maxThreads is how many goroutines a parallel kernel may use: one per
 // processor the Go scheduler runs on.
@@ -264,9 +305,10 @@ func parallelFor(parts, threads int, job partRunner) {
 		default:
 		}
 	}
+	start := time.Now()
 	r.drain()
 	workers.offered.CompareAndSwap(r, nil)
-	r.finish()
+	r.finish(time.Since(start))
 	r.job = nil
 	select {
 	case freeRuns <- r:

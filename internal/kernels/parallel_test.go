@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,15 +28,22 @@ func (j *countJob) runPart(p int) {
 
 // TestParallelForRunsEveryPartOnce checks that every part runs exactly
 // once, whether the workers are spinning (they join runs on their own) or
-// parked (woken with the run), for single, nested and concurrent callers,
-// many times over so that runs are recycled while workers still look at
-// them.
+// parked (woken with the run; always so while the machine counts as
+// busy), for single, nested and concurrent callers, many times over so
+// that runs are recycled while workers still look at them.
 func TestParallelForRunsEveryPartOnce(t *testing.T) {
-	for _, spin := range []time.Duration{0, defaultSpinTime, time.Millisecond} {
-		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) {
+	for _, c := range []struct {
+		spin time.Duration
+		busy bool
+	}{{0, false}, {defaultSpinTime, false}, {time.Millisecond, false}, {defaultSpinTime, true}} {
+		t.Run(fmt.Sprintf("spin=%v/busy=%v", c.spin, c.busy), func(t *testing.T) {
 			saved := spinTime.Load()
-			spinTime.Store(int64(spin))
+			spinTime.Store(int64(c.spin))
 			defer spinTime.Store(saved)
+			if c.busy {
+				busyUntil.Store(math.MaxInt64) // workers park at once
+			}
+			defer busyUntil.Store(0)
 			var wg sync.WaitGroup
 			for caller := range 3 {
 				wg.Add(1)
