@@ -60,10 +60,7 @@ func (s *Softcap) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.De
 func (s *Softcap) TokenWise() {}
 
 // FLOPs returns 0: the layer is elementwise.
-func (s *Softcap) FLOPs(inputs []tensor.Shape) (int64, error) {
-	_, err := s.OutputShape(inputs)
-	return 0, err
-}
+func (s *Softcap) FLOPs(inputs []tensor.Shape) (int64, error) { return noFLOPs(s.OutputShape(inputs)) }
 
 // OutputShape is the input's shape.
 func (s *Softcap) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {

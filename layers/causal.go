@@ -30,8 +30,8 @@ type Causal struct {
 	// QKVBias gives the three nn.Linear a bias.
 	QKVBias bool `yaml:"qkv_bias"`
 
-	head  *head
-	packs *weightPacks // the packed copies of the weights (packs.go)
+	head          *head
+	packedWeights `yaml:"-"` // the packed copies of the weights (packs.go), ParamsChanged
 }
 
 var (
@@ -53,10 +53,6 @@ func (c *Causal) Provision(mem registry.Memory) (err error) {
 	c.head, c.packs, err = provisionPacked(mem, c.prepare)
 	return err
 }
-
-// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
-// call it after writing parameters through Params once the layer has run.
-func (c *Causal) ParamsChanged() { c.packs.drop() }
 
 func (c *Causal) prepare(a paramAlloc) (*head, error) {
 	return newCausalHead(a, "", c.DIn, c.DOut, c.ContextLength, c.Dropout, c.QKVBias)

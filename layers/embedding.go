@@ -129,8 +129,7 @@ func (e *Embedding) TokenWise() {}
 
 // FLOPs returns 0: a lookup multiplies nothing.
 func (e *Embedding) FLOPs(inputs []tensor.Shape) (int64, error) {
-	_, err := e.OutputShape(inputs)
-	return 0, err
+	return noFLOPs(e.OutputShape(inputs))
 }
 
 // OutputShape is the ids' shape with an axis of embedding_dim appended.

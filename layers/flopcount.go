@@ -11,6 +11,10 @@ import (
 // The helpers of the layers' FLOPs methods (registry.FLOPCounter): each
 // layer counts its own products in its file, with these.
 
+// noFLOPs is the count of a layer that computes no products (it copies,
+// compares or works elementwise), once OutputShape has checked its inputs.
+func noFLOPs(_ tensor.Shape, err error) (int64, error) { return 0, err }
+
 // headFLOPs counts heads independent heads, each with its own projections
 // from dIn to dOut.
 func headFLOPs(inputs []tensor.Shape, heads, dIn, dOut int) (int64, error) {

@@ -28,8 +28,8 @@ type Linear struct {
 	// head tied to the token embedding; see linear_tied.go).
 	TiedWeight string `yaml:"tied_weight"`
 
-	weights *linearWeights
-	packs   *weightPacks // the packed copies of the weights (packs.go)
+	weights       *linearWeights
+	packedWeights `yaml:"-"` // the packed copies of the weights (packs.go), ParamsChanged
 }
 
 var (
@@ -50,10 +50,6 @@ func (l *Linear) Provision(mem registry.Memory) (err error) {
 	l.weights, l.packs, err = provisionPacked(mem, l.prepare)
 	return err
 }
-
-// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
-// call it after writing parameters through Params once the layer has run.
-func (l *Linear) ParamsChanged() { l.packs.drop() }
 
 func (l *Linear) prepare(a paramAlloc) (*linearWeights, error) {
 	if err := firstError(positive("d_in", l.DIn), positive("d_out", l.DOut)); err != nil {

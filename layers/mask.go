@@ -2,10 +2,11 @@ package layers
 
 import (
 	"fmt"
-	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/internal/attn"
 )
 
 // Attention masks arrive as extra float32 inputs (models pass float32
@@ -82,4 +83,18 @@ func maskData(name string, x *tensor.Dense) ([]float32, []int, error) {
 		return nil, nil, fmt.Errorf("%s shape %s: backing array too short", name, fmtShape(shape))
 	}
 	return data[:volume(shape)], shape, nil
+}
+
+// keyMaskShape is the shape of the key mask made of a (B, T)
+// attention_mask (mask.padding, mask.additive): (B, 1, 1, T), which
+// broadcasts over heads and queries.
+func keyMaskShape(inputs []tensor.Shape) (tensor.Shape, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("takes 1 input, the attention_mask, got %d", len(inputs))
+	}
+	s := inputs[0]
+	if len(s) != 2 || s[0] <= 0 || s[1] <= 0 {
+		return nil, fmt.Errorf("attention_mask shape %s: want (B, T)", fmtShape(s))
+	}
+	return tensor.Shape{s[0], 1, 1, s[1]}, nil
 }

@@ -72,8 +72,7 @@ func (p *LengthsMask) Forward(run *registry.Run, inputs []*tensor.Dense) (*tenso
 
 // FLOPs returns 0: the layer compares.
 func (p *LengthsMask) FLOPs(inputs []tensor.Shape) (int64, error) {
-	_, err := p.OutputShape(inputs)
-	return 0, err
+	return noFLOPs(p.OutputShape(inputs))
 }
 
 // OutputShape is (B, 1, 1, T) for lengths (B) and tokens (B, T, d).

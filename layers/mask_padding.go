@@ -74,18 +74,10 @@ func (p *PaddingMask) TokenWise() {}
 
 // FLOPs returns 0: the layer compares and copies.
 func (p *PaddingMask) FLOPs(inputs []tensor.Shape) (int64, error) {
-	_, err := p.OutputShape(inputs)
-	return 0, err
+	return noFLOPs(p.OutputShape(inputs))
 }
 
 // OutputShape is (B, 1, 1, T) for a (B, T) attention_mask.
 func (p *PaddingMask) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
-	if len(inputs) != 1 {
-		return nil, fmt.Errorf("takes 1 input, the attention_mask, got %d", len(inputs))
-	}
-	s := inputs[0]
-	if len(s) != 2 || s[0] <= 0 || s[1] <= 0 {
-		return nil, fmt.Errorf("attention_mask shape %s: want (B, T)", fmtShape(s))
-	}
-	return tensor.Shape{s[0], 1, 1, s[1]}, nil
+	return keyMaskShape(inputs)
 }

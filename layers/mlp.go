@@ -37,8 +37,8 @@ type MLP struct {
 	// Llama has none).
 	Bias bool `yaml:"bias"`
 
-	c     *mlpPrepared
-	packs *weightPacks // the packed copies of the weights (packs.go)
+	c             *mlpPrepared
+	packedWeights `yaml:"-"` // the packed copies of the weights (packs.go), ParamsChanged
 }
 
 // mlpPrepared is what Validate prepared.
@@ -68,10 +68,6 @@ func (m *MLP) Provision(mem registry.Memory) (err error) {
 	m.c, m.packs, err = provisionPacked(mem, m.prepare)
 	return err
 }
-
-// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
-// call it after writing parameters through Params once the layer has run.
-func (m *MLP) ParamsChanged() { m.packs.drop() }
 
 func (m *MLP) prepare(a paramAlloc) (*mlpPrepared, error) {
 	if err := firstError(positive("d", m.D), positive("d_hidden", m.DHidden)); err != nil {

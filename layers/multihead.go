@@ -46,7 +46,7 @@ type MultiHead struct {
 	contextLength int
 	causal        bool
 	dropout       float64
-	packs         *weightPacks // the packed copies of the weights (packs.go)
+	packedWeights `yaml:"-"` // the packed copies of the weights (packs.go), ParamsChanged
 }
 
 var (
@@ -74,10 +74,6 @@ func (m *MultiHead) Provision(mem registry.Memory) error {
 	m.numHeads, m.contextLength, m.causal, m.dropout = m.NumHeads, m.ContextLength, m.Causal, m.Dropout
 	return nil
 }
-
-// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
-// call it after writing parameters through Params once the layer has run.
-func (m *MultiHead) ParamsChanged() { m.packs.drop() }
 
 // multiHeadWeights are the projections of attention.multihead.
 type multiHeadWeights struct {

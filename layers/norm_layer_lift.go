@@ -3,6 +3,7 @@ package layers
 import (
 	"cmp"
 	"fmt"
+	"slices"
 
 	"gorgonia.org/tensor"
 
@@ -41,10 +42,22 @@ func liftLayerNorm(g match.Graph, n *match.Node) (*match.Layer, error) {
 // ReduceMean.
 func liftLayerNormDecomposed(g match.Graph, mean *match.Node) (*match.Layer, error) {
 	x := mean.Inputs()[0]
-	next := func(v, op string) *match.Node {
+	var copies []*match.Node // Casts of float32 to float32 on the way (GPT-2's exports cast x - mean before squaring it)
+	var next func(v, op string) *match.Node
+	next = func(v, op string) *match.Node {
 		for _, r := range g.Readers(v) {
 			if r.Op() == op {
 				return r
+			}
+		}
+		for _, r := range g.Readers(v) {
+			if match.IsFloatCopy(g, r) && !g.IsOutput(r.Output()) {
+				if n := next(r.Output(), op); n != nil {
+					if !slices.Contains(copies, r) {
+						copies = append(copies, r)
+					}
+					return n
+				}
 			}
 		}
 		return nil
@@ -84,7 +97,7 @@ func liftLayerNormDecomposed(g match.Graph, mean *match.Node) (*match.Layer, err
 		return nil, nil
 	}
 	nodes := append([]*match.Node{mean}, subs...)
-	nodes = append(nodes, pow, mean2, addEps, sqrt, div)
+	nodes = append(append(nodes, copies...), pow, mean2, addEps, sqrt, div)
 	out, scale, bias := div.Output(), "", ""
 	if m := onlyReader(g, out); m != nil && m.Op() == "Mul" {
 		if s := otherInput(m, out); s != "" && !g.IsData(s) {

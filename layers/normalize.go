@@ -74,8 +74,7 @@ func (n *Normalize) TokenWise() {}
 
 // FLOPs returns 0: normalization is elementwise work.
 func (n *Normalize) FLOPs(inputs []tensor.Shape) (int64, error) {
-	_, err := n.OutputShape(inputs)
-	return 0, err
+	return noFLOPs(n.OutputShape(inputs))
 }
 
 // OutputShape is the input's shape.

@@ -29,6 +29,17 @@ import (
 // in place, faster than packing it, so those stay on Gemm (same bits).
 const packMinRows = 5
 
+// packedWeights gives a layer that provisions with provisionPacked its
+// packed copies and its ParamsChanged: embedded (with the tag `yaml:"-"`,
+// it is no config field) in every such layer.
+type packedWeights struct {
+	packs *weightPacks
+}
+
+// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
+// call it after writing parameters through Params once the layer has run.
+func (p *packedWeights) ParamsChanged() { p.packs.drop() }
+
 // weightPacks is the nn.Linear weights of one layer that keep packed
 // copies, and the budget the copies are reserved from.
 type weightPacks struct {

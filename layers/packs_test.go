@@ -61,3 +61,14 @@ func run(t *testing.T, l *Linear, rng *rand.Rand, rows, in, out int) {
 	kernels.Linear(want, floats(x), floats(l.weights.weight), floats(l.weights.bias), rows, in, out)
 	require.Equal(t, want, floats(got), "%d rows", rows)
 }
+
+// TestPackedLayersWatchParams checks that every layer that keeps packed
+// copies of its weights (packedWeights) tells the model so, through
+// ParamsChanged: a layer without it would run on stale copies after
+// LoadStateDict.
+func TestPackedLayersWatchParams(t *testing.T) {
+	for _, l := range []registry.Layer{&Causal{}, &Linear{}, &MLP{}, &MultiHead{}, &SDPA{}, &Self{}, &TorchMHA{}} {
+		_, ok := l.(registry.ParamsWatcher)
+		require.True(t, ok, "%T", l)
+	}
+}

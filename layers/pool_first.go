@@ -49,8 +49,7 @@ func (p *FirstPool) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.
 
 // FLOPs returns 0: the layer copies.
 func (p *FirstPool) FLOPs(inputs []tensor.Shape) (int64, error) {
-	_, err := p.OutputShape(inputs)
-	return 0, err
+	return noFLOPs(p.OutputShape(inputs))
 }
 
 // OutputShape is (B, d), or (1, d) for a (T, d) input.

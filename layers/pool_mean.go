@@ -121,10 +121,7 @@ func maskShape(x seqs) tensor.Shape {
 }
 
 // FLOPs returns 0: pooling is elementwise work.
-func (p *MeanPool) FLOPs(inputs []tensor.Shape) (int64, error) {
-	_, err := p.OutputShape(inputs)
-	return 0, err
-}
+func (p *MeanPool) FLOPs(inputs []tensor.Shape) (int64, error) { return noFLOPs(p.OutputShape(inputs)) }
 
 // OutputShape is (B, d), or (1, d) for a (T, d) input.
 func (p *MeanPool) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {

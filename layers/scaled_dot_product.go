@@ -246,25 +246,20 @@ func (s *ScaledDotProduct) Forward(run *registry.Run, inputs []*tensor.Dense) (*
 
 // tokenMajor copies x, (B, H, T, D), into dst as (B, T, H, D) and returns dst.
 func tokenMajor(dst, x []float32, b, heads, t, d int) []float32 {
-	for s := range b {
-		for h := range heads {
-			for i := range t {
-				from := ((s*heads+h)*t + i) * d
-				to := ((s*t+i)*heads + h) * d
-				copy(dst[to:to+d], x[from:from+d])
-			}
-		}
-	}
+	swapAxes12(dst, x, b, heads, t, d)
 	return dst
 }
 
 // headMajor copies x, (B, T, H, D), into dst as (B, H, T, D).
-func headMajor(dst, x []float32, b, heads, t, d int) {
+func headMajor(dst, x []float32, b, heads, t, d int) { swapAxes12(dst, x, b, t, heads, d) }
+
+// swapAxes12 copies x, (B, N1, N2, D), into dst as (B, N2, N1, D).
+func swapAxes12(dst, x []float32, b, n1, n2, d int) {
 	for s := range b {
-		for h := range heads {
-			for i := range t {
-				from := ((s*t+i)*heads + h) * d
-				to := ((s*heads+h)*t + i) * d
+		for i := range n1 {
+			for j := range n2 {
+				from := ((s*n1+i)*n2 + j) * d
+				to := ((s*n2+j)*n1 + i) * d
 				copy(dst[to:to+d], x[from:from+d])
 			}
 		}

@@ -5,10 +5,9 @@ import (
 	"math"
 	"reflect"
 	"regexp"
-	"sort"
 	"strings"
-	"sync"
 
+	"github.com/attnrun/attnrun/internal/catalog"
 	"github.com/attnrun/attnrun/internal/yamlkeys"
 	"github.com/attnrun/attnrun/registry"
 	"go.yaml.in/yaml/v3"
@@ -91,10 +90,8 @@ type ScoreModInfo struct {
 	New func() ScoreMod
 }
 
-var (
-	scoreModsMu sync.RWMutex
-	scoreMods   = map[string]ScoreModInfo{}
-)
+// scoreMods are the registered score modification types, by type.
+var scoreMods catalog.Catalog[ScoreModInfo]
 
 var scoreModType = regexp.MustCompile(`^[a-z][a-z0-9_.]*$`)
 
@@ -108,31 +105,17 @@ func RegisterScoreMod(info ScoreModInfo) {
 	case info.New == nil:
 		panic(fmt.Sprintf("layers: RegisterScoreMod %q with a nil New", info.Type))
 	}
-	scoreModsMu.Lock()
-	defer scoreModsMu.Unlock()
-	if _, dup := scoreMods[info.Type]; dup {
+	if !scoreMods.Add(info.Type, info) {
 		panic(fmt.Sprintf("layers: RegisterScoreMod called twice for %q", info.Type))
 	}
-	scoreMods[info.Type] = info
 }
 
 // ScoreModTypes lists the registered score modification types, sorted.
-func ScoreModTypes() []string {
-	scoreModsMu.RLock()
-	defer scoreModsMu.RUnlock()
-	types := make([]string, 0, len(scoreMods))
-	for t := range scoreMods {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-	return types
-}
+func ScoreModTypes() []string { return scoreMods.Names() }
 
 // LookupScoreMod returns a registered score modification type.
 func LookupScoreMod(typ string) (ScoreModInfo, error) {
-	scoreModsMu.RLock()
-	info, ok := scoreMods[typ]
-	scoreModsMu.RUnlock()
+	info, ok := scoreMods.Get(typ)
 	if !ok {
 		return ScoreModInfo{}, fmt.Errorf("score_mod type %q is not registered (registered: %s; forgotten import?)", typ, strings.Join(ScoreModTypes(), ", "))
 	}

@@ -22,6 +22,8 @@ func init() {
 		New: func() ScoreMod { return &RelativeBiasMod{} }})
 	RegisterScoreMod(ScoreModInfo{Type: "document_mask", Summary: "−Inf between tokens of different documents packed in one sequence",
 		New: func() ScoreMod { return &DocumentMaskMod{} }})
+	RegisterScoreMod(ScoreModInfo{Type: "shift", Summary: "score + by, one number added to every score (a mask hiding every key alike)",
+		New: func() ScoreMod { return &ShiftMod{} }})
 }
 
 var (
@@ -30,7 +32,39 @@ var (
 	_ ScoreMod       = (*RelativeBiasMod)(nil)
 	_ ScoreModParams = (*RelativeBiasMod)(nil)
 	_ ScoreMod       = (*DocumentMaskMod)(nil)
+	_ ScoreMod       = (*ShiftMod)(nil)
 )
+
+// ShiftMod is score_mod shift: score + by, the same number added to every
+// score, as a mask that hides every key alike adds it (ONNX Runtime's BERT
+// tests fold an attention_mask of zeros into −10000 on every score). The
+// softmax is the same but for rounding, which the shift decides: scores
+// near 0 shifted by −10000 keep about three decimals, as in the graph.
+type ShiftMod struct {
+	// By is the number added; it must be finite.
+	By float64 `yaml:"by"`
+}
+
+// Prepare checks that by is a finite float32.
+func (m *ShiftMod) Prepare(ScoreModShape) error {
+	if math.IsNaN(m.By) || math.Abs(m.By) > math.MaxFloat32 {
+		return fmt.Errorf("by must be a finite float32, got %g", m.By)
+	}
+	return nil
+}
+
+// Modify adds by to the row, in float32.
+func (m *ShiftMod) Modify(row []float32, _, _, _, _ int) {
+	by := float32(m.By)
+	for j := range row {
+		row[j] += by
+	}
+}
+
+// ExportONNX is Add(scores, by).
+func (m *ShiftMod) ExportONNX(g registry.GraphBuilder, scores string, _ *ScoreIndices) string {
+	return g.Node("Add", operands(scores, g.ScalarFloat(float32(m.By))))
+}
 
 // SoftcapMod is score_mod softcap: cap · tanh(score / cap), computed in
 // float64, as attention.sdpa's softcap field (which comes first, when both

@@ -68,5 +68,5 @@ layers:
 	fmt.Println(layers.ScoreModTypes())
 	// Output:
 	// [softcap test.wave]
-	// [alibi document_mask relative_bias softcap test.wave]
+	// [alibi document_mask relative_bias shift softcap test.wave]
 }

@@ -30,8 +30,8 @@ func TestScoreModsYAML(t *testing.T) {
 	require.NotContains(t, string(out), "score_mod", "an empty score_mod is omitted")
 
 	for _, tc := range []struct{ in, err string }{
-		{`{cap: 30}`, "line 1: score_mod needs a type (one of: alibi, document_mask, relative_bias, softcap"},
-		{`{type: nope}`, `line 1: score_mod: score_mod type "nope" is not registered (registered: alibi, document_mask, relative_bias, softcap`},
+		{`{cap: 30}`, "line 1: score_mod needs a type (one of: alibi, document_mask, relative_bias, shift, softcap"},
+		{`{type: nope}`, `line 1: score_mod: score_mod type "nope" is not registered (registered: alibi, document_mask, relative_bias, shift, softcap`},
 		{`{type: softcap, cap: 30, ca: 2}`, `line 1: score_mod (softcap): unknown field "ca" (fields: cap)`},
 		{"- {type: alibi}\n- {type: alibi, slope: 2}", `line 2: score_mod[1] (alibi): unknown field "slope" (fields: none)`},
 		{`softcap`, "score_mod must be a mapping with a type"},

@@ -3,9 +3,9 @@ package layers
 import (
 	"errors"
 	"fmt"
-	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
 )
@@ -157,8 +157,8 @@ type SDPA struct {
 	// softcap and before the masks.
 	ScoreMod ScoreMods `yaml:"score_mod,omitempty"`
 
-	c     *sdpaPrepared
-	packs *weightPacks // the packed copies of the weights (packs.go)
+	c             *sdpaPrepared
+	packedWeights `yaml:"-"` // the packed copies of the weights (packs.go), ParamsChanged
 }
 
 // sdpaPrepared is what Validate prepared; Forward and Step read only this.
@@ -206,10 +206,6 @@ func (s *SDPA) Provision(mem registry.Memory) (err error) {
 	s.c, s.packs, err = provisionPacked(mem, s.prepare)
 	return err
 }
-
-// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
-// call it after writing parameters through Params once the layer has run.
-func (s *SDPA) ParamsChanged() { s.packs.drop() }
 
 // prepare validates the fields in order and builds the prepared layer.
 func (s *SDPA) prepare(a paramAlloc) (*sdpaPrepared, error) {

@@ -242,7 +242,7 @@ func TestSDPAFrontierStepEqualsForward(t *testing.T) {
 		{"acceptance", `{d: 32, num_heads: 4, num_kv_heads: 2, causal: true, qk_norm: rms, sinks: true}`, []*tensor.Dense{x(2, 9, 32)}, nil},
 		{"sinks window rope", `{d: 8, num_heads: 4, num_kv_heads: 1, causal: true, window: 3, rope: half, sinks: true, qk_norm: rms}`, []*tensor.Dense{x(2, 9, 8)}, nil},
 		{"score_mod window", `{d: 8, num_heads: 2, causal: true, window: 3, score_mod: [{type: softcap, cap: 2}, {type: alibi},
-			{type: relative_bias, max_distance: 4}, {type: document_mask, lengths: [2, 4]}, {type: test.wave}]}`, []*tensor.Dense{x(2, 9, 8)}, nil},
+			{type: relative_bias, max_distance: 4}, {type: document_mask, lengths: [2, 4]}, {type: test.wave}, {type: shift, by: -10000}]}`, []*tensor.Dense{x(2, 9, 8)}, nil},
 		{"score_mod sinks padding", `{d: 8, num_heads: 2, causal: true, sinks: true, mask: bool, mask_polarity: keep,
 			score_mod: {type: document_mask, lengths: [3, 3]}}`, []*tensor.Dense{x(2, 7, 8), keyPadding(2, 7, 0, 4)}, []role{stream, keyMask}},
 		{"cross top_left score_mod", `{d: 8, d_memory: 6, num_heads: 2, causal: true, causal_align: top_left, sinks: true,

@@ -18,6 +18,7 @@ import (
 
 func init() {
 	match.RegisterAttention(match.AttentionBuilder{Name: "attention.sdpa/hf", Priority: -1, Build: liftSDPA})
+	match.RegisterKeepMaskLayer("mask.padding") // an attention_mask read by ONNX's Attention op
 }
 
 // liftSDPA lifts projected self-attention with an output projection, with
@@ -28,7 +29,8 @@ func liftSDPA(a *match.Attention) (*match.Layer, error) {
 	additive := a.PaddingMaskKind == "additive" // mask.additive's (1 - m) * fill
 	pruned := a.PaddingMask == "" && a.Out != nil && a.Out.In != a.Out.Out
 	rescaled := a.PaddingMask == "" && a.Projected && a.Out != nil && !a.Cross && !scaledAs(a.Scale, a.HeadDim) // fairseq's scaling: sdpa's scale
-	if !keep && !additive && !pruned && !rescaled && !(grouped(a) && a.PaddingMask == "") {
+	shifted := a.ScoreShift != 0                                                                                // score_mod shift
+	if !keep && !additive && !pruned && !rescaled && !shifted && !(grouped(a) && a.PaddingMask == "") {
 		return nil, nil
 	}
 	desc := fmt.Sprintf("attention of %d heads of %d over %d features", a.Heads, a.HeadDim, a.Width)
@@ -79,6 +81,13 @@ func liftSDPA(a *match.Attention) (*match.Layer, error) {
 		l.Config = append(l.Config, match.Field{Key: "scale", Value: a.Scale})
 	}
 	l.Config = append(l.Config, match.Field{Key: "causal", Value: a.Causal})
+	if shifted {
+		mods, err := NewScoreMods([]string{"shift"}, []ScoreMod{&ShiftMod{By: a.ScoreShift}})
+		if err != nil {
+			return nil, err
+		}
+		l.Config = append(l.Config, match.Field{Key: "score_mod", Value: mods})
+	}
 	if keep {
 		l.Inputs = append(l.Inputs, a.PaddingMask)
 		l.Config = append(l.Config, match.Field{Key: "mask", Value: "bool"}, match.Field{Key: "mask_polarity", Value: "keep"})

@@ -29,7 +29,6 @@ import (
 
 func init() {
 	match.RegisterPattern(match.Pattern{Name: "attention.sdpa/decomposed", Op: "Softmax", Match: liftSDPADecomposed})
-	match.RegisterOpLayer("Attention", "attention.sdpa") // ONNX's Attention op (opset 23 on), which the lifter reads
 }
 
 // liftSDPADecomposed is the pattern's Match.
@@ -72,6 +71,10 @@ type sdpaScores struct {
 	// "additive"), maskPolarity a bool mask's polarity and maskInput the
 	// graph input it is.
 	mask, maskPolarity, maskInput string
+	// keepInput is the graph input a keep mask is computed from, through
+	// mask.padding into maskInput (Hugging Face's attention_mask); "" when
+	// the mask is a graph input itself.
+	keepInput string
 	// softcap is the softcap field (0 for none); mods the score_mod
 	// entries, in order, their types and each one's parameters.
 	softcap   float64
@@ -98,9 +101,19 @@ func (s *sdpaScores) modified() bool { return s.touched || s.softcap > 0 || len(
 // readHeads follows q and the transposed keys of the product of queries
 // and keys back to their projections.
 func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
-	ins := product.Inputs()
-	kT := g.Producer(ins[1])
-	if kT == nil || kT.Op() != "Transpose" || !slices.Equal(kT.Ints("perm"), []int64{0, 1, 3, 2}) {
+	ins := slices.Clone(product.Inputs())
+	for i := range ins { // PyTorch's decomposition scales Q and Kᵀ by √scale each
+		if mul := g.Producer(ins[i]); mul != nil && mul.Op() == "Mul" {
+			if x, c, ok := dataAndStatic(g, mul); ok {
+				if f, ok := g.Scalar(c); ok {
+					s.scale *= f
+					ins[i] = x
+				}
+			}
+		}
+	}
+	keys, ok := untransposedHeads(g, ins[1])
+	if !ok {
 		return fmt.Errorf("the keys of %s are not transposed heads", product.Name())
 	}
 	q, qRope, err := unrotated(g, ins[0])
@@ -108,7 +121,7 @@ func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
 		return err
 	}
 	q, qNorm := unnormalized(g, q)
-	k, kvHeads, err := unrepeated(g, kT.Inputs()[0])
+	k, kvHeads, err := unrepeated(g, keys)
 	if err != nil {
 		return err
 	}
@@ -121,17 +134,23 @@ func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
 	}
 	s.rope = qRope
 	k, kNorm := unnormalized(g, k)
+	var kHeads, kDim int
+	var qSplitNorm, kSplitNorm *match.RMSNorm // Hugging Face's q_norm and k_norm, on (B, T, H, d)
+	if s.q, s.heads, s.dim, qSplitNorm, err = projectedNormedHeads(g, q, "queries"); err != nil {
+		return err
+	}
+	if s.k, kHeads, kDim, kSplitNorm, err = projectedNormedHeads(g, k, "keys"); err != nil {
+		return err
+	}
+	if qNorm == nil && kNorm == nil {
+		qNorm, kNorm = qSplitNorm, kSplitNorm
+	} else if qSplitNorm != nil || kSplitNorm != nil {
+		return fmt.Errorf("the queries or keys are normalized per head twice; attention.sdpa's qk_norm normalizes them once")
+	}
 	if (qNorm == nil) != (kNorm == nil) {
 		return fmt.Errorf("only one of the queries and keys is normalized per head; attention.sdpa's qk_norm normalizes both")
 	}
 	s.qNorm, s.kNorm = qNorm, kNorm
-	var kHeads, kDim int
-	if s.q, s.heads, s.dim, err = projectedHeads(g, q, "queries"); err != nil {
-		return err
-	}
-	if s.k, kHeads, kDim, err = projectedHeads(g, k, "keys"); err != nil {
-		return err
-	}
 	if kDim != s.dim || (kvHeads != 0 && kvHeads != kHeads) {
 		return fmt.Errorf("the keys have %d heads of %d, the queries %d heads of %d", kHeads, kDim, s.heads, s.dim)
 	}
@@ -258,7 +277,45 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 			}
 		}
 	}
-	return &match.Layer{Type: "attention.sdpa", Name: "attn", Config: cfg, Inputs: inputs, Output: out.Output, Params: params, Notes: notes}, nil
+	l := &match.Layer{Type: "attention.sdpa", Name: "attn", Config: cfg, Inputs: inputs, Output: out.Output, Params: params, Notes: notes}
+	if s.keepInput != "" {
+		if !g.Registered("mask.padding") {
+			return nil, fmt.Errorf("the scores are masked from the keep mask %q and no layer type mask.padding is registered in this build", s.keepInput)
+		}
+		l.Before = []*match.Layer{{Type: "mask.padding", Name: "mask", Inputs: []string{s.keepInput}, Output: s.maskInput, KeepMasks: []string{s.keepInput}}}
+	}
+	return l, nil
+}
+
+// untransposedHeads returns the (B, H, S, d) heads that v holds
+// transposed to (B, H, d, S): by Transpose(perm 0, 1, 3, 2), or as the
+// dynamo exporter writes it before opset 23, the heads reshaped to
+// (B·H, S, d), transposed (0, 2, 1) and reshaped back.
+func untransposedHeads(g match.Graph, v string) (string, bool) {
+	n := g.Producer(v)
+	if n != nil && n.Op() == "Transpose" && slices.Equal(n.Ints("perm"), []int64{0, 1, 3, 2}) {
+		return n.Inputs()[0], true
+	}
+	if n == nil || n.Op() != "Reshape" {
+		return "", false
+	}
+	t := g.Producer(n.Inputs()[0])
+	if t == nil || t.Op() != "Transpose" || !slices.Equal(t.Ints("perm"), []int64{0, 2, 1}) {
+		return "", false
+	}
+	r := g.Producer(t.Inputs()[0])
+	if r == nil || r.Op() != "Reshape" {
+		return "", false
+	}
+	x := r.Inputs()[0]
+	for i := range g.Probes() {
+		xs, err1 := g.ShapeAt(i, x)
+		vs, err2 := g.ShapeAt(i, v)
+		if err1 != nil || err2 != nil || len(xs) != 4 || !slices.Equal(vs, []int{xs[0], xs[1], xs[3], xs[2]}) {
+			return "", false
+		}
+	}
+	return x, true
 }
 
 // unnormalized returns the heads a per-head RMSNorm computes v from, and
@@ -268,20 +325,36 @@ func unnormalized(g match.Graph, v string) (string, *match.RMSNorm) {
 	if mul == nil || mul.Op() != "Mul" {
 		return v, nil
 	}
-	for _, in := range mul.Inputs() {
-		div := g.Producer(in)
-		if div == nil || div.Op() != "Div" {
-			continue
-		}
-		x := div.Inputs()[0]
-		for _, pow := range g.Readers(x) {
-			if pow.Op() != "Pow" {
+	// The norm's input is a few steps back from its output (x / rms · w,
+	// or x · (1 / rms) · w after a float32 copy): look for its Pow there.
+	values := []string{v}
+	for depth := 0; depth < 4 && len(values) > 0; depth++ {
+		var next []string
+		for _, u := range values {
+			n := g.Producer(u)
+			if n == nil {
 				continue
 			}
-			if r, err := match.MatchRMSNorm(g, pow); err == nil && r != nil && r.Output == v {
-				return x, r
+			for _, x := range n.Inputs() {
+				if !g.IsData(x) {
+					continue
+				}
+				for _, pow := range g.Readers(x) {
+					if pow.Op() != "Pow" {
+						continue
+					}
+					if r, err := match.MatchRMSNorm(g, pow); err == nil && r != nil && r.Output == v {
+						in := r.Input
+						for c := g.Producer(in); c != nil && (c.Op() == "Identity" || match.IsFloatCopy(g, c)); c = g.Producer(in) {
+							in = c.Inputs()[0] // Hugging Face's norms compute in float32
+						}
+						return in, r
+					}
+				}
+				next = append(next, x)
 			}
 		}
+		values = next
 	}
 	return v, nil
 }
@@ -313,32 +386,47 @@ func unrepeated(g match.Graph, v string) (string, int, error) {
 // projectedHeads reads heads (B, H, T, d) split from a projection: the
 // Transpose (0, 2, 1, 3) of a Reshape (B, T, H, d) of an nn.Linear.
 func projectedHeads(g match.Graph, heads, what string) (*match.Linear, int, int, error) {
+	l, h, d, norm, err := projectedNormedHeads(g, heads, what)
+	if err == nil && norm != nil {
+		err = fmt.Errorf("the %s are normalized per head, which this layer does not do", what)
+	}
+	return l, h, d, err
+}
+
+// projectedNormedHeads is projectedHeads that also reads an RMSNorm of
+// each head between the split and the Transpose, as Hugging Face applies
+// q_norm and k_norm (Qwen3, OLMo-2): it returns the norm, or nil.
+func projectedNormedHeads(g match.Graph, heads, what string) (*match.Linear, int, int, *match.RMSNorm, error) {
 	tr := g.Producer(throughCopies(g, heads))
 	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
-		return nil, 0, 0, fmt.Errorf("the %s (%q) are not heads split from a projection (rope is not lifted from standard ops)", what, heads)
+		return nil, 0, 0, nil, fmt.Errorf("the %s (%q) are not heads split from a projection (rope is not lifted from standard ops)", what, heads)
 	}
-	reshape := g.Producer(tr.Inputs()[0])
+	split, norm := unnormalized(g, tr.Inputs()[0])
+	reshape := g.Producer(split)
 	if reshape == nil || reshape.Op() != "Reshape" {
-		return nil, 0, 0, fmt.Errorf("the %s (%q) are not heads split from a projection", what, heads)
+		return nil, 0, 0, nil, fmt.Errorf("the %s (%q) are not heads split from a projection", what, heads)
 	}
 	shape, err := g.Shape(reshape.Output())
 	if err != nil || len(shape) != 4 {
-		return nil, 0, 0, fmt.Errorf("the %s are split into heads of shape %v, not (B, T, H, d)", what, shape)
+		return nil, 0, 0, nil, fmt.Errorf("the %s are split into heads of shape %v, not (B, T, H, d)", what, shape)
 	}
 	l, ok := g.Linear(reshape.Inputs()[0])
 	if !ok {
-		return nil, 0, 0, fmt.Errorf("the %s (%q) are not an nn.Linear of the input", what, reshape.Inputs()[0])
+		return nil, 0, 0, nil, fmt.Errorf("the %s (%q) are not an nn.Linear of the input", what, reshape.Inputs()[0])
 	}
 	if l.Out != shape[2]*shape[3] {
-		return nil, 0, 0, fmt.Errorf("the %s' projection gives %d features, split into %d heads of %d", what, l.Out, shape[2], shape[3])
+		return nil, 0, 0, nil, fmt.Errorf("the %s' projection gives %d features, split into %d heads of %d", what, l.Out, shape[2], shape[3])
 	}
-	return l, shape[2], shape[3], nil
+	return l, shape[2], shape[3], norm, nil
 }
 
 // mergedOutput reads the output projection of the heads pv computes:
 // Transpose (0, 2, 1, 3), Reshape to (B, T, width), nn.Linear.
 func mergedOutput(g match.Graph, pv *match.Node, width int) (*match.Linear, error) {
 	tr := match.OnlyReader(g, pv.Output())
+	if tr != nil && tr.Op() == "Reshape" && sameShapes(g, pv.Output(), tr.Output()) { // a view to the shape it has (TorchScript's GQA)
+		tr = match.OnlyReader(g, tr.Output())
+	}
 	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
 		return nil, fmt.Errorf("the heads of %s are not merged (Transpose, Reshape)", pv.Name())
 	}
@@ -368,6 +456,19 @@ func outProjection(g match.Graph, merged string, width int) (*match.Linear, erro
 	return nil, fmt.Errorf("no output projection of %d features reads the merged heads (attention.sdpa has out_proj)", width)
 }
 
+// sameShapes reports whether values a and b have the same shape at every
+// probe.
+func sameShapes(g match.Graph, a, b string) bool {
+	for i := range g.Probes() {
+		as, err1 := g.ShapeAt(i, a)
+		bs, err2 := g.ShapeAt(i, b)
+		if err1 != nil || err2 != nil || !slices.Equal(as, bs) {
+			return false
+		}
+	}
+	return true
+}
+
 // mustShape is a value's shape, nil when unknown.
 func mustShape(g match.Graph, v string) []int {
 	s, _ := g.Shape(v)
@@ -390,6 +491,9 @@ type sdpaRope struct {
 // back (interleaved).
 func unrotated(g match.Graph, v string) (string, *sdpaRope, error) {
 	if x, r, err := unrotatedHalf(g, v); r != nil || err != nil { // sdpa_rope_hf_lift.go: Hugging Face's form
+		return x, r, err
+	}
+	if x, r, err := unrotatedOp(g, v); r != nil || err != nil { // sdpa_rope_hf_lift.go: ONNX's RotaryEmbedding
 		return x, r, err
 	}
 	n := g.Producer(v)

@@ -2,9 +2,9 @@ package layers
 
 import (
 	"errors"
-	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/registry"
 )
 

@@ -137,3 +137,77 @@ func throughCopies(g match.Graph, v string) string {
 	}
 	return v
 }
+
+// unrotatedOp returns the heads x that v rotates by ONNX's RotaryEmbedding
+// op (opset 23) on 4-D (B, H, T, head_dim) heads, not interleaved, over
+// the whole head, with cos and sin caches of (…, T, head_dim/2) and no
+// position ids (Gemma 2 through the dynamo exporter at opset 23): the
+// rotation of attention.sdpa's rope: half, its base read from the caches
+// as ropeTableBase reads Hugging Face's tables. "" and nil when v is not
+// computed so.
+func unrotatedOp(g match.Graph, v string) (string, *sdpaRope, error) {
+	n := g.Producer(throughCopies(g, v))
+	if n == nil || n.Op() != "RotaryEmbedding" {
+		return "", nil, nil
+	}
+	ins := n.Inputs()
+	x := ins[0]
+	shape, err := g.Shape(x)
+	switch {
+	case err != nil || len(shape) != 4 || shape[3]%2 != 0:
+		return "", nil, fmt.Errorf("the RotaryEmbedding %s rotates %q, not (B, H, T, head_dim) heads", n.Name(), x)
+	case len(ins) != 3 || n.Int("interleaved", 0) != 0 || n.Int("rotary_embedding_dim", 0) != 0 && int(n.Int("rotary_embedding_dim", 0)) != shape[3]:
+		return "", nil, fmt.Errorf("the RotaryEmbedding %s takes position ids, rotates interleaved pairs or part of the heads; attention.sdpa's rope: half rotates whole heads by position", n.Name())
+	}
+	base, err := ropeCacheBase(g, ins[1], ins[2], shape[2], shape[3])
+	if err != nil {
+		return "", nil, err
+	}
+	return x, &sdpaRope{style: "half", base: base, dim: shape[3]}, nil
+}
+
+// ropeCacheBase reads the base of the rotation from RotaryEmbedding's cos
+// and sin caches at the first probe, (…, T, d/2): the angle of pair i at
+// position t must be t·base^(−2i/d).
+func ropeCacheBase(g match.Graph, cosV, sinV string, T, d int) (float64, error) {
+	half := d / 2
+	read := func(v string) ([]float64, error) {
+		t, err := g.ValueAt(0, v)
+		if err != nil {
+			return nil, err
+		}
+		f, err := match.Floats(t)
+		if err != nil || len(f) != T*half { // one cache for every sequence
+			return nil, fmt.Errorf("the RoPE cache %q has %d values, want %d×%d", v, len(f), T, half)
+		}
+		return f, nil
+	}
+	cos, err := read(cosV)
+	if err != nil {
+		return 0, err
+	}
+	sin, err := read(sinV)
+	if err != nil {
+		return 0, err
+	}
+	if T < 2 {
+		return 0, fmt.Errorf("the RoPE caches cover %d position(s); reading the base takes 2", T)
+	}
+	base := 10000.0
+	if half > 1 {
+		theta1 := math.Atan2(sin[half+1], cos[half+1]) // position 1, pair 1
+		base = math.Pow(theta1, -float64(d)/2)
+		if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
+			base = r
+		}
+	}
+	for t := range T {
+		for i := range half {
+			angle := float64(t) * math.Pow(base, -2*float64(i)/float64(d))
+			if math.Abs(cos[t*half+i]-math.Cos(angle)) > 1e-4 || math.Abs(sin[t*half+i]-math.Sin(angle)) > 1e-4 {
+				return 0, fmt.Errorf("the RoPE caches %q and %q are not cos and sin of position·base^(−2i/d) at position %d, pair %d (base %g)", cosV, sinV, t, i, base)
+			}
+		}
+	}
+	return base, nil
+}

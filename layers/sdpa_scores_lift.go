@@ -52,8 +52,13 @@ func readWeights(g match.Graph, softmax *match.Node) (*sdpaWeights, error) {
 		w.scores, w.sinks, w.sinksFrom, weights = scores, sinks, from, slice.Output()
 	}
 	next := match.OnlyReader(g, weights)
+	for next != nil && match.IsFloatCopy(g, next) { // softmax(dtype=float32).to(float32): eager attention
+		weights, next = next.Output(), match.OnlyReader(g, next.Output())
+	}
 	if next != nil && next.Op() == "Where" && zeroesRows(g, next, weights) {
 		weights, next, w.zeroes = next.Output(), match.OnlyReader(g, next.Output()), true
+	} else if where := zeroesNaN(g, weights); where != nil {
+		weights, next, w.zeroes = where.Output(), match.OnlyReader(g, where.Output()), true
 	}
 	if next == nil || next.Op() != "MatMul" || next.Inputs()[0] != weights {
 		if w.sinks != nil {
@@ -72,6 +77,31 @@ func zeroesRows(g match.Graph, where *match.Node, weights string) bool {
 	ins := where.Inputs()
 	zero, ok := g.Scalar(ins[2])
 	return ins[1] == weights && ok && zero == 0
+}
+
+// zeroesNaN returns the Where of Where(IsNaN(weights), 0, weights) when
+// those two nodes alone read the weights, nil otherwise: PyTorch's
+// decomposition of scaled_dot_product_attention gives zeros to a row
+// whose every key is masked (softmax of −Inf only is NaN), as attention.sdpa
+// does; the lifted layer is checked against the graph.
+func zeroesNaN(g match.Graph, weights string) *match.Node {
+	rs := g.Readers(weights)
+	if len(rs) != 2 || g.IsOutput(weights) {
+		return nil
+	}
+	isNaN, where := rs[0], rs[1]
+	if isNaN.Op() != "IsNaN" {
+		isNaN, where = where, isNaN
+	}
+	if isNaN.Op() != "IsNaN" || where.Op() != "Where" || len(g.Readers(isNaN.Output())) != 1 || g.IsOutput(isNaN.Output()) {
+		return nil
+	}
+	ins := where.Inputs()
+	zero, ok := g.Scalar(ins[1])
+	if len(ins) != 3 || ins[0] != isNaN.Output() || ins[2] != weights || !ok || zero != 0 {
+		return nil
+	}
+	return where
 }
 
 // readMaskInput reads the step n of the scores if it applies attention.sdpa's
@@ -122,12 +152,53 @@ func (s *sdpaScores) readMaskInput(g match.Graph, n *match.Node) (string, bool, 
 			s.alibi, mask = true, input
 		}
 		if g.Producer(mask) != nil {
-			return "", false, nil
+			return s.readKeepMask(g, ins)
 		}
 		s.mask, s.maskInput = "additive", mask
 		return scores, true, nil
 	}
 	return "", false, nil
+}
+
+// readKeepMask reads Add(scores, mask) with the mask computed from
+// Hugging Face's attention_mask (match.Graph.KeepMask), either operand:
+// the layer reads it through mask.padding (keepInput) as a keep mask, its
+// causal part as causal. The value the layer reads is the bool condition of
+// the mask's Where(keep, 0, −Inf) when this layer alone adds it (the
+// TorchScript exporter writes a Where per layer), so that the layers share
+// the condition's mask.padding; else the added value.
+func (s *sdpaScores) readKeepMask(g match.Graph, add []string) (string, bool, error) {
+	var first error
+	for k := range 2 {
+		scores, mask := add[1-k], add[k]
+		if n := g.Producer(mask); n == nil || n.Op() == "MatMul" { // the product of queries and keys
+			continue
+		}
+		km, err := g.KeepMask(mask)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		s.mask, s.maskPolarity, s.maskInput, s.keepInput = "bool", "keep", mask, km.Input
+		if km.Window > 0 && (s.window > 0 || !km.Causal) {
+			return "", false, fmt.Errorf("the mask %q hides keys %d positions back and more; attention.sdpa's window needs causal, and one window", mask, km.Window)
+		}
+		s.causal = s.causal || km.Causal
+		if km.Window > 0 {
+			s.window = km.Window
+		}
+		if where := g.Producer(mask); where != nil && where.Op() == "Where" && len(g.Readers(mask)) == 1 && !g.IsOutput(mask) {
+			zero, ok0 := g.Scalar(where.Inputs()[1])
+			fill, ok1 := g.Scalar(where.Inputs()[2])
+			if ok0 && ok1 && zero == 0 && math.IsInf(fill, -1) && g.IsData(where.Inputs()[0]) {
+				s.maskInput = where.Inputs()[0]
+			}
+		}
+		return scores, true, nil
+	}
+	return "", false, first
 }
 
 // boolMaskInput reads Equal(mask, 0) (polarity keep: zero hides) or
@@ -192,6 +263,13 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 				continue
 			}
 		}
+		if n.Op() == "Tanh" { // a cap of 1: 1·tanh(s/1), the exporter drops both 1s
+			s.touched = true
+			caps = append(caps, 1)
+			push("softcap", &SoftcapMod{Cap: 1}, nil)
+			v = n.Inputs()[0]
+			continue
+		}
 		data, arg, ok := dataAndStatic(g, n)
 		if !ok {
 			return s, nil, fmt.Errorf("the scores pass through %s (%s), which attention.sdpa's lift does not read", n.Name(), n.Op())
@@ -238,6 +316,8 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 		case "Add":
 			bias := g.Producer(arg)
 			switch {
+			case uniform(g, arg) != nil:
+				push("shift", &ShiftMod{By: *uniform(g, arg)}, nil)
 			case bias != nil && bias.Op() == "Gather":
 				m, p, err := readRelativeBias(g, bias)
 				if err != nil {
@@ -271,6 +351,25 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 		s.mods, s.modTypes, s.modParams = mods, types, params
 	}
 	return s, g.Producer(v), nil
+}
+
+// uniform returns the finite number the static value v holds in every
+// element at every probe size, nil when it holds others.
+func uniform(g match.Graph, v string) *float64 {
+	var by *float64
+	for i := range g.Probes() {
+		t, err := g.ValueAt(i, v)
+		if err != nil {
+			return nil
+		}
+		f, err := match.Floats(t)
+		if err != nil || len(f) == 0 || by != nil && f[0] != *by ||
+			slices.ContainsFunc(f, func(x float64) bool { return x != f[0] || math.IsInf(x, 0) || math.IsNaN(x) }) {
+			return nil
+		}
+		by = &f[0]
+	}
+	return by
 }
 
 // dataAndStatic returns the data input of a binary step and its static

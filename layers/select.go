@@ -42,22 +42,11 @@ func (s *Select) Params() []registry.Param { return nil }
 
 // Forward copies feature index of every row of inputs[0].
 func (s *Select) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if len(inputs) != 1 || inputs[0] == nil {
-		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
-	}
-	shape, err := s.OutputShape([]tensor.Shape{inputs[0].Shape()})
+	src, in, shape, err := copiedInput(inputs, s.OutputShape)
 	if err != nil {
 		return nil, err
 	}
-	x, err := rowMajor("input", inputs[0])
-	if err != nil {
-		return nil, err
-	}
-	src, ok := x.Data().([]float32)
-	if !ok {
-		return nil, fmt.Errorf("input dtype %v: want float32", x.Dtype())
-	}
-	d := x.Shape()[x.Dims()-1]
+	d := in[len(in)-1]
 	out := make([]float32, len(src)/d)
 	for r := range out {
 		out[r] = src[r*d+s.Index]
@@ -66,10 +55,7 @@ func (s *Select) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Den
 }
 
 // FLOPs returns 0: the layer copies.
-func (s *Select) FLOPs(inputs []tensor.Shape) (int64, error) {
-	_, err := s.OutputShape(inputs)
-	return 0, err
-}
+func (s *Select) FLOPs(inputs []tensor.Shape) (int64, error) { return noFLOPs(s.OutputShape(inputs)) }
 
 // OutputShape is the input's shape without its last axis.
 func (s *Select) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {

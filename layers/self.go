@@ -35,8 +35,8 @@ type Self struct {
 	// raw scores.
 	Scaled bool `yaml:"scaled"`
 
-	head  *head
-	packs *weightPacks // the packed copies of the weights (packs.go)
+	head          *head
+	packedWeights `yaml:"-"` // the packed copies of the weights (packs.go), ParamsChanged
 }
 
 var (
@@ -57,10 +57,6 @@ func (s *Self) Provision(mem registry.Memory) (err error) {
 	s.head, s.packs, err = provisionPacked(mem, s.prepare)
 	return err
 }
-
-// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
-// call it after writing parameters through Params once the layer has run.
-func (s *Self) ParamsChanged() { s.packs.drop() }
 
 func (s *Self) prepare(a paramAlloc) (*head, error) {
 	err := firstError(positive("d_in", s.DIn), positive("d_out", s.DOut))

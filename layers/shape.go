@@ -82,6 +82,27 @@ func floatInput(inputs []*tensor.Dense) (*tensor.Dense, error) {
 	return rowMajor("input", x)
 }
 
+// copiedInput reads the one float32 input of a layer that copies some of
+// its elements (nn.select, nn.transpose): its elements in row-major order,
+// its shape, and the output shape outputShape gives it.
+func copiedInput(inputs []*tensor.Dense, outputShape func([]tensor.Shape) (tensor.Shape, error)) (src []float32, in, out tensor.Shape, err error) {
+	if len(inputs) != 1 || inputs[0] == nil {
+		return nil, nil, nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
+	}
+	if out, err = outputShape([]tensor.Shape{inputs[0].Shape()}); err != nil {
+		return nil, nil, nil, err
+	}
+	x, err := rowMajor("input", inputs[0])
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	src, ok := x.Data().([]float32)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("input dtype %v: want float32", x.Dtype())
+	}
+	return src, x.Shape(), out, nil
+}
+
 // floatInputShape is the output shape of a floatInput layer that keeps
 // its input's shape.
 func floatInputShape(inputs []tensor.Shape) (tensor.Shape, error) {

@@ -3,10 +3,10 @@ package layers
 import (
 	"errors"
 	"fmt"
-	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 	"slices"
 
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
 )
@@ -73,8 +73,8 @@ type TorchMHA struct {
 	// (default, as PyTorch) or "zeros".
 	MaskedRows string `yaml:"masked_rows"`
 
-	c     *mhaPrepared
-	packs *weightPacks // the packed copies of the weights (packs.go)
+	c             *mhaPrepared
+	packedWeights `yaml:"-"` // the packed copies of the weights (packs.go), ParamsChanged
 }
 
 // mhaPrepared is what Validate prepared; Forward reads only this.
@@ -115,10 +115,6 @@ func (m *TorchMHA) Provision(mem registry.Memory) (err error) {
 	m.c, m.packs, err = provisionPacked(mem, m.prepare)
 	return err
 }
-
-// ParamsChanged drops the packed copies of the weights (registry.ParamsWatcher):
-// call it after writing parameters through Params once the layer has run.
-func (m *TorchMHA) ParamsChanged() { m.packs.drop() }
 
 func (m *TorchMHA) prepare(a paramAlloc) (*mhaPrepared, error) {
 	err := firstError(

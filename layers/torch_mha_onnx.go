@@ -1,9 +1,9 @@
 package layers
 
 import (
-	"github.com/attnrun/attnrun/internal/attn"
 	"math"
 
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/registry"
 )
 

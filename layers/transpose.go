@@ -44,22 +44,10 @@ func (t *Transpose) Params() []registry.Param { return nil }
 
 // Forward copies inputs[0] with the two axes swapped.
 func (t *Transpose) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if len(inputs) != 1 || inputs[0] == nil {
-		return nil, fmt.Errorf("takes 1 input, got %d", len(inputs))
-	}
-	shape, err := t.OutputShape([]tensor.Shape{inputs[0].Shape()})
+	src, in, shape, err := copiedInput(inputs, t.OutputShape)
 	if err != nil {
 		return nil, err
 	}
-	x, err := rowMajor("input", inputs[0])
-	if err != nil {
-		return nil, err
-	}
-	src, ok := x.Data().([]float32)
-	if !ok {
-		return nil, fmt.Errorf("input dtype %v: want float32", x.Dtype())
-	}
-	in := x.Shape()
 	inStrides := make([]int, len(in))
 	stride := 1
 	for i := len(in) - 1; i >= 0; i-- {
@@ -93,8 +81,7 @@ func (t *Transpose) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.
 
 // FLOPs returns 0: the layer copies.
 func (t *Transpose) FLOPs(inputs []tensor.Shape) (int64, error) {
-	_, err := t.OutputShape(inputs)
-	return 0, err
+	return noFLOPs(t.OutputShape(inputs))
 }
 
 // OutputShape is the input's shape with the two axes swapped.

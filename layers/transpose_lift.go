@@ -7,5 +7,10 @@ import "github.com/attnrun/attnrun/onnxio/match"
 // the layer registered for Transpose.
 
 func init() {
-	match.RegisterOpLayer("Transpose", "nn.transpose")
+	match.RegisterOpLayer("Transpose", "nn.transpose", liftTranspose)
+}
+
+// liftTranspose writes the config of an nn.transpose that swaps t's axes.
+func liftTranspose(t match.Transpose) (*match.Layer, error) {
+	return &match.Layer{Config: []match.Field{{Key: "dim0", Value: t.Dim0}, {Key: "dim1", Value: t.Dim1}}}, nil
 }

@@ -19,9 +19,9 @@ package registry
 import (
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
-	"sync"
+
+	"github.com/attnrun/attnrun/internal/catalog"
 )
 
 // Info describes a layer type: its ID, a one-line summary, and a constructor.
@@ -35,10 +35,8 @@ type Info struct {
 	New func() Layer
 }
 
-var (
-	mu    sync.RWMutex
-	infos = map[string]Info{}
-)
+// infos are the registered layer types, by ID.
+var infos catalog.Catalog[Info]
 
 // idPattern is namespace.name, each part lowercase letters, digits and
 // underscores, starting with a letter.
@@ -57,12 +55,9 @@ func Register(info Info) {
 	if info.New == nil {
 		panic(fmt.Sprintf("registry: Register %q with a nil constructor", info.ID))
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := infos[info.ID]; dup {
+	if !infos.Add(info.ID, info) {
 		panic(fmt.Sprintf("registry: Register called twice for layer %q", info.ID))
 	}
-	infos[info.ID] = info
 }
 
 // BuiltinPackage is the import path of the package whose init functions
@@ -75,9 +70,7 @@ const BuiltinPackage = "github.com/attnrun/attnrun/layers"
 // an error that lists every registered ID and names the package that
 // registers the built-in layers, since a missing import is the usual cause.
 func Lookup(id string) (Info, error) {
-	mu.RLock()
-	info, ok := infos[id]
-	mu.RUnlock()
+	info, ok := infos.Get(id)
 	if !ok {
 		return Info{}, unknownID(id, IDs())
 	}
@@ -95,25 +88,7 @@ func unknownID(id string, registered []string) error {
 }
 
 // IDs returns the registered layer IDs, sorted.
-func IDs() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	ids := make([]string, 0, len(infos))
-	for id := range infos {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
+func IDs() []string { return infos.Names() }
 
 // Infos returns every registered layer type, sorted by ID.
-func Infos() []Info {
-	ids := IDs()
-	out := make([]Info, 0, len(ids))
-	mu.RLock()
-	defer mu.RUnlock()
-	for _, id := range ids {
-		out = append(out, infos[id])
-	}
-	return out
-}
+func Infos() []Info { return infos.All() }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
+	ir "github.com/attnrun/attnrun/onnxio/graph"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
 )
@@ -347,18 +348,7 @@ func (g *graph) nameOutput(value, name string) {
 		g.widths[name] = g.widths[value]
 		return
 	}
-	for _, n := range g.nodes {
-		for i, v := range n.Input {
-			if v == value {
-				n.Input[i] = name
-			}
-		}
-		for i, v := range n.Output {
-			if v == value {
-				n.Output[i] = name
-			}
-		}
-	}
+	ir.RenameValue(g.nodes, value, name)
 	g.widths[name] = g.widths[value]
 }
 

@@ -31,16 +31,7 @@ func InOrder(m *onnxpb.ModelProto) (*onnxpb.ModelProto, []string) {
 	if len(notes) == 0 {
 		return m, nil
 	}
-	ng := &onnxpb.GraphProto{
-		Node: order, Name: gp.Name, Initializer: gp.Initializer, SparseInitializer: gp.SparseInitializer,
-		DocString: gp.DocString, Input: gp.Input, Output: gp.Output, ValueInfo: gp.ValueInfo,
-	}
-	nm := &onnxpb.ModelProto{
-		IrVersion: m.IrVersion, OpsetImport: m.OpsetImport, ProducerName: m.ProducerName,
-		ProducerVersion: m.ProducerVersion, Domain: m.Domain, ModelVersion: m.ModelVersion,
-		DocString: m.DocString, Graph: ng, MetadataProps: m.MetadataProps, Functions: m.Functions,
-	}
-	return nm, notes
+	return WithNodes(m, order, nil), notes
 }
 
 // renameRewrites gives every write of a value name but the last a fresh

@@ -100,12 +100,19 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 		return nil, f
 	}
 	if l.seqFirst { // the attention's (B, T, d), then the graph's (T, B, d)
-		typ := match.OpLayer("Transpose")
-		if typ == "" {
+		swap, err := match.BuildOpLayer("Transpose", match.Transpose{Dim0: 0, Dim1: 1})
+		if swap == nil && err == nil {
 			return nil, fail(r.nodes, "attention: the output is sequence-first and no layer is registered for Transpose (match.RegisterOpLayer)")
 		}
-		t := &region{typ: typ, kind: "transpose", inputs: []string{r.output + "::batch_first"}, output: r.output,
-			fields: []field{{"dim0", 0}, {"dim1", 1}}, before: []*region{r}}
+		var fields []field
+		if err == nil {
+			fields, err = fieldsOf(swap)
+		}
+		if err != nil {
+			return nil, fail(r.nodes, "attention: the output is sequence-first: %v", err)
+		}
+		t := &region{typ: swap.Type, kind: "transpose", inputs: []string{r.output + "::batch_first"}, output: r.output,
+			fields: fields, before: []*region{r}}
 		r.output = t.inputs[0]
 		return t, nil
 	}
@@ -193,12 +200,14 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 	default:
 		return s, fail(failed, "softmax over the output of node %s (%s), not over query-key scores", n.Label(), n.GetOpType())
 	}
+	scaled := false // a scale step lies between the softmax and this step
 	for _, st := range walk.Steps {
 		ins := st.Node.GetInput()
 		switch st.Kind {
 		case match.Scale:
 			f, _, _ := a.scalarFactor(st.Node)
 			s.scale *= f
+			scaled = true
 		case match.Where:
 			kind := maskWhereTrue
 			if st.Keep {
@@ -211,7 +220,7 @@ func (a *analysis) scores(sm *node) (scores, *failure) {
 				s.dynamic = append(s.dynamic, m)
 			}
 		case match.Add:
-			m := maskTerm{value: ins[st.Arg], kind: maskAdd, at: reshapedAt(walk.Steps, st, ins[st.Scores])}
+			m := maskTerm{value: ins[st.Arg], kind: maskAdd, at: reshapedAt(walk.Steps, st, ins[st.Scores]), unscaled: !scaled}
 			if g.Static(m.value) {
 				s.masks = append(s.masks, m)
 			} else {
@@ -395,6 +404,9 @@ type attentionLayer struct {
 	// lengths records that keepInput holds sequence lengths (mask.lengths)
 	// rather than an attention_mask (mask.padding).
 	lengths bool
+	// shift is the number a static mask adds to every score alike (see
+	// uniformShift), 0 for none.
+	shift float64
 }
 
 func (l *attentionLayer) build() (*region, error) {
@@ -421,6 +433,12 @@ func (l *attentionLayer) build() (*region, error) {
 			return nil, err
 		}
 		m, err := a.maskAt(p, l.sc.masks, scoreShape)
+		if shift, ok := a.uniformShift(p, l.sc.masks, scoreShape); ok { // mask.go
+			if i > 0 && shift != l.shift {
+				return nil, fmt.Errorf("the scores are shifted by %g at one sequence length and by %g at another", l.shift, shift)
+			}
+			l.shift, m, err = shift, make([]bool, len(m)), nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -495,6 +513,13 @@ func (l *attentionLayer) build() (*region, error) {
 			}
 		}
 	}
+	if a.cache != nil && !l.cross() && tokQ.T == 1 {
+		// A decoder that takes one token a step (GPT-2's input_ids
+		// declared (batch, 1)): at one query a causal mask hides no key,
+		// so causal or not are the same numbers, and a cache steps only
+		// causal attention.
+		causal = true
+	}
 	maskValue := kpm.input
 	if kpm.kind == "keep" || kpm.kind == "lengths" || kpm.kind == "additive" {
 		l.keepMask, l.keepInput = a.keepMaskValue(l.sc.dynamic[0].value), kpm.input // sdpa_decomposition.go
@@ -532,7 +557,7 @@ func (l *attentionLayer) build() (*region, error) {
 	att := &match.Attention{Queries: l.srcQ.tokens, Keys: l.srcK.tokens, Cross: l.cross(), KeyWidth: tokK.D,
 		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: maskValue, PaddingMaskKind: kpm.kind, KeepInput: l.keepInput, KeepFill: l.fill, KeepLengths: l.lengthsOf(), KeepNodes: l.lengthsNodes(),
 		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk, KVHeads: hs.KVH,
-		Scale: scale, Causal: causal, Context: ctx, Projected: projected,
+		Scale: scale, Causal: causal, Context: ctx, Projected: projected, ScoreShift: l.shift,
 		SameSource: l.q.base == l.k.base && l.k.base == l.v.base,
 		Segments:   [3]int{hs.segQ, hs.segK, hs.segV},
 		Registered: registered,
@@ -562,6 +587,9 @@ func (a *analysis) buildAttention(r *region, att *match.Attention) error {
 		}
 		if l == nil {
 			continue
+		}
+		if att.ScoreShift != 0 && !slices.ContainsFunc(l.Config, func(f match.Field) bool { return f.Key == "score_mod" }) {
+			return fmt.Errorf("the scores are shifted by %g, which layer type %s (builder %s) does not add", att.ScoreShift, l.Type, b.Name)
 		}
 		r.typ, r.notes = l.Type, append(r.notes, l.Notes...)
 		if len(l.Inputs) > 0 {

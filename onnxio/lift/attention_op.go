@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/attnrun/attnrun/onnxio/match"
 )
@@ -36,10 +35,6 @@ import (
 // window attributes become attention.sdpa's causal frontier and window
 // (see opWindow).
 
-// ropeBaseDefault is attention.sdpa's rope_base when the caches cannot
-// tell (one rotating pair has θ = 1 whatever the base).
-const ropeBaseDefault = 10000
-
 // windowProbe is the sequence length the static part of a mask is read at,
 // so that a sliding window up to windowProbe−1 keys shows in it (the
 // probes of the whole graph are 2 and 3 tokens long).
@@ -68,8 +63,8 @@ type opOperand struct {
 }
 
 // attentionOp lifts one Attention node with the projections around it to
-// the layer type registered for the op (match.RegisterOpLayer), whose
-// config keys are attention.sdpa's.
+// the layer type registered for the op (match.RegisterOpLayer), which
+// writes its config from what build read (match.AttentionOp).
 func (a *analysis) attentionOp(n *node) (*region, *failure) {
 	typ := match.OpLayer("Attention")
 	if typ == "" || !registered(typ) {
@@ -83,12 +78,54 @@ func (a *analysis) attentionOp(n *node) (*region, *failure) {
 	if err != nil {
 		return nil, fail(l.nodes, "attention (Attention op): %v", err)
 	}
+	for _, pad := range r.before { // the keep mask's layer, which the other attentions share
+		l.nodes = slices.DeleteFunc(l.nodes, func(n *node) bool { return slices.Contains(pad.nodes, n) })
+	}
 	r.nodes = uniqueNodes(l.nodes)
 	r.notes = l.notes
 	if f := a.checkContained(r); f != nil {
 		return nil, f
 	}
 	return r, nil
+}
+
+// keepMaskRegion is the layer registered by match.RegisterKeepMaskLayer
+// computing the attention's mask from the (B, S) keep mask input, in
+// place of the nodes that compute the graph's masks from it: the key
+// padding part of every Attention node's mask read from that input, the
+// rest being each attention's causal frontier and window (Gemma 3 builds a
+// sliding-window mask and a causal one from the same attention_mask). Its
+// output is named for the input; the Attention nodes alone read what the
+// nodes compute.
+func (l *opLayer) keepMaskRegion(input string) (*region, error) {
+	typ := match.KeepMaskLayer()
+	if typ == "" || !registered(typ) {
+		return nil, fmt.Errorf("the mask reads the keep mask %q and no layer for it is registered in this build (match.RegisterKeepMaskLayer)", input)
+	}
+	a := l.a
+	var nodes []*node
+	masks := map[string]bool{}
+	for _, n := range a.g.Nodes {
+		if ins := n.GetInput(); n.GetOpType() == "Attention" && len(ins) > 3 && ins[3] != "" && slices.Equal(a.g.DependsOnInputs(ins[3]), []string{input}) {
+			nodes = append(nodes, a.maskNodes(ins[3])...)
+			masks[ins[3]] = true
+		}
+	}
+	nodes = uniqueNodes(nodes)
+	for _, n := range nodes {
+		for _, out := range n.GetOutput() {
+			for _, c := range a.readers(out) {
+				if !slices.Contains(nodes, c) && !(masks[out] && c.GetOpType() == "Attention" && slices.Index(c.GetInput(), out) == 3) {
+					return nil, fmt.Errorf("the mask's value %q, computed from the keep mask %q, is also read by node %s (%s)", out, input, c.Label(), c.GetOpType())
+				}
+			}
+		}
+	}
+	if a.keepMasks == nil {
+		a.keepMasks = map[string]bool{}
+	}
+	a.keepMasks[input] = true
+	return &region{typ: typ, kind: "mask", inputs: []string{input}, output: input + "::keep", nodes: nodes}, nil
 }
 
 func (l *opLayer) build() (*region, error) {
@@ -174,92 +211,61 @@ func (l *opLayer) build() (*region, error) {
 		}
 	}
 
-	fields := []field{{"d", tokQ.D}}
-	if cross && tokK.D != tokQ.D {
-		fields = append(fields, field{"d_memory", tokK.D})
-	}
-	fields = append(fields, field{"num_heads", heads})
-	if kvHeads != heads {
-		fields = append(fields, field{"num_kv_heads", kvHeads})
-	}
-	if headDim*heads != tokQ.D {
-		fields = append(fields, field{"head_dim", headDim})
-	}
-	fields = append(fields, field{"qkv_bias", withBias})
-	if out.bias == nil {
-		fields = append(fields, field{"out_bias", false})
-	}
-	outName := "out_proj"
-	if a.fromParam(out.weightValue, "o_proj.weight") { // only the parameters' names; nothing is recognized by it
-		outName = "o_proj"
-		fields = append(fields, field{"out_name", outName})
-	}
+	op := &match.AttentionOp{Width: tokQ.D, KeyWidth: tokK.D, Cross: cross, Heads: heads, KVHeads: kvHeads, HeadDim: headDim,
+		OutSources: a.g.StaticSources(out.weightValue), Window: m.window, Softcap: n.Float("softcap", 0), ALiBi: m.alibi,
+		QNorm: q.norm.rms(), KNorm: k.norm.rms()}
+	op.Q = publicParams(q.lin.segmentParams("", l.segments[0], heads*headDim)) // attention_op_rope.go
+	op.K = publicParams(k.lin.segmentParams("", l.segments[1], kvHeads*headDim))
+	op.V = publicParams(v.lin.segmentParams("", l.segments[2], kvHeads*headDim))
+	op.Out = publicParams(out.params(""))
 	switch {
 	case isCausal:
-		fields = append(fields, field{"causal", true})
-		if cross {
-			fields = append(fields, field{"causal_align", "top_left"}) // ONNX's is_causal
-		}
+		op.Causal, op.TopLeft = true, cross // ONNX's is_causal is aligned top-left
 	case m.causal:
-		fields = append(fields, field{"causal", true})
-		if m.topLeft {
-			fields = append(fields, field{"causal_align", "top_left"})
-		}
+		op.Causal, op.TopLeft = true, m.topLeft
 	}
 	if at := n.Attr("scale"); at != nil {
-		if s := float64(at.GetF()); math.Abs(s*math.Sqrt(float64(headDim))-1) > 1e-7 {
-			fields = append(fields, field{"scale", float32(at.GetF())})
-		}
-	}
-	if c := n.Float("softcap", 0); c > 0 {
-		fields = append(fields, field{"softcap", float32(c)})
-	}
-	if m.window > 0 {
-		fields = append(fields, field{"window", m.window})
+		op.Scale = at.GetF()
 	}
 	if m.input != "" {
-		kind := "bool"
-		if m.kind == "additive" {
-			kind = "additive"
-		}
-		fields = append(fields, field{"mask", kind})
-		if kind == "bool" {
-			fields = append(fields, field{"mask_polarity", m.kind})
-		}
+		op.Mask = m.kind
 	}
-	norms, err := qkNorm(q.norm, k.norm, headDim)
-	if err != nil {
-		return nil, err
-	}
-	fields = append(fields, norms...)
 	if q.rope == nil && k.rope != nil {
 		return nil, errors.New("the keys are rotated by RotaryEmbedding but not the queries")
 	}
 	if q.rope != nil {
-		rope, err := l.rope(q.rope, k.rope, heads, kvHeads, headDim, rank4)
-		if err != nil {
+		if op.Rope, err = l.rope(q.rope, k.rope, heads, kvHeads, headDim, rank4); err != nil {
 			return nil, err
 		}
-		fields = append(fields, rope...)
 	}
-	if m.alibi {
-		fields = append(fields, field{"alibi", true})
+	layer, err := match.BuildOpLayer("Attention", op)
+	if err != nil {
+		return nil, err
 	}
+	if layer == nil {
+		return nil, errors.New("the layer type that takes ONNX's Attention op declines it")
+	}
+	l.notes = append(l.notes, layer.Notes...)
 
-	r := &region{kind: "attention", fields: fields, output: out.out,
-		inputs: []string{q.tokens}}
+	r := &region{kind: "attention", output: out.out, inputs: []string{q.tokens}}
 	if cross {
 		r.inputs = append(r.inputs, k.tokens)
 	}
-	if m.input != "" {
+	if m.padding {
+		pad, err := l.keepMaskRegion(m.input)
+		if err != nil {
+			return nil, err
+		}
+		r.inputs = append(r.inputs, pad.output)
+		r.before = []*region{pad}
+	} else if m.input != "" {
 		r.inputs = append(r.inputs, m.input)
 	}
-	r.params = append(r.params, q.lin.segmentParams("q_proj.", l.segments[0], heads*headDim)...) // attention_op_rope.go
-	r.params = append(r.params, k.lin.segmentParams("k_proj.", l.segments[1], kvHeads*headDim)...)
-	r.params = append(r.params, v.lin.segmentParams("v_proj.", l.segments[2], kvHeads*headDim)...)
-	r.params = append(r.params, out.params(outName+".")...)
-	if q.norm != nil {
-		r.params = append(r.params, q.norm.param("q_norm.weight"), k.norm.param("k_norm.weight"))
+	if r.fields, err = fieldsOf(layer); err != nil {
+		return nil, err
+	}
+	if r.params, err = a.paramsOf(layer); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -269,7 +275,6 @@ func (l *opLayer) build() (*region, error) {
 // head_dim), normalized over the last axis, reshaped back.
 type headNorm struct {
 	source string // the projection it normalizes
-	width  int    // the normalized axis: head_dim
 	norm   *match.RMSNorm
 }
 
@@ -298,38 +303,17 @@ func (l *opLayer) headNorm(v string) *headNorm {
 		l.nodes = append(l.nodes, after.nodes...)
 		l.nodes = append(l.nodes, unwrap(r.Nodes)...)
 		l.nodes = append(l.nodes, before.nodes...)
-		shape := mustShape(a.probes[0], r.Input)
-		return &headNorm{source: before.base, width: shape[len(shape)-1], norm: r}
+		return &headNorm{source: before.base, norm: r}
 	}
 	return nil
 }
 
-// eps is the RMSNorm's epsilon.
-func (h *headNorm) eps() float32 { return h.norm.Eps }
-
-// param is the RMSNorm's weight under name.
-func (h *headNorm) param(name string) param {
-	return param{name: name, value: h.norm.Weight, pieces: []piece{{value: h.norm.WeightFrom}}}
-}
-
-// qkNorm checks that queries and keys are normalized alike, over heads of
-// headDim, and returns attention.sdpa's qk_norm fields.
-func qkNorm(q, k *headNorm, headDim int) ([]field, error) {
-	switch {
-	case q == nil && k == nil:
-		return nil, nil
-	case q == nil || k == nil:
-		return nil, errors.New("only one of the queries and keys is normalized per head: attention.sdpa's qk_norm normalizes both")
-	case q.width != headDim || k.width != headDim:
-		return nil, fmt.Errorf("the queries and keys are normalized over %d and %d features, not over heads of %d", q.width, k.width, headDim)
-	case q.eps() != k.eps():
-		return nil, fmt.Errorf("the queries' and keys' RMSNorms have epsilons %v and %v: attention.sdpa's qk_norm has one", q.eps(), k.eps())
+// rms is the RMSNorm, nil for none.
+func (h *headNorm) rms() *match.RMSNorm {
+	if h == nil {
+		return nil
 	}
-	fields := []field{{"qk_norm", "rms"}}
-	if eps := q.eps(); eps != float32(1e-6) {
-		fields = append(fields, field{"qk_norm_eps", eps})
-	}
-	return fields, nil
+	return h.norm
 }
 
 // opWindow is what an Attention node's left_window_size and
@@ -542,9 +526,8 @@ func mergedHeads(idx, shape, heads []int) error {
 }
 
 // rope reads the RotaryEmbedding nodes on Q and K: one style and rotary
-// dimension, caches of one base, positions 0..T−1. It returns
-// attention.sdpa's rope fields.
-func (l *opLayer) rope(qr, kr *node, heads, kvHeads, headDim int, rank4 bool) ([]field, error) {
+// dimension, caches of one base, positions 0..T−1.
+func (l *opLayer) rope(qr, kr *node, heads, kvHeads, headDim int, rank4 bool) (*match.Rope, error) {
 	if kr == nil {
 		return nil, errors.New("the queries are rotated by RotaryEmbedding but not the keys")
 	}
@@ -571,23 +554,12 @@ func (l *opLayer) rope(qr, kr *node, heads, kvHeads, headDim int, rank4 bool) ([
 	if err != nil {
 		return nil, err
 	}
-	style := "half"
-	if qr.Int("interleaved", 0) == 1 {
-		style = "interleaved"
-	}
-	fields := []field{{"rope", style}}
-	if base != ropeBaseDefault {
-		fields = append(fields, field{"rope_base", base})
-	}
-	if dim != headDim {
-		fields = append(fields, field{"rope_rotary_dim", dim})
-	}
-	return fields, nil
+	return &match.Rope{Interleaved: qr.Int("interleaved", 0) == 1, Base: base, Dim: dim}, nil
 }
 
 // ropeBase reads the base θ of the rotation from the cos and sin caches,
 // which must be static, and checks the positions: 0..T−1 in every
-// sequence.
+// sequence. It returns 0 when the caches cannot tell the base.
 func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 	a := l.a
 	for _, rn := range []*node{qr, kr} {
@@ -619,8 +591,7 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 	}
 	half := dim / 2
 	if half < 2 {
-		l.notes = append(l.notes, fmt.Sprintf("one rotating pair turns by its position whatever the base: rope_base is left at %d", ropeBaseDefault))
-		return ropeBaseDefault, nil
+		return 0, nil // one rotating pair turns by its position whatever the base
 	}
 	p := a.probes[len(a.probes)-1]
 	cos, err1 := p.value(qr.GetInput()[1])
@@ -639,13 +610,5 @@ func (l *opLayer) ropeBase(qr, kr *node, dim int) (float64, error) {
 	if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
 		base = r // the caches are float32: read 10000, not 9999.98
 	}
-	l.notes = append(l.notes, fmt.Sprintf("rope_base %g read from the cos and sin caches", base))
 	return base, nil
-}
-
-// fromParam reports whether a static value is computed from an
-// initializer whose name ends in suffix: how attention.sdpa's out_name
-// (Hugging Face's o_proj) survives a round trip.
-func (a *analysis) fromParam(v, suffix string) bool {
-	return slices.ContainsFunc(a.g.StaticSources(v), func(s string) bool { return strings.HasSuffix(s, suffix) })
 }

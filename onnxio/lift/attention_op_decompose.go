@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/onnxio"
+	ir "github.com/attnrun/attnrun/onnxio/graph"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -51,17 +52,7 @@ func (a *analysis) decomposeAttentionOps(m *onnxpb.ModelProto, unlifted map[*nod
 	if len(names) == 0 {
 		return nil, ""
 	}
-	gp := m.GetGraph()
-	ng := &onnxpb.GraphProto{
-		Node: nodes, Name: gp.Name, Initializer: append(slices.Clone(gp.Initializer), added...), SparseInitializer: gp.SparseInitializer,
-		DocString: gp.DocString, Input: gp.Input, Output: gp.Output, ValueInfo: gp.ValueInfo,
-	}
-	out := &onnxpb.ModelProto{
-		IrVersion: m.IrVersion, OpsetImport: m.OpsetImport, ProducerName: m.ProducerName,
-		ProducerVersion: m.ProducerVersion, Domain: m.Domain, ModelVersion: m.ModelVersion,
-		DocString: m.DocString, Graph: ng, MetadataProps: m.MetadataProps, Functions: m.Functions,
-	}
-	return out, fmt.Sprintf("Attention node(s) %s read as the MatMul, Softmax and masks they compute (no Attention-op pattern lifts them)", quoted(names))
+	return ir.WithNodes(m, nodes, added), fmt.Sprintf("Attention node(s) %s read as the MatMul, Softmax and masks they compute (no Attention-op pattern lifts them)", quoted(names))
 }
 
 // spelledPrefix begins the names of the nodes and values that spell out

@@ -9,6 +9,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/match"
 )
 
@@ -25,6 +26,10 @@ type opMask struct {
 	window int
 	// alibi: it adds ALiBi's bias.
 	alibi bool
+	// padding: the input is a (B, S) keep mask of the keys, Hugging Face's
+	// attention_mask, that the graph lays out as (B, 1, …, S); the layer
+	// registered by match.RegisterKeepMaskLayer gives it that layout.
+	padding bool
 }
 
 // mask reads the attn_mask value v of an Attention node over heads query
@@ -44,13 +49,13 @@ func (l *opLayer) mask(v string, heads int, isCausal, cross bool, tokens []strin
 		m.input = deps[0]
 	}
 	if m.input != "" {
-		kind, err := l.maskKind(v, m.input, heads)
+		kind, padding, err := l.maskKind(v, m.input, heads)
 		if err != nil {
 			return m, err
 		}
-		m.kind = kind
+		m.kind, m.padding = kind, padding
 	}
-	static, shape, err := l.staticPart(v, m)
+	static, shape, err := l.staticPart(v, m, tokens)
 	if err != nil {
 		return m, err
 	}
@@ -71,25 +76,26 @@ func (l *opLayer) mask(v string, heads int, isCausal, cross bool, tokens []strin
 // adds what it is fed. A random pattern then checks the guess everywhere,
 // broadcast from the right as attention.sdpa broadcasts its mask input,
 // with the input as large as the graph takes it (see maskInputShape), so
-// that a mask the graph reshapes is caught.
-func (l *opLayer) maskKind(v, input string, heads int) (string, error) {
+// that a mask the graph reshapes is caught. A (B, S) keep mask the graph
+// lays out as (B, 1, …, S), Hugging Face's attention_mask, is read so, and
+// padding says so.
+func (l *opLayer) maskKind(v, input string, heads int) (kind string, padding bool, err error) {
 	p := l.a.probes[0]
 	inShape, err := l.maskInputShape(p, v, input, heads)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	eval := func(fill func(i int) float64) ([]float64, []int, error) {
 		return l.evalMask(p, v, input, inShape, fill)
 	}
 	zeros, shape, err := eval(func(int) float64 { return 0 })
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	ones, _, err := eval(func(int) float64 { return 1 })
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	var kind string
 	var static []float64
 	switch {
 	case allHidden(zeros):
@@ -100,16 +106,12 @@ func (l *opLayer) maskKind(v, input string, heads int) (string, error) {
 		kind, static = "additive", zeros
 		for i, z := range zeros {
 			if !math.IsInf(z, -1) && math.Abs(ones[i]-z-1) > 1e-6 {
-				return "", fmt.Errorf("the mask computed from input %q is neither a bool mask nor added to the scores", input)
+				return "", false, fmt.Errorf("the mask computed from input %q is neither a bool mask nor added to the scores", input)
 			}
 		}
 	}
 	if p.feeds[input].Dtype() == tensor.Bool && kind == "additive" {
-		return "", fmt.Errorf("the bool input %q is added to the scores", input)
-	}
-	if !broadcasts(inShape, shape) {
-		return "", fmt.Errorf("the mask input %q of shape %s is reshaped before it masks the scores (%s); attention.sdpa broadcasts its mask from the right",
-			input, fmtShape(inShape), fmtShape(shape))
+		return "", false, fmt.Errorf("the bool input %q is added to the scores", input)
 	}
 	rng := rand.New(rand.NewPCG(17, uint64(len(static))))
 	pattern := make([]float64, product(inShape))
@@ -122,22 +124,52 @@ func (l *opLayer) maskKind(v, input string, heads int) (string, error) {
 	}
 	got, _, err := eval(func(i int) float64 { return pattern[i] })
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	for i, g := range got {
-		x := pattern[broadcastIndex(i, shape, inShape)]
-		want := static[i]
-		switch {
-		case kind == "keep" && x == 0, kind == "mask" && x != 0:
-			want = math.Inf(-1)
-		case kind == "additive":
-			want += x
+	follows := func(readShape []int) bool {
+		if !broadcasts(readShape, shape) {
+			return false
 		}
-		if !(g == want || math.IsInf(g, -1) && math.IsInf(want, -1) || math.Abs(g-want) <= 1e-5*math.Max(1, math.Abs(want))) {
-			return "", fmt.Errorf("the mask computed from input %q does not follow it as a %s mask broadcast from the right (element %d)", input, kind, i)
+		for i, g := range got {
+			x := pattern[broadcastIndex(i, shape, readShape)]
+			want := static[i]
+			switch {
+			case kind == "keep" && x == 0, kind == "mask" && x != 0:
+				want = math.Inf(-1)
+			case kind == "additive":
+				want += x
+			}
+			if !(g == want || math.IsInf(g, -1) && math.IsInf(want, -1) || math.Abs(g-want) <= 1e-5*math.Max(1, math.Abs(want))) {
+				return false
+			}
 		}
+		return true
 	}
-	return kind, nil
+	if kind == "keep" && len(inShape) == 2 && len(shape) > 2 && follows(keyPaddingShape(inShape, len(shape))) {
+		return kind, true, l.a.tieMaskKeys(p, input, shape[len(shape)-1]) // probe_ties.go
+	}
+	if dt := p.feeds[input].Dtype(); dt == tensor.Int64 || dt == tensor.Int32 {
+		return "", false, fmt.Errorf("the %v mask input %q is not a (batch, keys) keep mask of the keys, laid out as (batch, 1, …, keys); attention.sdpa reads a float32 or bool mask", dt, input)
+	}
+	if !broadcasts(inShape, shape) {
+		return "", false, fmt.Errorf("the mask input %q of shape %s is reshaped before it masks the scores (%s); attention.sdpa broadcasts its mask from the right",
+			input, fmtShape(inShape), fmtShape(shape))
+	}
+	if !follows(inShape) {
+		return "", false, fmt.Errorf("the mask computed from input %q does not follow it as a %s mask broadcast from the right", input, kind)
+	}
+	return kind, false, nil
+}
+
+// keyPaddingShape is the shape a (B, S) key padding mask broadcasts as to
+// a mask of the given rank: (B, 1, …, 1, S).
+func keyPaddingShape(in []int, rank int) []int {
+	out := make([]int, rank)
+	for k := range out {
+		out[k] = 1
+	}
+	out[0], out[rank-1] = in[0], in[1]
+	return out
 }
 
 // maxMaskShapes bounds the shapes maskInputShape tries.
@@ -189,9 +221,21 @@ func (l *opLayer) maskInputShape(p *probe, v, input string, heads int) ([]int, e
 // long probe (every symbolic size about windowProbe; sizes only a mask
 // input has are 1), feeding the mask input a value that hides nothing.
 // It returns the mask as additive values and its shape.
-func (l *opLayer) staticPart(v string, m opMask) ([]float64, []int, error) {
+func (l *opLayer) staticPart(v string, m opMask, tokens []string) ([]float64, []int, error) {
 	g := l.a.g
-	p, err := newProbeWith(g, windowProbe, maskOnlyDims(g))
+	ones := maskOnlyDims(g)
+	for _, t := range tokens { // token ids' lengths are the scores' sizes, not a mask's
+		for _, in := range g.DependsOnInputs(t) {
+			for _, vi := range g.Inputs {
+				if vi.GetName() == in {
+					for _, d := range onnxio.Dims(vi) {
+						delete(ones, d.Param)
+					}
+				}
+			}
+		}
+	}
+	p, err := newProbeWith(g, windowProbe, ones)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot evaluate the mask at %d tokens: %w", windowProbe, err)
 	}
@@ -228,8 +272,20 @@ func (l *opLayer) evalMask(p *probe, v, input string, shape []int, fill func(i i
 			d[i] = float32(fill(i))
 		}
 		t = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
+	case tensor.Int64:
+		d := make([]int64, n)
+		for i := range d {
+			d[i] = int64(fill(i))
+		}
+		t = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
+	case tensor.Int32:
+		d := make([]int32, n)
+		for i := range d {
+			d[i] = int32(fill(i))
+		}
+		t = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
 	default:
-		return nil, nil, fmt.Errorf("mask input %q is %v; a mask is bool or float32", input, feed.Dtype())
+		return nil, nil, fmt.Errorf("mask input %q is %v; a mask is bool, float32, int64 or int32", input, feed.Dtype())
 	}
 	vals, err := p.run(l.a.g.Model.GetGraph().GetNode(), nil, []string{v}, map[string]*tensor.Dense{input: t})
 	if err != nil {

@@ -60,8 +60,7 @@ func (l *opLayer) normOnHeads(op *opOperand, rotates bool) *headNorm {
 		op.heads.nodes = append(append(before.nodes, norm...), op.heads.nodes...)
 		op.heads.scales = append(op.heads.scales, norm...)
 		op.heads.base = before.base
-		shape := mustShape(a.probes[0], r.Input)
-		return &headNorm{source: before.base, width: shape[len(shape)-1], norm: r}
+		return &headNorm{source: before.base, norm: r}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/export"
+	ir "github.com/attnrun/attnrun/onnxio/graph"
 	"github.com/attnrun/attnrun/onnxio/match"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
@@ -258,16 +259,5 @@ func renameValue(g *onnxpb.GraphProto, from, to string) {
 			vi.Name = proto.String(to)
 		}
 	}
-	for _, n := range g.GetNode() {
-		for i, in := range n.Input {
-			if in == from {
-				n.Input[i] = to
-			}
-		}
-		for i, out := range n.Output {
-			if out == from {
-				n.Output[i] = to
-			}
-		}
-	}
+	ir.RenameValue(g.GetNode(), from, to)
 }

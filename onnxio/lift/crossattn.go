@@ -72,6 +72,11 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 			return km, err
 		}
 	}
+	if len(shape) == 2 && shape[0] == tokK.B && shape[1] != S && feed.Dtype() != tensor.Bool {
+		if err := l.a.tieMaskKeys(p, km.input, S); err != nil { // probe_ties.go: a mask gathered to the keys
+			return km, err
+		}
+	}
 	if !(equalShapes(shape, []int{tokK.B, S}) || len(shape) == 1 && tokK.B == 1 && shape[0] == S) {
 		return km, fmt.Errorf("mask input %q has shape %s; a key padding mask is (batch, keys) = (%d, %d)", km.input, fmtShape(shape), tokK.B, S)
 	}

@@ -122,6 +122,18 @@
 // the past (models.Model.Resume), step the new tokens and return the
 // extended cache (State.Cache). The self-check feeds a random past.
 //
+// GPT-2's exports pack the cache: one past input (2, B, heads, past,
+// head_dim), read entry by entry (Gather, Split, Slice on axis 0), and one
+// present output stacking the extended entries (Concat of Unsqueezes on
+// axis 0), the keys often cached transposed (Concat on the last axis of
+// Kᵀ). Such a graph is read as the same graph with one input and output
+// per entry and the keys turned back (kvcache_packed.go); the present
+// output then stacks its entries' caches (Output.Stack), any number of
+// them from any layers, and RunCache slices the packed past into them, so
+// the written file keeps the packed interface. A one-token decoder (input
+// ids declared (batch, 1)) lifts causal: at one query the causal mask
+// hides nothing, and only causal attention steps a cache.
+//
 // # attnrun files
 //
 // A file attnrun wrote carries its model config in metadata_props

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	ir "github.com/attnrun/attnrun/onnxio/graph"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
@@ -83,16 +84,7 @@ func readEinsums(m *onnxpb.ModelProto) (*onnxpb.ModelProto, []string) {
 	if count == 0 {
 		return m, nil
 	}
-	ng := &onnxpb.GraphProto{
-		Node: nodes, Name: gp.Name, Initializer: append(slices.Clone(gp.Initializer), added...), SparseInitializer: gp.SparseInitializer,
-		DocString: gp.DocString, Input: gp.Input, Output: gp.Output, ValueInfo: gp.ValueInfo,
-	}
-	nm := &onnxpb.ModelProto{
-		IrVersion: m.IrVersion, OpsetImport: m.OpsetImport, ProducerName: m.ProducerName,
-		ProducerVersion: m.ProducerVersion, Domain: m.Domain, ModelVersion: m.ModelVersion,
-		DocString: m.DocString, Graph: ng, MetadataProps: m.MetadataProps, Functions: m.Functions,
-	}
-	return nm, []string{fmt.Sprintf("%d Einsum node(s) were read as MatMul with Transpose and Reshape", count)}
+	return ir.WithNodes(m, nodes, added), []string{fmt.Sprintf("%d Einsum node(s) were read as MatMul with Transpose and Reshape", count)}
 }
 
 // planEinsum decides whether Einsum node n is a matrix product the rewrite

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,6 +115,10 @@ func checkDataSets(t *testing.T, dir string, res *lift.Result) {
 		require.NoError(t, err)
 		var inputs []*tensor.Dense
 		for _, tp := range ds.Inputs {
+			if slices.Contains(tp.GetDims(), 0) { // an empty KV cache: RunOutputs reads nil as no past tokens
+				inputs = append(inputs, nil)
+				continue
+			}
 			x, err := onnxio.TensorToDense(tp)
 			require.NoError(t, err)
 			x, err = lift.ModelInput(x)

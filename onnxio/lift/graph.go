@@ -19,6 +19,10 @@ type graph struct {
 	limits execLimits
 	// sums tie symbolic input dimensions to others (probe_dims.go).
 	sums []dimSum
+	// known are ties a recognizer learned from a first reading (a keep
+	// mask as long as the keys, see tiedKeys), which hold before any
+	// found by search.
+	known []dimSum
 }
 
 // newGraph indexes m's graph. It refuses graphs the lifter cannot read:

@@ -1,6 +1,7 @@
 package lift
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -19,12 +20,14 @@ import (
 type cacheSplit struct {
 	links []cacheLink
 	full  *graph
+	pairs []cachePairing // its packed caches (kvcache_packed.go)
 }
 
 // withCache records the links split off full, the graph as read before
 // the split; it finds the ties of full's dimensions (a mask over past and
-// new tokens) that the self-check's inputs must honour.
-func (a *analysis) withCache(full *onnxpb.ModelProto, links []cacheLink) error {
+// new tokens) that the self-check's inputs must honour, starting from
+// ties, those already known. pairs are the packed caches among the links.
+func (a *analysis) withCache(full *onnxpb.ModelProto, links []cacheLink, pairs []cachePairing, ties []dimSum) error {
 	if len(links) == 0 {
 		return nil
 	}
@@ -33,10 +36,11 @@ func (a *analysis) withCache(full *onnxpb.ModelProto, links []cacheLink) error {
 		return err
 	}
 	g.limits = a.g.limits
+	g.known = withPastLength(full, links, ties) // probe_ties.go
 	if err := findDimSums(g, 2); err != nil {
 		return fmt.Errorf("cannot evaluate the graph with its past inputs at a probe shape: %w", err)
 	}
-	a.cache = &cacheSplit{links: links, full: g}
+	a.cache = &cacheSplit{links: links, full: g, pairs: pairs}
 	return nil
 }
 
@@ -82,15 +86,59 @@ func (b *builder) cacheOutput(o string) (*Output, string) {
 }
 
 // verifyAll runs the self-check: verify, or for a graph with a KV cache
-// verifyCache.
-func (a *analysis) verifyAll(m *models.Model, inputs []string, outputs []Output) (Check, error) {
+// verifyCache, once each present output is settled as keys or values and
+// the packed ones stacked. It returns the outputs so settled.
+func (a *analysis) verifyAll(m *models.Model, inputs []string, outputs []Output) (Check, []Output, error) {
 	if a.cache == nil {
-		return a.verify(m, inputs, outputs)
+		c, err := a.verify(m, inputs, outputs)
+		return c, outputs, err
 	}
 	if err := a.settleCacheKinds(m, inputs, outputs); err != nil {
-		return Check{}, err
+		return Check{}, outputs, err
 	}
-	return a.verifyCache(m, inputs, outputs)
+	outputs, err := a.cache.stack(outputs)
+	if err != nil {
+		return Check{}, outputs, err
+	}
+	c, err := a.verifyCache(m, inputs, outputs)
+	return c, outputs, err
+}
+
+// stack replaces the outputs that stand for the entries of a packed
+// present output by that output, stacking their caches in order.
+func (c *cacheSplit) stack(outputs []Output) ([]Output, error) {
+	if len(c.pairs) == 0 {
+		return outputs, nil
+	}
+	byName := map[string]Output{}
+	for _, o := range outputs {
+		byName[o.Name] = o
+	}
+	var out []Output
+	done := map[string]bool{}
+	for _, o := range outputs {
+		i := slices.IndexFunc(c.pairs, func(p cachePairing) bool { return slices.Contains(p.present.entries, o.Name) })
+		if i < 0 {
+			out = append(out, o)
+			continue
+		}
+		p := c.pairs[i]
+		if done[p.present.name] {
+			continue
+		}
+		done[p.present.name] = true
+		s := Output{Name: p.present.name, Cache: "stack", Past: p.past.name}
+		for _, e := range p.present.entries {
+			eo, ok := byName[e]
+			if !ok || eo.Cache == "" || eo.Stack != nil {
+				return nil, fmt.Errorf("output %q: its entry %q is no layer's cache", p.present.name, e)
+			}
+			s.Stack = append(s.Stack, StackedCache{Layer: eo.Layer, Cache: eo.Cache})
+		}
+		s.Layer = s.Stack[0].Layer
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // settleCacheKinds decides for each present output whether it is its
@@ -186,13 +234,23 @@ func (a *analysis) verifyCache(m *models.Model, inputs []string, outputs []Outpu
 		if err != nil {
 			return c, err
 		}
+		for _, pair := range a.cache.pairs { // the source takes its caches packed
+			var entries []*tensor.Dense
+			for _, e := range pair.past.entries {
+				entries = append(entries, feeds[e])
+				delete(feeds, e)
+			}
+			if feeds[pair.past.name], err = stackEntries(entries); err != nil {
+				return c, fmt.Errorf("input %q: %w", pair.past.name, err)
+			}
+		}
 		want, err := eg.RunContext(a.g.limits.context(), feeds)
 		if err != nil {
 			return c, fmt.Errorf("the graph fails on random inputs with a past: %w", err)
 		}
 		past := map[string]*tensor.Dense{}
-		for _, l := range a.cache.links {
-			past[l.past] = feeds[l.past]
+		for _, name := range CacheInputs(outputs) {
+			past[name] = feeds[name]
 		}
 		got, err := RunCache(m, outputs, &registry.Run{Context: a.g.limits.ctx}, args[:len(inputs)], past, 0)
 		if err != nil {
@@ -210,19 +268,21 @@ func (a *analysis) verifyCache(m *models.Model, inputs []string, outputs []Outpu
 }
 
 // pastLength is the number of tokens a past holds: axis 2 of its tensors
-// (B, heads, T, head_dim); 0 without any.
+// (B, heads, T, head_dim), axis 3 of packed ones (n, B, heads, T,
+// head_dim); 0 without any.
 func pastLength(past map[string]*tensor.Dense) int {
 	for _, t := range past {
-		if t != nil && t.Dims() == 4 {
-			return t.Shape()[2]
+		if t != nil && (t.Dims() == 4 || t.Dims() == 5) {
+			return t.Shape()[t.Dims()-2]
 		}
 	}
 	return 0
 }
 
 // RunCache runs a lifted model with a KV cache as its graph runs: past
-// holds the graph's past inputs by name ((B, KVHeads, P, HeadDim) each;
-// empty or nil for a past of no tokens), inputs the model's inputs for the
+// holds the graph's past inputs by name ((B, KVHeads, P, HeadDim) each, or
+// those of a stacked output packed on a first axis; empty or nil for a
+// past of no tokens), inputs the model's inputs for the
 // new tokens (an attention_mask covering the past and the new tokens).
 // Each attention layer's session resumes from the past the Outputs name
 // for it (models.Model.Resume), steps the new tokens, all at once (chunk
@@ -247,16 +307,25 @@ func RunCache(m *models.Model, outputs []Output, run *registry.Run, inputs []*te
 			if t == nil {
 				return nil, fmt.Errorf("output %q: no past input %q", o.Name, o.Past)
 			}
-			kv := cache[o.Layer]
-			switch o.Cache {
-			case "keys":
-				kv.Keys = t
-			case "values":
-				kv.Values = t
-			default:
-				return nil, fmt.Errorf("output %q: unknown cache kind %q", o.Name, o.Cache)
+			for i, e := range o.caches() {
+				entry := t
+				if o.Stack != nil {
+					var err error
+					if entry, err = stackEntry(t, i, len(o.Stack)); err != nil {
+						return nil, fmt.Errorf("output %q: past input %q: %w", o.Name, o.Past, err)
+					}
+				}
+				kv := cache[e.Layer]
+				switch e.Cache {
+				case "keys":
+					kv.Keys = entry
+				case "values":
+					kv.Values = entry
+				default:
+					return nil, fmt.Errorf("output %q: unknown cache kind %q", o.Name, e.Cache)
+				}
+				cache[e.Layer] = kv
 			}
-			cache[o.Layer] = kv
 		}
 	}
 	s, err := m.Resume(cache, seqs, tokens)
@@ -278,13 +347,23 @@ func RunCache(m *models.Model, outputs []Output, run *registry.Run, inputs []*te
 		case o.Cache == "" && o.Weights == "":
 			out[i] = y
 		case o.Cache != "":
-			kv, err := s.Cache(o.Layer)
-			if err != nil {
-				return nil, fmt.Errorf("output %q: %w", o.Name, err)
+			var entries []*tensor.Dense
+			for _, e := range o.caches() {
+				kv, err := s.Cache(e.Layer)
+				if err != nil {
+					return nil, fmt.Errorf("output %q: %w", o.Name, err)
+				}
+				t := kv.Keys
+				if e.Cache == "values" {
+					t = kv.Values
+				}
+				entries = append(entries, t)
 			}
-			out[i] = kv.Keys
-			if o.Cache == "values" {
-				out[i] = kv.Values
+			out[i] = entries[0]
+			if o.Stack != nil {
+				if out[i], err = stackEntries(entries); err != nil {
+					return nil, fmt.Errorf("output %q: %w", o.Name, err)
+				}
 			}
 		default:
 			return nil, fmt.Errorf("output %q: a run with a KV cache returns no attention weights", o.Name)
@@ -321,4 +400,41 @@ func runCacheInputs(m *models.Model, outputs []Output, run *registry.Run, inputs
 		}
 	}
 	return RunCache(m, outputs, run, inputs[:own], past, 0)
+}
+
+// caches lists the caches a present output returns: its Stack, or its
+// layer's keys or values.
+func (o Output) caches() []StackedCache {
+	if o.Stack != nil {
+		return o.Stack
+	}
+	return []StackedCache{{Layer: o.Layer, Cache: o.Cache}}
+}
+
+// stackEntries stacks float32 tensors of one shape on a new first axis.
+func stackEntries(entries []*tensor.Dense) (*tensor.Dense, error) {
+	if len(entries) == 0 || entries[0] == nil {
+		return nil, errors.New("no caches to stack")
+	}
+	shape := entries[0].Shape()
+	var data []float32
+	for i, t := range entries {
+		d, ok := t.Data().([]float32)
+		if !ok || !t.Shape().Eq(shape) || len(d) != shape.TotalSize() {
+			return nil, fmt.Errorf("cache %d is %v %v, want float32 %v like the first", i, t.Dtype(), t.Shape(), shape)
+		}
+		data = append(data, d...)
+	}
+	return tensor.New(tensor.WithShape(append([]int{len(entries)}, shape...)...), tensor.WithBacking(data)), nil
+}
+
+// stackEntry copies entry i of t, n float32 tensors stacked on axis 0.
+func stackEntry(t *tensor.Dense, i, n int) (*tensor.Dense, error) {
+	shape := t.Shape()
+	d, ok := t.Data().([]float32)
+	if !ok || len(shape) < 2 || shape[0] != n || len(d) != shape.TotalSize() {
+		return nil, fmt.Errorf("is %v %v, want float32 with %d entries on axis 0", t.Dtype(), shape, n)
+	}
+	size := len(d) / n
+	return tensor.New(tensor.WithShape(slices.Clone(shape[1:])...), tensor.WithBacking(slices.Clone(d[i*size:(i+1)*size]))), nil
 }

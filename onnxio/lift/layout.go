@@ -14,6 +14,10 @@ import (
 type analysis struct {
 	g      *graph
 	probes []*probe
+	// ties are ties between input dimensions the recognizers learned that
+	// the probes did not honour (tiedKeys): Lift reads the graph again
+	// with them.
+	ties []dimSum
 	// live marks the data values some graph output depends on through data
 	// edges. A data node whose outputs only feed Shape nodes (PyTorch emits
 	// Transpose nodes just to take their shape) is not live: it decides no

@@ -103,6 +103,19 @@ type Output struct {
 	// names the graph input that holds it before the step (see RunCache).
 	Cache string `yaml:"cache,omitempty"`
 	Past  string `yaml:"past,omitempty"`
+	// Stack lists, for a present output that stacks several caches on a
+	// new first axis (GPT-2's present, (2, B, KVHeads, T, HeadDim): a
+	// layer's keys, then its values), the caches in order; Cache is then
+	// "stack", Layer the first cache's layer, and Past names the input
+	// that stacks them so before the step.
+	Stack []StackedCache `yaml:"stack,omitempty"`
+}
+
+// StackedCache is one cache of a stacked present output: the keys or
+// values of a layer.
+type StackedCache struct {
+	Layer string `yaml:"layer"`
+	Cache string `yaml:"cache"`
 }
 
 // Unlifted is a node no attnrun layer computes.
@@ -185,16 +198,39 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if len(weights) > 0 {
 		repairs = append(repairs, weightInputsNote(weights))
 	}
-	r := reading{source: source, full: m, weights: weights, casts: casts}
+	r := reading{source: source, weights: weights, casts: casts}
 	// kvcache.go: the graph without its past inputs; on error, lifted with
 	// them, whose Concats are refused.
-	m, r.links, err = splitCache(m)
+	whole := m
+	r.full, m, r.links, r.pairs, err = readCache(m)
 	if err != nil {
 		repairs = append(repairs, fmt.Sprintf("the KV cache is read as graph inputs: %v", err))
 	}
+	res, err = o.liftReading(r, m, repairs)
+	if err != nil && o.Partial && len(r.links) > 0 {
+		// Some nodes stay ONNX subgraphs, which hold no cache: the graph
+		// is lifted with its past inputs, the cache computed by them.
+		w := r
+		w.full, w.links, w.pairs = whole, nil, nil
+		if res, werr := o.liftReading(w, whole, append(slices.Clone(repairs), fmt.Sprintf("the KV cache is read as graph inputs: %v", err))); werr == nil {
+			return res, nil
+		}
+	}
+	return res, err
+}
+
+// liftReading analyzes m, read from a graph as r says, and assembles the
+// lifted model.
+func (o Options) liftReading(r reading, m *onnxpb.ModelProto, repairs []string) (*Result, error) {
 	a, p, err := o.analyze(r, m, repairs)
 	if err != nil {
 		return nil, err
+	}
+	if len(a.ties) > 0 && r.ties == nil { // a mask as long as the keys, which the probes did not know (tiedKeys)
+		r.ties = a.ties
+		if a, p, err = o.analyze(r, m, repairs); err != nil {
+			return nil, err
+		}
 	}
 	if spelled, note := a.decomposeAttentionOps(m, p.unclaimed()); spelled != nil { // attention_op_decompose.go
 		b, q, err := o.analyze(r, spelled, append(slices.Clone(a.repairs), note))
@@ -210,10 +246,13 @@ type reading struct {
 	source *onnxpb.ModelProto // as given, its weight inputs made initializers
 	full   *onnxpb.ModelProto // read in order, with its KV cache
 	links  []cacheLink        // the KV cache split off full (kvcache.go)
+	pairs  []cachePairing     // its packed caches (kvcache_packed.go)
 	// weights are the graph inputs read as weights (param_inputs.go);
 	// casts the Casts between float types read as Identity (casts.go).
 	weights []string
 	casts   map[*onnxpb.NodeProto]*onnxpb.NodeProto
+	// ties are those a first analysis learned (analysis.ties).
+	ties []dimSum
 }
 
 // analyze indexes and probes m, a reading of r.full without its KV cache,
@@ -224,8 +263,9 @@ func (o Options) analyze(r reading, m *onnxpb.ModelProto, repairs []string) (*an
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
+	g.known = r.ties
 	a := &analysis{g: g, source: r.source, repairs: repairs, weightInputs: r.weights, casts: r.casts}
-	if err := a.withCache(r.full, r.links); err != nil {
+	if err := a.withCache(r.full, r.links, r.pairs, r.ties); err != nil {
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}
 	if err := a.newProbes(); err != nil {
@@ -308,6 +348,11 @@ func (a *analysis) plan() *plan {
 			p.claimed[n] = true
 			continue
 		}
+		if x, ok := a.noOpInput(n); ok { // noop.go
+			p.alias[n.GetOutput()[0]] = x
+			p.claimed[n] = true
+			continue
+		}
 		if a.regroupsRows(n) { // rows.go
 			p.alias[n.GetOutput()[0]] = n.GetInput()[0]
 			p.claimed[n], p.regrouped[n] = true, true
@@ -358,8 +403,10 @@ func (a *analysis) claimBypassed(p *plan) {
 func (p *plan) add(r *region, f *failure) {
 	if r != nil && f == nil {
 		for _, pre := range r.before {
-			if !p.has(pre) {
+			if q := p.same(pre); q == nil {
 				p.add(pre, nil)
+			} else {
+				p.merge(q, pre)
 			}
 		}
 	}
@@ -392,12 +439,27 @@ func (p *plan) add(r *region, f *failure) {
 	}
 }
 
-// has reports whether a region of r's type computing r's output from r's
-// inputs was recorded already.
-func (p *plan) has(r *region) bool {
-	return slices.ContainsFunc(p.regions, func(q *region) bool {
-		return q.typ == r.typ && q.output == r.output && slices.Equal(q.inputs, r.inputs)
-	})
+// same returns the recorded region of r's type computing r's output from
+// r's inputs, nil when there is none.
+func (p *plan) same(r *region) *region {
+	for _, q := range p.regions {
+		if q.typ == r.typ && q.output == r.output && slices.Equal(q.inputs, r.inputs) {
+			return q
+		}
+	}
+	return nil
+}
+
+// merge gives q, a recorded region computing what r computes, the nodes of
+// r that no region claims: the nodes of a keep mask's layer that only one
+// reader's mask needs (keepMaskValue).
+func (p *plan) merge(q, r *region) {
+	for _, n := range r.nodes {
+		if !p.claimed[n] {
+			p.claimed[n] = true
+			q.nodes = append(q.nodes, n)
+		}
+	}
 }
 
 // unlifted lists the live data nodes no region claims, with their reasons.
@@ -477,8 +539,8 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 		return res, fmt.Errorf("lift: %w", err)
 	}
 	a.idBounds = idBounds(p.regions)
-	check, err := a.verifyAll(model, b.inputs, res.Outputs)
-	res.Check = check
+	check, outputs, err := a.verifyAll(model, b.inputs, res.Outputs)
+	res.Check, res.Outputs = check, outputs
 	if err != nil {
 		return res, fmt.Errorf("lift: the lifted model does not reproduce the graph: %w", err)
 	}

@@ -27,6 +27,8 @@ type maskTerm struct {
 	// regroups the leading axes lies between it and the product ((B, H,
 	// T, S) against a (B·H, T, S) product); "" for the product's shape.
 	at string
+	// unscaled marks a term added after every scale of the scores.
+	unscaled bool
 }
 
 // shapeAt is the shape a mask term broadcasts to at a probe: the product's
@@ -199,4 +201,38 @@ func (a *analysis) maskBuffer(terms []maskTerm) int {
 func (a *analysis) isMaskFill(v string) bool {
 	f, ok := a.probes[0].scalar(v)
 	return ok && (f <= masked || math.IsInf(f, -1))
+}
+
+// uniformShift reports whether the mask is one static term added to the
+// scaled scores that adds one finite number to every score at a probe, and
+// returns it: an attention_mask of zeros folded into the graph (ONNX
+// Runtime's fusion tests), every key hidden alike. The softmax is the same
+// but for rounding, which the shift decides, so the lifted attention adds
+// it too (score_mod shift).
+func (a *analysis) uniformShift(p *probe, terms []maskTerm, scores []int) (float64, bool) {
+	if len(terms) != 1 || terms[0].kind != maskAdd || !terms[0].unscaled {
+		return 0, false
+	}
+	t, err := p.value(terms[0].value)
+	if err != nil {
+		return 0, false
+	}
+	target, err := terms[0].shapeAt(p, scores)
+	shape := []int(t.Shape())
+	if t.IsScalar() {
+		shape = nil
+	}
+	if err != nil || !broadcasts(shape, target) {
+		return 0, false
+	}
+	vals, err := match.Floats(t)
+	if err != nil || len(vals) == 0 || vals[0] == 0 || math.IsInf(vals[0], 0) || math.IsNaN(vals[0]) {
+		return 0, false
+	}
+	for _, x := range vals {
+		if x != vals[0] {
+			return 0, false
+		}
+	}
+	return vals[0], true
 }

@@ -184,6 +184,15 @@ func (a *analysis) layerRegion(l *match.Layer) (*region, error) {
 	if r.before, err = a.beforeRegions(l); err != nil {
 		return nil, err
 	}
+	for i, b := range l.Before { // a keep mask's layer is the one of its input (beforeRegions)
+		if out := r.before[i].output; out != b.Output {
+			for k, in := range r.inputs {
+				if in == b.Output {
+					r.inputs[k] = out
+				}
+			}
+		}
+	}
 	for _, in := range l.KeepMasks {
 		if !slices.Contains(l.Inputs, in) || a.g.Producer(in) != nil {
 			return nil, fmt.Errorf("keep mask %q is not a graph input the %s layer reads", in, l.Type)
@@ -207,6 +216,14 @@ func (a *analysis) beforeRegions(l *match.Layer) ([]*region, error) {
 		r, err := a.layerRegion(b)
 		if err != nil {
 			return nil, fmt.Errorf("the %s layer before %s: %w", b.Type, l.Type, err)
+		}
+		if len(b.KeepMasks) == 1 && slices.Equal(b.Inputs, b.KeepMasks) && len(b.Nodes) == 0 {
+			// A layer computing a keep mask from a graph input alone is one
+			// for every layer reading the input (Gemma's sliding-window and
+			// global masks share their first nodes): every node computing
+			// a mask from it up to what each layer reads (plan.add merges
+			// them).
+			r.output, r.nodes = keepMaskValue(b.KeepMasks[0]), a.maskNodes(b.Output)
 		}
 		r.nodes = uniqueNodes(r.nodes)
 		out = append(out, r)
@@ -465,3 +482,7 @@ func (g patternGraph) Scores(softmax *match.Node) (*match.Scores, error) {
 	}
 	return &match.Scores{Product: match.NewNode(sc.qk), Scale: sc.scale, Causal: causal}, nil
 }
+
+// keepMaskValue names the output of the layer that computes a keep mask
+// from graph input in: a name no graph value has.
+func keepMaskValue(in string) string { return in + "::keep" }

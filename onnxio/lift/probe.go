@@ -267,33 +267,14 @@ func constantValue(n *node) (*tensor.Dense, error) {
 	return onnxio.TensorToDense(a.GetT())
 }
 
-// zeros allocates a zero tensor of an ONNX element type: float16 and
-// bfloat16 ones in float32, which the executor takes for them.
+// zeros allocates a zero tensor of an ONNX element type, in the Go type
+// the executor holds it in (float16 and bfloat16 in float32).
 func zeros(dt onnxio.DataType, shape []int) (*tensor.Dense, error) {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	var backing any
-	switch dt {
-	case onnxio.Float, onnxio.Float16, onnxio.BFloat16: // narrow floats in their storage type, as the executor takes them
-		backing = make([]float32, n)
-	case onnxio.Int8:
-		backing = make([]int8, n)
-	case onnxio.Uint8:
-		backing = make([]uint8, n)
-	case onnxio.Float64:
-		backing = make([]float64, n)
-	case onnxio.Int64:
-		backing = make([]int64, n)
-	case onnxio.Int32:
-		backing = make([]int32, n)
-	case onnxio.Bool:
-		backing = make([]bool, n)
-	default:
+	a, err := array.New(array.DType(dt), shape...)
+	if err != nil {
 		return nil, fmt.Errorf("element type %s is not supported", dt)
 	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing)), nil
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(a.Data)), nil
 }
 
 // value returns a value of the graph at this probe.

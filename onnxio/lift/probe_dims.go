@@ -38,7 +38,7 @@ const maxRelationEvals = 48
 // tie is tried before two. It returns the error of the
 // graph without ties when no candidate makes it evaluate.
 func findDimSums(g *graph, first int) error {
-	g.sums = nil
+	g.sums = slices.Clone(g.known)
 	err := consistentProbe(g, first)
 	if err == nil {
 		return nil
@@ -51,11 +51,11 @@ func findDimSums(g *graph, first int) error {
 			return false
 		}
 		evals++
-		g.sums = sums
+		g.sums = append(slices.Clone(g.known), sums...)
 		if consistentProbe(g, first) == nil && consistentProbe(g, first+1) == nil { // at two sizes: no coincidence
 			return true
 		}
-		g.sums = nil
+		g.sums = slices.Clone(g.known)
 		return false
 	}
 	for _, c := range cands {

@@ -78,6 +78,26 @@ var pytorch2Lifts = []struct {
 	{"gpt2_nocache_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	// RoBERTa's positions from CumSum over the ids past the padding.
 	{"roberta_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
+	// Hugging Face decoders with their KV cache in and out. Before opset
+	// 23, PyTorch's decomposition of sdpa (√scale on Q and Kᵀ, the mask
+	// from the int64 attention_mask added as Where(keep, 0, −Inf), the
+	// weights' Where(IsNaN(w), 0, w)) with Llama's RoPE and repeat_kv; at
+	// opset 23 the Attention op reading the mask built from the
+	// attention_mask over past and new tokens (mask.padding, the causal
+	// frontier, a length of its own tied to the keys': probe_ties.go),
+	// with RoPE, GQA and QK-norm.
+	{"llama_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"llama_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gpt2_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gpt2_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gpt2_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	{"llama_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	{"mistral_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // sliding window 4
+	{"mistral_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gemma2_eager_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // softcap 1 (tanh alone), a sliding-window and a global mask from one attention_mask
+	{"qwen3_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"qwen3_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
+	{"qwen3_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 }
 
 // The lift says how it read what it could not read as written: the sizes

@@ -63,6 +63,10 @@ type Attention struct {
 	Scale float64
 	// Causal reports that a mask hides exactly the future keys.
 	Causal bool
+	// ScoreShift is a number added to every scaled score alike (a mask of
+	// zeros folded into the graph, hiding every key), 0 for none; only a
+	// builder that adds it (score_mod) may claim the attention.
+	ScoreShift float64
 	// Context is the size of the mask buffer a causal mask is cut from,
 	// 0 when there is none.
 	Context int
@@ -209,33 +213,4 @@ func Subgraph() SubgraphLayer {
 	subgraphMu.RLock()
 	defer subgraphMu.RUnlock()
 	return subgraph
-}
-
-// Op layers. Some ONNX ops are a whole layer, which the lifter reads from
-// the op's attributes and the projections around it (ONNX's Attention op,
-// opset 23 on). The layer type that takes such an op registers it, so that
-// the lifter names no layer type; without one the op stays unlifted.
-
-// opLayer is one registration: the layer type ONNX op Op lifts to.
-type opLayer struct{ Op, Type string }
-
-// opLayers are the registered op layers, by op.
-var opLayers = newList(func(x, y opLayer) int { return cmp.Compare(x.Op, y.Op) })
-
-// RegisterOpLayer makes layerType the layer the lifter lifts every node of
-// ONNX op op to; it panics on an empty or taken op or an empty type,
-// programming errors.
-func RegisterOpLayer(op, layerType string) {
-	opLayers.add("RegisterOpLayer", op, layerType == "", opLayer{Op: op, Type: layerType})
-}
-
-// OpLayer returns the layer type ONNX op op lifts to, "" when none is
-// registered.
-func OpLayer(op string) string {
-	for _, o := range opLayers.all() {
-		if o.Op == op {
-			return o.Type
-		}
-	}
-	return ""
 }

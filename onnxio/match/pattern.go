@@ -226,6 +226,26 @@ type Graph interface {
 	// last axis, when the scores are masked by values computed from graph
 	// inputs (a padding mask), or when a mask is not causal.
 	Scores(softmax *Node) (*Scores, error)
+	// KeepMask reads a value added to the scores as the mask Hugging Face
+	// builds from its attention_mask: computed from one graph input of
+	// shape (batch, keys), 1 for the keys a sequence attends to and 0 for
+	// padding, it is 0 where the key is kept and −Inf (or at most −1e4)
+	// where it is padding, or, when Causal, also after each query
+	// (bottom-right), and beyond a sliding window. It is read by feeding the input patterns at every
+	// probe shape; a value that is no such mask is an error that says why.
+	KeepMask(value string) (*KeepMask, error)
+}
+
+// KeepMask is a mask of the scores computed from a keep mask input
+// (Graph.KeepMask).
+type KeepMask struct {
+	// Input is the graph input, (batch, keys).
+	Input string
+	// Causal records that the mask also hides the keys after each query.
+	Causal bool
+	// Window, when positive, is how far back a query sees: the mask hides
+	// the keys Window or more positions before it (a sliding window).
+	Window int
 }
 
 // Linear is an nn.Linear found in the graph: Output = Input Weightᵀ + Bias.

@@ -193,6 +193,13 @@ func printLift(w io.Writer, res *lift.Result) {
 			if o.Cache != "" {
 				what = fmt.Sprintf("the %s %s caches, extending input %q", o.Cache, o.Layer, o.Past)
 			}
+			if o.Stack != nil {
+				var parts []string
+				for _, c := range o.Stack {
+					parts = append(parts, c.Cache+" of "+c.Layer)
+				}
+				what = fmt.Sprintf("the %s stacked on a first axis, extending input %q", strings.Join(parts, ", "), o.Past)
+			}
 			fmt.Fprintf(w, "output %d %q: %s\n", i, o.Name, what)
 		}
 	}

@@ -166,6 +166,9 @@ var layerFieldDocs = map[string]map[string]string{
 		"scaled":   "divides the scores by √d_out (the default); false keeps the raw scores",
 		"weights":  "\"linear\" (nn.Linear, weight (d_out, d_in); the default) or \"matrix\" (bare parameter (d_in, d_out), initialized like torch.rand)",
 	},
+	"ShiftMod": {
+		"by": "the number added; it must be finite",
+	},
 	"Simple": {
 		"causal": "lets token t attend to tokens ≤ t only",
 		"scaled": "divides the scores by √d, d the input width",

@@ -221,17 +221,29 @@ func (f *onnxFile) runArrays(inputs []*array.Array) ([]*array.Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := make([]*array.Array, len(outs))
-	for i, d := range outs {
-		if res[i], err = array.FromDense(d); err != nil {
-			return nil, fmt.Errorf("output %d: %w", i, err)
-		}
-		if dt, ok := f.lifted.narrow[i]; ok && res[i].DType == array.Float32 {
-			values := res[i].Data.([]float32)
+	res, err := outputArrays(outs)
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range res {
+		if dt, ok := f.lifted.narrow[i]; ok && a.DType == array.Float32 {
+			values := a.Data.([]float32)
 			for k, v := range values {
 				values[k] = array.RoundFloat(dt, float64(v), false)
 			}
-			res[i].DType = dt
+			a.DType = dt
+		}
+	}
+	return res, nil
+}
+
+// outputArrays converts a run's outputs to arrays.
+func outputArrays(outs []*tensor.Dense) ([]*array.Array, error) {
+	res := make([]*array.Array, len(outs))
+	for i, d := range outs {
+		var err error
+		if res[i], err = array.FromDense(d); err != nil {
+			return nil, fmt.Errorf("output %d: %w", i, err)
 		}
 	}
 	return res, nil

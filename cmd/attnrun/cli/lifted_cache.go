@@ -16,6 +16,10 @@ import (
 // tokens at a time (run --incremental), which a file without a cache runs
 // too.
 func (f *onnxFile) runCache(inputs []*array.Array, pastNames []string) ([]*array.Array, error) {
+	inputs, err := f.lifted.bindArrays(inputs)
+	if err != nil {
+		return nil, err
+	}
 	own := len(f.lifted.model.Config().Inputs)
 	args := make([]*tensor.Dense, own)
 	for i, a := range inputs[:own] {
@@ -40,7 +44,6 @@ func (f *onnxFile) runCache(inputs []*array.Array, pastNames []string) ([]*array
 	}
 	run := &registry.Run{Context: f.lim.ctx}
 	var outs []*tensor.Dense
-	var err error
 	if len(pastNames) > 0 {
 		outs, err = lift.RunCache(f.lifted.model, f.lifted.outputs, run, args, past, f.chunk)
 	} else {
@@ -49,13 +52,7 @@ func (f *onnxFile) runCache(inputs []*array.Array, pastNames []string) ([]*array
 	if err != nil {
 		return nil, err
 	}
-	res := make([]*array.Array, len(outs))
-	for i, d := range outs {
-		if res[i], err = array.FromDense(d); err != nil {
-			return nil, fmt.Errorf("output %d: %w", i, err)
-		}
-	}
-	return res, nil
+	return outputArrays(outs)
 }
 
 // decode runs a file of layers without a cache chunk tokens at a time: its
@@ -78,4 +75,36 @@ func (f *onnxFile) decode(run *registry.Run, args []*tensor.Dense) ([]*tensor.De
 		outs[i] = y
 	}
 	return outs, nil
+}
+
+// bindArrays is bind for Arrays, which carry a past of no tokens: it loads
+// the inputs that hold parameters into the model and returns the others.
+func (l *liftedFile) bindArrays(inputs []*array.Array) ([]*array.Array, error) {
+	if len(l.binds) == 0 {
+		return inputs, nil
+	}
+	if len(inputs) != len(l.inputs) {
+		return nil, fmt.Errorf("the file takes %d inputs %v, got %d", len(l.inputs), l.inputs, len(inputs))
+	}
+	bound := map[string]bool{}
+	for _, b := range l.binds {
+		bound[b.Input] = true
+	}
+	feeds := map[string]*tensor.Dense{}
+	var rest []*array.Array
+	for i, name := range l.inputs {
+		if !bound[name] {
+			rest = append(rest, inputs[i])
+			continue
+		}
+		d, err := inputs[i].Dense()
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", name, err)
+		}
+		feeds[name] = d
+	}
+	if err := lift.BindParamInputs(l.model, l.binds, feeds); err != nil {
+		return nil, err
+	}
+	return rest, nil
 }
