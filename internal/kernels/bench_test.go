@@ -207,3 +207,63 @@ func BenchmarkSoftmaxRows(b *testing.B) {
 		}
 	}
 }
+
+// shortBenchShapes are the (k, n) weights BenchmarkShortProducts runs:
+// a fused QKV in-projection and the out-projection of d = 768, and
+// MiniLM's MLP (384 → 1536 → 384).
+var shortBenchShapes = [][2]int{{768, 2304}, {768, 768}, {384, 1536}, {1536, 384}}
+
+// BenchmarkShortProducts times products of few rows (one token to a short
+// sentence) by a weight stored (out, in) as nn.Linear stores it: on the
+// weight packed once (GemmPacked, what the executor and the layers use for
+// constant weights) and on the plain weight (Gemm, which computes up to 4
+// rows as dot products and packs the weight for more).
+func BenchmarkShortProducts(b *testing.B) {
+	for _, kn := range shortBenchShapes {
+		k, n := kn[0], kn[1]
+		rng := rand.New(rand.NewPCG(15, 6))
+		w := randSlice(rng, n*k)
+		p := PackB(true, k, n, w, k)
+		for _, m := range []int{1, 16, 32, 64} {
+			a, c := randSlice(rng, m*k), make([]float32, m*n)
+			flops := 2 * float64(m) * float64(n) * float64(k)
+			b.Run(fmt.Sprintf("packed/m=%d/k=%d/n=%d", m, k, n), func(b *testing.B) {
+				measure(b, flops, func() { GemmPacked(false, m, 1, a, k, p, 0, c, n) })
+			})
+			b.Run(fmt.Sprintf("plain/m=%d/k=%d/n=%d", m, k, n), func(b *testing.B) {
+				measure(b, flops, func() { Gemm(false, true, m, n, k, 1, a, k, w, k, 0, c, n) })
+			})
+		}
+	}
+}
+
+// BenchmarkGemvFromMemory times one-row products by weights that do not
+// stay in cache: eight 2048×2048 weights (128 MiB in all, four times the
+// L3 of the machines in docs/performance.md) used in turn, as a decoder's
+// layers use theirs for one token. The product is the weight's read from
+// memory; GB/s is the rate of it.
+func BenchmarkGemvFromMemory(b *testing.B) {
+	const k, n, count = 2048, 2048, 8
+	rng := rand.New(rand.NewPCG(15, 7))
+	ws := make([][]float32, count)
+	ps := make([]*PackedB, count)
+	for i := range ws {
+		ws[i] = randSlice(rng, n*k)
+		ps[i] = PackB(true, k, n, ws[i], k)
+	}
+	a, c := randSlice(rng, k), make([]float32, n)
+	for _, kind := range []string{"packed", "plain"} {
+		b.Run(kind, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				if kind == "packed" {
+					GemmPacked(false, 1, 1, a, k, ps[i], 0, c, n)
+				} else {
+					Gemm(false, true, 1, n, k, 1, a, k, ws[i], k, 0, c, n)
+				}
+				i = (i + 1) % count
+			}
+			b.ReportMetric(float64(4*k*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}

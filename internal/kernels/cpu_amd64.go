@@ -53,3 +53,8 @@ func detectCPU() cpuFeatures {
 	f.avx512 = f.avx2FMA && ebx7&avx512f != 0 && xcr0&zmmOpmask == zmmOpmask
 	return f
 }
+
+// spinPause tells the processor that the caller is in a spin-wait loop
+// (the PAUSE instruction), which saves power and lets a sibling hardware
+// thread run.
+func spinPause()

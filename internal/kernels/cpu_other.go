@@ -11,3 +11,6 @@ type cpuFeatures struct {
 // detectCPU reports no vector features: other architectures use the
 // portable Go kernels.
 func detectCPU() cpuFeatures { return cpuFeatures{} }
+
+// spinPause is a spin-wait loop's pause; portable Go has none to give.
+func spinPause() {}

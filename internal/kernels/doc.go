@@ -10,7 +10,11 @@
 // assembly, 12×32 with AVX-512 or 6×16 with AVX2+FMA, with a portable Go
 // kernel for other CPUs (kernel*.go). Large products are split over all
 // processors (runtime.GOMAXPROCS) by a pool of long-lived workers
-// (parallel.go); small ones run on the caller. Attend is fused
+// (parallel.go), which spin briefly between calls so that the next one
+// starts at once; small ones run on the caller. Products of up to 64
+// rows by a weight packed once (packed.go) read A in place and split the
+// weight's columns across the threads; one to four rows by an unpacked
+// transposed weight are dot products (dots.go). Attend is fused
 // (attention_flash.go): scores, mask, an online softmax and the product
 // with V are computed tile by tile, so memory grows with T, not T².
 // Buffers are reused, so steady-state calls do not allocate.

@@ -9,8 +9,20 @@ import (
 // TestGemmDots checks the products Gemm computes as dot products (a few
 // rows of A, B transposed, as a linear layer applied to one token) against
 // the float64 reference, with B rows not a multiple of 4 and depths not a
-// multiple of 32, alpha and beta, and row strides wider than the rows.
+// multiple of 32, alpha and beta, and row strides wider than the rows;
+// serial, and split across threads (by groups of B's rows) down to the
+// smallest products.
 func TestGemmDots(t *testing.T) {
+	saved := shortMinFlops
+	defer func() { shortMinFlops = saved }()
+	for _, minFlops := range []int{saved, 1} {
+		shortMinFlops = minFlops
+		busyUntil.Store(0) // split even if an earlier test found the machine busy
+		t.Run(fmt.Sprintf("minFlops=%d", minFlops), testGemmDots)
+	}
+}
+
+func testGemmDots(t *testing.T) {
 	forEachISA(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(15, 9))
 		for _, m := range []int{1, 2, 3, 4} {

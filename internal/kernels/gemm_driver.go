@@ -95,7 +95,7 @@ func runGemmGoContext(ctx context.Context, g *gemmCall, threads int) {
 		return
 	}
 	if set := currentISA(); set.dot4 != nil && g.transB && !g.transA && g.m <= maxDotRows && g.k >= 32 {
-		runDots(g, set.dot4)
+		runDots(g, set.dot4, threads)
 		return
 	}
 	runJob(ctx, g, currentISA(), nil, threads)

@@ -37,7 +37,7 @@ type microKernel struct {
 }
 
 // maxTileRows is the most rows microKernel.rows computes at once.
-const maxTileRows = 4
+const maxTileRows = 8
 
 // isa is one complete set of kernels for an instruction set: the GEMM
 // micro-kernel and the vector helpers the attention and softmax use.

@@ -3,6 +3,7 @@ package kernels
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // PackedB is the right operand op(B) of products, k×n, packed once into
@@ -115,28 +116,39 @@ func runPacked(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 	runJob(ctx, g, set, p, threads)
 }
 
-// maxShortRows is the longest product the few-rows kernel computes: up to
-// here it does fewer multiply-adds than full tiles of padding rows, and
-// it reads A in place.
-const maxShortRows = 16
+// maxShortRows is the longest product computed as a short one: A read in
+// place (not packed), full tiles and then the few-rows kernel for the
+// rows left (no multiply-adds on padding rows), the threads splitting the
+// columns. Up to here A is at most 64 rows of a few thousand floats, which
+// stays in L2 while the panels of B stream past it.
+const maxShortRows = 64
 
 // shortMinFlops is the smallest short product (2·m·n·k) worth splitting
-// across threads. A short product reads B once and does little else; one
-// core streams a 768×768 weight from L3 in about 30 µs, and measured on a
-// shared 2-core machine a second core did not make one to four rows of it
-// faster, while waiting for it costs the most when the machine is busy.
-// The weights of a whole decoder come from memory rather than L3, though,
-// and there two cores may stream a 768×2304 or 768×3072 weight faster
-// than one: in A/B runs of GPT-2-small greedy decoding on the loaded
-// machine (2 threads), 0.91–0.96 s with this bound at 8 MFLOP, 0.85–0.93 s
-// at 2 MFLOP (the bound now: 768×768 weights stay on one core), and
-// 0.73–0.89 s at 1 MFLOP.
-// A variable so tests can send small products down the parallel path.
-var shortMinFlops = 2 << 20
+// across threads; dot products (dots.go) use it too. A short product
+// reads B once and does little else. With workers that spin between runs
+// (parallel.go) a second thread joins within a microsecond, and a 768×768
+// weight (1.2 MFLOP for one row) streams from L3 faster on two cores than
+// on one: 22 against 28 µs, on the machine of docs/performance.md with the
+// other jobs held off (round 4 there). When a worker had to be woken for
+// every product, the bound was 2 MFLOP, and 8 before that.
+var shortMinFlops = 1 << 20
+
+// busyShortMinFlops is shortMinFlops while the machine is busy
+// (parallel.go): the bound that held when every helper had to be woken.
+const busyShortMinFlops = 2 << 20
+
+// worthSplitting reports whether a short product of flops (2·m·n·k) is
+// worth splitting across threads.
+func worthSplitting(flops int) bool {
+	if flops < shortMinFlops {
+		return false
+	}
+	return flops >= busyShortMinFlops || !machineBusy(time.Now())
+}
 
 // shortJob is a short product in progress: its parts are ranges of B's
-// column panels, each computed over the whole depth, rows in groups of up
-// to maxTileRows.
+// column panels, each computed over the whole depth, rows in tiles of
+// shortTileRows.
 type shortJob struct {
 	g      gemmCall
 	p      *PackedB
@@ -158,13 +170,13 @@ func runShort(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 		j = new(shortJob)
 	}
 	j.g, j.p, j.kern, j.ctx = *g, p, p.set.gemm, ctx
-	if 2*g.m*g.n*g.k < shortMinFlops {
+	if !worthSplitting(2 * g.m * g.n * g.k) {
 		threads = 1
 	}
 	for j.jc = 0; j.jc < g.n && ctx.Err() == nil; j.jc += p.ncBlk {
 		j.nc = min(p.ncBlk, g.n-j.jc)
 		panels := ceilDiv(j.nc, j.kern.nr)
-		j.parts = min(panels, 2*threads)
+		j.parts = min(panels, partsPerThread*threads)
 		if threads == 1 {
 			j.parts = 1
 		}
@@ -202,34 +214,19 @@ func (j *shortJob) runPart(part int) {
 			jr := jp * nr
 			cols := min(nr, j.nc-jr)
 			bp := blk[jp*nr*kc : (jp+1)*nr*kc]
-			i := 0
-			for ; i+kern.mr <= g.m; i += kern.mr { // full tiles, A read in place
+			for i, rows := 0, 0; i < g.m; i += rows {
+				rows = shortTileRows(g.m-i, kern.mr)
 				a := g.a[i*aRow+pc*aCol:]
 				c := g.c[i*g.ldc+j.jc+jr:]
 				if cols == nr {
-					kern.tile(kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)
+					kern.shortTile(rows, kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)
 					continue
 				}
 				if ws == nil {
 					ws = freeWorkspaces.get()
 					ws.tile = grow(ws.tile, kern.mr*nr)
 				}
-				kern.tile(kc, a, aRow, aCol, bp, nr, ws.tile, nr, 1, 0)
-				mergeTile(c, g.ldc, ws.tile, nr, kern.mr, cols, g.alpha, beta)
-			}
-			for ; i < g.m; i += maxTileRows {
-				rows := min(maxTileRows, g.m-i)
-				a := g.a[i*aRow+pc*aCol:]
-				c := g.c[i*g.ldc+j.jc+jr:]
-				if cols == nr {
-					kern.rows(rows, kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)
-					continue
-				}
-				if ws == nil {
-					ws = freeWorkspaces.get()
-					ws.tile = grow(ws.tile, kern.mr*nr)
-				}
-				kern.rows(rows, kc, a, aRow, aCol, bp, nr, ws.tile, nr, 1, 0)
+				kern.shortTile(rows, kc, a, aRow, aCol, bp, nr, ws.tile, nr, 1, 0)
 				mergeTile(c, g.ldc, ws.tile, nr, rows, cols, g.alpha, beta)
 			}
 		}
@@ -237,4 +234,26 @@ func (j *shortJob) runPart(part int) {
 	if ws != nil {
 		freeWorkspaces.put(ws)
 	}
+}
+
+// shortTileRows returns how many of the rest rows of a short product the
+// next tile takes, A read in place: a full tile of the kernel's mr rows
+// while one fits, then tiles of the few-rows kernel. Every tile reads the
+// B panel once more (from L2), so fewer, taller tiles are better.
+func shortTileRows(rest, mr int) int {
+	if rest >= mr {
+		return mr
+	}
+	return min(rest, maxTileRows)
+}
+
+// shortTile computes a tile of rows rows (1 to maxTileRows, or mr) of C
+// with operands as tile takes them: on the full tile kernel or the
+// few-rows one, which give a row the same bits.
+func (k *microKernel) shortTile(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32) {
+	if rows == k.mr {
+		k.tile(kc, a, aRow, aCol, b, bRow, c, ldc, alpha, beta)
+		return
+	}
+	k.rows(rows, kc, a, aRow, aCol, b, bRow, c, ldc, alpha, beta)
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // tileRowsAVX512 is the AVX-512 few-rows kernel (rows_avx512_amd64.s): a
-// rows×32 tile of C, rows from 1 to 4, in 2·rows ZMM accumulators. It
+// rows×32 tile of C, rows from 1 to 8, in 2·rows ZMM accumulators. It
 // multiplies the rows of A in place (no packing) by one packed 32-column
 // panel of B, with the 12×32 kernel's order of operations, so a row gets
 // the same bits whichever kernel computes it.
@@ -17,8 +17,8 @@ func tileRowsAVX512(rows, kc int, a *float32, aRow, aCol int, b *float32, bRow i
 // tileRowsAVX512Go checks that the slices hold what the strides address
 // (the assembly cannot) and calls tileRowsAVX512.
 func tileRowsAVX512Go(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32) {
-	if rows < 1 || rows > 4 {
-		panic(fmt.Sprintf("kernels: tileRowsAVX512: %d rows, want 1 to 4", rows))
+	if rows < 1 || rows > maxTileRows {
+		panic(fmt.Sprintf("kernels: tileRowsAVX512: %d rows, want 1 to %d", rows, maxTileRows))
 	}
 	if kc > 0 {
 		_ = a[(rows-1)*aRow+(kc-1)*aCol]

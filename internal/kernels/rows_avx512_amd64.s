@@ -4,7 +4,8 @@
 
 // One step p: load row p of the B panel (32 floats), broadcast A's value
 // of column p for each row and multiply-add it into that row's two
-// accumulators. A's rows are at AX, AX+R10, AX+2·R10 and SI = AX+3·R10;
+// accumulators (row r in Z2r, Z2r+1). A's rows are at AX, AX+R10,
+// AX+2·R10, SI = AX+3·R10, SI+R10, SI+2·R10, DI = AX+6·R10 and DI+R10;
 // R11 steps A to the next column, R12 steps B to the next row.
 #define LOADB \
 	VMOVUPS (BX), Z28; \
@@ -15,10 +16,30 @@
 	VFMADD231PS  Z28, t, lo; \
 	VFMADD231PS  Z29, t, hi
 
+#define ROWS1 ROWFMA((AX), Z0, Z1, Z30)
+#define ROWS2 ROWS1; ROWFMA((AX)(R10*1), Z2, Z3, Z31)
+#define ROWS3 ROWS2; ROWFMA((AX)(R10*2), Z4, Z5, Z30)
+#define ROWS4 ROWS3; ROWFMA((SI), Z6, Z7, Z31)
+#define ROWS5 ROWS4; ROWFMA((SI)(R10*1), Z8, Z9, Z30)
+#define ROWS6 ROWS5; ROWFMA((SI)(R10*2), Z10, Z11, Z31)
+#define ROWS7 ROWS6; ROWFMA((DI), Z12, Z13, Z30)
+#define ROWS8 ROWS7; ROWFMA((DI)(R10*1), Z14, Z15, Z31)
+
 #define NEXT \
 	ADDQ R11, AX; \
 	ADDQ R11, SI; \
+	ADDQ R11, DI; \
 	ADDQ R12, BX
+
+// LOOP(label, body): the k loop of one row count, then the store.
+#define LOOP(label, body) \
+label: \
+	LOADB; \
+	body; \
+	NEXT; \
+	DECQ CX; \
+	JNZ  label; \
+	JMP  store
 
 // Store one row as the 12×32 kernel does: C = alpha·acc + beta·C (Z30 =
 // alpha, Z31 = beta), or alpha·acc without reading C.
@@ -38,9 +59,15 @@
 	VMOVUPS Z29, 64(DX);  \
 	ADDQ    R8, DX
 
+// Store row n (1-based) with op, and stop after it if it is the last.
+#define STORE(op, n, lo, hi) \
+	op(lo, hi); \
+	CMPQ R13, $n; \
+	JE   done
+
 // func tileRowsAVX512(rows, kc int, a *float32, aRow, aCol int, b *float32, bRow int, c *float32, ldc int, alpha, beta float32)
 TEXT ·tileRowsAVX512(SB), NOSPLIT, $0-80
-	MOVQ rows+0(FP), DI
+	MOVQ rows+0(FP), R13
 	MOVQ kc+8(FP), CX
 	MOVQ a+16(FP), AX
 	MOVQ aRow+24(FP), R10
@@ -55,6 +82,7 @@ TEXT ·tileRowsAVX512(SB), NOSPLIT, $0-80
 	SHLQ $2, R8
 	LEAQ (R10)(R10*2), R9
 	LEAQ (AX)(R9*1), SI
+	LEAQ (SI)(R9*1), DI
 
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -64,51 +92,41 @@ TEXT ·tileRowsAVX512(SB), NOSPLIT, $0-80
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
 
 	TESTQ CX, CX
 	JZ    store
-	CMPQ  DI, $2
+	CMPQ  R13, $4
+	JA    above4
+	JE    loop4
+	CMPQ  R13, $2
 	JB    loop1
 	JE    loop2
-	CMPQ  DI, $3
-	JE    loop3
+	JMP   loop3
 
-loop4:
-	LOADB
-	ROWFMA((AX), Z0, Z1, Z30)
-	ROWFMA((AX)(R10*1), Z2, Z3, Z31)
-	ROWFMA((AX)(R10*2), Z4, Z5, Z30)
-	ROWFMA((SI), Z6, Z7, Z31)
-	NEXT
-	DECQ CX
-	JNZ  loop4
-	JMP  store
+above4:
+	CMPQ R13, $6
+	JB   loop5
+	JE   loop6
+	CMPQ R13, $7
+	JE   loop7
+	JMP  loop8
 
-loop3:
-	LOADB
-	ROWFMA((AX), Z0, Z1, Z30)
-	ROWFMA((AX)(R10*1), Z2, Z3, Z31)
-	ROWFMA((AX)(R10*2), Z4, Z5, Z30)
-	NEXT
-	DECQ CX
-	JNZ  loop3
-	JMP  store
-
-loop2:
-	LOADB
-	ROWFMA((AX), Z0, Z1, Z30)
-	ROWFMA((AX)(R10*1), Z2, Z3, Z31)
-	NEXT
-	DECQ CX
-	JNZ  loop2
-	JMP  store
-
-loop1:
-	LOADB
-	ROWFMA((AX), Z0, Z1, Z30)
-	NEXT
-	DECQ CX
-	JNZ  loop1
+	LOOP(loop1, ROWS1)
+	LOOP(loop2, ROWS2)
+	LOOP(loop3, ROWS3)
+	LOOP(loop4, ROWS4)
+	LOOP(loop5, ROWS5)
+	LOOP(loop6, ROWS6)
+	LOOP(loop7, ROWS7)
+	LOOP(loop8, ROWS8)
 
 store:
 	VBROADCASTSS alpha+72(FP), Z30
@@ -117,29 +135,25 @@ store:
 	VUCOMISS     beta+76(FP), X28
 	JNE          storebeta
 	JP           storebeta
-	STOREROW(Z0, Z1)
-	CMPQ DI, $1
-	JE   done
-	STOREROW(Z2, Z3)
-	CMPQ DI, $2
-	JE   done
-	STOREROW(Z4, Z5)
-	CMPQ DI, $3
-	JE   done
-	STOREROW(Z6, Z7)
+	STORE(STOREROW, 1, Z0, Z1)
+	STORE(STOREROW, 2, Z2, Z3)
+	STORE(STOREROW, 3, Z4, Z5)
+	STORE(STOREROW, 4, Z6, Z7)
+	STORE(STOREROW, 5, Z8, Z9)
+	STORE(STOREROW, 6, Z10, Z11)
+	STORE(STOREROW, 7, Z12, Z13)
+	STOREROW(Z14, Z15)
 	JMP  done
 
 storebeta:
-	STOREROW_BETA(Z0, Z1)
-	CMPQ DI, $1
-	JE   done
-	STOREROW_BETA(Z2, Z3)
-	CMPQ DI, $2
-	JE   done
-	STOREROW_BETA(Z4, Z5)
-	CMPQ DI, $3
-	JE   done
-	STOREROW_BETA(Z6, Z7)
+	STORE(STOREROW_BETA, 1, Z0, Z1)
+	STORE(STOREROW_BETA, 2, Z2, Z3)
+	STORE(STOREROW_BETA, 3, Z4, Z5)
+	STORE(STOREROW_BETA, 4, Z6, Z7)
+	STORE(STOREROW_BETA, 5, Z8, Z9)
+	STORE(STOREROW_BETA, 6, Z10, Z11)
+	STORE(STOREROW_BETA, 7, Z12, Z13)
+	STOREROW_BETA(Z14, Z15)
 
 done:
 	VZEROUPPER
