@@ -82,20 +82,35 @@ func isRotateHalf(g match.Graph, rot, x string) bool {
 	return his[len(his)-1] == half && los[len(los)-1] == half
 }
 
-// ropeTableBase reads the base of the rotation from the cos and sin tables
-// at the first probe, broadcast to (…, T, d): the angle of pair i at
-// position t must be t·base^(−2i/d), both halves alike.
+// ropeTableBase reads the base of the rotation from Hugging Face's cos and
+// sin tables at the first probe, broadcast to (…, T, d): the angle of pair
+// i at position t must be t·base^(−2i/d), both halves alike.
 func ropeTableBase(g match.Graph, cosV, sinV string, T, d int) (float64, error) {
+	return ropeBase(g, cosV, sinV, T, d, d, "tables")
+}
+
+// ropeCacheBase reads the base of the rotation from RotaryEmbedding's cos
+// and sin caches at the first probe, (…, T, d/2): the angle of pair i at
+// position t must be t·base^(−2i/d).
+func ropeCacheBase(g match.Graph, cosV, sinV string, T, d int) (float64, error) {
+	return ropeBase(g, cosV, sinV, T, d, d/2, "caches")
+}
+
+// ropeBase reads the base from cos and sin values of T rows of width
+// features each (d for tables that repeat the d/2 angles, d/2 for caches
+// that hold them once), then checks every angle against it; what names
+// the values in errors.
+func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, what string) (float64, error) {
 	read := func(v string) ([]float64, error) {
 		t, err := g.ValueAt(0, v)
 		if err != nil {
 			return nil, err
 		}
 		f, err := match.Floats(t)
-		if err != nil || len(f) != T*d { // (1, 1, T, d) or (T, d): one table for every head and sequence
-			return nil, fmt.Errorf("the RoPE table %q has %d values, want %d×%d", v, len(f), T, d)
+		if err != nil || len(f) != T*width { // one table for every head and sequence
+			return nil, fmt.Errorf("the RoPE %s %q has %d values, want %d×%d", what, v, len(f), T, width)
 		}
-		return f, err
+		return f, nil
 	}
 	cos, err := read(cosV)
 	if err != nil {
@@ -106,22 +121,25 @@ func ropeTableBase(g match.Graph, cosV, sinV string, T, d int) (float64, error) 
 		return 0, err
 	}
 	if T < 2 {
-		return 0, fmt.Errorf("the RoPE tables cover %d position(s); reading the base takes 2", T)
+		return 0, fmt.Errorf("the RoPE %s cover %d position(s); reading the base takes 2", what, T)
 	}
 	half := d / 2
+	if half < 1 {
+		return 0, fmt.Errorf("the RoPE %s rotate heads of %d feature(s); a rotation turns pairs", what, d)
+	}
 	base := 10000.0
 	if half > 1 {
-		theta1 := math.Atan2(sin[d+1], cos[d+1]) // position 1, pair 1
+		theta1 := math.Atan2(sin[width+1], cos[width+1]) // position 1, pair 1
 		base = math.Pow(theta1, -float64(d)/2)
 		if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
 			base = r
 		}
 	}
 	for t := range T {
-		for i := range d {
+		for i := range width {
 			angle := float64(t) * math.Pow(base, -2*float64(i%half)/float64(d))
-			if math.Abs(cos[t*d+i]-math.Cos(angle)) > 1e-4 || math.Abs(sin[t*d+i]-math.Sin(angle)) > 1e-4 {
-				return 0, fmt.Errorf("the RoPE tables %q and %q are not cos and sin of position·base^(−2i/d) at position %d, feature %d (base %g)", cosV, sinV, t, i, base)
+			if math.Abs(cos[t*width+i]-math.Cos(angle)) > 1e-4 || math.Abs(sin[t*width+i]-math.Sin(angle)) > 1e-4 {
+				return 0, fmt.Errorf("the RoPE %s %q and %q are not cos and sin of position·base^(−2i/d) at position %d, feature %d (base %g)", what, cosV, sinV, t, i, base)
 			}
 		}
 	}
@@ -164,50 +182,4 @@ func unrotatedOp(g match.Graph, v string) (string, *sdpaRope, error) {
 		return "", nil, err
 	}
 	return x, &sdpaRope{style: "half", base: base, dim: shape[3]}, nil
-}
-
-// ropeCacheBase reads the base of the rotation from RotaryEmbedding's cos
-// and sin caches at the first probe, (…, T, d/2): the angle of pair i at
-// position t must be t·base^(−2i/d).
-func ropeCacheBase(g match.Graph, cosV, sinV string, T, d int) (float64, error) {
-	half := d / 2
-	read := func(v string) ([]float64, error) {
-		t, err := g.ValueAt(0, v)
-		if err != nil {
-			return nil, err
-		}
-		f, err := match.Floats(t)
-		if err != nil || len(f) != T*half { // one cache for every sequence
-			return nil, fmt.Errorf("the RoPE cache %q has %d values, want %d×%d", v, len(f), T, half)
-		}
-		return f, nil
-	}
-	cos, err := read(cosV)
-	if err != nil {
-		return 0, err
-	}
-	sin, err := read(sinV)
-	if err != nil {
-		return 0, err
-	}
-	if T < 2 {
-		return 0, fmt.Errorf("the RoPE caches cover %d position(s); reading the base takes 2", T)
-	}
-	base := 10000.0
-	if half > 1 {
-		theta1 := math.Atan2(sin[half+1], cos[half+1]) // position 1, pair 1
-		base = math.Pow(theta1, -float64(d)/2)
-		if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
-			base = r
-		}
-	}
-	for t := range T {
-		for i := range half {
-			angle := float64(t) * math.Pow(base, -2*float64(i)/float64(d))
-			if math.Abs(cos[t*half+i]-math.Cos(angle)) > 1e-4 || math.Abs(sin[t*half+i]-math.Sin(angle)) > 1e-4 {
-				return 0, fmt.Errorf("the RoPE caches %q and %q are not cos and sin of position·base^(−2i/d) at position %d, pair %d (base %g)", cosV, sinV, t, i, base)
-			}
-		}
-	}
-	return base, nil
 }

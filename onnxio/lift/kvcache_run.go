@@ -256,12 +256,8 @@ func (a *analysis) verifyCache(m *models.Model, inputs []string, outputs []Outpu
 		if err != nil {
 			return c, err
 		}
-		c.Runs++
-		for i, o := range outputs {
-			rtol, atol := a.tolerance(o.Name)
-			if err := c.compare(o.Name, got[i], want[o.Name], rtol, atol); err != nil {
-				return c, fmt.Errorf("with a past of %d token(s): %w", pastLength(past), err)
-			}
+		if err := a.compareRun(&c, outputs, got, want); err != nil {
+			return c, fmt.Errorf("with a past of %d token(s): %w", pastLength(past), err)
 		}
 	}
 	return c, nil

@@ -56,15 +56,24 @@ func (a *analysis) verify(m *models.Model, inputs []string, outputs []Output) (C
 		if err != nil {
 			return c, err
 		}
-		c.Runs++
-		for i, o := range outputs {
-			rtol, atol := a.tolerance(o.Name)
-			if err := c.compare(o.Name, got[i], want[o.Name], rtol, atol); err != nil {
-				return c, err
-			}
+		if err := a.compareRun(&c, outputs, got, want); err != nil {
+			return c, err
 		}
 	}
 	return c, nil
+}
+
+// compareRun counts one self-check run and compares each output the
+// lifted model gave with the graph's, within that output's tolerance.
+func (a *analysis) compareRun(c *Check, outputs []Output, got []*tensor.Dense, want map[string]*tensor.Dense) error {
+	c.Runs++
+	for i, o := range outputs {
+		rtol, atol := a.tolerance(o.Name)
+		if err := c.compare(o.Name, got[i], want[o.Name], rtol, atol); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // randomFeed is a random input shaped and typed like t, the feed for
