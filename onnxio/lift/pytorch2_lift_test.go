@@ -94,6 +94,10 @@ var pytorch2Lifts = []struct {
 	{"llama_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	{"mistral_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // sliding window 4
 	{"mistral_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	// Sliding windows whose present returns every token (DynamicCache):
+	// the lifted layers' resumed sessions keep them all.
+	{"mistral_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gemma2_eager_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gemma2_eager_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // softcap 1 (tanh alone), a sliding-window and a global mask from one attention_mask
 	{"qwen3_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
