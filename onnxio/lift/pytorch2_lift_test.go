@@ -98,6 +98,9 @@ var pytorch2Lifts = []struct {
 	// the lifted layers' resumed sessions keep them all.
 	{"mistral_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gemma2_eager_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// Eager attention at opset 23: finfo.min masks; the self-check's masks
+	// leave a key in every window.
+	{"gemma2_eager_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gemma2_eager_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // softcap 1 (tanh alone), a sliding-window and a global mask from one attention_mask
 	{"qwen3_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},

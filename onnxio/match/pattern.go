@@ -91,7 +91,8 @@ type Layer struct {
 	// KeepMasks are the graph inputs among Inputs that the layer reads as
 	// keep masks (nonzero attends; PyTorch SDPA's bool attn_mask, Hugging
 	// Face's attention_mask). The lifter's self-check feeds them as models
-	// meet them, with at least the first key of every row kept: a query
+	// meet them, with every other key of every row kept (the first, and one
+	// in every sliding window of two keys or more): a query
 	// that sees no key is where exporters' masks differ (a fill of −Inf or
 	// of finfo.min) and no layer can follow both.
 	KeepMasks []string
