@@ -101,6 +101,9 @@ var pytorch2Lifts = []struct {
 	// Eager attention at opset 23: finfo.min masks; the self-check's masks
 	// leave a key in every window.
 	{"gemma2_eager_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	// OPT's learned positions from CumSum(attention_mask), sliced past
+	// the past tokens (position.padded, input: attention_mask).
+	{"opt_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gemma2_eager_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // softcap 1 (tanh alone), a sliding-window and a global mask from one attention_mask
 	{"qwen3_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
