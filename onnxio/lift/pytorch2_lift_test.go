@@ -104,6 +104,9 @@ var pytorch2Lifts = []struct {
 	// OPT's learned positions from CumSum(attention_mask), sliced past
 	// the past tokens (position.padded, input: attention_mask).
 	{"opt_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// GPT-NeoX: query_key_value packed per head, view (B, T, H, 3·d)
+	// sliced after the Transpose; rotary_pct 0.25 (rope_rotary_dim 4).
+	{"gpt_neox_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gemma2_eager_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // softcap 1 (tanh alone), a sliding-window and a global mask from one attention_mask
 	{"qwen3_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
