@@ -450,15 +450,19 @@ func packedHeads(g match.Graph, heads string) (*match.Linear, int, int, bool) {
 	}
 	d := shape[3]
 	var rows []int
+	var blocks [][2]int
 	for h := range H {
+		lo := h*W + int(start)
+		blocks = append(blocks, [2]int{lo, lo + d})
 		for j := range d {
-			rows = append(rows, h*W+int(start)+j)
+			rows = append(rows, lo+j)
 		}
 	}
 	sub, err := linearRows(l, rows)
-	if err != nil {
+	if err != nil || l.Blocks != nil {
 		return nil, 0, 0, false
 	}
+	sub.Blocks = blocks
 	return sub, H, d, true
 }
 

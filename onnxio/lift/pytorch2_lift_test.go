@@ -316,3 +316,24 @@ func TestLiftScaledDotProductRefusals(t *testing.T) {
 	_, err = lift.Lift(m)
 	require.ErrorContains(t, err, "Attention op on graph inputs: softcap 5")
 }
+
+// GPT-NeoX's query_key_value packs each head's query, key and value side
+// by side: the mapping table names the rows each head's block takes.
+func TestLiftNeoXPackedHeadsMapping(t *testing.T) {
+	m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "gpt_neox_sdpa_ts17", "model.onnx"))
+	require.NoError(t, err)
+	res, err := lift.Lift(m)
+	require.NoError(t, err)
+	var k []string
+	for _, mp := range res.Mapping {
+		if mp.Param == "attention.k_proj.weight" {
+			k = append(k, mp.Initializer+": "+mp.Transform)
+		}
+	}
+	assert.Equal(t, []string{
+		"onnx::MatMul_559: transposed, split rows 16:32, into rows 0:16",
+		"onnx::MatMul_559: transposed, split rows 64:80, into rows 16:32",
+		"onnx::MatMul_559: transposed, split rows 112:128, into rows 32:48",
+		"onnx::MatMul_559: transposed, split rows 160:176, into rows 48:64",
+	}, k)
+}
