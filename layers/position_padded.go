@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 
 	"gorgonia.org/tensor"
@@ -24,8 +25,15 @@ func init() {
 // sequence (counting from 1) gets padding_idx + k. Int64 ids (T) or
 // (B, T) in, (T, d) or (B, T, d) out.
 //
-// A token's position depends on the tokens before it, so the layer is not
-// token-wise: it does not run incrementally.
+// With input: attention_mask, the layer reads the (B, T) attention_mask
+// (1 for a token, 0 for padding) instead of the ids, as OPT's learned
+// positions do: (cumsum(mask)·mask − 1) + offset, which is padding_idx
+// for padding and padding_idx + k for the k-th token with padding_idx =
+// offset − 1 (OPT: 1). A token's position then depends on the mask
+// before it, which a decoding step passes whole (past and new tokens):
+// such a layer runs incrementally, returning the new tokens' rows.
+// Numbered from the ids, a token's position depends on the ids before it,
+// which a step does not see: that layer does not run incrementally.
 type PaddedPosition struct {
 	// NumEmbeddings is the number of rows (max_position_embeddings).
 	NumEmbeddings int `yaml:"num_embeddings"`
@@ -34,6 +42,10 @@ type PaddedPosition struct {
 	// PaddingIdx is the padding token's id, which is also its position
 	// (RoBERTa: 1).
 	PaddingIdx int `yaml:"padding_idx"`
+	// Input is what the positions are numbered from: "ids" (default, the
+	// token ids, padding where they equal padding_idx) or
+	// "attention_mask" (padding where it is 0).
+	Input string `yaml:"input"`
 
 	weight *tensor.Dense
 }
@@ -42,6 +54,7 @@ var (
 	_ registry.Provisioner  = (*PaddedPosition)(nil)
 	_ registry.FLOPCounter  = (*PaddedPosition)(nil)
 	_ registry.OutputShaper = (*PaddedPosition)(nil)
+	_ registry.Resumer      = (*PaddedPosition)(nil)
 )
 
 // Validate checks the sizes and allocates the zeroed weight.
@@ -59,6 +72,9 @@ func (p *PaddedPosition) Provision(mem registry.Memory) (err error) {
 func (p *PaddedPosition) prepare(a paramAlloc) (*tensor.Dense, error) {
 	if err := firstError(positive("num_embeddings", p.NumEmbeddings), positive("embedding_dim", p.EmbeddingDim)); err != nil {
 		return nil, err
+	}
+	if p.Input != "" && p.Input != "ids" && p.Input != "attention_mask" {
+		return nil, fmt.Errorf("input %q is not \"ids\" or \"attention_mask\"", p.Input)
 	}
 	if p.PaddingIdx < 0 || p.PaddingIdx >= p.NumEmbeddings {
 		return nil, fmt.Errorf("padding_idx %d is outside [0, %d), the rows of num_embeddings %d", p.PaddingIdx, p.NumEmbeddings, p.NumEmbeddings)
@@ -84,8 +100,79 @@ func (p *PaddedPosition) Forward(run *registry.Run, inputs []*tensor.Dense) (*te
 	if err != nil {
 		return nil, err
 	}
-	positions := paddedPositions(ids, shape[len(shape)-1], int64(p.PaddingIdx))
+	positions := p.positions(ids, shape[len(shape)-1])
 	return lookupRows(floats(p.weight), p.NumEmbeddings, p.EmbeddingDim, positions, 0, shape, "num_embeddings")
+}
+
+// fromMask reports input: attention_mask.
+func (p *PaddedPosition) fromMask() bool { return p.Input == "attention_mask" }
+
+// positions numbers the tokens of each sequence of t ids or mask values.
+func (p *PaddedPosition) positions(in []int64, t int) []int64 {
+	if !p.fromMask() {
+		return paddedPositions(in, t, int64(p.PaddingIdx))
+	}
+	ids := make([]int64, len(in)) // padding where the mask is 0, a token elsewhere
+	for i, m := range in {
+		if m == 0 {
+			ids[i] = int64(p.PaddingIdx)
+		} else {
+			ids[i] = int64(p.PaddingIdx) + 1
+		}
+	}
+	return paddedPositions(ids, t, int64(p.PaddingIdx))
+}
+
+// NewState starts a decoding session.
+func (p *PaddedPosition) NewState() registry.State { return &positionState{} }
+
+// Step numbers the tokens from the attention_mask of the session's tokens
+// and the new ones, (B, Tokens()+n), and returns the n new tokens' rows,
+// (B, n, d). Numbered from the ids, the layer cannot step.
+func (p *PaddedPosition) Step(run *registry.Run, state registry.State, inputs []*tensor.Dense) (*tensor.Dense, error) {
+	if p.weight == nil {
+		return nil, errNotValidated
+	}
+	if !p.fromMask() {
+		return nil, errors.New("positions numbered from the ids depend on the ids of earlier steps: position.padded steps with input: attention_mask only")
+	}
+	mask, shape, err := singleIDs(inputs)
+	if err != nil {
+		return nil, err
+	}
+	if len(shape) != 2 {
+		return nil, fmt.Errorf("attention_mask shape %s: a step takes (B, tokens so far + new)", fmtShape(shape))
+	}
+	s, err := stateOf[positionState](state, shape[0])
+	if err != nil {
+		return nil, err
+	}
+	B, total := shape[0], shape[1]
+	n := total - s.tokens
+	if n <= 0 {
+		return nil, fmt.Errorf("attention_mask covers %d token(s), the session has seen %d: no new ones", total, s.tokens)
+	}
+	all := p.positions(mask, total)
+	positions := make([]int64, 0, B*n)
+	for b := range B {
+		positions = append(positions, all[b*total+s.tokens:(b+1)*total]...)
+	}
+	out, err := lookupRows(floats(p.weight), p.NumEmbeddings, p.EmbeddingDim, positions, 0, tensor.Shape{B, n}, "num_embeddings")
+	if err != nil {
+		return nil, err
+	}
+	s.advance(B, n)
+	return out, nil
+}
+
+// Resume starts a session after tokens tokens (see registry.Resumer).
+func (p *PaddedPosition) Resume(state registry.State, seqs, tokens int, keys, values *tensor.Dense) error {
+	return resumePosition(state, seqs, tokens, keys, values)
+}
+
+// Cache returns nothing: a position layer keeps no keys.
+func (p *PaddedPosition) Cache(registry.State) (keys, values *tensor.Dense, err error) {
+	return nil, nil, nil
 }
 
 // paddedPositions numbers the tokens of each sequence of t ids as

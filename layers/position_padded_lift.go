@@ -1,6 +1,8 @@
 package layers
 
 import (
+	"slices"
+
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/onnxio/match"
@@ -12,7 +14,12 @@ import (
 //
 //	mask = Cast(Not(Equal(ids, pad)))    positions = Cast(CumSum(mask) · mask) + pad
 //
-// with any Casts between. The nodes are checked by op and by the padding
+// with any Casts between; or from an int64 attention_mask as OPT's
+// learned positions compute them,
+//
+//	positions = (CumSum(mask) · mask − 1)[:, past:] + offset
+//
+// (input: attention_mask, padding_idx offset − 1). The nodes are checked by op and by the padding
 // id both ends share; the numbers by the lifter's run of the layer
 // against the graph.
 
@@ -40,9 +47,13 @@ func liftPaddedPosition(g match.Graph, gather *match.Node) (*match.Layer, error)
 	if !ok {
 		return nil, nil
 	}
+	var fromMask []match.Field
 	ids, nodes, ok := paddedPositionChain(g, ins[1], pad)
 	if !ok {
-		return nil, nil
+		if ids, nodes, pad, ok = maskPositionChain(g, ins[1]); !ok {
+			return nil, nil
+		}
+		fromMask = []match.Field{{Key: "input", Value: "attention_mask"}}
 	}
 	table, err := g.Constant(ins[0])
 	if err != nil || table.Dims() != 2 || pad < 0 || int(pad) >= table.Shape()[0] {
@@ -57,8 +68,8 @@ func liftPaddedPosition(g match.Graph, gather *match.Node) (*match.Layer, error)
 	}
 	return &match.Layer{Type: "position.padded", Name: "position", Inputs: []string{ids}, Output: gather.Output(),
 		Nodes: append(nodes, gather),
-		Config: []match.Field{{Key: "num_embeddings", Value: table.Shape()[0]}, {Key: "embedding_dim", Value: table.Shape()[1]},
-			{Key: "padding_idx", Value: int(pad)}},
+		Config: append([]match.Field{{Key: "num_embeddings", Value: table.Shape()[0]}, {Key: "embedding_dim", Value: table.Shape()[1]},
+			{Key: "padding_idx", Value: int(pad)}}, fromMask...),
 		Params: []match.Param{{Name: "weight", Value: w, From: ins[0]}}}, nil
 }
 
@@ -121,4 +132,87 @@ func paddedPositionChain(g match.Graph, positions string, pad float64) (string, 
 		return "", nil, false
 	}
 	return inputs[0], nodes, true
+}
+
+// maskPositionOps are the ops OPT's positions are computed with from the
+// attention_mask.
+var maskPositionOps = map[string]bool{"Cast": true, "CumSum": true, "Mul": true, "Sub": true, "Add": true, "Slice": true}
+
+// maskPositionChain walks back from the positions to the int64 graph input
+// they are computed from, through the ops of maskPositionOps alone, with
+// one CumSum and Slices that start at 0 (the past's length, none in the
+// graph the lifter reads). It returns the input, the nodes and the
+// position of padding, read from the values at the first probe: a token
+// sits one past it.
+func maskPositionChain(g match.Graph, positions string) (string, []*match.Node, float64, bool) {
+	var nodes []*match.Node
+	var inputs []string
+	seen := map[string]bool{}
+	var walk func(v string) bool
+	walk = func(v string) bool {
+		if seen[v] || !g.IsData(v) {
+			return true
+		}
+		seen[v] = true
+		n := g.Producer(v)
+		if n == nil {
+			inputs = append(inputs, v)
+			return true
+		}
+		if !maskPositionOps[n.Op()] {
+			return false
+		}
+		nodes = append(nodes, n)
+		ins := n.Inputs()
+		if n.Op() == "Slice" {
+			for i := range g.Probes() {
+				if len(ins) < 2 || !sliceStartsAtZero(g, i, ins[1]) {
+					return false
+				}
+			}
+			ins = ins[:1]
+		}
+		for _, in := range ins {
+			if !walk(in) {
+				return false
+			}
+		}
+		return true
+	}
+	if !walk(positions) || len(inputs) != 1 {
+		return "", nil, 0, false
+	}
+	cumsums := 0
+	for _, n := range nodes {
+		if n.Op() == "CumSum" {
+			cumsums++
+		}
+	}
+	mask, err := g.ValueAt(0, inputs[0])
+	if err != nil || mask.Dtype() != tensor.Int64 || cumsums != 1 {
+		return "", nil, 0, false
+	}
+	pos, err := g.ValueAt(0, positions)
+	if err != nil {
+		return "", nil, 0, false
+	}
+	m, p := mask.Data().([]int64), pos.Data().([]int64)
+	if len(m) == 0 || len(p) == 0 {
+		return "", nil, 0, false
+	}
+	pad := float64(p[0])
+	if m[0] != 0 {
+		pad--
+	}
+	return inputs[0], nodes, pad, true
+}
+
+// sliceStartsAtZero reports whether a Slice's starts hold only 0 at probe i.
+func sliceStartsAtZero(g match.Graph, i int, starts string) bool {
+	t, err := g.ValueAt(i, starts)
+	if err != nil {
+		return false
+	}
+	v, ok := t.Data().([]int64)
+	return ok && !slices.ContainsFunc(v, func(s int64) bool { return s != 0 })
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"gorgonia.org/tensor"
+
 	"github.com/attnrun/attnrun/onnxio/match"
 )
 
@@ -397,6 +399,9 @@ func projectedHeads(g match.Graph, heads, what string) (*match.Linear, int, int,
 // each head between the split and the Transpose, as Hugging Face applies
 // q_norm and k_norm (Qwen3, OLMo-2): it returns the norm, or nil.
 func projectedNormedHeads(g match.Graph, heads, what string) (*match.Linear, int, int, *match.RMSNorm, error) {
+	if l, h, d, ok := packedHeads(g, throughCopies(g, heads)); ok {
+		return l, h, d, nil, nil
+	}
 	tr := g.Producer(throughCopies(g, heads))
 	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
 		return nil, 0, 0, nil, fmt.Errorf("the %s (%q) are not heads split from a projection (rope is not lifted from standard ops)", what, heads)
@@ -418,6 +423,99 @@ func projectedNormedHeads(g match.Graph, heads, what string) (*match.Linear, int
 		return nil, 0, 0, nil, fmt.Errorf("the %s' projection gives %d features, split into %d heads of %d", what, l.Out, shape[2], shape[3])
 	}
 	return l, shape[2], shape[3], norm, nil
+}
+
+// packedHeads reads heads (B, H, T, d) sliced from heads of a packed
+// projection, as GPT-NeoX splits query_key_value: each head's features
+// packed side by side, view (B, T, H, k·d), Transpose (0, 2, 1, 3), and
+// a Slice of d features of the last axis. The projection returned holds
+// the sliced rows of every head, in head order.
+func packedHeads(g match.Graph, heads string) (*match.Linear, int, int, bool) {
+	sl := g.Producer(heads)
+	if sl == nil || sl.Op() != "Slice" || len(sl.Inputs()) < 4 || len(sl.Inputs()) > 5 {
+		return nil, 0, 0, false
+	}
+	ins := sl.Inputs()
+	start, ok1 := g.Scalar(ins[1])
+	axis, ok2 := g.Scalar(ins[3])
+	if len(ins) == 5 {
+		if step, ok := g.Scalar(ins[4]); !ok || step != 1 {
+			return nil, 0, 0, false
+		}
+	}
+	l, H, W, ok := projectedPacked(g, ins[0])
+	shape, err := g.Shape(heads)
+	if !ok || !ok1 || !ok2 || err != nil || len(shape) != 4 || axis != -1 && axis != 3 || start < 0 || int(start)+shape[3] > W {
+		return nil, 0, 0, false
+	}
+	d := shape[3]
+	var rows []int
+	var blocks [][2]int
+	for h := range H {
+		lo := h*W + int(start)
+		blocks = append(blocks, [2]int{lo, lo + d})
+		for j := range d {
+			rows = append(rows, lo+j)
+		}
+	}
+	sub, err := linearRows(l, rows)
+	if err != nil || l.Blocks != nil {
+		return nil, 0, 0, false
+	}
+	sub.Blocks = blocks
+	return sub, H, d, true
+}
+
+// projectedPacked reads the Transpose (0, 2, 1, 3) of a Reshape (B, T, H,
+// W) of an nn.Linear of H·W features, and returns it with H and W.
+func projectedPacked(g match.Graph, v string) (*match.Linear, int, int, bool) {
+	tr := g.Producer(v)
+	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
+		return nil, 0, 0, false
+	}
+	reshape := g.Producer(tr.Inputs()[0])
+	if reshape == nil || reshape.Op() != "Reshape" {
+		return nil, 0, 0, false
+	}
+	shape, err := g.Shape(reshape.Output())
+	if err != nil || len(shape) != 4 {
+		return nil, 0, 0, false
+	}
+	l, ok := g.Linear(reshape.Inputs()[0])
+	if !ok || l.Out != shape[2]*shape[3] {
+		return nil, 0, 0, false
+	}
+	return l, shape[2], shape[3], true
+}
+
+// linearRows is the nn.Linear computing the given output features of l,
+// in that order.
+func linearRows(l *match.Linear, rows []int) (*match.Linear, error) {
+	wt, err := match.Float32(l.Weight)
+	if err != nil {
+		return nil, err
+	}
+	w := floats(wt)
+	weight := make([]float32, 0, len(rows)*l.In)
+	for _, r := range rows {
+		weight = append(weight, w[r*l.In:(r+1)*l.In]...)
+	}
+	sub := *l
+	sub.Out = len(rows)
+	sub.Weight = tensor.New(tensor.WithShape(len(rows), l.In), tensor.WithBacking(weight))
+	if l.Bias != nil {
+		bt, err := match.Float32(l.Bias)
+		if err != nil {
+			return nil, err
+		}
+		b := floats(bt)
+		bias := make([]float32, len(rows))
+		for i, r := range rows {
+			bias[i] = b[r]
+		}
+		sub.Bias = tensor.New(tensor.WithShape(len(rows)), tensor.WithBacking(bias))
+	}
+	return &sub, nil
 }
 
 // mergedOutput reads the output projection of the heads pv computes:
@@ -491,6 +589,9 @@ type sdpaRope struct {
 // back (interleaved).
 func unrotated(g match.Graph, v string) (string, *sdpaRope, error) {
 	if x, r, err := unrotatedHalf(g, v); r != nil || err != nil { // sdpa_rope_hf_lift.go: Hugging Face's form
+		return x, r, err
+	}
+	if x, r, err := unrotatedPartialHalf(g, v); r != nil || err != nil { // sdpa_rope_hf_lift.go: GPT-NeoX's rotary_pct
 		return x, r, err
 	}
 	if x, r, err := unrotatedOp(g, v); r != nil || err != nil { // sdpa_rope_hf_lift.go: ONNX's RotaryEmbedding

@@ -48,6 +48,34 @@ func unrotatedHalf(g match.Graph, v string) (string, *sdpaRope, error) {
 	return "", nil, nil
 }
 
+// unrotatedPartialHalf returns the heads x that v rotates in part as
+// Hugging Face writes a partial rotation (GPT-NeoX's rotary_pct):
+// Concat(rope(x[…, :dim]), x[…, dim:]) on the last axis, rope as
+// unrotatedHalf reads it; the rotation's dim is the rotated features'.
+// "" and nil when v is not rotated so.
+func unrotatedPartialHalf(g match.Graph, v string) (string, *sdpaRope, error) {
+	cat := g.Producer(throughCopies(g, v))
+	if cat == nil || cat.Op() != "Concat" || len(cat.Inputs()) != 2 {
+		return "", nil, nil
+	}
+	shape, err := g.Shape(v)
+	if axis := cat.Int("axis", 0); err != nil || axis != -1 && int(axis) != len(shape)-1 {
+		return "", nil, nil
+	}
+	whole, err := sliceSource(g, cat.Inputs()[1])
+	if err != nil {
+		return "", nil, nil
+	}
+	x, r, err := unrotatedHalf(g, cat.Inputs()[0])
+	if r == nil || err != nil {
+		return "", nil, err
+	}
+	if from, err := sliceSource(g, x); err != nil || from != whole {
+		return "", nil, fmt.Errorf("the partial rotation of %q joins other heads than it rotates", v)
+	}
+	return whole, r, nil
+}
+
 // isRotateHalf reports whether rot is Concat(−x[…, d/2:], x[…, :d/2])
 // along the last axis.
 func isRotateHalf(g match.Graph, rot, x string) bool {

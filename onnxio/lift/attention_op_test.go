@@ -156,7 +156,7 @@ layers:
 	pb.MetadataProps = nil
 	_, err = lift.Lift(pb)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `the mask input "key_padding_mask" of shape (2, 3) is reshaped before it masks the scores`)
+	assert.Contains(t, err.Error(), `the mask input "key_padding_mask" of shape (2, 5) is reshaped before it masks the scores ((2, 1, 5, 5))`)
 }
 
 var (

@@ -160,7 +160,14 @@ func (a *analysis) settleCacheKinds(m *models.Model, inputs []string, outputs []
 	if err != nil {
 		return fmt.Errorf("the graph fails on random inputs: %w", err)
 	}
-	s, err := m.NewState()
+	// A session resumed after no tokens, as RunCache starts one: it returns
+	// every key it saw, as the graph's present does, where a fresh session
+	// of a sliding-window layer would keep only its window.
+	seqs := 1
+	if len(args) > 0 && len(args[0].Shape()) > 1 {
+		seqs = args[0].Shape()[0]
+	}
+	s, err := m.Resume(nil, seqs, 0)
 	if err != nil {
 		return fmt.Errorf("the lifted model cannot hold a KV cache: %w", err)
 	}

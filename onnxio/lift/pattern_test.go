@@ -350,6 +350,10 @@ type linearReLU struct {
 	weight, bias *tensor.Dense
 }
 
+// TokenWise marks the layer token-wise, so that a decoder lifted with it
+// (OPT's fc1 and ReLU) runs incrementally.
+func (*linearReLU) TokenWise() {}
+
 func (l *linearReLU) Validate() error {
 	l.weight = tensor.New(tensor.WithShape(l.DOut, l.DIn), tensor.WithBacking(make([]float32, l.DOut*l.DIn)))
 	l.bias = tensor.New(tensor.WithShape(l.DOut), tensor.WithBacking(make([]float32, l.DOut)))

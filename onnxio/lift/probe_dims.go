@@ -40,9 +40,13 @@ const maxRelationEvals = 48
 func findDimSums(g *graph, first int) error {
 	g.sums = slices.Clone(g.known)
 	err := consistentProbe(g, first)
-	if err == nil {
+	if err == nil && consistentAt(g, first, sizedProbe) == nil {
 		return nil
 	}
+	// A graph that evaluates only with some dimensions at 1 (OPT's
+	// positions, sliced from a mask over past and new tokens) may evaluate
+	// at full sizes under a tie: one is looked for, the 1s kept otherwise.
+	evaluates := err == nil
 	dims := symbolic(g)
 	cands := candidateSums(g, dims)
 	evals := 0
@@ -52,7 +56,7 @@ func findDimSums(g *graph, first int) error {
 		}
 		evals++
 		g.sums = append(slices.Clone(g.known), sums...)
-		if consistentProbe(g, first) == nil && consistentProbe(g, first+1) == nil { // at two sizes: no coincidence
+		if consistentAt(g, first, sizedProbe) == nil && consistentAt(g, first+1, sizedProbe) == nil { // at two sizes: no coincidence
 			return true
 		}
 		g.sums = slices.Clone(g.known)
@@ -70,11 +74,14 @@ func findDimSums(g *graph, first int) error {
 			}
 		}
 	}
-	if _, perr := newProbe(g, first); perr == nil {
+	if _, perr := newProbe(g, first); evaluates || perr == nil {
 		return nil // it evaluates, off its declarations: as before ties were searched
 	}
 	return err
 }
+
+// sizedProbe is a probe at first and up with no dimension set to 1.
+func sizedProbe(g *graph, first int) (*probe, error) { return evalProbe(g, first, nil) }
 
 // compatible reports whether two ties can hold together: they set
 // different dimensions, and neither sets a dimension the other adds.
@@ -180,7 +187,12 @@ func applySums(dims map[string]int, sums []dimSum) error {
 // output has the rank it declares and the sizes of its symbolic
 // dimensions that the inputs share, or declared sums of them.
 func consistentProbe(g *graph, first int) error {
-	p, err := newProbe(g, first)
+	return consistentAt(g, first, newProbe)
+}
+
+// consistentAt is consistentProbe with the probe built by probeAt.
+func consistentAt(g *graph, first int, probeAt func(*graph, int) (*probe, error)) error {
+	p, err := probeAt(g, first)
 	if err != nil {
 		return err
 	}

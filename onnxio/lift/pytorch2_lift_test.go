@@ -94,6 +94,19 @@ var pytorch2Lifts = []struct {
 	{"llama_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	{"mistral_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // sliding window 4
 	{"mistral_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	// Sliding windows whose present returns every token (DynamicCache):
+	// the lifted layers' resumed sessions keep them all.
+	{"mistral_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gemma2_eager_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// Eager attention at opset 23: finfo.min masks; the self-check's masks
+	// leave a key in every window.
+	{"gemma2_eager_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	// OPT's learned positions from CumSum(attention_mask), sliced past
+	// the past tokens (position.padded, input: attention_mask).
+	{"opt_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// GPT-NeoX: query_key_value packed per head, view (B, T, H, 3·d)
+	// sliced after the Transpose; rotary_pct 0.25 (rope_rotary_dim 4).
+	{"gpt_neox_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gemma2_eager_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // softcap 1 (tanh alone), a sliding-window and a global mask from one attention_mask
 	{"qwen3_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
@@ -302,4 +315,25 @@ func TestLiftScaledDotProductRefusals(t *testing.T) {
 	require.True(t, changed)
 	_, err = lift.Lift(m)
 	require.ErrorContains(t, err, "Attention op on graph inputs: softcap 5")
+}
+
+// GPT-NeoX's query_key_value packs each head's query, key and value side
+// by side: the mapping table names the rows each head's block takes.
+func TestLiftNeoXPackedHeadsMapping(t *testing.T) {
+	m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "gpt_neox_sdpa_ts17", "model.onnx"))
+	require.NoError(t, err)
+	res, err := lift.Lift(m)
+	require.NoError(t, err)
+	var k []string
+	for _, mp := range res.Mapping {
+		if mp.Param == "attention.k_proj.weight" {
+			k = append(k, mp.Initializer+": "+mp.Transform)
+		}
+	}
+	assert.Equal(t, []string{
+		"onnx::MatMul_559: transposed, split rows 16:32, into rows 0:16",
+		"onnx::MatMul_559: transposed, split rows 64:80, into rows 16:32",
+		"onnx::MatMul_559: transposed, split rows 112:128, into rows 32:48",
+		"onnx::MatMul_559: transposed, split rows 160:176, into rows 48:64",
+	}, k)
 }

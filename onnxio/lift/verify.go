@@ -275,14 +275,20 @@ func randomLike(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 }
 
 // randomKeepMask is an attention_mask like t: 1s and 0s (true and false)
-// in t's type, the first key of every sequence kept (a sequence of padding alone is not an
-// input a model meets, and the graph's additive mask treats it otherwise).
+// in t's type, every other key of every sequence kept, the first among
+// them, and the rest at random. A query that sees no key is a padding
+// query, whose output no real token reads, and the graph's additive mask
+// treats it otherwise (finfo.min gives it uniform weights); keeping every other key,
+// not just the first, leaves one in every sliding window of two keys or
+// more, wherever the query sits.
 func randomKeepMask(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 	shape := []int(t.Shape().Clone())
 	last := shape[len(shape)-1]
 	keep := make([]bool, t.Shape().TotalSize())
 	for i := range keep {
-		keep[i] = i%last == 0 || rng.Float64() < 0.6
+		key := i % last
+		drawn := key > 0 && rng.Float64() < 0.6 // one draw per key but the first, as before: the feeds drawn after stay the same
+		keep[i] = drawn || key%2 == 0
 	}
 	var backing any
 	switch t.Dtype() {

@@ -91,7 +91,8 @@ type Layer struct {
 	// KeepMasks are the graph inputs among Inputs that the layer reads as
 	// keep masks (nonzero attends; PyTorch SDPA's bool attn_mask, Hugging
 	// Face's attention_mask). The lifter's self-check feeds them as models
-	// meet them, with at least the first key of every row kept: a query
+	// meet them, with every other key of every row kept (the first, and one
+	// in every sliding window of two keys or more): a query
 	// that sees no key is where exporters' masks differ (a fill of −Inf or
 	// of finfo.min) and no layer can follow both.
 	KeepMasks []string
@@ -262,6 +263,11 @@ type Linear struct {
 	Transposed bool
 	// Nodes are the nodes it is computed by, the MatMul or Gemm first.
 	Nodes []*Node
+	// Blocks, when set, are the blocks of rows [lo, hi) of the (transposed)
+	// graph weight and bias that Weight and Bias stack, in order: a
+	// projection taken from a packed one a block per head (GPT-NeoX's
+	// query_key_value).
+	Blocks [][2]int
 }
 
 // Params lists the Linear as nn.Linear's parameters under a prefix:
@@ -274,6 +280,13 @@ func (l *Linear) Params(prefix string) []Param {
 	ps := []Param{{Name: prefix + "weight", Value: l.Weight, From: l.WeightFrom, Transposed: l.Transposed}}
 	if l.Bias != nil {
 		ps = append(ps, Param{Name: prefix + "bias", Value: l.Bias, From: l.BiasFrom})
+	}
+	if l.Blocks != nil {
+		for i := range ps {
+			for _, b := range l.Blocks {
+				ps[i].Pieces = append(ps[i].Pieces, Piece{From: ps[i].From, Transposed: ps[i].Transposed, Lo: b[0], Hi: b[1], Split: true})
+			}
+		}
 	}
 	return ps
 }

@@ -105,6 +105,7 @@ var layerFieldDocs = map[string]map[string]string{
 	},
 	"PaddedPosition": {
 		"embedding_dim":  "the width of each row",
+		"input":          "what the positions are numbered from: \"ids\" (default, the token ids, padding where they equal padding_idx) or \"attention_mask\" (padding where it is 0)",
 		"num_embeddings": "the number of rows (max_position_embeddings)",
 		"padding_idx":    "the padding token's id, which is also its position (RoBERTa: 1)",
 	},
