@@ -179,12 +179,17 @@ func layerNorm32(rc *runCtx, n *node, x, res, scale, bias *value) (*value, bool,
 	}
 	norm := x.shape[axis:]
 	cols := numel(norm)
-	laidOut := func(v *value) bool {
+	laidOut := func(v *value) bool { // broadcasts to norm with cols values: norm's layout
 		if v == nil {
 			return true
 		}
-		bc, err := broadcastShapes(v.shape, norm)
-		return err == nil && equalShapes(bc, norm) && v.size() == cols
+		for i, d := range v.shape {
+			at := len(norm) - len(v.shape) + i
+			if d != 1 && (at < 0 || d != norm[at]) {
+				return false
+			}
+		}
+		return v.size() == cols
 	}
 	if cols == 0 || x.size() == 0 || !laidOut(scale) || !laidOut(bias) {
 		return nil, false, nil
