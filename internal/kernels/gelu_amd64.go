@@ -3,13 +3,13 @@ package kernels
 import "unsafe"
 
 // erfAVX512 sets dst[i] = float32(erf64(float64(src[i]))) for the first
-// n - n%8 values; table and taylor are erfCubic and erfTaylor.
+// n - n%8 values; table and taylor are erfPoly and erfTaylor.
 //
 //go:noescape
 func erfAVX512(dst, src *float32, n int, table, taylor *float64)
 
 // geluAVX512 is geluRange on the first n - n%8 values; table and taylor
-// are erfCubic and erfTaylor.
+// are erfPoly and erfTaylor.
 //
 //go:noescape
 func geluAVX512(dst, src *float32, n int, table, taylor *float64, c, a, s float32)
@@ -22,7 +22,7 @@ func erfVector(dst, src []float32) int {
 		return 0
 	}
 	_ = dst[n-1]
-	erfAVX512(unsafe.SliceData(dst), unsafe.SliceData(src), n, &erfCubic[0][0], &erfTaylor[0])
+	erfAVX512(unsafe.SliceData(dst), unsafe.SliceData(src), n, &erfPoly[0][0], &erfTaylor[0])
 	return n
 }
 
@@ -33,6 +33,6 @@ func geluVector(dst, src []float32, c, a, s float32) int {
 		return 0
 	}
 	_ = dst[n-1]
-	geluAVX512(unsafe.SliceData(dst), unsafe.SliceData(src), n, &erfCubic[0][0], &erfTaylor[0], c, a, s)
+	geluAVX512(unsafe.SliceData(dst), unsafe.SliceData(src), n, &erfPoly[0][0], &erfTaylor[0], c, a, s)
 	return n
 }

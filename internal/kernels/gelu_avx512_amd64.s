@@ -12,23 +12,26 @@
 	VPBROADCASTQ X31, Z
 
 // ERF8 sets Z10 to erf64 of the eight float64 values in Z0 (Z1–Z9 and
-// K1–K5 are scratch). Registers: R8 the table erfCubic, Z16 the sign bit,
-// Z17 the magnitude mask, Z18 erfSeries, Z19 erfLimit, Z20 1/erfStep,
-// Z21 1.0, Z24–Z30 erfTaylor[0..6]. Every branch of erf64 is computed and
-// the lanes pick theirs: the series below erfSeries (K1), the table below
-// erfLimit (K4), ±1 from erfLimit on (K3), x itself (NaN) otherwise.
-// The series is Horner's rule on z = x·x, times x. The table's lanes take
-// u = a/erfStep, i = int(u) and t = u − i, gather the cubic's four
-// coefficients of entry i (index i·4 in units of 8 bytes; the gather
-// clears its mask, so each takes a fresh copy of K4), evaluate it by
-// Horner's rule and give it x's sign by XOR; ±1 is 1.0 OR x's sign.
+// K1–K4 are scratch). Registers: R8 the table erfPoly, Z16 the sign bit,
+// Z17 the magnitude mask, Z18 erfSeries, Z19 erfLimit, Z20
+// erfPieces/erfLimit, Z21 1.0, Z22 0.5, Z24–Z30 erfTaylor[0..6]. Every
+// branch of erf64 is computed and the lanes pick theirs: the series below
+// erfSeries (K1), the polynomial pieces below erfLimit (K4), ±1 from
+// erfLimit on (K3), x itself (NaN) otherwise. The series is Horner's rule
+// on z = x·x (multiplications and additions rounded apart), times x. The
+// pieces' lanes take u = a·2, i = int(u) and t = u − i − ½, and evaluate
+// piece i's polynomial by Horner's rule with fused multiply-adds, each
+// power's coefficients permuted out of its row of erfPoly by i (the low
+// three bits of each index; a lane outside the pieces reads some row and
+// is not picked); the result takes x's sign by XOR, and ±1 is 1.0 OR x's
+// sign.
 #define ERF8 \
-	VPANDQ      Z17, Z0, Z1; \
-	VCMPPD      $1, Z18, Z1, K1; \
-	VCMPPD      $1, Z19, Z1, K2; \
+	VPANDQ      Z17, Z0, Z1;      \
+	VCMPPD      $1, Z18, Z1, K1;  \
+	VCMPPD      $1, Z19, Z1, K2;  \
 	VCMPPD      $13, Z19, Z1, K3; \
-	KANDNW      K2, K1, K4; \
-	VMULPD      Z0, Z0, Z2; \
+	KANDNW      K2, K1, K4;       \
+	VMULPD      Z0, Z0, Z2;       \
 	VMULPD      Z30, Z2, Z3;      \
 	VADDPD      Z29, Z3, Z3;      \
 	VMULPD      Z3, Z2, Z3;       \
@@ -41,27 +44,37 @@
 	VADDPD      Z25, Z3, Z3;      \
 	VMULPD      Z3, Z2, Z3;       \
 	VADDPD      Z24, Z3, Z3;      \
-	VMULPD      Z3, Z0, Z3; \
-	VMULPD      Z20, Z1, Z4; \
+	VMULPD      Z3, Z0, Z3;       \
+	VMULPD      Z20, Z1, Z4;      \
 	VCVTTPD2DQ  Z4, Y5;           \
 	VCVTDQ2PD   Y5, Z6;           \
 	VSUBPD      Z6, Z4, Z6;       \
-	VPSLLD      $2, Y5, Y5; \
-	KMOVW       K4, K5;           \
-	VGATHERDPD  24(R8)(Y5*8), K5, Z7; \
-	KMOVW       K4, K5;           \
-	VGATHERDPD  16(R8)(Y5*8), K5, Z8; \
-	KMOVW       K4, K5;           \
-	VGATHERDPD  8(R8)(Y5*8), K5, Z9; \
-	KMOVW       K4, K5;           \
-	VGATHERDPD  (R8)(Y5*8), K5, Z1; \
-	VMULPD      Z7, Z6, Z7; \
-	VADDPD      Z7, Z8, Z7;       \
-	VMULPD      Z7, Z6, Z7;       \
-	VADDPD      Z7, Z9, Z7;       \
-	VMULPD      Z7, Z6, Z7;       \
-	VADDPD      Z7, Z1, Z7;       \
-	VPANDQ      Z16, Z0, Z2; \
+	VSUBPD      Z22, Z6, Z6;      \
+	VPMOVZXDQ   Y5, Z5;           \
+	VPERMPD     704(R8), Z5, Z7;  \
+	VPERMPD     640(R8), Z5, Z8;  \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPERMPD     576(R8), Z5, Z8;  \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPERMPD     512(R8), Z5, Z8;  \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPERMPD     448(R8), Z5, Z8;  \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPERMPD     384(R8), Z5, Z8;  \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPERMPD     320(R8), Z5, Z8;  \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPERMPD     256(R8), Z5, Z8;  \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPERMPD     192(R8), Z5, Z8;  \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPERMPD     128(R8), Z5, Z8;  \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPERMPD     64(R8), Z5, Z8;   \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPERMPD     (R8), Z5, Z8;     \
+	VFMADD213PD Z8, Z6, Z7;       \
+	VPANDQ      Z16, Z0, Z2;      \
 	VPXORQ      Z2, Z7, Z7;       \
 	VPORQ       Z21, Z2, Z2;      \
 	VMOVAPD     Z0, Z10;          \
@@ -70,16 +83,17 @@
 	VMOVAPD     Z3, K1, Z10
 
 // ERFCONSTS loads the constants ERF8 reads; table is the address of
-// erfCubic, taylor of erfTaylor.
+// erfPoly, taylor of erfTaylor.
 #define ERFCONSTS(table, taylor) \
 	MOVQ         table, R8;                  \
 	MOVQ         taylor, R9;                 \
 	BCASTQ($0x8000000000000000, Z16);        \
 	BCASTQ($0x7fffffffffffffff, Z17);        \
-	BCASTQ($0x3fc0000000000000, Z18); \
-	BCASTQ($0x4010000000000000, Z19); \
-	BCASTQ($0x4070000000000000, Z20); \
-	BCASTQ($0x3ff0000000000000, Z21); \
+	BCASTQ($0x3fc0000000000000, Z18);        \
+	BCASTQ($0x4010000000000000, Z19);        \
+	BCASTQ($0x4000000000000000, Z20);        \
+	BCASTQ($0x3ff0000000000000, Z21);        \
+	BCASTQ($0x3fe0000000000000, Z22);        \
 	VBROADCASTSD (R9), Z24;                  \
 	VBROADCASTSD 8(R9), Z25;                 \
 	VBROADCASTSD 16(R9), Z26;                \
