@@ -51,8 +51,15 @@ func (j *layerNormJob) rows(lo, hi int) {
 		at := r * j.cols
 		row := j.x[at : at+j.cols]
 		out := j.dst[at : at+j.cols]
+		var res []float32
 		if j.res != nil {
-			addRounded(out, row, j.res[at:at+j.cols])
+			res = j.res[at : at+j.cols]
+		}
+		if layerNormRowVector(out, row, res, j.scale, j.bias, j.eps) {
+			continue
+		}
+		if res != nil {
+			addRounded(out, row, res)
 			row = out
 		}
 		mean, variance := moments32(row)

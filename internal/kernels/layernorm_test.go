@@ -14,7 +14,8 @@ import (
 // sums only reorder float64 additions. Rows far from 0 (mean 1000, spread
 // 0.01) need the float64 statistics; the row counts are split across
 // threads and not; the residual's sum is rounded to float32 first; dst may
-// be x.
+// be x. The rows' lengths leave a tail of 1 to 7 values after the vector
+// code's chunks of 8, or none.
 func TestLayerNorm32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, c := range []struct {
@@ -26,6 +27,9 @@ func TestLayerNorm32(t *testing.T) {
 		{rows: 300, cols: 384, offset: 0, spread: 3, bias: true},
 		{rows: 5, cols: 7, offset: 1000, spread: 0.01, res: true},
 		{rows: 1, cols: 1, offset: 2, spread: 1, bias: true},
+		{rows: 3, cols: 13, offset: -5, spread: 2, bias: true},
+		{rows: 4, cols: 20, offset: 0, spread: 1, res: true, bias: true},
+		{rows: 2, cols: 16, offset: 0, spread: 1},
 	} {
 		n := c.rows * c.cols
 		rand32 := func(k int, offset, spread float64) []float32 {
