@@ -74,14 +74,19 @@ func TestLayerNorm32(t *testing.T) {
 				want[r*c.cols+j] = float32(y)
 			}
 		}
-		got := make([]float32, n)
-		LayerNorm32(got, x, res, scale, bias, c.cols, eps)
-		inPlace := append([]float32(nil), x...)
-		LayerNorm32(inPlace, inPlace, res, scale, bias, c.cols, eps)
-		for i := range want {
-			ulp := float64(math.Nextafter32(float32(math.Abs(float64(want[i]))), math.MaxFloat32) - float32(math.Abs(float64(want[i]))))
-			require.InDelta(t, want[i], got[i], ulp, "%d×%d at %d", c.rows, c.cols, i)
-			require.Equal(t, got[i], inPlace[i], "%d×%d at %d, in place", c.rows, c.cols, i)
+		for _, vector := range []bool{true, false} { // the AVX-512 rows where there are, and the Go code
+			saved := cpu
+			cpu.avx512 = cpu.avx512 && vector
+			got := make([]float32, n)
+			LayerNorm32(got, x, res, scale, bias, c.cols, eps)
+			inPlace := append([]float32(nil), x...)
+			LayerNorm32(inPlace, inPlace, res, scale, bias, c.cols, eps)
+			cpu = saved
+			for i := range want {
+				ulp := float64(math.Nextafter32(float32(math.Abs(float64(want[i]))), math.MaxFloat32) - float32(math.Abs(float64(want[i]))))
+				require.InDelta(t, want[i], got[i], ulp, "%d×%d at %d (vector code: %v)", c.rows, c.cols, i, vector)
+				require.Equal(t, got[i], inPlace[i], "%d×%d at %d, in place (vector code: %v)", c.rows, c.cols, i, vector)
+			}
 		}
 	}
 	require.Panics(t, func() { LayerNorm32(make([]float32, 6), make([]float32, 6), nil, make([]float32, 4), nil, 4, 1e-5) })
