@@ -29,8 +29,11 @@ func Erf32(dst, src []float32) {
 		erfRange(dst, src)
 		return
 	}
-	j := &erfJob{dst: dst, src: src, parts: ceilDiv(len(src), erfPart)}
+	j := erfJobs.Get().(*erfJob)
+	*j = erfJob{dst: dst, src: src, parts: ceilDiv(len(src), erfPart)}
 	parallelFor(j.parts, threads, j)
+	*j = erfJob{} // let go of the slices
+	erfJobs.Put(j)
 }
 
 // erfPart is the number of elements of one part of a parallel Erf32:
@@ -38,6 +41,10 @@ func Erf32(dst, src []float32) {
 // a worker, and small enough that a sentence's GELU (32 tokens of BERT's
 // 1536 hidden values) is split.
 const erfPart = 1 << 13
+
+// erfJobs recycles erfJob values: a job handed to parallelFor lives on the
+// heap, and a BERT pass makes one per layer.
+var erfJobs = sync.Pool{New: func() any { return new(erfJob) }}
 
 // erfJob is a parallel Erf32, or GeluErf32 when gelu is set.
 type erfJob struct {
@@ -185,8 +192,11 @@ func GeluErf32(dst, src []float32, c, a, s float32) {
 		geluRange(dst, src, c, a, s)
 		return
 	}
-	j := &erfJob{dst: dst, src: src, parts: ceilDiv(len(src), erfPart), gelu: true, c: c, a: a, s: s}
+	j := erfJobs.Get().(*erfJob)
+	*j = erfJob{dst: dst, src: src, parts: ceilDiv(len(src), erfPart), gelu: true, c: c, a: a, s: s}
 	parallelFor(j.parts, threads, j)
+	*j = erfJob{}
+	erfJobs.Put(j)
 }
 
 // geluRange is GeluErf32 on one goroutine.

@@ -1,6 +1,9 @@
 package kernels
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // LayerNorm32 normalizes each row of cols values of x into dst:
 // (v − mean)/√(variance + eps)·scale[j] + bias[j], with the mean, the
@@ -21,13 +24,20 @@ func LayerNorm32(dst, x, res, scale, bias []float32, cols int, eps float64) {
 	rows := len(x) / cols
 	per := max(1, lnPart/cols)
 	parts := ceilDiv(rows, per)
-	j := layerNormJob{dst: dst, x: x, res: res, scale: scale, bias: bias, cols: cols, eps: eps, per: per}
+	j := layerNormJobs.Get().(*layerNormJob)
+	*j = layerNormJob{dst: dst, x: x, res: res, scale: scale, bias: bias, cols: cols, eps: eps, per: per}
 	if parts == 1 || maxThreads() == 1 {
 		j.rows(0, rows)
-		return
+	} else {
+		parallelFor(parts, maxThreads(), j)
 	}
-	parallelFor(parts, maxThreads(), &j)
+	*j = layerNormJob{} // let go of the slices
+	layerNormJobs.Put(j)
 }
+
+// layerNormJobs recycles layerNormJob values: a job handed to parallelFor
+// lives on the heap, and a BERT pass normalizes 13 times.
+var layerNormJobs = sync.Pool{New: func() any { return new(layerNormJob) }}
 
 // lnPart is about how many values one part of a parallel LayerNorm32
 // normalizes (whole rows): some 10 µs of work.
