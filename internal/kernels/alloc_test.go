@@ -60,6 +60,9 @@ func TestSteadyStateAllocations(t *testing.T) {
 		},
 		"AttendBatch": func() { AttendBatch(heads, opt) },
 		"SoftmaxRows": func() { SoftmaxRows(c, n, n) },
+		"GeluErf32":   func() { GeluErf32(c, a, 1.4142135, 1, 0.5) },
+		"Erf32":       func() { Erf32(c, a) },
+		"LayerNorm32": func() { LayerNorm32(c, a, b, a[:n], b[:n], n, 1e-12) },
 	}
 	forEachISA(t, func(t *testing.T) {
 		for name, f := range calls {

@@ -11,13 +11,14 @@ import (
 // products. Large slices are split across the processors. dst and src
 // have the same length and may be the same slice.
 //
-// The float64 value it rounds is within 3e-12 of erf(x): a Taylor
+// The float64 value it rounds is within 1e-14 of erf(x): a Taylor
 // series near 0 (where erf(x) ≈ 2x/√π must keep its relative precision),
-// cubic Hermite interpolation on a table of erf and its derivative
-// 2/√π·e^(−x²) (both exact to float64) up to 4, and ±1 beyond, where
-// erf(x) rounds to ±1 in float32. So it differs from float32(math.Erf(x))
-// only when erf(x) lies within 3e-12 of a midpoint between two
-// float32 values.
+// eight polynomials of degree 11 up to 4 (Chebyshev interpolation of
+// math.Erf on pieces 0.5 wide, evaluated with fused multiply-adds), and
+// ±1 beyond, where erf(x) rounds to ±1 in float32. So it differs from
+// float32(math.Erf(x)) only when erf(x) lies within 1e-14 of a midpoint
+// between two float32 values. With AVX-512 eight values are computed at
+// a time, with the same operations (gelu_avx512_amd64.s).
 func Erf32(dst, src []float32) {
 	if len(dst) != len(src) {
 		panic("kernels: Erf32: dst and src lengths differ")
@@ -28,12 +29,22 @@ func Erf32(dst, src []float32) {
 		erfRange(dst, src)
 		return
 	}
-	j := &erfJob{dst: dst, src: src, parts: ceilDiv(len(src), erfPart)}
+	j := erfJobs.Get().(*erfJob)
+	*j = erfJob{dst: dst, src: src, parts: ceilDiv(len(src), erfPart)}
 	parallelFor(j.parts, threads, j)
+	*j = erfJob{} // let go of the slices
+	erfJobs.Put(j)
 }
 
-// erfPart is the number of elements of one part of a parallel Erf32.
-const erfPart = 1 << 15
+// erfPart is the number of elements of one part of a parallel Erf32:
+// about 25 µs of work with the vector code, well above the cost of waking
+// a worker, and small enough that a sentence's GELU (32 tokens of BERT's
+// 1536 hidden values) is split.
+const erfPart = 1 << 13
+
+// erfJobs recycles erfJob values: a job handed to parallelFor lives on the
+// heap, and a BERT pass makes one per layer.
+var erfJobs = sync.Pool{New: func() any { return new(erfJob) }}
 
 // erfJob is a parallel Erf32, or GeluErf32 when gelu is set.
 type erfJob struct {
@@ -54,33 +65,61 @@ func (j *erfJob) runPart(part int) {
 }
 
 const (
-	erfStep    = 1.0 / 256 // the table's spacing
-	erfLimit   = 4         // erf(x) rounds to 1 in float32 from here on
-	erfSeries  = 0.125     // below this, the Taylor series
-	erfEntries = erfLimit/erfStep + 1
+	erfLimit  = 4     // erf(x) rounds to 1 in float32 from here on
+	erfSeries = 0.125 // below this, the Taylor series
+	erfPieces = 8     // polynomial pieces on [0, erfLimit), 0.5 wide
+	erfDegree = 11    // their degree
 )
 
 var (
 	erfOnce sync.Once
-	// erfCubic holds, for each interval [i, i+1]·erfStep, the cubic in
-	// t ∈ [0, 1] that interpolates erf and its derivative 2/√π·e^(−x²)
-	// at both ends (Hermite), as power-basis coefficients c0..c3.
-	erfCubic [erfEntries - 1][4]float64
+	// erfPoly[k][i] is the coefficient of tᵏ in the polynomial of piece i,
+	// which approximates erf(x) for |x| in [i, i+1)/2 with t = 2|x| − i −
+	// ½ ∈ [−½, ½): erf interpolated at the 12 Chebyshev points of the
+	// piece, within 1e-15 of it. Stored power by power, so that the vector
+	// code takes each power's eight coefficients with one permutation
+	// instead of gathering them.
+	erfPoly [erfDegree + 1][erfPieces]float64
 	// erfTaylor are the Taylor coefficients of erf(x)/x in powers of x²:
 	// 2/√π·(−1)ⁿ/(n!·(2n+1)).
 	erfTaylor [7]float64
 )
 
 func buildErfTable() {
-	at := func(i int) (y, d float64) {
-		x := float64(i) * erfStep
-		return math.Erf(x), 2 / math.SqrtPi * math.Exp(-x*x) * erfStep
-	}
-	for i := range erfCubic {
-		y0, d0 := at(i)
-		y1, d1 := at(i + 1)
-		// p(t) = y0 + d0·t + (3(y1−y0) − 2d0 − d1)·t² + (2(y0−y1) + d0 + d1)·t³
-		erfCubic[i] = [4]float64{y0, d0, 3*(y1-y0) - 2*d0 - d1, 2*(y0-y1) + d0 + d1}
+	const n = erfDegree + 1
+	for i := range erfPieces {
+		// Chebyshev coefficients of erf on the piece, s = 2t ∈ [−1, 1].
+		var f, a [n]float64
+		for j := range f {
+			s := math.Cos(math.Pi * (float64(j) + 0.5) / n)
+			f[j] = math.Erf((float64(i) + 0.5 + s/2) / 2)
+		}
+		for k := range a {
+			for j, v := range f {
+				a[k] += v * math.Cos(math.Pi*float64(k)*(float64(j)+0.5)/n)
+			}
+			a[k] *= 2.0 / n
+		}
+		a[0] /= 2
+		// Σ a_k·T_k(s) in powers of s (T_{k+1} = 2s·T_k − T_{k−1}), then
+		// of t = s/2.
+		var p, prev, cur [n]float64
+		prev[0], cur[1] = 1, 1
+		p[0], p[1] = a[0], a[1]
+		for k := 2; k < n; k++ {
+			var next [n]float64
+			for m := range next {
+				if m > 0 {
+					next[m] = 2 * cur[m-1]
+				}
+				next[m] -= prev[m]
+				p[m] += a[k] * next[m]
+			}
+			prev, cur = cur, next
+		}
+		for m := range p {
+			erfPoly[m][i] = math.Ldexp(p[m], m)
+		}
 	}
 	fact := 1.0
 	for n := range erfTaylor {
@@ -98,12 +137,13 @@ func buildErfTable() {
 // erfRange is Erf32 on one goroutine.
 func erfRange(dst, src []float32) {
 	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = float32(erf64(float64(v)))
+	done := erfVector(dst, src)
+	for i, v := range src[done:] {
+		dst[done+i] = float32(erf64(float64(v)))
 	}
 }
 
-// erf64 approximates erf(x) to 3e-12 (see Erf32).
+// erf64 approximates erf(x) to 1e-14 (see Erf32).
 func erf64(x float64) float64 {
 	a := math.Abs(x)
 	switch {
@@ -111,7 +151,7 @@ func erf64(x float64) float64 {
 		z := x * x
 		s := erfTaylor[len(erfTaylor)-1]
 		for n := len(erfTaylor) - 2; n >= 0; n-- {
-			s = s*z + erfTaylor[n]
+			s = float64(s*z) + erfTaylor[n] // rounded apart, as the vector code does (no fused multiply-add)
 		}
 		return x * s
 	case a < erfLimit:
@@ -123,11 +163,13 @@ func erf64(x float64) float64 {
 	default: // NaN
 		return x
 	}
-	u := a * (1 / erfStep)
+	u := a * (erfPieces / erfLimit)
 	i := int(u)
-	t := u - float64(i)
-	c := &erfCubic[i]
-	y := c[0] + t*(c[1]+t*(c[2]+t*c[3]))
+	t := u - float64(i) - 0.5
+	y := erfPoly[erfDegree][i]
+	for k := erfDegree - 1; k >= 0; k-- {
+		y = math.FMA(y, t, erfPoly[k][i]) // fused, as the vector code's
+	}
 	if x < 0 { // not math.Copysign: through the integer registers, it took 6 times the rest here
 		return -y
 	}
@@ -150,14 +192,19 @@ func GeluErf32(dst, src []float32, c, a, s float32) {
 		geluRange(dst, src, c, a, s)
 		return
 	}
-	j := &erfJob{dst: dst, src: src, parts: ceilDiv(len(src), erfPart), gelu: true, c: c, a: a, s: s}
+	j := erfJobs.Get().(*erfJob)
+	*j = erfJob{dst: dst, src: src, parts: ceilDiv(len(src), erfPart), gelu: true, c: c, a: a, s: s}
 	parallelFor(j.parts, threads, j)
+	*j = erfJob{}
+	erfJobs.Put(j)
 }
 
 // geluRange is GeluErf32 on one goroutine.
 func geluRange(dst, src []float32, c, a, s float32) {
 	dst = dst[:len(src)]
-	for i, x := range src {
+	done := geluVector(dst, src, c, a, s)
+	for i, x := range src[done:] {
+		i += done
 		// Each conversion rounds, as each node does (and forbids fusing
 		// a multiply and an add).
 		e := float32(erf64(float64(float32(x / c))))

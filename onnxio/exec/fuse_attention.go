@@ -682,7 +682,7 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 	if kt.shape[r-2] != d || v.shape[r-2] != tk || tq == 0 || d == 0 || tk == 0 || dv == 0 || numel(batch) == 0 {
 		return nil, false, nil
 	}
-	opt, added, ok := fa.options(rc, in, batch, tq, tk)
+	opt, mask, added, ok := fa.options(rc, in, batch, tq, tk)
 	if err := rc.err(); err != nil {
 		return nil, false, err
 	}
@@ -757,6 +757,9 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 			Out: o.data[o.offset(&idx, r-2):], LdOut: o.strides[r-2],
 			Tq: tq, Tk: tk, D: d, Dv: dv,
 		}
+		if mask.data != nil {
+			heads[h].Mask, heads[h].LdMask = mask.at(&idx, batch), mask.rowStride
+		}
 		for a := r - 3; a >= 0; a-- { // next batch index
 			if idx[a]++; idx[a] < batch[a] {
 				break
@@ -789,27 +792,32 @@ func (v *strided) offset(idx *[maxViewRank]int, axes int) int {
 // neither exactly causal nor hides nothing (in every batch slice alike).
 // batch is the scores' batch axes. added says the causal mask is an Add,
 // not a Where.
-func (fa *fusedAttention) options(rc *runCtx, in []*value, batch []int, tq, tk int) (opt kernels.AttentionOptions, added, ok bool) {
+//
+// An additive mask of any other values (a padding mask: BERT adds the
+// dtype's lowest value, not −inf, to hide the padding) is returned as
+// general, to be added by the kernel, when it is float32, has a row of
+// Tk keys per query or one for all, and no scale follows it in the chain.
+func (fa *fusedAttention) options(rc *runCtx, in []*value, batch []int, tq, tk int) (opt kernels.AttentionOptions, general addedMask, added, ok bool) {
 	r := len(batch) + 2
 	opt = kernels.AttentionOptions{Scale: 1, EmptyRowsNaN: true}
 	for _, arg := range fa.scales {
 		c, ok := scalar32(in[arg])
 		if !ok || !(c > 0) || math.IsInf(float64(c), 0) {
-			return opt, false, false
+			return opt, general, false, false
 		}
 		opt.Scale *= c
 	}
 	for _, st := range fa.steps {
 		x := in[st.arg]
 		if x.rank() > r || st.kind != stepScale && !maskBroadcasts(x.shape, batch) {
-			return opt, false, false // it would broadcast the scores up
+			return opt, general, false, false // it would broadcast the scores up
 		}
 		var m maskPattern
 		switch st.kind {
 		case stepScale:
 			c, ok := scalar32(x)
-			if !ok || !(c > 0) || math.IsInf(float64(c), 0) {
-				return opt, false, false
+			if !ok || !(c > 0) || math.IsInf(float64(c), 0) || general.data != nil {
+				return opt, general, false, false
 			}
 			if st.onDiv {
 				c = 1 / c
@@ -819,21 +827,66 @@ func (fa *fusedAttention) options(rc *runCtx, in []*value, batch []int, tq, tk i
 		case stepWhere:
 			fill := in[st.fill]
 			if c, ok := scalar32(fill); !ok || fill.rank() > r || !math.IsInf(float64(c), -1) {
-				return opt, false, false
+				return opt, general, false, false
 			}
 			m = boolMask(rc, x, st.keep, tq, tk)
 		case stepAdd:
 			m = floatMask(rc, x, tq, tk)
+			if m == maskOther {
+				if general, ok = generalMask(x, tq, tk); !ok {
+					return opt, general, false, false
+				}
+				continue
+			}
 		}
 		switch m {
 		case maskNone:
 		case maskCausal:
 			opt.Causal, added = true, st.kind == stepAdd
 		default:
-			return opt, false, false
+			return opt, general, false, false
 		}
 	}
-	return opt, added, opt.Scale > 0 && !math.IsInf(float64(opt.Scale), 0)
+	return opt, general, added, opt.Scale > 0 && !math.IsInf(float64(opt.Scale), 0)
+}
+
+// addedMask is an additive mask the kernel adds to the scores itself
+// (kernels.Head.Mask): data holds slices of rows×Tk values, one per index
+// of the mask's leading axes (lead, which broadcast over the scores'
+// batch axes); rowStride is 0 when one row serves every query.
+type addedMask struct {
+	data      []float32
+	lead      []int
+	rowStride int
+	slice     int
+}
+
+// generalMask reads x as an addedMask for tq×tk scores, or reports false.
+func generalMask(x *value, tq, tk int) (addedMask, bool) {
+	data, ok := x.data.([]float32)
+	rs, cs, _, fits := maskLayout(x.shape, tq, tk)
+	if !ok || !fits || cs == 0 && tk > 1 || len(data) < x.size() {
+		return addedMask{}, false
+	}
+	rows := 1
+	if rs > 0 {
+		rows = tq
+	}
+	return addedMask{data: data, lead: x.shape[:max(x.rank()-2, 0)], rowStride: rs, slice: rows * tk}, true
+}
+
+// at returns the mask's rows for the scores' batch index idx (of the
+// batch axes batch).
+func (m *addedMask) at(idx *[maxViewRank]int, batch []int) []float32 {
+	off := len(batch) - len(m.lead)
+	s := 0
+	for i, d := range m.lead {
+		s *= d
+		if d != 1 {
+			s += idx[off+i]
+		}
+	}
+	return m.data[s*m.slice:]
 }
 
 // softmaxOnLastAxis reports whether the chain's Softmax normalizes the
@@ -971,10 +1024,15 @@ func floatMask(rc *runCtx, x *value, tq, tk int) maskPattern {
 	if !ok || !fits {
 		return maskOther
 	}
+	zeros := true
 	for _, m := range data {
 		if m != 0 && !math.IsInf(float64(m), -1) {
 			return maskOther
 		}
+		zeros = zeros && m == 0
+	}
+	if zeros { // a padding mask without padding: no need to walk tq×tk per slice
+		return maskNone
 	}
 	step := len(data) / max(slices, 1)
 	return classifySlices(rc, slices, tq, tk, func(s, i, j int) bool { return data[s*step+i*rs+j*cs] != 0 })

@@ -27,8 +27,8 @@ func TestAttentionFusionOnPyTorchFixtures(t *testing.T) {
 	fused := map[string]expect{ // by fixture family
 		"causal_attention": {1, true}, "multihead": {1, true}, "multihead_wrapper": {2, true},
 		"transformer_block": {1, true}, "self_attention_matrix": {1, true}, "positional_self_attention": {1, true},
-		// nn.MultiheadAttention adds a key-padding mask the kernel does not take.
-		"torch_mha_cross": {1, false},
+		// nn.MultiheadAttention adds a key-padding mask: the kernel adds it.
+		"torch_mha_cross": {1, true},
 		// No softmax chain; the attention weights are a graph output.
 		"causal_average": {0, false}, "torch_mha_causal_self": {0, false},
 	}
@@ -161,6 +161,19 @@ func causalFloat(t int, hide float32) *tensor.Dense {
 	return dense([]int{1, 1, t, t}, m...)
 }
 
+// paddingMask returns a (len(lengths), 1, 1, tt) additive mask, as BERT
+// builds from its attention_mask: 0 on each sequence's first lengths[b]
+// keys, hide on the rest.
+func paddingMask(lengths []int, hide float32) *tensor.Dense {
+	m := make([]float32, len(lengths)*tt)
+	for b, n := range lengths {
+		for j := n; j < tt; j++ {
+			m[b*tt+j] = hide
+		}
+	}
+	return dense([]int{len(lengths), 1, 1, tt}, m...)
+}
+
 func scalarF(x float32) *tensor.Dense {
 	return tensor.New(tensor.WithShape(), tensor.WithBacking([]float32{x}))
 }
@@ -224,8 +237,24 @@ func TestAttentionFusion(t *testing.T) {
 		{name: "arbitrary bool mask falls back", nodes: 1, steps: func(g *attnGraph) {
 			g.op("Where", g.init("mask", causalBool(tt, func(i, j int) bool { return i == 3 && j == 1 })), g.init("fill", scalarF(inf)), "")
 		}},
-		{name: "finite additive mask falls back", nodes: 1, steps: func(g *attnGraph) {
+		{name: "finite additive mask is added by the kernel", nodes: 1, fastPath: true, steps: func(g *attnGraph) {
 			g.op("Add", "", g.init("mask", causalFloat(tt, -1e4)))
+		}},
+		{name: "BERT's padding mask", nodes: 1, fastPath: true, steps: func(g *attnGraph) {
+			g.op("Div", "", g.init("c", scalarF(2)))
+			g.op("Add", "", g.init("mask", paddingMask([]int{tt, 2}, -math.MaxFloat32)))
+		}},
+		{name: "padding mask of −inf, a sequence all hidden", nodes: 1, fastPath: true, steps: func(g *attnGraph) {
+			g.op("Add", "", g.init("mask", paddingMask([]int{3, 0}, inf)))
+		}},
+		{name: "padding mask before the scale falls back", nodes: 1, steps: func(g *attnGraph) {
+			g.op("Add", "", g.init("mask", paddingMask([]int{tt, 2}, -math.MaxFloat32)))
+			g.op("Div", "", g.init("c", scalarF(2)))
+		}},
+		{name: "mask along the queries falls back", nodes: 1, steps: func(g *attnGraph) {
+			m := paddingMask([]int{tt, 2}, -1e4)
+			m.Reshape(tb, 1, tt, 1)
+			g.op("Add", "", g.init("mask", m))
 		}},
 		{name: "finite fill falls back", nodes: 1, steps: func(g *attnGraph) {
 			g.op("Where", g.init("mask", causalBool(tt, nil)), g.init("fill", scalarF(-1e4)), "")

@@ -14,7 +14,7 @@ func TestFusionsRunInOrder(t *testing.T) {
 	for _, p := range fusions {
 		names = append(names, p.name)
 	}
-	assert.Equal(t, []string{"attention", "bias", "gelu", "shape of transpose", "shape of expand"}, names)
+	assert.Equal(t, []string{"attention", "bias", "residual layernorm", "gelu", "shape of transpose", "shape of expand"}, names)
 	assert.Panics(t, func() { registerFusion(fusion{name: "bias", order: 99, run: fuseBias}) })
-	assert.Len(t, fusions, 5)
+	assert.Len(t, fusions, 6)
 }

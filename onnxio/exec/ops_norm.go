@@ -92,6 +92,12 @@ func softmaxLines(y []float64, outer, d, inner int, log bool) {
 // shape x.shape[:axis] followed by ones.
 func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 	x, scale, bias := in[0], in[1], input(in, 2)
+	if y, ok, err := layerNorm32(rc, n, x, nil, scale, bias); ok {
+		if err != nil {
+			return nil, err
+		}
+		return rc.one(y)
+	}
 	if err := sameFloat(in); err != nil {
 		return nil, err
 	}
@@ -152,6 +158,60 @@ func layerNormOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		}
 	}
 	return outs, nil
+}
+
+// layerNorm32 is LayerNormalization's path for float32 (kernels.
+// LayerNorm32): it reads x, and with res non-nil x + res rounded to
+// float32 (a residual Add before it), writes the result in one pass with
+// the same float64 statistics and arithmetic as the general path, and
+// splits the rows across the processors. It reports false, leaving the
+// node to the general path, unless every operand is float32, res has x's
+// shape, Scale and B hold the normalized shape's values in its layout,
+// and only the result Y is wanted (not Mean and InvStdDev).
+func layerNorm32(rc *runCtx, n *node, x, res, scale, bias *value) (*value, bool, error) {
+	if len(n.out) != 1 || x.dtype != Float32 || scale.dtype != Float32 || (bias != nil && bias.dtype != Float32) ||
+		(res != nil && (res.dtype != Float32 || !equalShapes(res.shape, x.shape))) {
+		return nil, false, nil
+	}
+	axis, err := normalizeAxis(int(n.attrInt("axis", -1)), x.rank())
+	if err != nil {
+		return nil, false, nil
+	}
+	norm := x.shape[axis:]
+	cols := numel(norm)
+	laidOut := func(v *value) bool { // broadcasts to norm with cols values: norm's layout
+		if v == nil {
+			return true
+		}
+		for i, d := range v.shape {
+			at := len(norm) - len(v.shape) + i
+			if d != 1 && (at < 0 || d != norm[at]) {
+				return false
+			}
+		}
+		return v.size() == cols
+	}
+	if cols == 0 || x.size() == 0 || !laidOut(scale) || !laidOut(bias) {
+		return nil, false, nil
+	}
+	if _, err := stashType(n); err != nil {
+		return nil, true, err
+	}
+	y, err := rc.allocFull(n, Float32, x.shape)
+	if err != nil {
+		return nil, true, err
+	}
+	size := x.size()
+	var r, b []float32
+	if res != nil {
+		r = res.data.([]float32)[:size]
+	}
+	if bias != nil {
+		b = bias.data.([]float32)[:cols]
+	}
+	eps := float64(n.attrFloat("epsilon", 1e-5))
+	kernels.LayerNorm32(y.data.([]float32)[:size], x.data.([]float32)[:size], r, scale.data.([]float32)[:cols], b, cols, eps)
+	return y, true, nil
 }
 
 // stashType reads a normalization's stash_type (float32 by default), the

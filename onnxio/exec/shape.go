@@ -179,9 +179,9 @@ func walk(shape []int, strides [][]int, visit func(off []int, n int, step []int)
 	}
 	dims, st := coalesce(shape, strides)
 	ops := len(strides)
-	off := make([]int, ops)
-	step := make([]int, ops)
 	last := len(dims) - 1
+	buf := make([]int, 2*ops+max(last, 0)) // one allocation: a decoding step walks hundreds of times
+	off, step, idx := buf[:ops:ops], buf[ops:2*ops:2*ops], buf[2*ops:]
 	if last < 0 { // a scalar: one run of one element
 		visit(off, 1, step)
 		return
@@ -190,7 +190,6 @@ func walk(shape []int, strides [][]int, visit func(off []int, n int, step []int)
 		step[k] = st[k][last]
 	}
 	n := dims[last]
-	idx := make([]int, last)
 	for {
 		visit(off, n, step)
 		// Advance the odometer over the outer dimensions.
@@ -217,8 +216,13 @@ func walk(shape []int, strides [][]int, visit func(off []int, n int, step []int)
 // coalesce drops dimensions of size 1 and merges neighbouring dimensions
 // that every operand reads contiguously (stride[i] == stride[i+1]·dim[i+1]).
 func coalesce(shape []int, strides [][]int) ([]int, [][]int) {
-	dims := make([]int, 0, len(shape))
+	r := len(shape)
+	back := make([]int, (len(strides)+1)*r) // dims, then each operand's strides: appends stay inside
+	dims := back[:0:r]
 	st := make([][]int, len(strides))
+	for k := range st {
+		st[k] = back[(k+1)*r : (k+1)*r : (k+2)*r]
+	}
 	for i, d := range shape {
 		if d == 1 {
 			continue
