@@ -237,7 +237,13 @@ func spin() *run {
 
 // descheduled is a gap between two looks of a spinning worker (64 pauses
 // and a yield apart, a few microseconds) that means it was not running.
-const descheduled = 50 * time.Microsecond
+// It is well above the short interruptions a quiet machine has too (a
+// timer tick, a kernel thread, the Go runtime's own), which at 50 µs put
+// a quiet 2-core machine in busy mode often enough to make the d=768
+// model at (1, 1) 1.4× slower (0.14 against 0.10 ms, attnrun bench);
+// a thread the OS took off its core for another process misses a time
+// slice, milliseconds.
+const descheduled = 500 * time.Microsecond
 
 // busyUntil is the time (time.Time.UnixNano) until which the machine
 // counts as busy: a thread of ours was found not running while it had a
