@@ -88,50 +88,27 @@ func staticOperand(g match.Graph, n *match.Node) (float64, bool) {
 // alone, with one CumSum and an Equal to pad. It returns the input and
 // the nodes.
 func paddedPositionChain(g match.Graph, positions string, pad float64) (string, []*match.Node, bool) {
-	var nodes []*match.Node
-	var inputs []string
-	seen := map[string]bool{}
-	var walk func(v string) bool
-	walk = func(v string) bool {
-		if seen[v] || !g.IsData(v) {
-			return true
-		}
-		seen[v] = true
-		n := g.Producer(v)
-		if n == nil {
-			inputs = append(inputs, v)
-			return true
-		}
+	input, nodes, ok := chainFromInput(g, positions, func(n *match.Node) ([]string, bool) {
 		if !paddedPositionOps[n.Op()] {
-			return false
+			return nil, false
 		}
 		if n.Op() == "Equal" {
 			if c, ok := staticOperand(g, n); !ok || c != pad {
-				return false
+				return nil, false
 			}
 		}
-		nodes = append(nodes, n)
-		for _, in := range n.Inputs() {
-			if !walk(in) {
-				return false
-			}
-		}
-		return true
-	}
-	if !walk(positions) || len(inputs) != 1 {
+		return n.Inputs(), true
+	})
+	if !ok {
 		return "", nil, false
 	}
-	count := map[string]int{}
-	for _, n := range nodes {
-		count[n.Op()]++
-	}
-	if count["Equal"] == 0 || count["CumSum"] != 1 {
+	if countOps(nodes, "Equal") == 0 || countOps(nodes, "CumSum") != 1 {
 		return "", nil, false
 	}
-	if t, err := g.ValueAt(0, inputs[0]); err != nil || t.Dtype() != tensor.Int64 {
+	if t, err := g.ValueAt(0, input); err != nil || t.Dtype() != tensor.Int64 {
 		return "", nil, false
 	}
-	return inputs[0], nodes, true
+	return input, nodes, true
 }
 
 // maskPositionOps are the ops OPT's positions are computed with from the
@@ -145,51 +122,26 @@ var maskPositionOps = map[string]bool{"Cast": true, "CumSum": true, "Mul": true,
 // position of padding, read from the values at the first probe: a token
 // sits one past it.
 func maskPositionChain(g match.Graph, positions string) (string, []*match.Node, float64, bool) {
-	var nodes []*match.Node
-	var inputs []string
-	seen := map[string]bool{}
-	var walk func(v string) bool
-	walk = func(v string) bool {
-		if seen[v] || !g.IsData(v) {
-			return true
-		}
-		seen[v] = true
-		n := g.Producer(v)
-		if n == nil {
-			inputs = append(inputs, v)
-			return true
-		}
+	input, nodes, ok := chainFromInput(g, positions, func(n *match.Node) ([]string, bool) {
 		if !maskPositionOps[n.Op()] {
-			return false
+			return nil, false
 		}
-		nodes = append(nodes, n)
 		ins := n.Inputs()
-		if n.Op() == "Slice" {
-			for i := range g.Probes() {
-				if len(ins) < 2 || !sliceStartsAtZero(g, i, ins[1]) {
-					return false
-				}
-			}
-			ins = ins[:1]
+		if n.Op() != "Slice" {
+			return ins, true
 		}
-		for _, in := range ins {
-			if !walk(in) {
-				return false
+		for i := range g.Probes() {
+			if len(ins) < 2 || !sliceStartsAtZero(g, i, ins[1]) {
+				return nil, false
 			}
 		}
-		return true
-	}
-	if !walk(positions) || len(inputs) != 1 {
+		return ins[:1], true
+	})
+	if !ok {
 		return "", nil, 0, false
 	}
-	cumsums := 0
-	for _, n := range nodes {
-		if n.Op() == "CumSum" {
-			cumsums++
-		}
-	}
-	mask, err := g.ValueAt(0, inputs[0])
-	if err != nil || mask.Dtype() != tensor.Int64 || cumsums != 1 {
+	mask, err := g.ValueAt(0, input)
+	if err != nil || mask.Dtype() != tensor.Int64 || countOps(nodes, "CumSum") != 1 {
 		return "", nil, 0, false
 	}
 	pos, err := g.ValueAt(0, positions)
@@ -204,7 +156,7 @@ func maskPositionChain(g match.Graph, positions string) (string, []*match.Node, 
 	if m[0] != 0 {
 		pad--
 	}
-	return inputs[0], nodes, pad, true
+	return input, nodes, pad, true
 }
 
 // sliceStartsAtZero reports whether a Slice's starts hold only 0 at probe i.
@@ -215,4 +167,52 @@ func sliceStartsAtZero(g match.Graph, i int, starts string) bool {
 	}
 	v, ok := t.Data().([]int64)
 	return ok && !slices.ContainsFunc(v, func(s int64) bool { return s != 0 })
+}
+
+// chainFromInput walks back from v through the nodes step accepts to the
+// one graph input they are computed from (static values aside); step
+// returns which of a node's inputs to follow, false to refuse the node.
+// It returns the input and the nodes.
+func chainFromInput(g match.Graph, v string, step func(n *match.Node) ([]string, bool)) (string, []*match.Node, bool) {
+	var nodes []*match.Node
+	var inputs []string
+	seen := map[string]bool{}
+	var walk func(v string) bool
+	walk = func(v string) bool {
+		if seen[v] || !g.IsData(v) {
+			return true
+		}
+		seen[v] = true
+		n := g.Producer(v)
+		if n == nil {
+			inputs = append(inputs, v)
+			return true
+		}
+		follow, ok := step(n)
+		if !ok {
+			return false
+		}
+		nodes = append(nodes, n)
+		for _, in := range follow {
+			if !walk(in) {
+				return false
+			}
+		}
+		return true
+	}
+	if !walk(v) || len(inputs) != 1 {
+		return "", nil, false
+	}
+	return inputs[0], nodes, true
+}
+
+// countOps is how many of nodes run op.
+func countOps(nodes []*match.Node, op string) int {
+	n := 0
+	for _, node := range nodes {
+		if node.Op() == op {
+			n++
+		}
+	}
+	return n
 }
