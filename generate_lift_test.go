@@ -69,16 +69,7 @@ func TestGenerateLiftedDecoders(t *testing.T) {
 					}
 					full, err := m.Forward(context.Background(), inputs...)
 					require.NoError(t, err)
-					vocab := full.Shape()[2]
-					data := full.Data().([]float32)
-					for step, got := range gen.Logits {
-						pos := len(run.Prompt) - 1 + step
-						want := make([]float64, vocab)
-						for i, v := range data[pos*vocab : (pos+1)*vocab] {
-							want[i] = float64(v)
-						}
-						assertLogits(t, want, got, "prompt %v: step %d against the full sequence", run.Prompt, step)
-					}
+					assertStepsEqualFull(t, full, run.Prompt, gen.Logits)
 				}
 			})
 		}

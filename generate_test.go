@@ -138,6 +138,24 @@ func TestGenerateIncrementalEqualsFullSequence(t *testing.T) {
 	}
 }
 
+// assertStepsEqualFull checks the logits each generation step was picked
+// from against the full pass over prompt and the new ids, full (1, T,
+// vocab), at the step's position.
+func assertStepsEqualFull(t *testing.T, full *tensor.Dense, prompt []int64, steps [][]float32) {
+	t.Helper()
+	vocab := full.Shape()[2]
+	data := full.Data().([]float32)
+	for step, got := range steps {
+		pos := len(prompt) - 1 + step
+		want := make([]float64, vocab)
+		for i, v := range data[pos*vocab : (pos+1)*vocab] {
+			want[i] = float64(v)
+		}
+		assertLogits(t, want, got, "prompt %v: step %d against the full sequence", prompt, step)
+	}
+}
+
+// assertLogits checks one step's logits within float32's tolerances.
 func assertLogits(t *testing.T, want []float64, got []float32, msgAndArgs ...any) {
 	t.Helper()
 	require.Len(t, got, len(want), msgAndArgs...)
@@ -288,16 +306,7 @@ func TestGenerateHuggingFaceAsLayers(t *testing.T) {
 				all := append(slices.Clone(run.Prompt), gen.IDs[:len(gen.IDs)-1]...)
 				full, err := m.Forward(context.Background(), tensor.New(tensor.WithShape(1, len(all)), tensor.WithBacking(all)))
 				require.NoError(t, err)
-				vocab := full.Shape()[2]
-				data := full.Data().([]float32)
-				for step, got := range gen.Logits {
-					pos := len(run.Prompt) - 1 + step
-					want := make([]float64, vocab)
-					for i, v := range data[pos*vocab : (pos+1)*vocab] {
-						want[i] = float64(v)
-					}
-					assertLogits(t, want, got, "prompt %v: step %d against the full sequence", run.Prompt, step)
-				}
+				assertStepsEqualFull(t, full, run.Prompt, gen.Logits)
 			}
 		})
 	}
