@@ -402,6 +402,9 @@ func projectedNormedHeads(g match.Graph, heads, what string) (*match.Linear, int
 	if l, h, d, ok := packedHeads(g, throughCopies(g, heads)); ok {
 		return l, h, d, nil, nil
 	}
+	if l, h, d, ok := viewedHeads(g, throughCopies(g, heads)); ok {
+		return l, h, d, nil, nil
+	}
 	tr := g.Producer(throughCopies(g, heads))
 	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
 		return nil, 0, 0, nil, fmt.Errorf("the %s (%q) are not heads split from a projection (rope is not lifted from standard ops)", what, heads)
