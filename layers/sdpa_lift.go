@@ -22,8 +22,10 @@ import (
 //	w = Softmax(s) or Slice(Softmax(Concat(s, Expand(sinks))), drop the last column) → [Where: zeros for rows that see no key]
 //	y = merge(w v) W_oᵀ + b_o
 //
-// where split is Reshape (B, T, H, d) then Transpose to (B, H, T, d) and
-// merge the reverse (sdpa_scores_lift.go reads the scores and weights);
+// where split is Reshape (B, T, H, d) then Transpose to (B, H, T, d), or
+// heads picked out of a fused projection (GPT-NeoX's per-head packing,
+// packedHeads; a (B, T, G, d) view cut by Slice, Gather, GatherND or Split,
+// viewedHeads), and merge the reverse (sdpa_scores_lift.go reads the scores and weights);
 // cross-attention projects its keys and values from a second input. It
 // declines what it does not recognize unless the softmax has sinks or the scores are modified, which
 // only this pattern lifts: then it names what it cannot read. The lifter
@@ -400,6 +402,9 @@ func projectedHeads(g match.Graph, heads, what string) (*match.Linear, int, int,
 // q_norm and k_norm (Qwen3, OLMo-2): it returns the norm, or nil.
 func projectedNormedHeads(g match.Graph, heads, what string) (*match.Linear, int, int, *match.RMSNorm, error) {
 	if l, h, d, ok := packedHeads(g, throughCopies(g, heads)); ok {
+		return l, h, d, nil, nil
+	}
+	if l, h, d, ok := viewedHeads(g, throughCopies(g, heads)); ok {
 		return l, h, d, nil, nil
 	}
 	tr := g.Producer(throughCopies(g, heads))

@@ -107,6 +107,10 @@ var pytorch2Lifts = []struct {
 	// GPT-NeoX: query_key_value packed per head, view (B, T, H, 3·d)
 	// sliced after the Transpose; rotary_pct 0.25 (rope_rotary_dim 4).
 	{"gpt_neox_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// Falcon: multi-query query_key_value viewed as (B, T, H+2, d), the
+	// queries sliced from it, the key and the value gathered (GatherND) from
+	// a transposed view; Kᵀ by 3-D Transposes; one key head broadcast.
+	{"falcon_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gemma2_eager_dynamo18", []string{"attention.sdpa", "attention.sdpa"}}, // softcap 1 (tanh alone), a sliding-window and a global mask from one attention_mask
 	{"qwen3_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
