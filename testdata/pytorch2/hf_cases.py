@@ -258,9 +258,40 @@ def more_decoders():
          t.OPTForCausalLM, t.OPTConfig,
          dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
               ffn_dim=INTERMEDIATE, max_position_embeddings=32, init_std=INIT)),
-    ] + [(name, what + ", experts_implementation=\"batched_mm\"", model_class, config_class,
+    ] + newer_decoders() + [(name, what + ", experts_implementation=\"batched_mm\"", model_class, config_class,
           dict(cfg, experts_implementation="batched_mm"))
          for name, what, model_class, config_class, cfg in moe_decoders()]
+
+
+def newer_decoders():
+    """Decoders tried after the lift of the ones above (issue 13: other
+    architectures built from the same patterns must lift too)."""
+    t = transformers
+    gqa = dict(DECODER, num_key_value_heads=KV_HEADS)
+    return [
+        ("starcoder2", f"Starcoder2: LayerNorm with biases, biased projections, GELU MLP c_fc/c_proj, "
+                       f"sliding window {WINDOW}, GQA {HEADS}/{KV_HEADS}, RoPE",
+         t.Starcoder2ForCausalLM, t.Starcoder2Config, dict(gqa, sliding_window=WINDOW)),
+        ("granite", "Granite: embedding, residual, attention and logits multipliers, GQA, RoPE",
+         t.GraniteForCausalLM, t.GraniteConfig,
+         dict(gqa, embedding_multiplier=2.0, residual_multiplier=0.5, attention_multiplier=0.1,
+              logits_scaling=2.0)),
+        ("phi", "Phi-2: partial rotary (half of each head), LayerNorm, parallel attention and MLP, "
+                "biased dense output",
+         t.PhiForCausalLM, t.PhiConfig, DECODER),
+        ("gemma", "Gemma: embeddings scaled by sqrt(hidden), RMSNorm with (1 + weight), GELU-tanh GLU, "
+                  "tied LM head, GQA",
+         t.GemmaForCausalLM, t.GemmaConfig, dict(gqa, head_dim=HEAD_DIM)),
+        ("gpt_bigcode", "GPTBigCode (StarCoder): multi-query attention in a fused c_attn Linear, "
+                        "learned positions",
+         t.GPTBigCodeForCausalLM, t.GPTBigCodeConfig,
+         dict(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=INTERMEDIATE,
+              n_positions=32, multi_query=True)),
+        ("cohere", "Cohere: LayerNorm without bias, interleaved rotary, parallel attention and MLP, "
+                   "logit scale, tied LM head",
+         t.CohereForCausalLM, t.CohereConfig, dict(gqa, logit_scale=0.5, pad_token_id=0, bos_token_id=1,
+                                                   eos_token_id=2)),
+    ]
 
 
 def moe_decoders():
@@ -307,6 +338,18 @@ def encoders():
          t.DistilBertModel, t.DistilBertConfig,
          dict(vocab_size=VOCAB, dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=INTERMEDIATE,
               max_position_embeddings=32), False),
+        ("xlm_roberta", "XLM-RoBERTa: RoBERTa's positions from input_ids past pad id 1",
+         lambda c: t.XLMRobertaModel(c, add_pooling_layer=False), t.XLMRobertaConfig, bert_like, True),
+        ("albert", "ALBERT: one layer's weights shared by both layers, embeddings of width 32 projected",
+         lambda c: t.AlbertModel(c, add_pooling_layer=False), t.AlbertConfig,
+         dict(bert_like, embedding_size=HIDDEN // 2), True),
+        ("modernbert", f"ModernBERT: RoPE in an encoder, fused Wqkv, GELU GLU, LayerNorm without bias, "
+                       f"layer 1 local attention of window {WINDOW}",
+         t.ModernBertModel, t.ModernBertConfig,
+         dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+              intermediate_size=INTERMEDIATE, max_position_embeddings=32, global_attn_every_n_layers=2,
+              local_attention=WINDOW, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
+              sep_token_id=2), False),
     ]
 
 
