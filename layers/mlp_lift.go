@@ -83,11 +83,11 @@ func liftMLP(g match.Graph, n *match.Node) (*match.Layer, error) {
 }
 
 // slicedGate returns the gate of a fused gate_up_proj that starts at
-// whole (Phi-3): the Slice of its output features that an activation
+// whole (Phi-3): the Slice or Split of its output features that an activation
 // reads, as its own Linear; nil when whole is not read so.
 func slicedGate(g match.Graph, whole *match.Linear) *match.Linear {
 	for _, r := range g.Readers(whole.Output) {
-		if r.Op() != "Slice" {
+		if r.Op() != "Slice" && r.Op() != "Split" {
 			continue
 		}
 		if gate, ok := g.Linear(r.Output()); ok {
