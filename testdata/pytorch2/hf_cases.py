@@ -19,7 +19,11 @@ biases), Phi-3 (fused projections), OLMo-2 and Gemma-3 (QK-norm; Gemma-3's
 sliding and global layers), StableLM and GPT-NeoX (partial rotary), Falcon
 (multi-query), GPT-J (interleaved rotary), OPT (learned positions offset by
 2), Mixtral and Qwen2-MoE (sparse experts), and the encoders RoBERTa,
-ELECTRA and DistilBERT. Adding one is a line in more_decoders() or
+ELECTRA and DistilBERT. Then, tried after those lifted (newer_decoders
+and the last encoders): Starcoder2, Granite (multipliers), Phi-2, Gemma,
+GPTBigCode (multi-query in a fused c_attn), Cohere (interleaved rotary,
+bias-less LayerNorm), XLM-RoBERTa, ALBERT (shared layers) and ModernBERT
+(RoPE and a local window in an encoder). Adding one is a line in more_decoders() or
 encoders(): the wrappers, data sets and cache handling are shared.
 
 Encoders take (input_ids, attention_mask, token_type_ids) with padding and
@@ -363,8 +367,18 @@ COMMITTED_EXPORTS = {
     "opt_sdpa": "ts17",             # learned positions with offset from the mask
     "roberta_sdpa": "dynamo18",     # positions from input_ids
     "distilbert_sdpa": "dynamo23",  # encoder without token types, Attention op
+    "electra_sdpa": "ts17",         # embeddings projected to the hidden width
+    "gpt_bigcode_sdpa": "ts17",     # multi-query attention in a fused c_attn
+    "xlm_roberta_sdpa": "ts17",     # positions from input_ids
+    "albert_sdpa": "ts17",          # one layer's weights shared by both layers
 }
 SUBSET = "size: git holds a few exports of the other architectures, the live cross-check all of them"
+
+
+# Cohere's rotary embedding stacks the rotated pairs (torch.stack of rank-4
+# halves into rank 5), which the TorchScript exporter writes as a Concat of
+# its inputs as they are.
+COHERE_TS17 = "AssertionError: All tensors must have the same rank (torch.stack in Cohere's rotate_half)"
 
 
 # Combinations transformers itself refuses, so no export can exist (a
@@ -374,6 +388,8 @@ REFUSED = {
                         "(_supports_sdpa = False: SDPA cannot apply the attention logit softcapping)",
     ("falcon", "sdpa"): {"dynamo23": "ConversionError: AssertionError: SDPA (MHA) requires q_num_heads = "
                                       "kv_num_heads (multi-query keys are broadcast, not repeated)"},
+    ("cohere", "sdpa"): {"ts17": COHERE_TS17},
+    ("cohere", "eager"): {"ts17": COHERE_TS17},
     ("gptj", "sdpa"): "ValueError: GPTJForCausalLM does not support an attention implementation through "
                       "torch.nn.functional.scaled_dot_product_attention yet (transformers 5.23)",
 }
