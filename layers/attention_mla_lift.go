@@ -168,7 +168,7 @@ func sliceSource(g match.Graph, v string) (string, error) {
 		return "", fmt.Errorf("%q is not a slice of the last axis", v)
 	}
 	axis, ok := g.Scalar(n.Inputs()[3])
-	shape, err := g.Shape(v)
+	shape, err := g.Shape(n.Inputs()[0]) // the same rank as v, which may be empty (Phi-3's q[…, rotary_dim:] of a full rotation)
 	if !ok || err != nil || (int(axis) != -1 && int(axis) != len(shape)-1) {
 		return "", fmt.Errorf("%q is not a slice of the last axis", v)
 	}

@@ -1,6 +1,10 @@
 package layers
 
-import "github.com/attnrun/attnrun/onnxio/match"
+import (
+	"slices"
+
+	"github.com/attnrun/attnrun/onnxio/match"
+)
 
 // nn.mlp in ONNX graphs: the feed-forward network of a transformer block,
 // fc2(act(fc1(x))) or down_proj(act(gate_proj(x)) · up_proj(x)), anchored
@@ -22,6 +26,9 @@ func liftMLP(g match.Graph, n *match.Node) (*match.Layer, error) {
 	if first == nil {
 		return nil, nil
 	}
+	if gate := slicedGate(g, first); gate != nil {
+		first = gate
+	}
 	act, actNodes, h := activationAfter(g, first.Output)
 	if act == "" {
 		return nil, nil
@@ -42,6 +49,7 @@ func liftMLP(g match.Graph, n *match.Node) (*match.Layer, error) {
 		return nil, nil
 	}
 	nodes = append(nodes, last.Nodes...)
+	nodes = uniqueMatchNodes(nodes) // a fused gate_up_proj's MatMul is both gate's and up's
 	lins := []*match.Linear{first, last}
 	names := []string{"fc1", "fc2"}
 	if up != nil {
@@ -72,6 +80,34 @@ func liftMLP(g match.Graph, n *match.Node) (*match.Layer, error) {
 		l.Params = append(l.Params, lin.Params(names[i])...)
 	}
 	return l, nil
+}
+
+// slicedGate returns the gate of a fused gate_up_proj that starts at
+// whole (Phi-3): the Slice or Split of its output features that an activation
+// reads, as its own Linear; nil when whole is not read so.
+func slicedGate(g match.Graph, whole *match.Linear) *match.Linear {
+	for _, r := range g.Readers(whole.Output) {
+		if r.Op() != "Slice" && r.Op() != "Split" {
+			continue
+		}
+		if gate, ok := g.Linear(r.Output()); ok {
+			if act, _, _ := activationAfter(g, gate.Output); act != "" {
+				return gate
+			}
+		}
+	}
+	return nil
+}
+
+// uniqueMatchNodes drops the repeats of nodes, keeping the first of each.
+func uniqueMatchNodes(nodes []*match.Node) []*match.Node {
+	var out []*match.Node
+	for _, n := range nodes {
+		if !slices.ContainsFunc(out, func(m *match.Node) bool { return same(m, n) }) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // same reports whether two pattern nodes are one graph node.

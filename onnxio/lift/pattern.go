@@ -433,6 +433,9 @@ func (g patternGraph) ScalarAt(i int, value string) (float64, bool) {
 func (g patternGraph) Linear(value string) (*match.Linear, bool) {
 	l := g.a.matchLinear(value)
 	if l == nil {
+		if part := g.slicedLinear(value); part != nil { // sliced_linear.go
+			return part, true
+		}
 		return nil, false
 	}
 	return l.public(), true

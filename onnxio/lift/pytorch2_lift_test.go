@@ -115,6 +115,14 @@ var pytorch2Lifts = []struct {
 	{"qwen3_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	// Architectures tried after the ones above, from the same patterns:
+	// ELECTRA's embeddings projected to the hidden width, XLM-RoBERTa's
+	// positions from input_ids, ALBERT's one layer run twice (its weights
+	// lift into both layers), GPTBigCode's multi-query c_attn.
+	{"electra_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"xlm_roberta_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"albert_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gpt_bigcode_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 }
 
 // The lift says how it read what it could not read as written: the sizes

@@ -19,7 +19,11 @@ biases), Phi-3 (fused projections), OLMo-2 and Gemma-3 (QK-norm; Gemma-3's
 sliding and global layers), StableLM and GPT-NeoX (partial rotary), Falcon
 (multi-query), GPT-J (interleaved rotary), OPT (learned positions offset by
 2), Mixtral and Qwen2-MoE (sparse experts), and the encoders RoBERTa,
-ELECTRA and DistilBERT. Adding one is a line in more_decoders() or
+ELECTRA and DistilBERT. Then, tried after those lifted (newer_decoders
+and the last encoders): Starcoder2, Granite (multipliers), Phi-2, Gemma,
+GPTBigCode (multi-query in a fused c_attn), Cohere (interleaved rotary,
+bias-less LayerNorm), XLM-RoBERTa, ALBERT (shared layers) and ModernBERT
+(RoPE and a local window in an encoder). Adding one is a line in more_decoders() or
 encoders(): the wrappers, data sets and cache handling are shared.
 
 Encoders take (input_ids, attention_mask, token_type_ids) with padding and
@@ -258,9 +262,40 @@ def more_decoders():
          t.OPTForCausalLM, t.OPTConfig,
          dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
               ffn_dim=INTERMEDIATE, max_position_embeddings=32, init_std=INIT)),
-    ] + [(name, what + ", experts_implementation=\"batched_mm\"", model_class, config_class,
+    ] + newer_decoders() + [(name, what + ", experts_implementation=\"batched_mm\"", model_class, config_class,
           dict(cfg, experts_implementation="batched_mm"))
          for name, what, model_class, config_class, cfg in moe_decoders()]
+
+
+def newer_decoders():
+    """Decoders tried after the lift of the ones above (issue 13: other
+    architectures built from the same patterns must lift too)."""
+    t = transformers
+    gqa = dict(DECODER, num_key_value_heads=KV_HEADS)
+    return [
+        ("starcoder2", f"Starcoder2: LayerNorm with biases, biased projections, GELU MLP c_fc/c_proj, "
+                       f"sliding window {WINDOW}, GQA {HEADS}/{KV_HEADS}, RoPE",
+         t.Starcoder2ForCausalLM, t.Starcoder2Config, dict(gqa, sliding_window=WINDOW)),
+        ("granite", "Granite: embedding, residual, attention and logits multipliers, GQA, RoPE",
+         t.GraniteForCausalLM, t.GraniteConfig,
+         dict(gqa, embedding_multiplier=2.0, residual_multiplier=0.5, attention_multiplier=0.1,
+              logits_scaling=2.0)),
+        ("phi", "Phi-2: partial rotary (half of each head), LayerNorm, parallel attention and MLP, "
+                "biased dense output",
+         t.PhiForCausalLM, t.PhiConfig, DECODER),
+        ("gemma", "Gemma: embeddings scaled by sqrt(hidden), RMSNorm with (1 + weight), GELU-tanh GLU, "
+                  "tied LM head, GQA",
+         t.GemmaForCausalLM, t.GemmaConfig, dict(gqa, head_dim=HEAD_DIM)),
+        ("gpt_bigcode", "GPTBigCode (StarCoder): multi-query attention in a fused c_attn Linear, "
+                        "learned positions",
+         t.GPTBigCodeForCausalLM, t.GPTBigCodeConfig,
+         dict(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=INTERMEDIATE,
+              n_positions=32, multi_query=True)),
+        ("cohere", "Cohere: LayerNorm without bias, interleaved rotary, parallel attention and MLP, "
+                   "logit scale, tied LM head",
+         t.CohereForCausalLM, t.CohereConfig, dict(gqa, logit_scale=0.5, pad_token_id=0, bos_token_id=1,
+                                                   eos_token_id=2)),
+    ]
 
 
 def moe_decoders():
@@ -307,6 +342,18 @@ def encoders():
          t.DistilBertModel, t.DistilBertConfig,
          dict(vocab_size=VOCAB, dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=INTERMEDIATE,
               max_position_embeddings=32), False),
+        ("xlm_roberta", "XLM-RoBERTa: RoBERTa's positions from input_ids past pad id 1",
+         lambda c: t.XLMRobertaModel(c, add_pooling_layer=False), t.XLMRobertaConfig, bert_like, True),
+        ("albert", "ALBERT: one layer's weights shared by both layers, embeddings of width 32 projected",
+         lambda c: t.AlbertModel(c, add_pooling_layer=False), t.AlbertConfig,
+         dict(bert_like, embedding_size=HIDDEN // 2), True),
+        ("modernbert", f"ModernBERT: RoPE in an encoder, fused Wqkv, GELU GLU, LayerNorm without bias, "
+                       f"layer 1 local attention of window {WINDOW}",
+         t.ModernBertModel, t.ModernBertConfig,
+         dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+              intermediate_size=INTERMEDIATE, max_position_embeddings=32, global_attn_every_n_layers=2,
+              local_attention=WINDOW, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
+              sep_token_id=2), False),
     ]
 
 
@@ -320,8 +367,18 @@ COMMITTED_EXPORTS = {
     "opt_sdpa": "ts17",             # learned positions with offset from the mask
     "roberta_sdpa": "dynamo18",     # positions from input_ids
     "distilbert_sdpa": "dynamo23",  # encoder without token types, Attention op
+    "electra_sdpa": "ts17",         # embeddings projected to the hidden width
+    "gpt_bigcode_sdpa": "ts17",     # multi-query attention in a fused c_attn
+    "xlm_roberta_sdpa": "ts17",     # positions from input_ids
+    "albert_sdpa": "ts17",          # one layer's weights shared by both layers
 }
 SUBSET = "size: git holds a few exports of the other architectures, the live cross-check all of them"
+
+
+# Cohere's rotary embedding stacks the rotated pairs (torch.stack of rank-4
+# halves into rank 5), which the TorchScript exporter writes as a Concat of
+# its inputs as they are.
+COHERE_TS17 = "AssertionError: All tensors must have the same rank (torch.stack in Cohere's rotate_half)"
 
 
 # Combinations transformers itself refuses, so no export can exist (a
@@ -331,6 +388,8 @@ REFUSED = {
                         "(_supports_sdpa = False: SDPA cannot apply the attention logit softcapping)",
     ("falcon", "sdpa"): {"dynamo23": "ConversionError: AssertionError: SDPA (MHA) requires q_num_heads = "
                                       "kv_num_heads (multi-query keys are broadcast, not repeated)"},
+    ("cohere", "sdpa"): {"ts17": COHERE_TS17},
+    ("cohere", "eager"): {"ts17": COHERE_TS17},
     ("gptj", "sdpa"): "ValueError: GPTJForCausalLM does not support an attention implementation through "
                       "torch.nn.functional.scaled_dot_product_attention yet (transformers 5.23)",
 }
