@@ -10,7 +10,10 @@
 #   3. `attnrun export` at opsets 17 and 23, run by ONNX Runtime 1.31
 #      (Python, the reference virtualenv), gives the module's output.
 # Every comparison is 1e-5 relative / 1e-6 absolute against the module's
-# float32 output. Prints one line per case and "N passed, M failed".
+# float32 output, or else the float64 rule of docs/crosscheck.md against the
+# module run in float64 (the delta rules' β(v − Sᵀk) cancels, and two
+# correct float32 recurrences can stray more than 1e-6 from each other).
+# Prints one line per case and "N passed, M failed".
 #
 #   scripts/frontier_crosscheck.sh            # seed from $RANDOM
 #   SEED=42 scripts/frontier_crosscheck.sh    # reproduce a run
@@ -70,6 +73,7 @@ for case in sorted(os.listdir(root)):
     if not os.path.isdir(d):
         continue
     want = np.load(os.path.join(d, "expected.npy"))
+    exact = np.load(os.path.join(d, "expected_float64.npy")).astype(np.float64)
     x = np.load(os.path.join(d, "input.npy"))
     got = {}
     for run in ("run", "incremental1", "incremental3"):
@@ -92,7 +96,15 @@ for case in sorted(os.listdir(root)):
             continue
         err = np.abs(y.astype(np.float64) - want)
         ok = y.shape == want.shape and bool(np.all(err <= ATOL + RTOL * np.abs(want)))
-        print("%s|%s %s|max_abs=%.3g" % ("ok" if ok else "FAIL", case, name, err.max()))
+        detail = "max_abs=%.3g" % err.max()
+        if not ok and y.shape == want.shape:
+            # The float64 rule of docs/crosscheck.md: no further from the
+            # exact result than twice PyTorch float32's distance, plus 1e-6.
+            bound = 2 * np.abs(want.astype(np.float64) - exact).max() + ATOL
+            off = np.abs(y.astype(np.float64) - exact).max()
+            ok = bool(off <= bound)
+            detail = "float64 rule: %.3g from float64, bound %.3g (%s)" % (off, bound, detail)
+        print("%s|%s %s|%s" % ("ok" if ok else "FAIL", case, name, detail))
 PYEOF
 )
 

@@ -37,7 +37,8 @@ The live cross-check (scripts/frontier_crosscheck.sh) draws fresh cases:
     ... frontier_layers.py --seed N --out DIR
 writes DIR/frontier_layers.json from seeds shifted by N, and for each case
 DIR/<case>/ with model.yaml (the layer alone, named l), weights.npz (its
-state dict under attnrun's model names), input.npy and expected.npy (the
+state dict under attnrun's model names), input.npy, expected_float64.npy
+(the module in float64, rounded) and expected.npy (the
 module's output), for `attnrun run`, `attnrun export` and ONNX Runtime.
 """
 
@@ -335,6 +336,7 @@ def write_case_dir(out, name, case):
              **{"l." + k: np.array(v, dtype=np.float32) for k, v in case["params"].items()})
     np.save(os.path.join(d, "input.npy"), np.array(case["inputs"][0], dtype=np.float32))
     np.save(os.path.join(d, "expected.npy"), np.array(case["output"], dtype=np.float32))
+    np.save(os.path.join(d, "expected_float64.npy"), np.array(case["float64"], dtype=np.float32))
 
 
 def main():
