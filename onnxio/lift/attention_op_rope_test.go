@@ -22,29 +22,9 @@ import (
 func TestAttentionOpRoPEOnRepeatedHeads(t *testing.T) {
 	for _, name := range []string{"llama_sdpa_dynamo23", "mistral_sdpa_dynamo23", "qwen3_sdpa_dynamo23"} {
 		t.Run(name, func(t *testing.T) {
-			m, err := onnxio.ReadModel(filepath.Join("../../testdata/pytorch2/fixtures", name, "model.onnx"))
-			require.NoError(t, err)
-			m, _ = ir.InOrder(m)
-			m, _, err = splitCache(m)
-			require.NoError(t, err)
-			g, err := newGraph(m)
-			require.NoError(t, err)
-			g.limits = newExecLimits(context.Background(), 0)
-			a := &analysis{g: g}
-			require.NoError(t, a.newProbes())
-			a.markLive()
-			seen := 0
-			for _, n := range g.Nodes {
-				if n.GetOpType() != "Attention" {
-					continue
-				}
-				seen++
-				l := &opLayer{a: a, n: n}
-				var ops [3]opOperand
-				for i, what := range []string{"Q", "K", "V"} {
-					ops[i], err = l.operand(n.GetInput()[i], what, true, i < 2)
-					require.NoError(t, err, what)
-				}
+			_, nodes := attentionOpNodes(t, name)
+			for _, n := range nodes {
+				l, ops := n.layer, n.ops
 				assert.NotNil(t, ops[0].rope, "Q is rotated")
 				assert.NotNil(t, ops[1].rope, "K is rotated")
 				assert.Nil(t, ops[2].rope, "V is not")
@@ -60,7 +40,7 @@ func TestAttentionOpRoPEOnRepeatedHeads(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, [3]int{4, 2, 16}, [3]int{heads, kvHeads, headDim})
 			}
-			assert.Equal(t, 2, seen)
+			assert.Len(t, nodes, 2)
 		})
 	}
 }
@@ -71,28 +51,10 @@ func TestAttentionOpRoPEOnRepeatedHeads(t *testing.T) {
 // three), 4 heads of 16 each, and the output projection is a Gemm on the
 // merged heads flattened too, its output the Reshape back to (B, T, 64).
 func TestAttentionOpFusedFlattenedProjections(t *testing.T) {
-	m, err := onnxio.ReadModel("../../testdata/pytorch2/fixtures/gpt2_sdpa_dynamo23/model.onnx")
-	require.NoError(t, err)
-	m, _ = ir.InOrder(m)
-	m, _, err = splitCache(m)
-	require.NoError(t, err)
-	g, err := newGraph(m)
-	require.NoError(t, err)
-	g.limits = newExecLimits(context.Background(), 0)
-	a := &analysis{g: g}
-	require.NoError(t, a.newProbes())
-	a.markLive()
-	seen := 0
-	for _, n := range g.Nodes {
-		if n.GetOpType() != "Attention" {
-			continue
-		}
-		seen++
-		l := &opLayer{a: a, n: n}
-		var ops [3]opOperand
+	a, nodes := attentionOpNodes(t, "gpt2_sdpa_dynamo23")
+	for _, n := range nodes {
+		l, ops := n.layer, n.ops
 		for i, what := range []string{"Q", "K", "V"} {
-			ops[i], err = l.operand(n.GetInput()[i], what, true, i < 2)
-			require.NoError(t, err, what)
 			assert.Equal(t, 192, ops[i].lin.dOut, "%s: the fused c_attn", what)
 		}
 		assert.Equal(t, ops[0].tokens, ops[1].tokens)
@@ -109,5 +71,43 @@ func TestAttentionOpFusedFlattenedProjections(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, shape, y, "the output projection's output, unflattened")
 	}
-	assert.Equal(t, 2, seen)
+	assert.Len(t, nodes, 2)
+}
+
+// attentionOpNode is one Attention node of a fixture read for lifting:
+// its reader and its Q, K and V operands.
+type attentionOpNode struct {
+	layer *opLayer
+	ops   [3]opOperand
+}
+
+// attentionOpNodes reads the committed PyTorch 2.x fixture name as Lift
+// does (in order, the cache split off, probed) and every Attention node's
+// operands, which must read.
+func attentionOpNodes(t *testing.T, name string) (*analysis, []attentionOpNode) {
+	t.Helper()
+	m, err := onnxio.ReadModel(filepath.Join("../../testdata/pytorch2/fixtures", name, "model.onnx"))
+	require.NoError(t, err)
+	m, _ = ir.InOrder(m)
+	m, _, err = splitCache(m)
+	require.NoError(t, err)
+	g, err := newGraph(m)
+	require.NoError(t, err)
+	g.limits = newExecLimits(context.Background(), 0)
+	a := &analysis{g: g}
+	require.NoError(t, a.newProbes())
+	a.markLive()
+	var nodes []attentionOpNode
+	for _, n := range g.Nodes {
+		if n.GetOpType() != "Attention" {
+			continue
+		}
+		node := attentionOpNode{layer: &opLayer{a: a, n: n}}
+		for i, what := range []string{"Q", "K", "V"} {
+			node.ops[i], err = node.layer.operand(n.GetInput()[i], what, true, i < 2)
+			require.NoError(t, err, what)
+		}
+		nodes = append(nodes, node)
+	}
+	return a, nodes
 }
