@@ -60,9 +60,14 @@ func weightInputs(m *onnxpb.ModelProto) []string {
 	for _, t := range g.GetInitializer() {
 		inits[t.GetName()] = true
 	}
+	integer := integerWeightInputs(m) // param_inputs_integer.go
 	var out []string
 	for _, vi := range g.GetInput() {
 		name := vi.GetName()
+		if _, ok := integer[name]; ok {
+			out = append(out, name)
+			continue
+		}
 		if inits[name] || !fixedShape(vi) {
 			continue
 		}
@@ -148,19 +153,32 @@ func materializeWeights(m *onnxpb.ModelProto, names []string) (*onnxpb.ModelProt
 	c := proto.Clone(m).(*onnxpb.ModelProto)
 	g := c.GetGraph()
 	rng := rand.New(rand.NewPCG(0x3e1, uint64(len(names))))
+	integer := integerWeightInputs(m)
 	var kept []*onnxpb.ValueInfoProto
 	for _, vi := range g.GetInput() {
 		if !slices.Contains(names, vi.GetName()) {
 			kept = append(kept, vi)
 			continue
 		}
-		shape := make([]int, 0, len(onnxio.Dims(vi)))
+		shape, ok := integer[vi.GetName()]
+		if !ok {
+			for _, d := range onnxio.Dims(vi) {
+				shape = append(shape, int(d.Value))
+			}
+		}
 		n := 1
-		for _, d := range onnxio.Dims(vi) {
-			shape = append(shape, int(d.Value))
-			if n *= int(d.Value); n > maxWeightInputElements {
+		for _, d := range shape {
+			if n *= d; n > maxWeightInputElements {
 				return nil, fmt.Errorf("input %q of shape %s is too large to read as a weight (limit %d elements)", vi.GetName(), onnxio.FormatDims(onnxio.Dims(vi)), maxWeightInputElements)
 			}
+		}
+		if dt := onnxio.ElemType(vi); dt == onnxio.Int8 || dt == onnxio.Uint8 {
+			t, err := onnxio.ArrayToTensor(vi.GetName(), randomIntegers(rng, shape, dt))
+			if err != nil {
+				return nil, err
+			}
+			g.Initializer = append(g.Initializer, t)
+			continue
 		}
 		// Values of a trained layer's size (std 1/√fan_in), so that a
 		// float16 graph computes what its float32 lift does within float16's
@@ -190,6 +208,24 @@ func materializeWeights(m *onnxpb.ModelProto, names []string) (*onnxpb.ModelProt
 	return c, nil
 }
 
+// randomIntegers draws int8 or uint8 values over the type's whole range:
+// a quantized weight or zero point.
+func randomIntegers(rng *rand.Rand, shape []int, dt onnxio.DataType) *array.Array {
+	n := product(shape)
+	if dt == onnxio.Uint8 {
+		values := make([]uint8, n)
+		for i := range values {
+			values[i] = uint8(rng.IntN(256))
+		}
+		return array.FromSlice(shape, values)
+	}
+	values := make([]int8, n)
+	for i := range values {
+		values[i] = int8(rng.IntN(256) - 128)
+	}
+	return array.FromSlice(shape, values)
+}
+
 // paramInputs lists where the weight inputs went in the lifted layers'
 // parameters, in layer and parameter order.
 func (b *builder) paramInputs() []ParamInput {
@@ -214,7 +250,7 @@ func (b *builder) paramInputs() []ParamInput {
 
 // weightInputsNote says which graph inputs the lift read as weights.
 func weightInputsNote(names []string) string {
-	return fmt.Sprintf("graph input(s) %s hold weights (the graph reads them as a Gemm's or MatMul's weight): they are parameters of the lifted model, loaded from those inputs on every run", quoted(names))
+	return fmt.Sprintf("graph input(s) %s hold weights (the graph reads them as a Gemm's or MatMul's weight, or as the parameters of a MatMulInteger and its scales): they are parameters of the lifted model, loaded from those inputs on every run", quoted(names))
 }
 
 // BindParamInputs loads the graph inputs that hold parameters into the
