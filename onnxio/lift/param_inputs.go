@@ -48,6 +48,10 @@ type ParamInput struct {
 	// View, when set, is the (rows, cols) the input of another rank is
 	// read as (Keras's (d, heads, head_dim) weights).
 	View []int `yaml:"view,omitempty,flow"`
+	// Fill says the input, a vector of symbolic size (ONNX Runtime's
+	// weight_scale [C]: one per tensor or one per column), may hold a
+	// single value, which then fills rows At:At+Hi-Lo.
+	Fill bool `yaml:"fill,omitempty"`
 }
 
 // weightInputs lists the graph inputs of m that hold weights: no
@@ -239,7 +243,8 @@ func (b *builder) paramInputs() []ParamInput {
 			for _, pc := range p.pieces {
 				o := b.a.origin(pc, p.value.Dims())
 				if slices.Contains(b.a.weightInputs, o.init) {
-					out = append(out, ParamInput{Input: o.init, Param: l.name + "." + p.name, Transposed: o.transposed, Lo: o.lo, Hi: o.hi, At: at, View: o.view})
+					out = append(out, ParamInput{Input: o.init, Param: l.name + "." + p.name, Transposed: o.transposed, Lo: o.lo, Hi: o.hi, At: at, View: o.view,
+						Fill: slices.Contains(b.a.fillInputs, o.init)})
 				}
 				at += o.hi - o.lo
 			}
@@ -288,6 +293,10 @@ func copyRows(dst, src *tensor.Dense, bd ParamInput) error {
 		return err
 	}
 	shape := []int(src.Shape())
+	if bd.Fill && len(values) == 1 && dst.Dims() == 1 {
+		values, shape = slices.Repeat(values, bd.Hi-bd.Lo), []int{bd.Hi - bd.Lo}
+		bd.Lo, bd.Hi = 0, len(values)
+	}
 	if bd.View != nil {
 		if product(bd.View) != len(values) {
 			return fmt.Errorf("shape %v cannot be read as %v", src.Shape(), bd.View)

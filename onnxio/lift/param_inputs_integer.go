@@ -1,6 +1,8 @@
 package lift
 
 import (
+	"slices"
+
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
@@ -120,4 +122,17 @@ func integerParamShape(vi *onnxpb.ValueInfoProto, columns int) ([]int, bool) {
 		return []int{columns}, true
 	}
 	return nil, false
+}
+
+// symbolicVectors lists the named graph inputs that m declares as vectors
+// of symbolic size.
+func symbolicVectors(m *onnxpb.ModelProto, names []string) []string {
+	var out []string
+	for _, vi := range m.GetGraph().GetInput() {
+		dims := onnxio.Dims(vi)
+		if slices.Contains(names, vi.GetName()) && onnxio.HasShape(vi) && len(dims) == 1 && !dims[0].Known {
+			out = append(out, vi.GetName())
+		}
+	}
+	return out
 }
