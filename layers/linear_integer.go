@@ -290,7 +290,7 @@ type intValueError struct {
 }
 
 func (e *intValueError) Error() string {
-	return fmt.Sprintf("%s[%d] = %g is not a %s (integers %d to %d)", e.what, e.index, e.value, e.typ, e.typ.lo, e.typ.hi)
+	return fmt.Sprintf("%s[%d] = %g: want an integer of %s (%d to %d)", e.what, e.index, e.value, e.typ, e.typ.lo, e.typ.hi)
 }
 
 // integerValues reads float32 values holding integers of type r.
