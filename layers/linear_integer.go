@@ -8,6 +8,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -83,8 +84,10 @@ type integerParams struct {
 	weightScale, weightZero *tensor.Dense
 	in, out                 int
 	inputRange, weightRange intRange
-	mu                      sync.Mutex
-	ints                    *integerWeights // nil until a pass reads the parameters
+	// mem is the budget ints is reserved from.
+	mem  registry.Memory
+	mu   sync.Mutex
+	ints *integerWeights // nil until a pass reads the parameters
 }
 
 // integerWeights are the parameters as the product uses them: the
@@ -102,10 +105,18 @@ func (l *LinearInteger) Validate() error { return l.Provision(nil) }
 // PlanParams lists the parameters without allocating them.
 func (l *LinearInteger) PlanParams() ([]registry.ParamShape, error) { return planParams(l.prepare) }
 
-// Provision checks the config and allocates the parameters from mem.
+// Provision checks the config and allocates the parameters from mem,
+// which the integer copy of the parameters a pass makes is reserved from
+// too.
 func (l *LinearInteger) Provision(mem registry.Memory) (err error) {
-	l.p, err = provision(mem, l.prepare)
-	return err
+	if l.p, err = provision(mem, l.prepare); err != nil {
+		return err
+	}
+	if mem == nil {
+		mem = budget.New(budget.DefaultLimit)
+	}
+	l.p.mem = mem
+	return nil
 }
 
 func (l *LinearInteger) prepare(a paramAlloc) (*integerParams, error) {
@@ -187,8 +198,16 @@ func (l *LinearInteger) ParamsChanged() {
 		return
 	}
 	l.p.mu.Lock()
-	l.p.ints = nil
-	l.p.mu.Unlock()
+	defer l.p.mu.Unlock()
+	if l.p.ints != nil {
+		l.p.mem.Release(l.p.intBytes())
+		l.p.ints = nil
+	}
+}
+
+// intBytes is what the integer copy of the parameters holds.
+func (p *integerParams) intBytes() int64 {
+	return budget.Bytes(int64(p.in)*int64(p.out)+int64(p.out), 4)
 }
 
 // Forward maps quantized tokens (T, d_in) or (B, T, d_in) to float32
@@ -255,6 +274,15 @@ func (p *integerParams) integers() (*integerWeights, error) {
 	if p.ints != nil {
 		return p.ints, nil
 	}
+	if err := p.mem.Reserve(p.intBytes(), "the integer weight"); err != nil {
+		return nil, err
+	}
+	kept := false
+	defer func() {
+		if !kept {
+			p.mem.Release(p.intBytes())
+		}
+	}()
 	iw := &integerWeights{w: make([]int32, p.in*p.out), scale: make([]float32, p.out)}
 	inputZero, err := integerValues("input_zero_point", p.inputZero.Float32s(), p.inputRange)
 	if err != nil {
@@ -277,7 +305,7 @@ func (p *integerParams) integers() (*integerWeights, error) {
 			iw.w[j*p.in+k] = w[j*p.in+k] - weightZero[c]
 		}
 	}
-	p.ints = iw
+	p.ints, kept = iw, true
 	return iw, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/budget"
 	"github.com/attnrun/attnrun/registry"
 )
 
@@ -96,4 +97,29 @@ func TestLinearIntegerRefuses(t *testing.T) {
 	assert.EqualError(t, err, "d_in mismatch: input last dim 3, layer expects d_in 2")
 	_, err = l.Forward(&registry.Run{}, []*tensor.Dense{tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 2}))})
 	assert.EqualError(t, err, "input dtype float64: want float32 or int64 holding the quantized integers")
+}
+
+// TestLinearIntegerBudget: the integer copy of the weight a pass keeps is
+// reserved from the model's budget, refused when it does not fit, and
+// given back by ParamsChanged.
+func TestLinearIntegerBudget(t *testing.T) {
+	l := fromYAML(t, "nn.linear_integer", "{d_in: 64, d_out: 64}").(*LinearInteger)
+	probe := budget.New(1 << 30)
+	require.NoError(t, l.Provision(probe))
+	params := probe.Used()
+	x := []*tensor.Dense{tensor.New(tensor.WithShape(1, 64), tensor.WithBacking(make([]float32, 64)))}
+
+	tight := budget.New(params + 1000)
+	require.NoError(t, l.Provision(tight))
+	_, err := l.Forward(&registry.Run{}, x)
+	require.ErrorIs(t, err, budget.ErrExceeded)
+	assert.ErrorContains(t, err, "the integer weight needs 16.2 KiB")
+
+	roomy := budget.New(1 << 30)
+	require.NoError(t, l.Provision(roomy))
+	_, err = l.Forward(&registry.Run{}, x)
+	require.NoError(t, err)
+	assert.Equal(t, params+4*(64*64+64), roomy.Used())
+	l.ParamsChanged()
+	assert.Equal(t, params, roomy.Used())
 }
