@@ -49,11 +49,12 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 	v := a.traceBack(pv.GetInput()[1], true)
 	srcQ, srcK, srcV := a.sourceOf(q.base), a.sourceOf(k.base), a.sourceOf(v.base)
 	packed := false // identity.go: packed queries, keys and values of flattened rows
-	if pq, sq, ok := a.packedRows(q); ok {
-		if pk, sk, ok := a.packedRows(k); ok && sk.tokens == sq.tokens {
-			if pv, sv, ok := a.packedRows(v); ok && sv.tokens == sq.tokens {
-				q, k, v, srcQ, srcK, srcV, packed = pq, pk, pv, sq, sk, sv, true
-			}
+	if cq, tokens, ok := a.packedRows(q); ok {
+		ck, tk, okK := a.packedRows(k)
+		cv, tv, okV := a.packedRows(v)
+		if okK && okV && tk == tokens && tv == tokens {
+			src := a.packedSource(tokens)
+			q, k, v, srcQ, srcK, srcV, packed = cq, ck, cv, src, src, src, true
 		}
 	}
 	for _, c := range []chain{q, k, v} {

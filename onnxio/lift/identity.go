@@ -21,31 +21,37 @@ func identityOut(v string, d int) *linear {
 // packedRows reads an operand that no Linear projects, whose chain starts
 // by regrouping flattened token rows, (B·T, d) to (B, T, d): the output of
 // a layer the lifter recognizes elsewhere, applied to x.view(-1, d) as
-// GPT-2's Conv1D is (ONNX Runtime's quantized Attention tests: the
-// packed queries, keys and values of a MatMulInteger). The regrouped
-// value is then the operand's token tensor, and its projection the
-// identity over all d features, of which queries, keys and values take
-// their columns (attention.multihead's packed split): a Linear no graph
-// tensor holds. It returns the chain from the regrouped value and the
-// source, or false when c is no such chain.
-func (a *analysis) packedRows(c chain) (chain, source, bool) {
+// GPT-2's Conv1D is (ONNX Runtime's quantized Attention tests: the packed
+// queries, keys and values of a MatMulInteger). The regrouped value is
+// then the operand's token tensor: packedRows returns it and the chain
+// from it, or false when c is no such chain. Queries, keys and values that
+// all read one such tensor take their columns of it through an identity
+// projection (packedSource).
+func (a *analysis) packedRows(c chain) (chain, string, bool) {
 	if len(c.nodes) == 0 || a.matchLinear(c.base) != nil {
-		return c, source{}, false
+		return c, "", false
 	}
 	first := c.nodes[0]
 	if first.GetOpType() != "Reshape" || first.GetInput()[0] != c.base || !a.regroupsRows(first) || slices.Contains(c.scales, first) {
-		return c, source{}, false
+		return c, "", false
 	}
 	for _, p := range a.probes {
 		in, err1 := p.shape(c.base)
 		out, err2 := p.shape(first.GetOutput()[0])
 		if err1 != nil || err2 != nil || len(in) != 2 || len(out) != 3 {
-			return c, source{}, false
+			return c, "", false
 		}
 	}
-	tokens := first.GetOutput()[0]
-	d := mustShape(a.probes[0], tokens)[2]
 	rest := c
-	rest.base, rest.nodes = tokens, c.nodes[1:]
-	return rest, source{tokens: tokens, lin: identityOut(tokens, d), pre: chain{value: tokens, base: tokens, scale: 1}}, true
+	rest.base, rest.nodes = first.GetOutput()[0], c.nodes[1:]
+	return rest, rest.base, true
+}
+
+// packedSource is the source of queries, keys and values packed in the
+// token tensor tokens: projected by the identity over its d features (of
+// which each takes its columns, attention.multihead's packed split), a
+// Linear no graph tensor holds.
+func (a *analysis) packedSource(tokens string) source {
+	d := mustShape(a.probes[0], tokens)[2]
+	return source{tokens: tokens, lin: identityOut(tokens, d), pre: chain{value: tokens, base: tokens, scale: 1}}
 }
