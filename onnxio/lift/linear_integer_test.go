@@ -26,6 +26,7 @@ import (
 // outputs.
 const (
 	integerColumns = "testdata/linear_integer_u8s8_columns"
+	integerTensor  = "testdata/linear_integer_u8s8_tensor"
 	integerInputs  = "testdata/linear_integer_u8u8_inputs"
 )
 
@@ -92,13 +93,15 @@ func readModel(t *testing.T, dir string) *onnxpb.ModelProto {
 // MatMulInteger of uint8 tokens with its zero points, Cast, Mul by
 // input_scale·weight_scale and Add of the bias, into nn.linear_integer:
 // with an int8 weight and per-column scales and zero points held as
-// initializers; and with a uint8 weight and every parameter a graph
+// initializers; with one weight scale for the whole tensor and no zero
+// points; and with a uint8 weight and every parameter a graph
 // input, the weight's scale and zero point declared of symbolic size [C],
 // fed once per column and once for the whole tensor. The lifted model
 // gives ONNX Runtime's outputs bit for bit (the layer computes what the
 // graph computes, in its order); so does the file written back, on the
 // layers and, exported as MatMulInteger again, on the executor. A weight
-// zero point off by one changes the output.
+// zero point off by one (an input scale 1% off without zero points)
+// changes the output.
 func TestLiftLinearInteger(t *testing.T) {
 	for _, c := range []struct {
 		dir      string
@@ -107,6 +110,7 @@ func TestLiftLinearInteger(t *testing.T) {
 		exported bool
 	}{
 		{dir: integerColumns, config: "{name: linear, type: nn.linear_integer, d_in: 16, d_out: 24, bias: true, per_channel: true, input_type: uint8, weight_type: int8}", exported: true},
+		{dir: integerTensor, config: "{name: linear, type: nn.linear_integer, d_in: 16, d_out: 24, bias: true, per_channel: false, input_type: uint8, weight_type: int8}", exported: true},
 		{dir: integerInputs, config: "{name: linear, type: nn.linear_integer, d_in: 16, d_out: 24, bias: true, per_channel: true, input_type: uint8, weight_type: uint8}",
 			binds: []string{"W -> linear.weight (transposed)", "b -> linear.bias", "x_scale -> linear.input_scale", "x_zero_point -> linear.input_zero_point",
 				"w_scale -> linear.weight_scale (fill)", "w_zero_point -> linear.weight_zero_point (fill)"}},
@@ -162,7 +166,11 @@ func TestLiftLinearInteger(t *testing.T) {
 			in, want, err := onnxio.ReadDataSetArrays(filepath.Join(c.dir, "test_data_set_0"))
 			require.NoError(t, err)
 			for _, p := range res.Model.Params() {
-				if p.Name == "linear.weight_zero_point" && len(c.binds) == 0 {
+				switch {
+				case len(c.binds) > 0:
+				case c.dir == integerTensor && p.Name == "linear.input_scale":
+					p.Value.Data().([]float32)[0] *= 1.01
+				case c.dir == integerColumns && p.Name == "linear.weight_zero_point":
 					p.Value.Data().([]float32)[3]++
 				}
 			}

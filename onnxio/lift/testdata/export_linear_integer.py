@@ -6,6 +6,8 @@ for the nn.linear_integer lifting tests, with ONNX Runtime's outputs:
 - linear_integer_u8s8_columns: uint8 tokens (B, T, 16), an int8 weight
   (16, 24) with a scale and a nonzero zero point per output column, all
   initializers; test_data_set_0 and _1 at two batch and sequence sizes.
+- linear_integer_u8s8_tensor: the same with one weight scale for the whole
+  tensor and no zero points (MatMulInteger of two inputs: 0).
 - linear_integer_u8u8_inputs: uint8 tokens (B, T, 16) flattened to
   (B*T, 16) and back around the product (as torch.onnx writes a Linear
   on 3-D tokens for Gemm), a uint8 weight, and every parameter a graph
@@ -35,7 +37,7 @@ D_IN, D_OUT = 16, 24
 rng = np.random.default_rng(20261126)
 
 
-def quantized_linear(flatten):
+def quantized_linear(flatten, zero_points=True):
     """The nodes from tokens "x" to "y", reading the parameters by name."""
     nodes = []
     x = "x"
@@ -44,7 +46,7 @@ def quantized_linear(flatten):
         nodes.append(helper.make_node("Reshape", ["x", "flat"], ["x_rows"], name="flatten"))
         x = "x_rows"
     nodes += [
-        helper.make_node("MatMulInteger", [x, "W", "x_zero_point", "w_zero_point"], ["sums"], name="matmul_quant"),
+        helper.make_node("MatMulInteger", [x, "W"] + (["x_zero_point", "w_zero_point"] if zero_points else []), ["sums"], name="matmul_quant"),
         helper.make_node("Cast", ["sums"], ["sums_float"], to=TensorProto.FLOAT, name="cast"),
         helper.make_node("Mul", ["x_scale", "w_scale"], ["scales"], name="scales_mul"),
         helper.make_node("Mul", ["sums_float", "scales"], ["scaled"], name="output_scale_mul"),
@@ -112,6 +114,16 @@ def u8s8_columns():
     write("linear_integer_u8s8_columns", model, [{"x": tokens(2, 3)}, {"x": tokens(1, 5)}])
 
 
+def u8s8_tensor():
+    p = params(np.int8, 1)
+    del p["x_zero_point"], p["w_zero_point"]
+    inits = [numpy_helper.from_array(v, k) for k, v in p.items()]
+    graph = helper.make_graph(quantized_linear(False, zero_points=False), "linear_integer", [tokens_input()], [output()], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], producer_name="onnx.quantize")
+    model.ir_version = 6
+    write("linear_integer_u8s8_tensor", model, [{"x": tokens(2, 3)}, {"x": tokens(1, 4)}])
+
+
 def u8u8_inputs():
     types = {"W": (TensorProto.UINT8, [D_IN, D_OUT]), "b": (TensorProto.FLOAT, [D_OUT]),
              "x_scale": (TensorProto.FLOAT, [1]), "x_zero_point": (TensorProto.UINT8, [1]),
@@ -130,4 +142,5 @@ def u8u8_inputs():
 
 if __name__ == "__main__":
     u8s8_columns()
+    u8s8_tensor()
     u8u8_inputs()

@@ -1,1 +1,1 @@
-Bw_scaleJÈG;
+Bw_scaleJÿSt;
