@@ -158,14 +158,14 @@ func (l *LinearInteger) prepare(a paramAlloc) (*integerParams, error) {
 		return nil, err
 	}
 	if !a.planning() {
-		fill(p.inputScale, 1)
-		fill(p.weightScale, 1)
+		fillParam(p.inputScale, 1)
+		fillParam(p.weightScale, 1)
 	}
 	return p, nil
 }
 
-// fill sets every value of a parameter.
-func fill(t *tensor.Dense, v float32) {
+// fillParam sets every value of a parameter.
+func fillParam(t *tensor.Dense, v float32) {
 	data := t.Float32s()
 	for i := range data {
 		data[i] = v

@@ -70,7 +70,7 @@ func liftLinearInteger(g match.Graph, n *match.Node) (*match.Layer, error) {
 	}
 	dIn, dOut := weight.Shape()[0], weight.Shape()[1]
 	p := integerLift{g: g, dOut: dOut}
-	wt, err := floatMatrix(weight, true)
+	wt, err := float32Matrix(weight, true)
 	if err != nil {
 		return nil, err
 	}
@@ -142,9 +142,9 @@ func (p *integerLift) vector(name, v string, size, broadcast int) error {
 	values := make([]float32, size)
 	if v == "" {
 		if name == "input_scale" || name == "weight_scale" {
-			fill(tensorOf(values), 1)
+			fillParam(float32Vector(values), 1)
 		}
-		p.params = append(p.params, match.Param{Name: name, Value: tensorOf(values)})
+		p.params = append(p.params, match.Param{Name: name, Value: float32Vector(values)})
 		return nil
 	}
 	t, err := p.g.Constant(v)
@@ -161,18 +161,18 @@ func (p *integerLift) vector(name, v string, size, broadcast int) error {
 	for i, x := range f {
 		values[i] = float32(x)
 	}
-	p.params = append(p.params, match.Param{Name: name, Value: tensorOf(values), From: v})
+	p.params = append(p.params, match.Param{Name: name, Value: float32Vector(values), From: v})
 	return nil
 }
 
-// tensorOf wraps float32 values as a vector.
-func tensorOf(values []float32) *tensor.Dense {
+// float32Vector wraps float32 values as a vector.
+func float32Vector(values []float32) *tensor.Dense {
 	return tensor.New(tensor.WithShape(len(values)), tensor.WithBacking(values))
 }
 
-// floatMatrix converts a static (r, c) matrix of any number type to
+// float32Matrix converts a static (r, c) matrix of any number type to
 // float32, transposed to (c, r) when transpose is set.
-func floatMatrix(t *tensor.Dense, transpose bool) (*tensor.Dense, error) {
+func float32Matrix(t *tensor.Dense, transpose bool) (*tensor.Dense, error) {
 	f, err := match.Floats(t)
 	if err != nil {
 		return nil, err
