@@ -44,9 +44,9 @@ type analysis struct {
 	// weightInputs are the graph inputs read as weights (param_inputs.go):
 	// source and g hold them as initializers of random values.
 	weightInputs []string
-	// casts are the Casts between float types g reads as Identity
-	// (casts.go), by the Identity node.
-	casts map[*onnxpb.NodeProto]*onnxpb.NodeProto
+	// written are the nodes g reads otherwise (reading.written), as
+	// written, by the node g reads in each's place.
+	written map[*onnxpb.NodeProto]*onnxpb.NodeProto
 }
 
 // markLive computes the live values, walking back from the graph outputs.
