@@ -77,9 +77,13 @@ func (l *attentionLayer) contextMaskAt(p *probe, hs heads, scoreShape []int, B i
 		if !hidden && x != 0 {
 			return fmt.Errorf("the mask %q from %q adds %g to some scores: a bias, not a keep mask", v, input, x)
 		}
-		if hidden == keep[((b*shape[1]+h)*rows+q)*cols+k] {
-			return fmt.Errorf("the mask %q does not follow %q: query %d, key %d of sequence %d, head %d is not hidden where %s[%d, %d, %d, %d] is 0 alone",
-				v, input, q, k, hs.seq[grp], hs.head[grp], input, b, h, q, k)
+		if kept := keep[((b*shape[1]+h)*rows+q)*cols+k]; hidden == kept {
+			state, entry := "kept", 0
+			if hidden {
+				state, entry = "hidden", 1
+			}
+			return fmt.Errorf("the mask %q does not follow %q: query %d, key %d of sequence %d, head %d is %s where %s[%d, %d, %d, %d] is %d",
+				v, input, q, k, hs.seq[grp], hs.head[grp], state, input, b, h, q, k, entry)
 		}
 	}
 	return nil
