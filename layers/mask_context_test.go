@@ -28,7 +28,9 @@ func TestContextMask(t *testing.T) {
 		}
 	}
 	mask := tensor.New(tensor.WithShape(1, 1, 5, 5), tensor.WithBacking(m))
-	tokens := func(t int) *tensor.Dense { return tensor.New(tensor.WithShape(1, t, 2), tensor.WithBacking(make([]float32, 2*t))) }
+	tokens := func(t int) *tensor.Dense {
+		return tensor.New(tensor.WithShape(1, t, 2), tensor.WithBacking(make([]float32, 2*t)))
+	}
 	c := &ContextMask{}
 
 	got, err := c.Forward(nil, []*tensor.Dense{tokens(3), mask})
