@@ -17,15 +17,16 @@ func init() {
 }
 
 // ContextMask is mask.context: it reads a keep mask over the positions of
-// a whole context, float32 (B, 1, rows, columns) of 1s (attend) and 0s
-// (hide), as Megatron's GPT-2 takes it (a (B, 1, Lmax, Lmax) causal
-// attention_mask), and cuts the block the attention of the tokens reads:
-// the rows of the tokens' positions and the columns of every key so far.
-// Its inputs are the tokens, (T, d) or (B, T, d), whose number it reads,
-// then the mask. Forward is the first T rows and columns; a decoding step
-// of n tokens after p is rows p..p+n and columns 0..p+n, which is what the
-// graph computes when it slices the mask at the length of its KV cache.
-// The output is float32 (B, 1, T, keys), 1 where the mask is not 0, for
+// a whole context, float32 or int64 (B, heads, rows, columns) of 1s
+// (attend) and 0s (hide), heads 1 for a mask all heads share, as
+// Megatron's GPT-2 takes it (a (B, 1, Lmax, Lmax) causal attention_mask),
+// and cuts the block the attention of the tokens reads: the rows of the
+// tokens' positions and the columns of every key so far. Its inputs are
+// the tokens, (T, d) or (B, T, d), whose number it reads, then the mask.
+// Forward is the first T rows and columns; a decoding step of n tokens
+// after p is rows p..p+n and columns 0..p+n, which is what the graph
+// computes when it slices the mask at the length of its KV cache. The
+// output is float32 (B, heads, T, keys), 1 where the mask is not 0, for
 // attention.sdpa with mask: bool and mask_polarity: keep.
 type ContextMask struct {
 	noConfig `yaml:"-"`
@@ -82,8 +83,8 @@ func (c *ContextMask) FLOPs(inputs []tensor.Shape) (int64, error) {
 	return noFLOPs(c.OutputShape(inputs))
 }
 
-// OutputShape is (B, 1, T, T) for T tokens and a (B, 1, rows, columns)
-// mask.
+// OutputShape is (B, heads, T, T) for T tokens and a (B, heads, rows,
+// columns) mask.
 func (c *ContextMask) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
 	if len(inputs) != 2 {
 		return nil, fmt.Errorf("takes 2 inputs, the tokens and the mask, got %d", len(inputs))
@@ -115,7 +116,7 @@ func contextTokens(s tensor.Shape) (b, t int, err error) {
 // positions for b sequences.
 func checkContextMask(m tensor.Shape, b, keys int) error {
 	if len(m) != 4 || m[0] != 1 && m[0] != b || m[1] < 1 {
-		return fmt.Errorf("mask shape %s: want (B, 1, rows, columns) for %d sequence(s)", fmtShape(m), b)
+		return fmt.Errorf("mask shape %s: want (B, heads, rows, columns) for %d sequence(s)", fmtShape(m), b)
 	}
 	if m[2] < keys || m[3] < keys {
 		return fmt.Errorf("mask shape %s covers %d×%d positions, the tokens so far are %d", fmtShape(m), m[2], m[3], keys)
@@ -124,24 +125,46 @@ func checkContextMask(m tensor.Shape, b, keys int) error {
 }
 
 // contextBlock cuts rows past..past+T and columns 0..past+T of the mask
-// inputs[1] for the T tokens inputs[0], as 1 where it is not 0.
+// inputs[1] (float32 or int64) for the T tokens inputs[0], as 1 where it
+// is not 0.
 func contextBlock(inputs []*tensor.Dense, past int) (*tensor.Dense, error) {
-	if len(inputs) != 2 || inputs[0] == nil {
+	if len(inputs) != 2 || inputs[0] == nil || inputs[1] == nil {
 		return nil, fmt.Errorf("takes 2 inputs, the tokens and the mask, got %d", len(inputs))
 	}
 	b, t, err := contextTokens(inputs[0].Shape())
 	if err != nil {
 		return nil, err
 	}
-	data, shape, err := maskData("mask", inputs[1])
+	shape := []int(inputs[1].Shape().Clone())
+	if err := checkContextMask(shape, b, past+t); err != nil {
+		return nil, err
+	}
+	mask, err := rowMajor("mask", inputs[1])
 	if err != nil {
 		return nil, err
 	}
-	keys := past + t
-	if err := checkContextMask(shape, b, keys); err != nil {
+	var keep []float32
+	switch data := mask.Data().(type) {
+	case []float32:
+		keep, err = cutBlock(data, shape, past, t)
+	case []int64:
+		keep, err = cutBlock(data, shape, past, t)
+	default:
+		return nil, fmt.Errorf("mask dtype %v: want float32 or int64", mask.Dtype())
+	}
+	if err != nil {
 		return nil, err
 	}
-	planes, rows, cols := shape[0]*shape[1], shape[2], shape[3]
+	return tensor.New(tensor.WithShape(shape[0], shape[1], t, past+t), tensor.WithBacking(keep)), nil
+}
+
+// cutBlock copies rows past..past+t and columns 0..past+t of each (rows,
+// columns) plane of a mask of the given shape as 1 where it is not 0.
+func cutBlock[T float32 | int64](data []T, shape []int, past, t int) ([]float32, error) {
+	if len(data) < volume(shape) {
+		return nil, fmt.Errorf("mask shape %s: backing array too short", fmtShape(shape))
+	}
+	planes, rows, cols, keys := shape[0]*shape[1], shape[2], shape[3], past+t
 	keep := make([]float32, planes*t*keys)
 	for p := range planes {
 		for q := range t {
@@ -154,5 +177,5 @@ func contextBlock(inputs []*tensor.Dense, past int) (*tensor.Dense, error) {
 			}
 		}
 	}
-	return tensor.New(tensor.WithShape(shape[0], shape[1], t, keys), tensor.WithBacking(keep)), nil
+	return keep, nil
 }

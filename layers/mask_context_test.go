@@ -15,7 +15,8 @@ import (
 // the first T rows and columns in Forward; in a session, the rows of each
 // step's tokens at the session's position (after a resume, too) and the
 // columns of every key so far, as Megatron's GPT-2 slices its mask at the
-// KV cache's length. A context too short for the tokens is an error.
+// KV cache's length; float32 and int64 masks alike. A context too short
+// for the tokens is an error.
 func TestContextMask(t *testing.T) {
 	// one sequence, a 5×5 mask whose entry (r, c) is r·10 + c + 1, 0 at (r, 0)
 	// for odd r and on the diagonal's right
@@ -57,6 +58,14 @@ func TestContextMask(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []float32{1, 1, 1, 1, 1}, got.Data())
 
+	ids := make([]int64, 25) // the same mask as int64
+	for i, x := range m {
+		ids[i] = int64(x)
+	}
+	got, err = c.Forward(nil, []*tensor.Dense{tokens(3), tensor.New(tensor.WithShape(1, 1, 5, 5), tensor.WithBacking(ids))})
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 0, 0, 0, 1, 0, 1, 1, 1}, got.Data())
+
 	_, err = c.Forward(nil, []*tensor.Dense{tokens(3), tensor.New(tensor.WithShape(2, 1, 5, 5), tensor.WithBacking(make([]float32, 50)))})
-	require.EqualError(t, err, "mask shape (2, 1, 5, 5): want (B, 1, rows, columns) for 1 sequence(s)")
+	require.EqualError(t, err, "mask shape (2, 1, 5, 5): want (B, heads, rows, columns) for 1 sequence(s)")
 }

@@ -1,38 +1,51 @@
 package lift_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
+	"github.com/attnrun/attnrun/registry"
 )
 
-// The fixture of testdata/export_kvcache_context_mask.py.
-const kvcacheContextMask = "testdata/kvcache_context_mask"
+// The fixtures of testdata/export_kvcache_context_mask.py.
+const (
+	kvcacheContextMask      = "testdata/kvcache_context_mask"
+	kvcacheContextMaskWhere = "testdata/kvcache_context_mask_where"
+)
 
-// TestLiftContextMask lifts a block masked as Megatron's GPT-2 masks: a
+// TestLiftContextMask lifts blocks masked as Megatron's GPT-2 masks: a
 // keep mask over the whole context, (B, 1, 16, 16), sliced at the KV
 // cache's length to the new queries' rows and every key's column, and
-// applied as s·m − (1 − m)·10000. It lifts to mask.context and
-// attention.sdpa with a bool keep mask, and the lifted model gives
-// PyTorch's outputs and present cache within 1e-5 relative, 1e-6 absolute
-// with a past of 3 tokens (the first sequence also hiding its second key)
-// and with none, stepping the new tokens all at once, one by one and 3 at
-// a time: each step cuts the rows at the cache offset.
+// applied as s·m − (1 − m)·10000 (float32), or as torch.where(m, s, −Inf)
+// (bool). Each lifts to mask.context and attention.sdpa with a bool keep
+// mask, and the lifted model gives PyTorch's outputs and present cache
+// within 1e-5 relative, 1e-6 absolute with a past of 3 tokens (the first
+// sequence also hiding its second key) and with none, stepping the new
+// tokens all at once, one by one and 3 at a time: each step cuts the rows
+// at the cache offset.
 func TestLiftContextMask(t *testing.T) {
-	res := liftContextMask(t, kvcacheContextMask)
-	assert.Contains(t, res.Config, "{name: mask, type: mask.context, inputs: [x, attention_mask]}")
-	assert.Contains(t, res.Config, "type: attention.sdpa, inputs: [x, mask], d: 16, num_heads: 2, qkv_bias: true, out_bias: true, causal: false, mask: bool, mask_polarity: keep}")
-	assert.Contains(t, res.Notes, "1 mask(s) s·m − (1 − m)·c (Megatron's) were read as s + (1 − m)·(−c), the same weights for a keep mask m of 0s and 1s")
-	checkDataSetsInChunks(t, kvcacheContextMask, res)
+	for _, dir := range []string{kvcacheContextMask, kvcacheContextMaskWhere} {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			res := liftContextMask(t, dir)
+			assert.Contains(t, res.Config, "{name: mask, type: mask.context, inputs: [x, attention_mask]}")
+			assert.Contains(t, res.Config, "type: attention.sdpa, inputs: [x, mask], d: 16, num_heads: 2, qkv_bias: true, out_bias: true, causal: false, mask: bool, mask_polarity: keep}")
+			megatron := slices.Contains(res.Notes, "1 mask(s) s·m − (1 − m)·c (Megatron's) were read as s + (1 − m)·(−c), the same weights for a keep mask m of 0s and 1s")
+			assert.Equal(t, dir == kvcacheContextMask, megatron, "%q", res.Notes)
+			checkDataSetsInChunks(t, dir, res)
+		})
+	}
 }
 
 // TestLiftMegatronGPT2Past lifts ONNX Runtime's Megatron GPT-2 test model
@@ -68,7 +81,7 @@ func TestLiftContextMaskRefused(t *testing.T) {
 		want string
 	}{
 		"small fill":    {node: "/Constant_36", fill: 100, want: "softmax over the output of node /Sub_2 (Sub), not over query-key scores"},
-		"shifted block": {node: "/Constant_31", to: []int64{1}, want: `attention: the mask "/Mul_1_output_0" does not follow "attention_mask": query 0, key 0 of sequence 1, head 0 is kept where attention_mask[1, 0, 0, 0] is 0`},
+		"shifted block": {node: "/Constant_31", to: []int64{1}, want: `attention: the mask from "attention_mask" does not follow it: query 0, key 0 of sequence 1, head 0 is kept where attention_mask[1, 0, 0, 0] is 0`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := proto.Clone(src).(*onnxpb.ModelProto)
@@ -117,6 +130,14 @@ func findNode(t *testing.T, m *onnxpb.ModelProto, name string) *onnxpb.NodeProto
 	return nil
 }
 
+// pastLength is the tokens a packed past (2, B, H, P, hd) holds.
+func pastLength(past map[string]*tensor.Dense) int {
+	for _, p := range past {
+		return p.Shape()[3]
+	}
+	return 0
+}
+
 // liftContextMask lifts dir/model.onnx completely.
 func liftContextMask(t *testing.T, dir string) *lift.Result {
 	t.Helper()
@@ -136,15 +157,34 @@ func checkDataSetsInChunks(t *testing.T, dir string, res *lift.Result) {
 	require.NoError(t, err)
 	require.NotEmpty(t, sets)
 	for _, set := range sets {
-		in, want, err := onnxio.ReadDataSetArrays(set)
+		ds, err := onnxio.ReadDataSet(set)
 		require.NoError(t, err)
+		past := map[string]*tensor.Dense{}
+		pasts := lift.CacheInputs(res.Outputs)
+		own := len(ds.Inputs) - len(pasts)
+		var args []*tensor.Dense
+		for i, tp := range ds.Inputs {
+			if i >= own && slices.Contains(tp.GetDims(), 0) { // no past tokens
+				continue
+			}
+			x, err := onnxio.TensorToDense(tp)
+			require.NoError(t, err)
+			if i >= own {
+				past[pasts[i-own]] = x
+				continue
+			}
+			x, err = lift.ModelInput(x) // a bool mask as 0s and 1s
+			require.NoError(t, err)
+			args = append(args, x)
+		}
 		for _, chunk := range []int{0, 1, 3} {
-			got := runCacheOn(t, res, in, chunk)
-			require.Len(t, got, len(want))
-			for i, w := range want {
-				wd, err := w.Dense()
+			got, err := lift.RunCache(res.Model, res.Outputs, &registry.Run{Context: context.Background()}, args, past, chunk)
+			require.NoError(t, err)
+			require.Len(t, got, len(ds.Outputs))
+			for i, tp := range ds.Outputs {
+				want, err := onnxio.TensorToDense(tp)
 				require.NoError(t, err)
-				assertClose(t, wd, got[i], fmt.Sprintf("%s output %q (chunk %d)", filepath.Base(set), res.Outputs[i].Name, chunk))
+				assertClose(t, want, got[i], fmt.Sprintf("%s output %q (past of %d, chunk %d)", filepath.Base(set), res.Outputs[i].Name, pastLength(past), chunk))
 			}
 		}
 	}

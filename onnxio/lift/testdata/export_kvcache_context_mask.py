@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Exports a decoder block masked as Megatron's GPT-2 masks, for the lifting
-tests (kvcache_context_mask): x + attention(x) with a packed KV cache
+"""Exports decoder blocks masked as Megatron's GPT-2 masks, for the lifting
+tests. kvcache_context_mask: x + attention(x) with a packed KV cache
 past (2, B, H, P, hd) and a keep mask over the whole context,
 attention_mask (B, 1, CONTEXT, CONTEXT) of 1s and 0s, whose block of the
 new queries the attention cuts at the cache's length and applies as
@@ -11,13 +11,15 @@ Megatron does:
 
 with the fused query_key_value projection split in three, queries and keys
 each divided by the fourth root of the head size (Megatron's
-norm_factor), present = torch.stack((k, v)).
+norm_factor), present = torch.stack((k, v)). kvcache_context_mask_where:
+the same block with a bool attention_mask applied as
+torch.where(m, scores, -inf).
 
 Usage, from the repository root (Debian's python3-torch and python3-onnx):
 
     /usr/bin/python3 onnxio/lift/testdata/export_kvcache_context_mask.py
 
-The folder has model.onnx (opset 13, symbolic batch, sequence and past) and
+Each folder has model.onnx (opset 13, symbolic batch, sequence and past) and
 two test-data sets of PyTorch's outputs: test_data_set_0 with a past of 3
 tokens and 4 new ones, a causal mask in which the first sequence also
 hides its second key; test_data_set_1 with no past and 5 new tokens, a
@@ -41,8 +43,9 @@ HD = D // HEADS
 class MegatronBlock(nn.Module):
     """x + attention(x) over the cached keys and values and the new ones."""
 
-    def __init__(self):
+    def __init__(self, where=False):
         super().__init__()
+        self.where = where
         self.query_key_value = nn.Linear(D, 3 * D)
         self.dense = nn.Linear(D, D)
 
@@ -58,13 +61,16 @@ class MegatronBlock(nn.Module):
         scores = torch.matmul(q / norm, k.transpose(-1, -2) / norm)
         sq, sk = scores.size(-2), scores.size(-1)
         m = attention_mask[..., sk - sq:sk, :sk]
-        scores = scores * m - 10000.0 * (1.0 - m)
+        if self.where:
+            scores = torch.where(m, scores, torch.tensor(float("-inf")))
+        else:
+            scores = scores * m - 10000.0 * (1.0 - m)
         y = torch.matmul(torch.softmax(scores, dim=-1), v).permute(0, 2, 1, 3).contiguous()
         return x + self.dense(y.view(y.size(0), y.size(1), D)), present
 
 
-def causal(batch):
-    return torch.tril(torch.ones(CONTEXT, CONTEXT)).expand(batch, 1, CONTEXT, CONTEXT).clone()
+def causal(batch, dtype):
+    return torch.tril(torch.ones(CONTEXT, CONTEXT)).expand(batch, 1, CONTEXT, CONTEXT).to(dtype).clone()
 
 
 def write_set(folder, names, tensors):
@@ -75,15 +81,13 @@ def write_set(folder, names, tensors):
             f.write(numpy_helper.from_array(t.detach().numpy(), name).SerializeToString())
 
 
-def main():
-    torch.manual_seed(0)
-    m = MegatronBlock().eval()
-    out = os.path.join(HERE, "kvcache_context_mask")
+def export(name, m, dtype):
+    out = os.path.join(HERE, name)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, 4, D, generator=g)
-    mask = causal(2)
+    mask = causal(2, dtype)
     mask[0, 0, :, 1] = 0  # the first sequence hides its second key from every query
     past = torch.randn(2, 2, HEADS, 3, HD, generator=g)
     names = ["x", "attention_mask", "past", "y", "present"]
@@ -97,7 +101,14 @@ def main():
         write_set(os.path.join(out, "test_data_set_0"), names, [x, mask, past, *m(x, mask, past)])
         x1 = torch.randn(2, 5, D, generator=g)
         e = torch.zeros(2, 2, HEADS, 0, HD)
-        write_set(os.path.join(out, "test_data_set_1"), names, [x1, causal(2), e, *m(x1, causal(2), e)])
+        write_set(os.path.join(out, "test_data_set_1"), names, [x1, causal(2, dtype), e, *m(x1, causal(2, dtype), e)])
+
+
+def main():
+    torch.manual_seed(0)
+    export("kvcache_context_mask", MegatronBlock().eval(), torch.float32)
+    torch.manual_seed(0)
+    export("kvcache_context_mask_where", MegatronBlock(where=True).eval(), torch.bool)
 
 
 if __name__ == "__main__":
