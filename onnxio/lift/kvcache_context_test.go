@@ -14,6 +14,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/exec"
+	"github.com/attnrun/attnrun/onnxio/export"
 	"github.com/attnrun/attnrun/onnxio/lift"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 	"github.com/attnrun/attnrun/registry"
@@ -48,6 +50,48 @@ func TestLiftContextMask(t *testing.T) {
 	}
 }
 
+// TestLiftContextMaskBlock lifts the block without a KV cache, whose mask
+// is rows and columns 0..T of the (B, 1, 16, 16) input: mask.context
+// again. The lifted model gives PyTorch's output within 1e-5 relative,
+// 1e-6 absolute run whole and decoded 1 and 2 tokens a step (each step
+// cuts the rows at its offset), and so does the file import writes, which
+// is attnrun's own export (mask.context as Slices), on the executor, with
+// the source's interface.
+func TestLiftContextMaskBlock(t *testing.T) {
+	dir := "testdata/context_mask_block"
+	res := liftContextMask(t, dir)
+	assert.Equal(t, []string{"mask.context", "attention.sdpa", "nn.add"}, layerTypes(res.Config))
+	checkDataSets(t, dir, res)
+	in, want, err := onnxio.ReadDataSetArrays(filepath.Join(dir, "test_data_set_0"))
+	require.NoError(t, err)
+	var args []*tensor.Dense
+	feeds := map[string]*tensor.Dense{}
+	for i, a := range in {
+		d, err := a.Dense()
+		require.NoError(t, err)
+		args, feeds[res.Model.Config().Inputs[i]] = append(args, d), d
+	}
+	y, err := want[0].Dense()
+	require.NoError(t, err)
+	for _, chunk := range []int{1, 2} {
+		got, err := res.Model.Decode(&registry.Run{Context: context.Background()}, chunk, args...)
+		require.NoError(t, err)
+		assertClose(t, y, got, fmt.Sprintf("decoded %d a step", chunk))
+	}
+
+	src, err := onnxio.ReadModel(filepath.Join(dir, "model.onnx"))
+	require.NoError(t, err)
+	file, note, err := lift.Export(src, res, export.Options{})
+	require.NoError(t, err)
+	assert.Empty(t, note)
+	requireSameInterface(t, src, file)
+	g, err := exec.New(file)
+	require.NoError(t, err)
+	outs, err := g.Run(feeds)
+	require.NoError(t, err)
+	assertClose(t, y, outs["y"], "the written file")
+}
+
 // TestLiftMegatronGPT2Past lifts ONNX Runtime's Megatron GPT-2 test model
 // (gpt2_megatron_past: input_ids, position_ids, a (B, 1, 64, 64)
 // attention_mask sliced at the cache's length, past_0 (2, B, 2, P, 4))
@@ -67,67 +111,79 @@ func TestLiftMegatronGPT2Past(t *testing.T) {
 }
 
 // TestLiftContextMaskRefused changes the fixture so that its mask is no
-// keep mask: a fill of 100 (s·m − (1 − m)·100), which leaves a hidden key
-// a weight, is not read as one and the softmax is refused; a mask whose
-// block starts one column in (columns 1..keys+1 of the input) does not
-// follow the input's entries for the keys and is refused.
+// keep mask over the context: a fill of 100 (s·m − (1 − m)·100), which
+// leaves a hidden key a weight, is not read as one and the softmax is
+// refused; a block that starts one column in (columns 1..keys+1 of the
+// input) does not follow the input's entries for the keys and is refused.
 func TestLiftContextMaskRefused(t *testing.T) {
 	src, err := onnxio.ReadModel(filepath.Join(kvcacheContextMask, "model.onnx"))
 	require.NoError(t, err)
-	for name, c := range map[string]struct {
-		node string
-		to   []int64
-		fill float32
-		want string
-	}{
-		"small fill":    {node: "/Constant_36", fill: 100, want: "softmax over the output of node /Sub_2 (Sub), not over query-key scores"},
-		"shifted block": {node: "/Constant_31", to: []int64{1}, want: `attention: the mask from "attention_mask" does not follow it: query 0, key 0 of sequence 1, head 0 is kept where attention_mask[1, 0, 0, 0] is 0`},
-	} {
-		t.Run(name, func(t *testing.T) {
-			m := proto.Clone(src).(*onnxpb.ModelProto)
-			constant := findNode(t, m, c.node).GetAttribute()[0].GetT()
-			if c.to != nil {
-				constant.RawData, constant.Int64Data = nil, c.to
-				shiftSliceEnd(t, m)
-			} else {
-				constant.RawData, constant.FloatData = nil, []float32{c.fill}
-			}
-			_, err := lift.Lift(m)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), c.want)
+	t.Run("small fill", func(t *testing.T) {
+		m := proto.Clone(src).(*onnxpb.ModelProto)
+		fill := findNode(t, m, func(n *onnxpb.NodeProto) bool {
+			v := n.GetAttribute()
+			return n.GetOpType() == "Constant" && len(v) == 1 && v[0].GetT().GetDataType() == int32(onnxio.Float) && slices.Equal(floatsOf(t, v[0].GetT()), []float32{10000})
 		})
-	}
-}
-
-// shiftSliceEnd makes the column Slice of the fixture's mask end one
-// column further, so that a block starting one column in keeps its width.
-func shiftSliceEnd(t *testing.T, m *onnxpb.ModelProto) {
-	t.Helper()
-	slice := findNode(t, m, "/Slice_3")
-	add := &onnxpb.NodeProto{Name: proto.String("/shift_end"), OpType: proto.String("Add"),
-		Input: []string{slice.GetInput()[2], "shift_one"}, Output: []string{"shifted_end"}}
-	m.GetGraph().Initializer = append(m.GetGraph().Initializer, &onnxpb.TensorProto{Name: proto.String("shift_one"),
-		DataType: proto.Int32(int32(onnxio.Int64)), Dims: []int64{1}, Int64Data: []int64{1}})
-	slice.Input[2] = "shifted_end"
-	nodes := m.GetGraph().GetNode()
-	for i, n := range nodes {
-		if n == slice {
-			m.GetGraph().Node = append(nodes[:i:i], append([]*onnxpb.NodeProto{add}, nodes[i:]...)...)
-			return
+		fill.GetAttribute()[0].GetT().RawData, fill.GetAttribute()[0].GetT().FloatData = nil, []float32{100}
+		sub := findNode(t, m, func(n *onnxpb.NodeProto) bool { return n.GetOpType() == "Sub" && readBy(m, n, "Softmax") })
+		_, err := lift.Lift(m)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "softmax over the output of node "+sub.GetName()+" (Sub), not over query-key scores")
+	})
+	t.Run("shifted block", func(t *testing.T) {
+		m := proto.Clone(src).(*onnxpb.ModelProto)
+		rows := findNode(t, m, func(n *onnxpb.NodeProto) bool { return n.GetOpType() == "Slice" && n.GetInput()[0] == "attention_mask" })
+		columns := findNode(t, m, func(n *onnxpb.NodeProto) bool {
+			return n.GetOpType() == "Slice" && n.GetInput()[0] == rows.GetOutput()[0]
+		})
+		shift := func(v, name string) string { // v + 1, a node before the column Slice
+			add := &onnxpb.NodeProto{OpType: proto.String("Add"), Input: []string{v, "shift_one"}, Output: []string{name}}
+			nodes := m.GetGraph().GetNode()
+			i := slices.Index(nodes, columns)
+			m.GetGraph().Node = slices.Insert(nodes, i, add)
+			return name
 		}
-	}
+		m.GetGraph().Initializer = append(m.GetGraph().Initializer, &onnxpb.TensorProto{Name: proto.String("shift_one"),
+			DataType: proto.Int32(int32(onnxio.Int64)), Dims: []int64{1}, Int64Data: []int64{1}})
+		columns.Input[1] = shift(columns.GetInput()[1], "shifted_start")
+		columns.Input[2] = shift(columns.GetInput()[2], "shifted_end")
+		_, err := lift.Lift(m)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `attention: the mask from "attention_mask" does not follow it: query 0, key 0 of sequence 1, head 0 is kept where attention_mask[1, 0, 0, 0] is 0`)
+	})
 }
 
-// findNode returns the node of m named name.
-func findNode(t *testing.T, m *onnxpb.ModelProto, name string) *onnxpb.NodeProto {
+// findNode returns the node of m that is, failing the test when none is.
+func findNode(t *testing.T, m *onnxpb.ModelProto, is func(*onnxpb.NodeProto) bool) *onnxpb.NodeProto {
 	t.Helper()
 	for _, n := range m.GetGraph().GetNode() {
-		if n.GetName() == name {
+		if is(n) {
 			return n
 		}
 	}
-	t.Fatalf("no node %q", name)
+	t.Fatal("no such node")
 	return nil
+}
+
+// readBy reports whether a node of op reads n's output.
+func readBy(m *onnxpb.ModelProto, n *onnxpb.NodeProto, op string) bool {
+	for _, r := range m.GetGraph().GetNode() {
+		if r.GetOpType() == op && slices.Contains(r.GetInput(), n.GetOutput()[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// floatsOf reads a float32 tensor's values.
+func floatsOf(t *testing.T, tp *onnxpb.TensorProto) []float32 {
+	t.Helper()
+	d, err := onnxio.TensorToDense(tp)
+	require.NoError(t, err)
+	if f, ok := d.Data().(float32); ok {
+		return []float32{f}
+	}
+	return d.Data().([]float32)
 }
 
 // pastLength is the tokens a packed past (2, B, H, P, hd) holds.
