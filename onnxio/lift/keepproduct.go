@@ -17,13 +17,14 @@ import (
 //	Sub(Mul(s, m), Mul(Sub(1, m), c))      s·m − (1 − m)·c
 //
 // with c a constant of at least −masked (Megatron's 10000), as the
-// extended mask Hugging Face adds, Add(s, Mul(Sub(1, m), −c)). Where m is
-// 1 both give s; where it is 0 both give a score c or more below the row,
-// whose weight softmax makes an exact 0 as long as the row keeps a key.
-// The lifter then reads m as a keep mask, and the self-check runs the
-// graph as written, fed keep masks of 0s and 1s that keep a key in every
-// row. Each rewritten node stands for the node as written (the map
-// returned), which the onnx.subgraph layers of a partial lift run.
+// extended mask Hugging Face adds, Add(Identity(s), Mul(Sub(m, 1), c)),
+// s + (m − 1)·c. Where m is 1 both give s; where it is 0 both give a
+// (finite) score c or more below the row, whose weight softmax makes an
+// exact 0 as long as the row keeps a key. The lifter then reads m as a
+// keep mask, and the self-check runs the graph as written, fed keep masks
+// of 0s and 1s that keep a key in every row. Each rewritten node reads
+// some of the inputs of the node as written, which it stands for (the map
+// returned): the onnx.subgraph layers of a partial lift run those.
 func readKeepProducts(m *onnxpb.ModelProto) (*onnxpb.ModelProto, map[*onnxpb.NodeProto]*onnxpb.NodeProto, []string) {
 	gp := m.GetGraph()
 	if gp == nil {
@@ -40,53 +41,51 @@ func readKeepProducts(m *onnxpb.ModelProto) (*onnxpb.ModelProto, map[*onnxpb.Nod
 		return m, nil, nil
 	}
 	out := proto.Clone(m).(*onnxpb.ModelProto)
-	og := out.GetGraph()
 	at := map[*onnxpb.NodeProto]int{}
 	for i, n := range gp.GetNode() {
 		at[n] = i
 	}
 	written := map[*onnxpb.NodeProto]*onnxpb.NodeProto{}
 	rewrite := func(n *onnxpb.NodeProto, op string, inputs ...string) {
-		c := og.GetNode()[at[n]]
+		c := out.GetGraph().GetNode()[at[n]]
 		written[c] = n
-		c.OpType, c.Input, c.Attribute, c.Domain = proto.String(op), inputs, nil, nil
+		c.OpType, c.Input = proto.String(op), inputs
+		if op == "Identity" {
+			c.Attribute = nil // an opset-6 Mul's broadcast
+		}
 	}
 	for _, kp := range found {
-		fill := x.freshName(kp.sub.GetOutput()[0] + "_fill")
-		og.Initializer = append(og.Initializer, &onnxpb.TensorProto{Name: proto.String(fill),
-			DataType: proto.Int32(int32(onnxio.Float)), FloatData: []float32{float32(-kp.c)}})
 		rewrite(kp.product, "Identity", kp.scores)
-		rewrite(kp.hide, "Mul", kp.hidden, fill)
-		rewrite(kp.sub, "Add", kp.product.GetOutput()[0], kp.hide.GetOutput()[0])
+		rewrite(kp.complement, "Sub", kp.complement.GetInput()[1], kp.complement.GetInput()[0]) // m − 1
+		rewrite(kp.sub, "Add", kp.sub.GetInput()...)
 	}
-	return out, written, []string{fmt.Sprintf("%d mask(s) s·m − (1 − m)·c (Megatron's) were read as s + (1 − m)·(−c), the same weights for a keep mask m of 0s and 1s", len(found))}
+	return out, written, []string{fmt.Sprintf("%d mask(s) s·m − (1 − m)·c (Megatron's) were read as s + (m − 1)·c, the same weights for a keep mask m of 0s and 1s", len(found))}
 }
 
 // keepProduct is one s·m − (1 − m)·c as readKeepProducts reads it.
 type keepProduct struct {
-	sub     *onnxpb.NodeProto // the Sub of the two products
-	product *onnxpb.NodeProto // Mul(s, m)
-	hide    *onnxpb.NodeProto // Mul(Sub(1, m), c)
-	scores  string            // s
-	hidden  string            // Sub(1, m): 1 where m hides a key
-	c       float64
+	sub        *onnxpb.NodeProto // the Sub of the two products
+	product    *onnxpb.NodeProto // Mul(s, m)
+	complement *onnxpb.NodeProto // Sub(1, m)
+	scores     string            // s
 }
 
 // keepProduct reports whether n is the Sub of s·m − (1 − m)·c, each
-// product read by n alone.
+// product and 1 − m read by the next node alone.
 func (x *protoIndex) keepProduct(n *onnxpb.NodeProto) (keepProduct, bool) {
 	ins := n.GetInput()
 	if n.GetOpType() != "Sub" || len(ins) != 2 || n.GetDomain() != "" {
 		return keepProduct{}, false
 	}
-	kp := keepProduct{sub: n, product: x.producer[ins[0]], hide: x.producer[ins[1]]}
-	if !x.onlyFor(kp.product, n) || !x.onlyFor(kp.hide, n) || kp.product.GetOpType() != "Mul" || kp.hide.GetOpType() != "Mul" {
+	kp := keepProduct{sub: n, product: x.producer[ins[0]]}
+	hide := x.producer[ins[1]]
+	if !x.onlyFor(kp.product, n) || !x.onlyFor(hide, n) || kp.product.GetOpType() != "Mul" || hide.GetOpType() != "Mul" {
 		return keepProduct{}, false
 	}
-	for k, in := range kp.hide.GetInput() {
-		c, ok := x.floatScalar(kp.hide.GetInput()[1-k])
+	for k, in := range hide.GetInput() {
+		c, ok := x.floatScalar(hide.GetInput()[1-k])
 		one := x.producer[in]
-		if !ok || c < -masked || math.IsInf(c, 0) || one == nil || one.GetOpType() != "Sub" || len(one.GetInput()) != 2 {
+		if !ok || c < -masked || math.IsInf(c, 0) || !x.onlyFor(one, hide) || one.GetOpType() != "Sub" {
 			continue
 		}
 		if u, ok := x.floatScalar(one.GetInput()[0]); !ok || u != 1 {
@@ -95,7 +94,7 @@ func (x *protoIndex) keepProduct(n *onnxpb.NodeProto) (keepProduct, bool) {
 		mask := one.GetInput()[1]
 		for j, p := range kp.product.GetInput() {
 			if p == mask && kp.product.GetInput()[1-j] != mask {
-				kp.scores, kp.hidden, kp.c = kp.product.GetInput()[1-j], in, c
+				kp.complement, kp.scores = one, kp.product.GetInput()[1-j]
 				return kp, true
 			}
 		}

@@ -43,7 +43,7 @@ func TestLiftContextMask(t *testing.T) {
 			res := liftContextMask(t, dir)
 			assert.Contains(t, res.Config, "{name: mask, type: mask.context, inputs: [x, attention_mask]}")
 			assert.Contains(t, res.Config, "type: attention.sdpa, inputs: [x, mask], d: 16, num_heads: 2, qkv_bias: true, out_bias: true, causal: false, mask: bool, mask_polarity: keep}")
-			megatron := slices.Contains(res.Notes, "1 mask(s) s·m − (1 − m)·c (Megatron's) were read as s + (1 − m)·(−c), the same weights for a keep mask m of 0s and 1s")
+			megatron := slices.Contains(res.Notes, "1 mask(s) s·m − (1 − m)·c (Megatron's) were read as s + (m − 1)·c, the same weights for a keep mask m of 0s and 1s")
 			assert.Equal(t, dir == kvcacheContextMask, megatron, "%q", res.Notes)
 			checkDataSetsInChunks(t, dir, res)
 		})
@@ -114,7 +114,8 @@ func TestLiftMegatronGPT2Past(t *testing.T) {
 // keep mask over the context: a fill of 100 (s·m − (1 − m)·100), which
 // leaves a hidden key a weight, is not read as one and the softmax is
 // refused; a block that starts one column in (columns 1..keys+1 of the
-// input) does not follow the input's entries for the keys and is refused.
+// input) does not follow the input's entries for the keys and is refused,
+// and lifts with Partial, its attention kept as the ONNX nodes as written.
 func TestLiftContextMaskRefused(t *testing.T) {
 	src, err := onnxio.ReadModel(filepath.Join(kvcacheContextMask, "model.onnx"))
 	require.NoError(t, err)
@@ -150,6 +151,10 @@ func TestLiftContextMaskRefused(t *testing.T) {
 		_, err := lift.Lift(m)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `attention: the mask from "attention_mask" does not follow it: query 0, key 0 of sequence 1, head 0 is kept where attention_mask[1, 0, 0, 0] is 0`)
+		// kept as ONNX subgraphs, Megatron's mask computes as written
+		res, err := lift.Options{Partial: true}.Lift(m)
+		require.NoError(t, err)
+		assert.NotEmpty(t, res.Unlifted)
 	})
 }
 
