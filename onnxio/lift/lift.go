@@ -194,13 +194,11 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	source := m
 	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
 	m, products := readEinsums(m)
-	m, written, castNotes := readPrecisionCasts(m)
+	m, casts, castNotes := readPrecisionCasts(m)
 	m, keepProducts, productNotes := readKeepProducts(m) // keepproduct.go
-	if written == nil {
-		written = keepProducts
-	} else {
-		maps.Copy(written, keepProducts)
-	}
+	written := map[*onnxpb.NodeProto]*onnxpb.NodeProto{}
+	maps.Copy(written, casts)
+	maps.Copy(written, keepProducts)
 	repairs = append(append(append(repairs, products...), castNotes...), productNotes...)
 	if len(weights) > 0 {
 		repairs = append(repairs, weightInputsNote(weights))
