@@ -57,6 +57,9 @@ type opOperand struct {
 	lin    *linear
 	tokens string
 	rope   *node     // RotaryEmbedding applied to it, or nil
+	// ropeDim is the features of each head rope rotates when it rotates
+	// a Slice of them (partialRope), 0 when it rotates the heads.
+	ropeDim int
 	heads  chain     // 4-D: the layout from the projection to the operand
 	norm   *headNorm // qk_norm's RMSNorm of each head, or nil
 	pre    chain     // the layout from the tokens to the projection's input
@@ -234,7 +237,7 @@ func (l *opLayer) build() (*region, error) {
 		return nil, errors.New("the keys are rotated by RotaryEmbedding but not the queries")
 	}
 	if q.rope != nil {
-		if op.Rope, err = l.rope(q.rope, k.rope, heads, kvHeads, headDim, rank4); err != nil {
+		if op.Rope, err = l.rope(q, k, heads, kvHeads, headDim, rank4); err != nil {
 			return nil, err
 		}
 	}
@@ -527,9 +530,13 @@ func mergedHeads(idx, shape, heads []int) error {
 
 // rope reads the RotaryEmbedding nodes on Q and K: one style and rotary
 // dimension, caches of one base, positions 0..T−1.
-func (l *opLayer) rope(qr, kr *node, heads, kvHeads, headDim int, rank4 bool) (*match.Rope, error) {
+func (l *opLayer) rope(q, k opOperand, heads, kvHeads, headDim int, rank4 bool) (*match.Rope, error) {
+	qr, kr := q.rope, k.rope
 	if kr == nil {
 		return nil, errors.New("the queries are rotated by RotaryEmbedding but not the keys")
+	}
+	if q.ropeDim != k.ropeDim {
+		return nil, fmt.Errorf("the queries and keys are rotated over %d and %d features of each head (0: the whole head)", q.ropeDim, k.ropeDim)
 	}
 	for _, c := range []struct {
 		n     *node
@@ -544,6 +551,9 @@ func (l *opLayer) rope(qr, kr *node, heads, kvHeads, headDim int, rank4 bool) (*
 		return nil, errors.New("the queries and keys are rotated differently")
 	}
 	dim := int(qr.Int("rotary_embedding_dim", 0))
+	if q.ropeDim != 0 {
+		dim = q.ropeDim
+	}
 	if dim == 0 {
 		dim = headDim
 	}

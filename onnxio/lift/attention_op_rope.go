@@ -20,17 +20,60 @@ import (
 func (l *opLayer) ropeOnHeads(op *opOperand, rotates bool) *node {
 	a := l.a
 	pn := a.g.Producer(op.heads.base)
-	if !rotates || op.rope != nil || pn == nil || pn.GetOpType() != "RotaryEmbedding" || !a.g.IsData(op.heads.base) {
+	if !rotates || op.rope != nil || pn == nil || !a.g.IsData(op.heads.base) {
 		return nil
 	}
-	before := a.traceBack(pn.GetInput()[0], false)
+	rotated, joins := pn.GetInput()[0], []*node{pn}
+	switch pn.GetOpType() {
+	case "RotaryEmbedding":
+	case "Concat":
+		rn, whole, dim, parts := l.partialRope(pn)
+		if rn == nil {
+			return nil
+		}
+		pn, rotated, op.ropeDim, joins = rn, whole, dim, append(parts, rn)
+	default:
+		return nil
+	}
+	before := a.traceBack(rotated, false)
 	op.rope = pn
-	l.nodes = append(l.nodes, pn)
+	l.nodes = append(l.nodes, joins...)
 	l.nodes = append(l.nodes, before.nodes...)
-	op.heads.nodes = append(append(before.nodes, pn), op.heads.nodes...)
+	op.heads.nodes = append(append(before.nodes, joins...), op.heads.nodes...)
 	op.heads.scales = append(op.heads.scales, pn) // traced as Identity on its data input
 	op.heads.base = before.base
 	return pn
+}
+
+// partialRope reads a rotation of the first features of each head (Hugging
+// Face's partial_rotary_factor through the dynamo exporter at opset 23:
+// Concat(RotaryEmbedding(x[…, :dim]), x[…, dim:]) on the last axis). It
+// returns the RotaryEmbedding, the heads x, the rotated features and the
+// Concat and Slices, or a nil node when cat is not such a join.
+func (l *opLayer) partialRope(cat *node) (*node, string, int, []*node) {
+	g := patternGraph{a: l.a}
+	ins := cat.GetInput()
+	if len(ins) != 2 || !g.lastAxis(cat.GetOutput()[0], int(cat.Int("axis", 0))) {
+		return nil, "", 0, nil
+	}
+	rn, rest := l.a.g.Producer(ins[0]), l.a.g.Producer(ins[1])
+	if rn == nil || rest == nil || rn.GetOpType() != "RotaryEmbedding" || rest.GetOpType() != "Slice" {
+		return nil, "", 0, nil
+	}
+	head := l.a.g.Producer(rn.GetInput()[0])
+	if head == nil || head.GetOpType() != "Slice" || head.GetInput()[0] != rest.GetInput()[0] {
+		return nil, "", 0, nil
+	}
+	lo, dim, ok1 := g.sliceFeatures(head)
+	from, to, ok2 := g.sliceFeatures(rest)
+	shape, err := l.a.probes[0].shape(rest.GetInput()[0])
+	if !ok1 || !ok2 || err != nil || lo != 0 || from != dim || to != shape[len(shape)-1] || dim%2 != 0 {
+		return nil, "", 0, nil
+	}
+	if d := int(rn.Int("rotary_embedding_dim", 0)); d != 0 && d != dim {
+		return nil, "", 0, nil
+	}
+	return rn, rest.GetInput()[0], dim, []*node{cat, head, rest}
 }
 
 // normOnHeads extends the traced layout of a 4-D Attention operand through
