@@ -56,13 +56,13 @@ type opLayer struct {
 type opOperand struct {
 	lin    *linear
 	tokens string
-	rope   *node     // RotaryEmbedding applied to it, or nil
+	rope   *node // RotaryEmbedding applied to it, or nil
 	// ropeDim is the features of each head rope rotates when it rotates
 	// a Slice of them (partialRope), 0 when it rotates the heads.
 	ropeDim int
-	heads  chain     // 4-D: the layout from the projection to the operand
-	norm   *headNorm // qk_norm's RMSNorm of each head, or nil
-	pre    chain     // the layout from the tokens to the projection's input
+	heads   chain     // 4-D: the layout from the projection to the operand
+	norm    *headNorm // qk_norm's RMSNorm of each head, or nil
+	pre     chain     // the layout from the tokens to the projection's input
 }
 
 // attentionOp lifts one Attention node with the projections around it to
