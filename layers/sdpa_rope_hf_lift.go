@@ -51,7 +51,8 @@ func unrotatedHalf(g match.Graph, v string) (string, *sdpaRope, error) {
 // unrotatedPartialHalf returns the heads x that v rotates in part as
 // Hugging Face writes a partial rotation (GPT-NeoX's rotary_pct):
 // Concat(rope(x[…, :dim]), x[…, dim:]) on the last axis, rope as
-// unrotatedHalf reads it; the rotation's dim is the rotated features'.
+// unrotatedHalf reads it or ONNX's RotaryEmbedding (unrotatedOp); the
+// rotation's dim is the rotated features'.
 // "" and nil when v is not rotated so.
 func unrotatedPartialHalf(g match.Graph, v string) (string, *sdpaRope, error) {
 	cat := g.Producer(throughCopies(g, v))
@@ -67,6 +68,9 @@ func unrotatedPartialHalf(g match.Graph, v string) (string, *sdpaRope, error) {
 		return "", nil, nil
 	}
 	x, r, err := unrotatedHalf(g, cat.Inputs()[0])
+	if r == nil && err == nil {
+		x, r, err = unrotatedOp(g, cat.Inputs()[0]) // the dynamo exporter at opset 23
+	}
 	if r == nil || err != nil {
 		return "", nil, err
 	}
