@@ -326,7 +326,13 @@ func untransposedHeads(g match.Graph, v string) (string, bool) {
 // the norm; v itself and nil when no RMSNorm computes it.
 func unnormalized(g match.Graph, v string) (string, *match.RMSNorm) {
 	mul := g.Producer(v)
-	if mul == nil || mul.Op() != "Mul" {
+	if mul == nil {
+		return v, nil
+	}
+	if r, err := match.MatchRMSNormalization(g, mul); err == nil && r != nil { // ONNX's op, opset 23
+		return r.Input, r
+	}
+	if mul.Op() != "Mul" {
 		return v, nil
 	}
 	// The norm's input is a few steps back from its output (x / rms · w,

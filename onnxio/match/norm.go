@@ -91,6 +91,41 @@ func MatchRMSNorm(g Graph, pow *Node) (*RMSNorm, error) {
 	return r, nil
 }
 
+// MatchRMSNormalization reads ONNX's RMSNormalization op (opset 23) over
+// the last axis, its scale static, as an RMSNorm. It returns nil, nil when
+// n is another op or normalizes other axes, and a Refusal when its scale
+// is computed from the inputs or is not a vector of the normalized width.
+func MatchRMSNormalization(g Graph, n *Node) (*RMSNorm, error) {
+	ins := n.Inputs()
+	if n.Op() != "RMSNormalization" || len(ins) < 2 {
+		return nil, nil
+	}
+	shape, err := g.Shape(ins[0])
+	if err != nil || len(shape) == 0 {
+		return nil, nil
+	}
+	nodes := []*Node{n}
+	if axis := n.Int("axis", -1); axis != -1 && axis != int64(len(shape)-1) {
+		return nil, Refuse(nodes, "RMSNormalization over axes from %d of a rank-%d tensor; an RMSNorm normalizes the last axis", axis, len(shape))
+	}
+	width := shape[len(shape)-1]
+	if g.IsData(ins[1]) {
+		return nil, Refuse(nodes, "RMSNormalization scale %q is computed from the inputs; an RMSNorm has a weight", ins[1])
+	}
+	t, err := g.ValueAt(0, ins[1])
+	if err != nil || t.Shape().TotalSize() != width {
+		return nil, Refuse(nodes, "RMSNormalization scale %q is not a vector of %d", ins[1], width)
+	}
+	w, err := Float32(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Reshape(width); err != nil {
+		return nil, err
+	}
+	return &RMSNorm{Input: ins[0], Output: n.Output(), Width: width, Eps: n.Float("epsilon", 1e-5), Weight: w, WeightFrom: ins[1], Nodes: nodes}, nil
+}
+
 // isOneOver reports whether n computes 1 / v: Div(1, v), as the
 // TorchScript exporter writes torch.rsqrt's reciprocal.
 func isOneOver(g Graph, n *Node, v string) bool {
