@@ -561,19 +561,39 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 // any lifted layer.
 var errNoOutput = errors.New("the graph's output is not computed by a lifted layer")
 
-// sortRegions orders regions by where their output is computed.
+// sortRegions orders regions by where their output is computed. A region
+// whose output the graph does not name is placed by its last node, but
+// before every region that reads its output: a keep mask's layer shared by
+// several attentions holds nodes of each one's mask (Gemma 3's sliding
+// and global masks), some computed after the first attention.
 func (a *analysis) sortRegions(rs []*region) {
-	pos := func(r *region) int {
+	pos := map[*region]int{}
+	for _, r := range rs {
 		if n := a.g.Producer(r.output); n != nil {
-			return n.Index
+			pos[r] = 2 * n.Index
+			continue
 		}
-		last := -1 // an output the graph does not name (a layout the layer after it changes): its last node
+		last := -1
 		for _, n := range r.nodes {
 			last = max(last, n.Index)
 		}
-		return last
+		pos[r] = 2 * last
 	}
-	sort.SliceStable(rs, func(i, j int) bool { return pos(rs[i]) < pos(rs[j]) })
+	moved := true
+	for pass := 0; moved && pass <= len(rs); pass++ { // until no reader sits before what it reads
+		moved = false
+		for _, r := range rs {
+			if a.g.Producer(r.output) != nil {
+				continue
+			}
+			for _, q := range rs {
+				if q != r && slices.Contains(q.inputs, r.output) && pos[q] <= pos[r] {
+					pos[r], moved = pos[q]-1, true // the odd places lie between the graph's nodes
+				}
+			}
+		}
+	}
+	sort.SliceStable(rs, func(i, j int) bool { return pos[rs[i]] < pos[rs[j]] })
 }
 
 // idBounds gives the graph values that layers read as indices
