@@ -439,31 +439,24 @@ func projectedNormedHeads(g match.Graph, heads, what string) (*match.Linear, int
 // packedHeads reads heads (B, H, T, d) sliced from heads of a packed
 // projection, as GPT-NeoX splits query_key_value: each head's features
 // packed side by side, view (B, T, H, k·d), Transpose (0, 2, 1, 3), and
-// a Slice of d features of the last axis. The projection returned holds
-// the sliced rows of every head, in head order.
+// a Slice of d features of the last axis, or an output of a Split of it
+// (the dynamo exporter's chunk). The projection returned holds the sliced
+// rows of every head, in head order.
 func packedHeads(g match.Graph, heads string) (*match.Linear, int, int, bool) {
-	sl := g.Producer(heads)
-	if sl == nil || sl.Op() != "Slice" || len(sl.Inputs()) < 4 || len(sl.Inputs()) > 5 {
+	src, start, ok := lastAxisPart(g, heads)
+	if !ok {
 		return nil, 0, 0, false
 	}
-	ins := sl.Inputs()
-	start, ok1 := g.Scalar(ins[1])
-	axis, ok2 := g.Scalar(ins[3])
-	if len(ins) == 5 {
-		if step, ok := g.Scalar(ins[4]); !ok || step != 1 {
-			return nil, 0, 0, false
-		}
-	}
-	l, H, W, ok := projectedPacked(g, ins[0])
+	l, H, W, ok := projectedPacked(g, src)
 	shape, err := g.Shape(heads)
-	if !ok || !ok1 || !ok2 || err != nil || len(shape) != 4 || axis != -1 && axis != 3 || start < 0 || int(start)+shape[3] > W {
+	if !ok || err != nil || len(shape) != 4 || start+shape[3] > W {
 		return nil, 0, 0, false
 	}
 	d := shape[3]
 	var rows []int
 	var blocks [][2]int
 	for h := range H {
-		lo := h*W + int(start)
+		lo := h*W + start
 		blocks = append(blocks, [2]int{lo, lo + d})
 		for j := range d {
 			rows = append(rows, lo+j)
@@ -475,6 +468,48 @@ func packedHeads(g match.Graph, heads string) (*match.Linear, int, int, bool) {
 	}
 	sub.Blocks = blocks
 	return sub, H, d, true
+}
+
+// lastAxisPart reads v as consecutive features of the last axis of a 4-D
+// value: a Slice with step 1 from a non-negative start, or an output of a
+// Split on that axis. It returns the value and the first feature.
+func lastAxisPart(g match.Graph, v string) (string, int, bool) {
+	n := g.Producer(v)
+	switch {
+	case n == nil:
+		return "", 0, false
+	case n.Op() == "Slice" && len(n.Inputs()) >= 4 && len(n.Inputs()) <= 5:
+		ins := n.Inputs()
+		start, ok1 := g.Scalar(ins[1])
+		axis, ok2 := g.Scalar(ins[3])
+		if len(ins) == 5 {
+			if step, ok := g.Scalar(ins[4]); !ok || step != 1 {
+				return "", 0, false
+			}
+		}
+		if !ok1 || !ok2 || axis != -1 && axis != 3 || start < 0 {
+			return "", 0, false
+		}
+		return ins[0], int(start), true
+	case n.Op() == "Split":
+		src := n.Inputs()[0]
+		shape, err := g.Shape(src)
+		if axis := n.Int("axis", 0); err != nil || len(shape) != 4 || axis != -1 && axis != 3 {
+			return "", 0, false
+		}
+		start := 0
+		for _, o := range n.Outputs() {
+			if o == v {
+				return src, start, true
+			}
+			os, err := g.Shape(o)
+			if err != nil || len(os) != 4 {
+				return "", 0, false
+			}
+			start += os[3]
+		}
+	}
+	return "", 0, false
 }
 
 // projectedPacked reads the Transpose (0, 2, 1, 3) of a Reshape (B, T, H,
