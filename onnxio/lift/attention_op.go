@@ -46,9 +46,10 @@ type opLayer struct {
 	n     *node
 	nodes []*node // every data node the layer replaces
 	notes []string
-	// segments are the first columns of Q, K and V in their projections
-	// (4-D operands; a fused projection gives them other columns than 0).
-	segments [3]int
+	// segments are where the heads of Q, K and V lie among their
+	// projections' columns (4-D operands; a fused projection gives them
+	// other columns than 0 and maybe a stride).
+	segments [3]segment
 }
 
 // opOperand is Q, K or V: a projection of tokens, perhaps rotated, perhaps
@@ -217,9 +218,9 @@ func (l *opLayer) build() (*region, error) {
 	op := &match.AttentionOp{Width: tokQ.D, KeyWidth: tokK.D, Cross: cross, Heads: heads, KVHeads: kvHeads, HeadDim: headDim,
 		OutSources: a.g.StaticSources(out.weightValue), Window: m.window, Softcap: n.Float("softcap", 0), ALiBi: m.alibi,
 		QNorm: q.norm.rms(), KNorm: k.norm.rms()}
-	op.Q = publicParams(q.lin.segmentParams("", l.segments[0], heads*headDim)) // attention_op_rope.go
-	op.K = publicParams(k.lin.segmentParams("", l.segments[1], kvHeads*headDim))
-	op.V = publicParams(v.lin.segmentParams("", l.segments[2], kvHeads*headDim))
+	op.Q = publicParams(q.lin.headParams("", l.segments[0], heads, headDim)) // attention_op_rope.go
+	op.K = publicParams(k.lin.headParams("", l.segments[1], kvHeads, headDim))
+	op.V = publicParams(v.lin.headParams("", l.segments[2], kvHeads, headDim))
 	op.Out = publicParams(out.params(""))
 	switch {
 	case isCausal:
@@ -411,11 +412,11 @@ func (l *opLayer) heads(ops [3]opOperand, rank4 bool) (heads, kvHeads, d int, er
 	var counts, sizes [3]int
 	for _, p := range l.a.probes {
 		for i, op := range ops {
-			h, size, lo, err := l.heads4D(p, op)
+			h, size, seg, err := l.heads4D(p, op)
 			if err != nil {
 				return 0, 0, 0, fmt.Errorf("%s: %w", []string{"Q", "K", "V"}[i], err)
 			}
-			counts[i], sizes[i], l.segments[i] = h, size, lo
+			counts[i], sizes[i], l.segments[i] = h, size, seg
 		}
 	}
 	if counts[1] != counts[2] || sizes[0] != sizes[1] || sizes[1] != sizes[2] {
@@ -427,22 +428,28 @@ func (l *opLayer) heads(ops [3]opOperand, rank4 bool) (heads, kvHeads, d int, er
 	return counts[0], counts[1], sizes[0], nil
 }
 
+// segment is where an operand's heads lie among its projection's
+// columns: head h is columns lo + h·stride … lo + h·stride + head_dim − 1
+// (stride head_dim for heads side by side; more when each head packs its
+// query, key and value, GPT-NeoX's query_key_value).
+type segment struct{ lo, stride int }
+
 // heads4D checks at a probe that a 4-D operand (B, H, T, d) holds, at
-// [b, h, t, j], column h·d+j of the projection of token t of sequence b,
-// and returns H and d.
-func (l *opLayer) heads4D(p *probe, op opOperand) (heads, size, lo int, err error) {
+// [b, h, t, j], column lo + h·stride + j of the projection of token t of
+// sequence b, and returns H, d and where the heads lie.
+func (l *opLayer) heads4D(p *probe, op opOperand) (heads, size int, seg segment, err error) {
 	a := l.a
 	tok, err := a.tokensOf(p, op.tokens)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, seg, err
 	}
 	src := source{tokens: op.tokens, lin: op.lin, pre: op.pre}
 	el, shape, err := a.elements(p, op.heads, src)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, seg, err
 	}
 	if len(shape) != 4 || shape[0] != tok.B || shape[2] != tok.T || len(el) == 0 {
-		return 0, 0, 0, fmt.Errorf("shape %s is not (batch %d, heads, tokens %d, head_dim)", fmtShape(shape), tok.B, tok.T)
+		return 0, 0, seg, fmt.Errorf("shape %s is not (batch %d, heads, tokens %d, head_dim)", fmtShape(shape), tok.B, tok.T)
 	}
 	H, d, lo := shape[1], shape[3], el[0].col // lo: the first column (GPT-2's fused c_attn gives K and V others than 0)
 	var first error
@@ -450,22 +457,26 @@ func (l *opLayer) heads4D(p *probe, op opOperand) (heads, size, lo int, err erro
 		if H%rep != 0 {
 			continue
 		}
-		if err := headsOf(el, tok, H, d, rep, lo); err != nil {
+		seg = segment{lo: lo, stride: d}
+		if rep < H {
+			seg.stride = max(d, el[rep*tok.T*d].col-lo) // where the second head starts
+		}
+		if err := headsOf(el, tok, H, d, rep, seg); err != nil {
 			first = cmp.Or(first, err)
 			continue
 		}
-		return H / rep, d, lo, nil
+		return H / rep, d, seg, nil
 	}
-	return 0, 0, 0, first
+	return 0, 0, seg, first
 }
 
 // headsOf checks that traced elements laid out (B, H, T, d) are the heads
-// of a projection from column lo on, each repeated rep times: element
-// [b, h, t, j] is feature lo + (h/rep)·d + j of token t of sequence b.
-func headsOf(el []elem, tok tokens, H, d, rep, lo int) error {
+// of a projection where seg says, each repeated rep times: element
+// [b, h, t, j] is feature lo + (h/rep)·stride + j of token t of sequence b.
+func headsOf(el []elem, tok tokens, H, d, rep int, seg segment) error {
 	for i, e := range el {
 		b, h, t, j := i/(H*tok.T*d), i/(tok.T*d)%H, i/d%tok.T, i%d
-		if e.row != b*tok.T+t || e.col != lo+h/rep*d+j {
+		if e.row != b*tok.T+t || e.col != seg.lo+h/rep*seg.stride+j {
 			return fmt.Errorf("element [%d, %d, %d, %d] is feature %d of token %d: not heads of the projection", b, h, t, j, e.col, e.row)
 		}
 	}

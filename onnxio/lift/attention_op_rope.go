@@ -159,6 +159,33 @@ func (l *opLayer) tokensBefore(lin *linear) (string, chain) {
 	return pre.base, pre
 }
 
+// headParams lists the columns of heads of d features where seg says as a
+// projection's weight and bias, head after head: segmentParams when the
+// heads lie side by side, else a piece of the Linear for each head.
+func (l *linear) headParams(prefix string, seg segment, heads, d int) []param {
+	if seg.stride == d || heads == 1 {
+		return l.segmentParams(prefix, seg.lo, heads*d)
+	}
+	w := l.weight.Float32s()
+	in := len(w) / l.dOut
+	var weight, bias []float32
+	var wPieces, bPieces []piece
+	for h := range heads {
+		lo := seg.lo + h*seg.stride
+		weight = append(weight, w[lo*in:(lo+d)*in]...)
+		wPieces = append(wPieces, l.weightPiece(lo, lo+d, false))
+		if l.bias != nil {
+			bias = append(bias, l.bias.Float32s()[lo:lo+d]...)
+			bPieces = append(bPieces, l.biasPiece(lo, lo+d, false))
+		}
+	}
+	ps := []param{{name: prefix + "weight", value: tensor.New(tensor.WithShape(heads*d, in), tensor.WithBacking(weight)), pieces: wPieces}}
+	if l.bias != nil {
+		ps = append(ps, param{name: prefix + "bias", value: tensor.New(tensor.WithShape(heads*d), tensor.WithBacking(bias)), pieces: bPieces})
+	}
+	return ps
+}
+
 // segmentParams lists columns lo … lo+width−1 of the Linear (rows of
 // nn.Linear's weight) as a projection's weight and bias: the whole Linear
 // when they are all of it, else a split of it (GPT-2's fused c_attn).

@@ -64,7 +64,7 @@ func TestAttentionOpFusedFlattenedProjections(t *testing.T) {
 		heads, kvHeads, headDim, err := l.heads(ops, true)
 		require.NoError(t, err)
 		assert.Equal(t, [3]int{4, 4, 16}, [3]int{heads, kvHeads, headDim})
-		assert.Equal(t, [3]int{0, 64, 128}, l.segments)
+		assert.Equal(t, [3]segment{{0, 16}, {64, 16}, {128, 16}}, l.segments)
 		out, err := l.outProjection(heads, headDim, true)
 		require.NoError(t, err)
 		y, err := a.probes[0].shape(out.out)
