@@ -161,9 +161,10 @@ func (l *opLayer) tokensBefore(lin *linear) (string, chain) {
 
 // headParams lists the columns of heads of d features where seg says as a
 // projection's weight and bias, head after head: segmentParams when the
-// heads lie side by side, else a piece of the Linear for each head.
+// heads lie side by side (stride d, or 0 for 3-D operands, which no
+// layout traced), else a piece of the Linear for each head.
 func (l *linear) headParams(prefix string, seg segment, heads, d int) []param {
-	if seg.stride == d || heads == 1 {
+	if seg.stride == 0 || seg.stride == d || heads == 1 {
 		return l.segmentParams(prefix, seg.lo, heads*d)
 	}
 	w := l.weight.Float32s()

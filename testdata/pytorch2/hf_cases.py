@@ -362,7 +362,9 @@ def encoders():
 # the checkout small: one per exporter and per pattern the first six lack.
 COMMITTED_EXPORTS = {
     "gemma3_sdpa": "dynamo23",      # sliding + global layers, QK-norm, Attention op
-    "gpt_neox_sdpa": "ts17",        # partial rotary
+    "gpt_neox_sdpa": ("ts17", "dynamo23"),  # partial rotary; at 23 through RotaryEmbedding, heads packed per head
+    "gpt_neox_eager": "dynamo23",   # the same in the eager softmax chain
+    "qwen3_eager": "dynamo23",      # QK-norm by RMSNormalization in the eager softmax chain
     "falcon_sdpa": "dynamo18",      # multi-query attention
     "opt_sdpa": "ts17",             # learned positions with offset from the mask
     "roberta_sdpa": "dynamo18",     # positions from input_ids
@@ -431,7 +433,7 @@ def hf_cases():
                 build(model_class, config_class, impl, lambda m: CachedDecoder(m, LAYERS), **cfg),
                 decoder_sets, ["logits"] + cache_names("present"), decoder_axes(),
                 export_failures=refused if isinstance(refused, dict) else {"*": refused} if refused else {},
-                not_committed="" if isinstance(REFUSED.get((name, "sdpa")), str) else twin,
+                not_committed="" if isinstance(REFUSED.get((name, "sdpa")), str) or f"{name}_{impl}" in COMMITTED_EXPORTS else twin,
                 float64_reference=FLOAT32_STRAYS.get(name, "")), name in first))
         for name, what, model_class, config_class, cfg in moe_decoders() if impl == "sdpa" else []:
             cases.append(Case(
@@ -464,8 +466,9 @@ FLOAT32_STRAYS = {"qwen3": QK_NORM, "olmo2": QK_NORM, "gemma3": QK_NORM}
 def subset(case, first):
     """Marks what git holds of a case of the other architectures: the export
     COMMITTED_EXPORTS names, if any."""
-    if not first and not case.not_committed and "*" not in case.export_failures:
-        case.committed_exporters = (COMMITTED_EXPORTS[case.name],) if case.name in COMMITTED_EXPORTS else ()
+    if case.name in COMMITTED_EXPORTS or not first and not case.not_committed and "*" not in case.export_failures:
+        exporters = COMMITTED_EXPORTS.get(case.name, ())
+        case.committed_exporters = (exporters,) if isinstance(exporters, str) else exporters
         case.subset_reason = SUBSET
     return case
 
