@@ -107,6 +107,12 @@ var pytorch2Lifts = []struct {
 	// GPT-NeoX: query_key_value packed per head, view (B, T, H, 3·d)
 	// sliced after the Transpose; rotary_pct 0.25 (rope_rotary_dim 4).
 	{"gpt_neox_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// The same through the dynamo exporter at opset 23: the packed heads
+	// split by Split, the rotated quarter by RotaryEmbedding between a
+	// Slice and a Concat; into the Attention op (heads strided in the
+	// projection) and into the eager softmax chain.
+	{"gpt_neox_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	{"gpt_neox_eager_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	// Falcon: multi-query query_key_value viewed as (B, T, H+2, d), the
 	// queries sliced from it, the key and the value gathered (GatherND) from
 	// a transposed view; Kᵀ by 3-D Transposes; one key head broadcast.
@@ -115,6 +121,8 @@ var pytorch2Lifts = []struct {
 	{"qwen3_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
 	{"qwen3_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
+	// QK-norm by RMSNormalization (opset 23) in the eager softmax chain.
+	{"qwen3_eager_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 	// Architectures tried after the ones above, from the same patterns:
 	// ELECTRA's embeddings projected to the hidden width, XLM-RoBERTa's
 	// positions from input_ids, ALBERT's one layer run twice (its weights
@@ -348,4 +356,25 @@ func TestLiftNeoXPackedHeadsMapping(t *testing.T) {
 		"onnx::MatMul_559: transposed, split rows 112:128, into rows 32:48",
 		"onnx::MatMul_559: transposed, split rows 160:176, into rows 48:64",
 	}, k)
+}
+
+// What the dynamo exporter writes at opset 23 lifts to the config its
+// eager and TorchScript twins lift to: GPT-NeoX's quarter of each head
+// rotated by RotaryEmbedding between a Slice and a Concat as
+// rope_rotary_dim, Qwen3's RMSNormalization of each head as qk_norm.
+func TestLiftPyTorch2Opset23Configs(t *testing.T) {
+	for fixture, want := range map[string][]string{
+		"gpt_neox_sdpa_ts17":      {"rope: half", "rope_rotary_dim: 4"},
+		"gpt_neox_sdpa_dynamo23":  {"rope: half", "rope_rotary_dim: 4"},
+		"gpt_neox_eager_dynamo23": {"rope: half", "rope_rotary_dim: 4"},
+		"qwen3_eager_dynamo23":    {"qk_norm: rms", "rope: half"},
+	} {
+		m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, fixture, "model.onnx"))
+		require.NoError(t, err)
+		res, err := lift.Lift(m)
+		require.NoError(t, err, fixture)
+		for _, w := range want {
+			assert.Equal(t, 2, strings.Count(res.Config, w), "%s: %s in both layers\n%s", fixture, w, res.Config)
+		}
+	}
 }
