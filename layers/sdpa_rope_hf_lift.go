@@ -13,12 +13,14 @@ import (
 // probe: the positions of a fresh sequence follow from its length). The
 // rotation is attention.sdpa's rope: half; the base is read from the
 // tables' angles at position 1, θ_i = base^(−2i/d), and every position's
-// angles are checked against it.
+// angles are checked against it. Float32 copies around the rotation
+// (ModernBERT's q.float() and .to(original_dtype), which the TorchScript
+// exporter writes as Casts to float32) are seen through.
 
 // unrotatedHalf returns the heads x that v rotates as Hugging Face writes
 // RoPE, and the rotation; "" and nil when v is not rotated so.
 func unrotatedHalf(g match.Graph, v string) (string, *sdpaRope, error) {
-	add := g.Producer(throughCopies(g, v))
+	add := g.Producer(throughFloatCopies(g, v))
 	if add == nil || add.Op() != "Add" || len(add.Inputs()) != 2 {
 		return "", nil, nil
 	}
@@ -31,6 +33,7 @@ func unrotatedHalf(g match.Graph, v string) (string, *sdpaRope, error) {
 		if !ok {
 			continue
 		}
+		x = throughFloatCopies(g, x)
 		rot, sin, ok := dataAndStatic(g, sinMul)
 		if !ok || !isRotateHalf(g, rot, x) {
 			continue
@@ -88,11 +91,11 @@ func isRotateHalf(g match.Graph, rot, x string) bool {
 		return false
 	}
 	hi, err := sliceSource(g, neg.Inputs()[0])
-	if err != nil || hi != x {
+	if err != nil || throughFloatCopies(g, hi) != x {
 		return false
 	}
 	lo, err := sliceSource(g, cat.Inputs()[1])
-	if err != nil || lo != x {
+	if err != nil || throughFloatCopies(g, lo) != x {
 		return false
 	}
 	xs, err := g.Shape(x)
@@ -179,6 +182,15 @@ func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, what string) (f
 // kvcache.go), between the new keys or values and the attention.
 func throughCopies(g match.Graph, v string) string {
 	for n := g.Producer(v); n != nil && n.Op() == "Identity"; n = g.Producer(v) {
+		v = n.Inputs()[0]
+	}
+	return v
+}
+
+// throughFloatCopies follows v back through Identity nodes and Casts of
+// float32 values to float32.
+func throughFloatCopies(g match.Graph, v string) string {
+	for n := g.Producer(v); n != nil && (n.Op() == "Identity" || match.IsFloatCopy(g, n)); n = g.Producer(v) {
 		v = n.Inputs()[0]
 	}
 	return v
