@@ -57,7 +57,10 @@ func init() {
 // "top_left" (PyTorch 2.x's is_causal and the ONNX Attention op) lets it
 // see j ≤ i. They agree when Tq = Tk. window (sliding-window attention, as
 // Mistral's sliding_window) lets a query see at most window keys, itself
-// included: j > i − window, in the same alignment; it needs causal.
+// included: j > i − window, in the same alignment. Without causal the
+// window is centred on the query (an encoder's local attention, as
+// ModernBERT's local_attention): it sees the (window − 1)/2 keys on either
+// side, |j − i| ≤ (window − 1)/2, and window is odd.
 //
 // Masks: mask: bool reads the mask input as 0/1 with an explicit
 // mask_polarity ("keep": nonzero attends, as PyTorch SDPA, ONNX and Hugging
@@ -119,7 +122,8 @@ type SDPA struct {
 	// softcap·tanh(s/softcap), before the masks.
 	Softcap float64 `yaml:"softcap"`
 	// Window, if positive, is how many keys a query sees, itself included
-	// (sliding-window attention); it needs causal.
+	// (sliding-window attention): the last ones with causal, an odd number
+	// centred on the query without.
 	Window int `yaml:"window"`
 	// Dropout is the probability of zeroing an attention weight in train mode.
 	Dropout float64 `yaml:"dropout"`
@@ -278,8 +282,8 @@ func (s *SDPA) prepareScores(c *sdpaPrepared) error {
 	if s.Window < 0 {
 		return fmt.Errorf("window must be 0 (off) or positive, got %d", s.Window)
 	}
-	if s.Window > 0 && !s.Causal {
-		return fmt.Errorf("window %d needs causal: true (a window counts the keys up to and including the query)", s.Window)
+	if s.Window > 0 && !s.Causal && s.Window%2 == 0 {
+		return fmt.Errorf("window %d is even; without causal a window is centred on the query, (window − 1)/2 keys on either side, so it is odd", s.Window)
 	}
 	c.window = s.Window
 	switch s.Mask {
@@ -590,7 +594,7 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 	c.out.apply(data, context, x.rows())
 	if st != nil {
 		st.seqs, st.tokens = x.B, st.tokens+x.T
-		if c.window > 0 && in.memory == nil && !st.keepAll {
+		if c.window > 0 && c.causal && in.memory == nil && !st.keepAll {
 			st.caches[0].keepLast(c.window - 1)
 		}
 	}
@@ -601,6 +605,9 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 // canStep reports why a step on in would not give the rows of the full
 // pass, if it would not.
 func (c *sdpaPrepared) canStep(in sdpaInputs) error {
+	if c.window > 0 && !c.causal {
+		return errors.New("a window centred on the query sees later tokens: it cannot run incrementally")
+	}
 	if in.memory == nil && !c.causal && c.mask == 0 {
 		return errors.New("non-causal self-attention cannot run incrementally (its outputs depend on later tokens): set causal: true, or give a mask")
 	}

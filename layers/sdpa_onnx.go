@@ -253,7 +253,11 @@ func (c *sdpaPrepared) positionMask(g registry.GraphBuilder, in sdpaSorted[strin
 		back := g.Node("Sub", operands(
 			g.Node("Unsqueeze", operands(qPos, g.ConstInt64([]int64{1}))),
 			g.Node("Unsqueeze", operands(kPos, g.ConstInt64([]int64{0})))))
-		m.hide(g, g.Node("Greater", operands(back, g.ScalarInt64(int64(c.window-1)))))
+		reach := c.window - 1
+		if !c.causal { // centred: more than (window−1)/2 keys away on either side
+			back, reach = g.Node("Abs", operands(back)), (c.window-1)/2
+		}
+		m.hide(g, g.Node("Greater", operands(back, g.ScalarInt64(int64(reach)))))
 	}
 	if c.slopes != nil {
 		m.add(g, alibiONNX(g, c.slopes, qPos, kPos))
