@@ -558,6 +558,11 @@ func (a *analysis) sortRegions(rs []*region) {
 		if n := a.g.Producer(r.output); n != nil {
 			return n.Index
 		}
+		if len(r.inputs) == 1 && r.output == keepMaskValue(r.inputs[0]) {
+			// A keep mask from a graph input: first, since its nodes may
+			// lie after a reader's output (a mask of a later layer).
+			return -1
+		}
 		last := -1 // an output the graph does not name (a layout the layer after it changes): its last node
 		for _, n := range r.nodes {
 			last = max(last, n.Index)
