@@ -202,7 +202,13 @@ func (l *opLayer) build() (*region, error) {
 	if isCausal && m.causal {
 		m.causal = false // the mask repeats the op's own frontier
 	}
+	if isCausal && m.centred {
+		return nil, errors.New("the mask is a window centred on the query and the op causal: attention.sdpa's window looks back with causal")
+	}
 	if w.keys > 0 {
+		if m.centred {
+			return nil, fmt.Errorf("left_window_size %d and a mask centred on the query: attention.sdpa has one window", w.keys-1)
+		}
 		if !isCausal && !(m.causal && (!cross || m.topLeft)) {
 			return nil, fmt.Errorf("left_window_size %d without a causal frontier aligned as the op aligns its window (top-left): attention.sdpa's window needs causal in the same alignment", w.keys-1)
 		}

@@ -38,8 +38,9 @@ type AttentionOp struct {
 	// rather than bottom-right, which differ when queries and keys differ
 	// in number.
 	Causal, TopLeft bool
-	// Window, when positive, is how many keys back a query sees, itself
-	// included.
+	// Window, when positive, is how many keys a query sees, itself
+	// included, as attention.sdpa's window: the last ones when Causal, a
+	// window centred on the query otherwise.
 	Window int
 	// Scale is the op's scale attribute, 0 when it has none (1/√HeadDim).
 	Scale float32
