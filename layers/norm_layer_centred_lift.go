@@ -44,7 +44,7 @@ func liftLayerNormCentred(g match.Graph, mean *match.Node) (*match.Layer, error)
 			continue
 		}
 		r, err := match.MatchRMSNorm(g, pow)
-		if r == nil || err != nil || throughFloatCopies(g, r.Input) != c || !readOnlyBy(g, c, r.Nodes) {
+		if r == nil || err != nil || throughCopies(g, r.Input) != c || !readOnlyBy(g, c, r.Nodes) {
 			return nil, nil
 		}
 		return layerNormLayer(g, append([]*match.Node{mean, sub}, r.Nodes...), x, r.Output, r.WeightFrom, "", r.Eps)
