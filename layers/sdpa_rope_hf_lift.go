@@ -19,6 +19,23 @@ import (
 // .to(original_dtype), which the TorchScript exporter writes as Casts to
 // float32) are seen through.
 
+func init() {
+	match.RegisterRotation("hugging face", readHFRotation)
+}
+
+// readHFRotation offers Hugging Face's RoPE, whole or partial, to the
+// lifter of ONNX's Attention op (match.RegisterRotation).
+func readHFRotation(g match.Graph, v string) (*match.Rotation, error) {
+	x, r, err := unrotatedHalf(g, v)
+	if r == nil && err == nil {
+		x, r, err = unrotatedPartialHalf(g, v)
+	}
+	if r == nil || err != nil {
+		return nil, err
+	}
+	return &match.Rotation{Heads: x, Rope: match.Rope{Interleaved: r.style == "interleaved", Base: r.base, Dim: r.dim}}, nil
+}
+
 // unrotatedHalf returns the heads x that v rotates as Hugging Face writes
 // RoPE, and the rotation; "" and nil when v is not rotated so.
 func unrotatedHalf(g match.Graph, v string) (string, *sdpaRope, error) {

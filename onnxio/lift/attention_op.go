@@ -57,6 +57,9 @@ type opOperand struct {
 	lin    *linear
 	tokens string
 	rope   *node     // RotaryEmbedding applied to it, or nil
+	// written is RoPE written out of standard ops applied to it
+	// (match.Unrotated), or nil.
+	written *match.Rope
 	heads  chain     // 4-D: the layout from the projection to the operand
 	norm   *headNorm // qk_norm's RMSNorm of each head, or nil
 	pre    chain     // the layout from the tokens to the projection's input
@@ -239,6 +242,15 @@ func (l *opLayer) build() (*region, error) {
 	if q.rope == nil && k.rope != nil {
 		return nil, errors.New("the keys are rotated by RotaryEmbedding but not the queries")
 	}
+	if (q.written == nil) != (k.written == nil) || q.written != nil && *q.written != *k.written {
+		return nil, errors.New("the queries and keys are not rotated alike; attention.sdpa's rope rotates both")
+	}
+	if q.written != nil {
+		if q.rope != nil {
+			return nil, errors.New("the queries are rotated twice, by RotaryEmbedding and by standard ops")
+		}
+		op.Rope = q.written
+	}
 	if q.rope != nil {
 		if op.Rope, err = l.rope(q.rope, k.rope, heads, kvHeads, headDim, rank4); err != nil {
 			return nil, err
@@ -370,6 +382,11 @@ func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error
 		if rope := l.ropeOnHeads(&op, rotates); rope != nil { // attention_op_rope.go
 			base = op.heads.base
 		}
+		if err := l.ropeOutOfOps(&op, rotates); err != nil { // attention_op_rope.go
+			return op, err
+		} else if op.written != nil {
+			base = op.heads.base
+		}
 		if op.norm = l.normOnHeads(&op, rotates); op.norm != nil {
 			base = op.heads.base
 		}
@@ -484,7 +501,7 @@ func (l *opLayer) outProjection(heads, headDim int, rank4 bool) (*linear, error)
 		merge := a.traceForward(y)
 		l.nodes = append(l.nodes, merge.nodes...)
 		for _, p := range a.probes {
-			shape, idx, err := p.trace(y, merge.value, nil)
+			shape, idx, err := p.trace(y, merge.value, nil, nil)
 			if err != nil {
 				return nil, err
 			}

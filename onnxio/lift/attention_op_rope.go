@@ -1,6 +1,7 @@
 package lift
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -31,6 +32,39 @@ func (l *opLayer) ropeOnHeads(op *opOperand, rotates bool) *node {
 	op.heads.scales = append(op.heads.scales, pn) // traced as Identity on its data input
 	op.heads.base = before.base
 	return pn
+}
+
+// ropeOutOfOps extends the traced layout of a 4-D Attention operand through
+// RoPE written out of standard ops that a registered reader finds
+// (match.Unrotated: Hugging Face's rotate_half, Cohere's interleaved
+// pairs, which the dynamo exporter at opset 23 leaves unfused): for the
+// layout the rotation is the identity of the heads it rotates, so its last
+// node is traced as Identity on them and the trace goes on from there. It
+// records the rotation as the operand's; an error says why a rotation
+// cannot be lifted.
+func (l *opLayer) ropeOutOfOps(op *opOperand, rotates bool) error {
+	a := l.a
+	if !rotates || op.rope != nil || op.written != nil || !a.g.IsData(op.heads.base) || a.g.Producer(op.heads.base) == nil {
+		return nil
+	}
+	r, err := match.Unrotated(patternGraph{a: a}, op.heads.base)
+	if r == nil || err != nil {
+		return err
+	}
+	rotation, err := a.between([]string{r.Heads}, op.heads.base)
+	if err != nil {
+		return fmt.Errorf("the rotation of %q: %w", op.heads.base, err)
+	}
+	before := a.traceBack(r.Heads, false)
+	l.nodes = append(append(l.nodes, rotation...), before.nodes...)
+	op.heads.nodes = slices.Concat(before.nodes, rotation, op.heads.nodes)
+	if op.heads.as == nil {
+		op.heads.as = map[*node]string{}
+	}
+	op.heads.as[a.g.Producer(op.heads.base)] = r.Heads
+	op.heads.base = before.base
+	op.written = &r.Rope
+	return nil
 }
 
 // normOnHeads extends the traced layout of a 4-D Attention operand through
