@@ -56,13 +56,13 @@ type opLayer struct {
 type opOperand struct {
 	lin    *linear
 	tokens string
-	rope   *node     // RotaryEmbedding applied to it, or nil
+	rope   *node // RotaryEmbedding applied to it, or nil
 	// written is RoPE written out of standard ops applied to it
 	// (match.Unrotated), or nil.
 	written *match.Rope
-	heads  chain     // 4-D: the layout from the projection to the operand
-	norm   *headNorm // qk_norm's RMSNorm of each head, or nil
-	pre    chain     // the layout from the tokens to the projection's input
+	heads   chain     // 4-D: the layout from the projection to the operand
+	norm    *headNorm // qk_norm's RMSNorm of each head, or nil
+	pre     chain     // the layout from the tokens to the projection's input
 }
 
 // attentionOp lifts one Attention node with the projections around it to
