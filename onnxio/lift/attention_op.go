@@ -54,15 +54,13 @@ type opLayer struct {
 // opOperand is Q, K or V: a projection of tokens, perhaps rotated, perhaps
 // split into heads.
 type opOperand struct {
-	lin    *linear
-	tokens string
-	rope   *node // RotaryEmbedding applied to it, or nil
-	// written is RoPE written out of standard ops applied to it
-	// (match.Unrotated), or nil.
-	written *match.Rope
-	heads   chain     // 4-D: the layout from the projection to the operand
-	norm    *headNorm // qk_norm's RMSNorm of each head, or nil
-	pre     chain     // the layout from the tokens to the projection's input
+	lin     *linear
+	tokens  string
+	rope    *node       // RotaryEmbedding applied to it, or nil
+	written *match.Rope // RoPE written out of standard ops applied to it (match.Unrotated), or nil
+	heads   chain       // 4-D: the layout from the projection to the operand
+	norm    *headNorm   // qk_norm's RMSNorm of each head, or nil
+	pre     chain       // the layout from the tokens to the projection's input
 }
 
 // attentionOp lifts one Attention node with the projections around it to
