@@ -123,6 +123,10 @@ var pytorch2Lifts = []struct {
 	{"xlm_roberta_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"albert_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gpt_bigcode_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// ModernBERT: Wqkv viewed as (B, T, 3, H, d) and split on the 3, RoPE
+	// between float32 Casts, and a local layer whose mask keeps the keys
+	// within 2 positions on either side (window: 5 without causal).
+	{"modernbert_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 }
 
 // The lift says how it read what it could not read as written: the sizes
@@ -210,6 +214,26 @@ func TestLiftPyTorch2SDPAConfigs(t *testing.T) {
 		require.NoError(t, err, fixture)
 		assert.Contains(t, res.Config, "type: attention.scaled_dot_product, "+want, fixture)
 	}
+}
+
+// ModernBERT lifts as it is built: global attention with RoPE of base
+// 160000, then local attention of 2 keys on either side of the query
+// with RoPE of base 10000, neither causal, both reading the padding of
+// attention_mask.
+func TestLiftModernBERTConfig(t *testing.T) {
+	m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "modernbert_sdpa_ts17", "model.onnx"))
+	require.NoError(t, err)
+	res, err := lift.Lift(m)
+	require.NoError(t, err)
+	var attns []string
+	for _, line := range strings.Split(res.Config, "\n") {
+		if strings.Contains(line, "type: attention.sdpa") {
+			attns = append(attns, line)
+		}
+	}
+	require.Len(t, attns, 2, res.Config)
+	assert.Contains(t, attns[0], "causal: false, mask: bool, mask_polarity: keep, rope: half, rope_base: 160000}")
+	assert.Contains(t, attns[1], "causal: false, window: 5, mask: bool, mask_polarity: keep, rope: half}")
 }
 
 // ONNX's Gelu op lifts with its approximate attribute, "none" or "tanh":
