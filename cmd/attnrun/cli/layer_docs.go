@@ -155,7 +155,7 @@ var layerFieldDocs = map[string]map[string]string{
 		"score_mod":       "lists the score modifications, applied in order after softcap and before the masks",
 		"sinks":           "gives each query head a learned sink logit (the parameter sinks, gpt-oss's attention sinks): one more score in every softmax, whose weight is dropped",
 		"softcap":         "Softcap, if positive, caps the scores to (−softcap, softcap) with softcap·tanh(s/softcap), before the masks",
-		"window":          "Window, if positive, is how many keys a query sees, itself included (sliding-window attention); it needs causal",
+		"window":          "Window, if positive, is how many keys a query sees, itself included (sliding-window attention): the last ones with causal, an odd number centred on the query without",
 	},
 	"ScaledDotProduct": {
 		"causal":        "hides the keys after each query's position, top-left aligned",
