@@ -14,10 +14,12 @@ import (
 //	                          RMSNormalization op (the dynamo exporter's
 //	                          optimizer fuses the variance and rsqrt into it)
 //
-// which is (x − mean)/√(var + eps)·w: a LayerNorm whose bias is 0.
+// which is (x − mean)/√(var + eps)·w: a LayerNorm whose bias is 0. It is
+// offered the mean after norm.layer/decomposed, which reads the same
+// nodes followed by a bias (BERT's LayerNorm written by hand) whole.
 
 func init() {
-	match.RegisterPattern(match.Pattern{Name: "norm.layer/centred-rms", Op: "ReduceMean", Late: true, Match: liftLayerNormCentred})
+	match.RegisterPattern(match.Pattern{Name: "norm.layer/centred-rms", Op: "ReduceMean", Late: true, Priority: 1, Match: liftLayerNormCentred})
 }
 
 // liftLayerNormCentred lifts the LayerNorm that starts at the mean.
