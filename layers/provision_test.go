@@ -67,6 +67,7 @@ var shapeCases = []struct {
 	{"position.padded", "{num_embeddings: 8, embedding_dim: 3, padding_idx: 1}", [][]tensor.Shape{{{4}}, {{2, 4}}}, [][]tensor.Shape{{{1, 2, 3}}, {{4}, {4}}}},
 	{"nn.normalize", "{}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 4}, {3, 4}}}},
 	{"mask.additive", "{fill: -10000}", [][]tensor.Shape{{{2, 5}}}, [][]tensor.Shape{{{5}}, {{2, 5}, {2, 5}}}},
+	{"mask.context", "{}", [][]tensor.Shape{{{2, 5, 3}, {2, 1, 8, 8}}, {{5, 3}, {1, 1, 5, 6}}}, [][]tensor.Shape{{{2, 5, 3}}, {{2, 5, 3}, {3, 1, 8, 8}}, {{2, 5, 3}, {2, 1, 4, 8}}, {{2, 5, 3}, {2, 8, 8}}}},
 	{"mask.lengths", "{}", [][]tensor.Shape{{{2}, {2, 5, 3}}}, [][]tensor.Shape{{{2}}, {{3}, {2, 5, 3}}, {{2, 5}, {2, 5, 3}}}},
 	{"nn.transpose", "{}", [][]tensor.Shape{{{2, 5, 3}}, {{5, 3}}}, [][]tensor.Shape{{{3}}}},
 	{"nn.transpose", "{dim0: 1, dim1: 2}", [][]tensor.Shape{{{2, 5, 3}}}, [][]tensor.Shape{{{5, 3}}}},

@@ -39,8 +39,8 @@ func liftSDPA(a *match.Attention) (*match.Layer, error) {
 	}
 	E := a.Heads * a.HeadDim
 	switch {
-	case !a.Registered("attention.sdpa") || keep && !a.Registered("mask.padding"):
-		return nil, fmt.Errorf("%s: this build does not register attention.sdpa and mask.padding", desc)
+	case !a.Registered("attention.sdpa") || keep && !a.Registered(keepMaskLayer(a).Type):
+		return nil, fmt.Errorf("%s: this build does not register attention.sdpa and %s", desc, keepMaskLayer(a).Type)
 	case !a.Projected || a.Out == nil:
 		return nil, fmt.Errorf("%s without query, key, value and output projections: attention.sdpa has them", desc)
 	case a.Cross:
@@ -105,9 +105,13 @@ func liftSDPA(a *match.Attention) (*match.Layer, error) {
 
 // keepMaskLayer is the layer that computes an attention's padding mask
 // from its keep input: mask.lengths for sequence lengths, mask.additive
-// for (1 − m)·fill added to the scores, mask.padding otherwise.
+// for (1 − m)·fill added to the scores, mask.context for a mask over the
+// whole context (which reads the queries for their number), mask.padding
+// otherwise.
 func keepMaskLayer(a *match.Attention) *match.Layer {
 	switch {
+	case a.KeepContext:
+		return &match.Layer{Type: "mask.context", Name: "mask", Inputs: []string{a.Queries, a.KeepInput}, Output: a.PaddingMask, Nodes: a.KeepNodes}
 	case a.KeepLengths != "":
 		return &match.Layer{Type: "mask.lengths", Name: "mask", Inputs: []string{a.KeepInput, a.KeepLengths}, Output: a.PaddingMask, Nodes: a.KeepNodes}
 	case a.KeepFill != 0:

@@ -416,8 +416,9 @@ type attentionLayer struct {
 	// keys (mask.additive).
 	fill float64
 	// lengths records that keepInput holds sequence lengths (mask.lengths)
-	// rather than an attention_mask (mask.padding).
-	lengths bool
+	// rather than an attention_mask (mask.padding); context that it is a
+	// mask over the positions of the whole context (contextmask.go).
+	lengths, context bool
 	// shift is the number a static mask adds to every score alike (see
 	// uniformShift), 0 for none.
 	shift float64
@@ -539,7 +540,7 @@ func (l *attentionLayer) build() (*region, error) {
 		l.keepMask, l.keepInput = a.keepMaskValue(l.sc.dynamic[0].value), kpm.input // sdpa_decomposition.go
 		maskValue = l.keepMask
 		causal = causal || kpm.causal // a 4-D causal mask built from the attention_mask
-		l.lengths = kpm.kind == "lengths"
+		l.lengths, l.context = kpm.kind == "lengths", kpm.context
 		if kpm.kind == "lengths" {
 			kpm.kind = "keep" // what mask.lengths gives the attention, as mask.padding
 		}
@@ -569,7 +570,7 @@ func (l *attentionLayer) build() (*region, error) {
 		average = average && w.mean
 	}
 	att := &match.Attention{Queries: l.srcQ.tokens, Keys: l.srcK.tokens, Cross: l.cross(), KeyWidth: tokK.D,
-		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: maskValue, PaddingMaskKind: kpm.kind, KeepInput: l.keepInput, KeepFill: l.fill, KeepLengths: l.lengthsOf(), KeepNodes: l.lengthsNodes(),
+		BatchFirst: len(mustShape(a.probes[0], l.srcQ.tokens)) == 3, PaddingMask: maskValue, PaddingMaskKind: kpm.kind, KeepInput: l.keepInput, KeepFill: l.fill, KeepLengths: l.lengthsOf(), KeepNodes: l.keepNodes(), KeepContext: l.context,
 		AverageWeights: average, Width: tokQ.D, Tokens: tokQ.T, Probes: len(a.probes), Heads: hs.H, HeadDim: hs.dk, KVHeads: hs.KVH,
 		Scale: scale, Causal: causal, Context: ctx, Projected: projected, ScoreShift: l.shift,
 		SameSource: l.q.base == l.k.base && l.k.base == l.v.base,
@@ -780,10 +781,11 @@ func (l *attentionLayer) lengthsOf() string {
 	return l.srcK.tokens
 }
 
-// lengthsNodes are the nodes that compute a lengths mask, nil for another
-// keep input.
-func (l *attentionLayer) lengthsNodes() []*match.Node {
-	if !l.lengths {
+// keepNodes are the nodes that compute a lengths mask or a context mask,
+// which read the tokens for their number alone, nil for another keep
+// input.
+func (l *attentionLayer) keepNodes() []*match.Node {
+	if !l.lengths && !l.context {
 		return nil
 	}
 	var out []*match.Node

@@ -22,6 +22,9 @@ type paddingMask struct {
 	// fill is what an "additive" mask adds to the padding keys' scores:
 	// (1 - m) * fill, Hugging Face's extended attention mask.
 	fill float64
+	// context marks a keep mask over the positions of the whole context
+	// (contextmask.go), of which the scores read their block.
+	context bool
 }
 
 // maskNodes lists the nodes that compute a mask from the graph inputs.
@@ -66,6 +69,10 @@ func (l *attentionLayer) paddingMaskAt(p *probe, hs heads, scoreShape []int, tok
 	feed := p.feeds[km.input]
 	shape := []int(feed.Shape())
 	S := tokK.T
+	if len(shape) == 4 {
+		km.kind, km.context = "keep", true
+		return km, l.contextMaskAt(p, hs, scoreShape, tokK.B, km.input, feed)
+	}
 	if len(shape) == 1 && shape[0] == tokK.B && (feed.Dtype() == tensor.Int32 || feed.Dtype() == tensor.Int64) {
 		if ok, err := l.lengthsMaskAt(p, hs, scoreShape, km.input, feed); ok || err != nil {
 			km.kind = "lengths"

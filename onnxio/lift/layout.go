@@ -47,9 +47,9 @@ type analysis struct {
 	// fillInputs are the weight inputs declared as vectors of symbolic
 	// size, which may hold one value for all rows (ParamInput.Fill).
 	fillInputs []string
-	// casts are the Casts between float types g reads as Identity
-	// (casts.go), by the Identity node.
-	casts map[*onnxpb.NodeProto]*onnxpb.NodeProto
+	// written are the nodes g reads otherwise (reading.written), as
+	// written, by the node g reads in each's place.
+	written map[*onnxpb.NodeProto]*onnxpb.NodeProto
 }
 
 // markLive computes the live values, walking back from the graph outputs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -195,11 +196,15 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	m, repairs := ir.InOrder(m) // nodes out of order, names written twice: read as ONNX Runtime does
 	m, products := readEinsums(m)
 	m, casts, castNotes := readPrecisionCasts(m)
-	repairs = append(append(repairs, products...), castNotes...)
+	m, keepProducts, productNotes := readKeepProducts(m) // keepproduct.go
+	written := map[*onnxpb.NodeProto]*onnxpb.NodeProto{}
+	maps.Copy(written, casts)
+	maps.Copy(written, keepProducts)
+	repairs = append(append(append(repairs, products...), castNotes...), productNotes...)
 	if len(weights) > 0 {
 		repairs = append(repairs, weightInputsNote(weights))
 	}
-	r := reading{source: source, weights: weights, fills: fills, casts: casts}
+	r := reading{source: source, weights: weights, fills: fills, written: written}
 	// kvcache.go: the graph without its past inputs; on error, lifted with
 	// them, whose Concats are refused.
 	whole := m
@@ -249,10 +254,12 @@ type reading struct {
 	links  []cacheLink        // the KV cache split off full (kvcache.go)
 	pairs  []cachePairing     // its packed caches (kvcache_packed.go)
 	// weights are the graph inputs read as weights (param_inputs.go);
-	// casts the Casts between float types read as Identity (casts.go).
+	// written the nodes read otherwise, as written, by the node read in
+	// each's place: Casts between float types read as Identity (casts.go),
+	// Megatron's masks read as Hugging Face's (keepproduct.go).
 	weights []string
 	fills   []string // the weights a single value may fill (ParamInput.Fill)
-	casts   map[*onnxpb.NodeProto]*onnxpb.NodeProto
+	written map[*onnxpb.NodeProto]*onnxpb.NodeProto
 	// ties are those a first analysis learned (analysis.ties).
 	ties []dimSum
 }
@@ -266,7 +273,7 @@ func (o Options) analyze(r reading, m *onnxpb.ModelProto, repairs []string) (*an
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
 	g.known = r.ties
-	a := &analysis{g: g, source: r.source, repairs: repairs, weightInputs: r.weights, fillInputs: r.fills, casts: r.casts}
+	a := &analysis{g: g, source: r.source, repairs: repairs, weightInputs: r.weights, fillInputs: r.fills, written: r.written}
 	if err := a.withCache(r.full, r.links, r.pairs, r.ties); err != nil {
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}

@@ -115,7 +115,7 @@ func (b *builder) subgraph(v string, available map[string]bool) (*region, error)
 	for _, n := range g.Nodes {
 		if keep[n] {
 			np := n.NodeProto
-			if written := b.a.casts[np]; written != nil {
+			if written := b.a.written[np]; written != nil {
 				np = written // the subgraph computes as the graph does
 			}
 			gp.Node = append(gp.Node, np)

@@ -40,11 +40,17 @@ type Attention struct {
 	// KeepInput holds each sequence's length, counted against the tokens
 	// KeepLengths names.
 	// KeepNodes are the nodes that compute the mask from KeepInput when
-	// KeepLengths is set (the tokens only give its length, so the nodes
-	// are not those between the two inputs and the mask).
+	// KeepLengths or KeepContext is set (the tokens only give its length,
+	// so the nodes are not those between the two inputs and the mask).
 	KeepFill    float64
 	KeepLengths string
 	KeepNodes   []*Node
+	// KeepContext, with kind "keep", says KeepInput is a keep mask over
+	// the positions of the whole context, (B, 1, rows, columns), of which
+	// the graph reads the block of the queries' rows and the keys'
+	// columns (Megatron's GPT-2 slices its rows at the KV cache's
+	// length): its layer reads the Queries too, for their number.
+	KeepContext bool
 	// AverageWeights reports that every graph output of the attention
 	// weights averages them over heads (true when there is none).
 	AverageWeights bool

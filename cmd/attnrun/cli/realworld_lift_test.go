@@ -34,6 +34,7 @@ var realWorldLifted = []string{
 	"gen_gpt2_attention",
 	"gen_gpt2_attention_add",
 	"gen_tf2onnx_attention_3d",
+	"gpt2_megatron_past",
 	"gpt2_tiny12_past",
 	"megatron_bart_self_attn",
 	"tfbert_squad_keras2onnx",
