@@ -34,8 +34,10 @@ func (l *opLayer) ropeOnHeads(op *opOperand, rotates bool) *node {
 }
 
 // normOnHeads extends the traced layout of a 4-D Attention operand through
-// a per-head RMSNorm before it (Qwen3's q_norm and k_norm on (B, T, heads,
-// head_dim), then the transpose and RoPE): the norm moves no element either,
+// an RMSNorm before it (Qwen3's q_norm and k_norm on (B, T, heads,
+// head_dim), then the transpose and RoPE; OLMo-2's over the whole (B, T,
+// heads·head_dim) projection before the split; the layer reads which from
+// the norm's width): the norm moves no element either,
 // so its nodes are traced as Identity on their data inputs, and the trace
 // goes on from its input. It returns the norm, or nil.
 func (l *opLayer) normOnHeads(op *opOperand, rotates bool) *headNorm {
