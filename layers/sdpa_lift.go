@@ -340,9 +340,15 @@ func untransposedHeads(g match.Graph, v string) (string, bool) {
 	return x, true
 }
 
-// unnormalized returns the heads a per-head RMSNorm computes v from, and
-// the norm; v itself and nil when no RMSNorm computes it.
+// unnormalized returns the values an RMSNorm computes v from, written out
+// (match.RMSNorm) or as ONNX's RMSNormalization op, and the norm; v itself
+// and nil when no RMSNorm computes it.
 func unnormalized(g match.Graph, v string) (string, *match.RMSNorm) {
+	if n := g.Producer(throughCopies(g, v)); n != nil {
+		if r := match.MatchRMSNormalization(g, n); r != nil { // ONNX's op (opset 23)
+			return throughCopies(g, r.Input), r
+		}
+	}
 	mul := g.Producer(v)
 	if mul == nil || mul.Op() != "Mul" {
 		return v, nil
