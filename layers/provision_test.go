@@ -2,6 +2,7 @@ package layers
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -41,6 +42,8 @@ var shapeCases = []struct {
 	{"attention.torch_mha", "{embed_dim: 8, num_heads: 4, bias: false, add_zero_attn: true}", [][]tensor.Shape{{{5, 8}}}, nil},
 	{"nn.linear", "{d_in: 3, d_out: 5}", [][]tensor.Shape{{{4, 3}}, {{2, 4, 3}}}, [][]tensor.Shape{{{4, 5}}}},
 	{"nn.linear", "{d_in: 3, d_out: 5, bias: false}", [][]tensor.Shape{{{4, 3}}}, nil},
+	{"nn.linear_integer", "{d_in: 3, d_out: 5, per_channel: true}", [][]tensor.Shape{{{4, 3}}, {{2, 4, 3}}}, [][]tensor.Shape{{{4, 5}}}},
+	{"nn.linear_integer", "{d_in: 3, d_out: 5, bias: false, input_type: int8, weight_type: uint8}", [][]tensor.Shape{{{4, 3}}}, nil},
 	{"nn.mlp", "{d: 4, d_hidden: 8}", [][]tensor.Shape{{{3, 4}}}, [][]tensor.Shape{{{3, 8}}}},
 	{"nn.mlp", "{d: 4, d_hidden: 8, gated: true, activation: silu, bias: false}", [][]tensor.Shape{{{2, 3, 4}}}, nil},
 	{"position.learned", "{context_length: 6, d: 3}", [][]tensor.Shape{{{6, 3}}, {{2, 4, 3}}}, [][]tensor.Shape{{{7, 3}}, {{6, 4}}}},
@@ -159,6 +162,13 @@ func TestOutputShapeMatchesForward(t *testing.T) {
 			shaper, ok := l.(registry.OutputShaper)
 			require.True(t, ok, "%s is not a registry.OutputShaper", tt.id)
 			validated(t, l, 1)
+			if tt.id == "nn.linear_integer" { // quantized parameters hold integers (of uint8 or int8)
+				for _, p := range l.Params() {
+					for i, v := range floats(p.Value) {
+						floats(p.Value)[i] = float32(math.Abs(math.Round(float64(v))))
+					}
+				}
+			}
 			inputs := func(shapes []tensor.Shape) []*tensor.Dense {
 				var xs []*tensor.Dense
 				for _, s := range shapes {
@@ -166,7 +176,7 @@ func TestOutputShapeMatchesForward(t *testing.T) {
 						xs = append(xs, tensor.New(tensor.WithShape(1), tensor.WithBacking([]float32{0})))
 						continue
 					}
-					if tt.id == "nn.embedding" || tt.id == "position.padded" { // token ids
+					if tt.id == "nn.embedding" || tt.id == "position.padded" || tt.id == "nn.linear_integer" { // token ids, quantized tokens
 						xs = append(xs, tensor.New(tensor.WithShape(s...), tensor.WithBacking(make([]int64, s.TotalSize()))))
 						continue
 					}

@@ -48,6 +48,15 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 	k := a.traceBack(sc.qk.GetInput()[1], true)
 	v := a.traceBack(pv.GetInput()[1], true)
 	srcQ, srcK, srcV := a.sourceOf(q.base), a.sourceOf(k.base), a.sourceOf(v.base)
+	packed := false // identity.go: packed queries, keys and values of flattened rows
+	if cq, tokens, ok := a.packedRows(q); ok {
+		ck, tk, okK := a.packedRows(k)
+		cv, tv, okV := a.packedRows(v)
+		if okK && okV && tk == tokens && tv == tokens {
+			src := a.packedSource(tokens)
+			q, k, v, srcQ, srcK, srcV, packed = cq, ck, cv, src, src, src, true
+		}
+	}
 	for _, c := range []chain{q, k, v} {
 		all = append(all, c.nodes...)
 	}
@@ -76,6 +85,9 @@ func (a *analysis) attention(sm *node) (*region, *failure) {
 	all = append(all, l.extra...)
 	if err != nil {
 		return nil, fail(all, "attention: %v", err)
+	}
+	if packed {
+		r.notes = append(r.notes, fmt.Sprintf("the attention reads its queries, keys and values as columns of %q, projected by nothing: W_query, W_key and W_value select those columns (no graph tensor)", srcQ.tokens))
 	}
 	for _, pad := range r.before { // the keep mask as a layer of its own, which other attentions may share
 		if f := a.checkContained(pad); f != nil {

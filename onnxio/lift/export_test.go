@@ -87,7 +87,8 @@ func assertSameInterface(t *testing.T, want, got *onnxpb.ModelProto) {
 // export: the same declared inputs and outputs, and on the export's own
 // test-data sets (unbatched (T, d) inputs, bool masks) PyTorch's outputs,
 // both when the executor runs the written graph and when attnrun runs the
-// layers Load rebuilds from it, at 1e-5 relative / 1e-6 absolute.
+// layers Load rebuilds from it, at 1e-5 relative / 1e-6 absolute (the
+// graph inputs that hold parameters bound into the layers first).
 func TestExportKeepsTheInterface(t *testing.T) {
 	for _, dir := range liftFixtures(t) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
@@ -98,6 +99,8 @@ func TestExportKeepsTheInterface(t *testing.T) {
 			m, note, err := lift.Export(src, res, export.Options{})
 			require.NoError(t, err)
 			switch {
+			case len(res.ParamInputs) > 0:
+				assert.Contains(t, note, "takes weights as inputs")
 			case len(res.Outputs) == 1:
 				assert.Empty(t, note, "the model is exported as attnrun's own graph")
 			case len(lift.CacheInputs(res.Outputs)) > 0:
@@ -115,6 +118,12 @@ func TestExportKeepsTheInterface(t *testing.T) {
 			require.NoError(t, err)
 			model, outputs, err := lift.Load(m)
 			require.NoError(t, err)
+			binds, err := lift.ReadParamInputs(m)
+			require.NoError(t, err)
+			bound := map[string]bool{}
+			for _, b := range binds {
+				bound[b.Input] = true
+			}
 			sets, err := onnxio.DataSetDirs(dir)
 			require.NoError(t, err)
 			require.NotEmpty(t, sets)
@@ -132,12 +141,16 @@ func TestExportKeepsTheInterface(t *testing.T) {
 					x, err := onnxio.TensorToDense(tp)
 					require.NoError(t, err)
 					feeds[srcInputs[i].GetName()] = x
+					if bound[srcInputs[i].GetName()] {
+						continue // a parameter, bound below
+					}
 					x, err = lift.ModelInput(x)
 					require.NoError(t, err)
 					args = append(args, x)
 				}
 				byGraph, err := g.Run(feeds)
 				require.NoError(t, err)
+				require.NoError(t, lift.BindParamInputs(model, binds, feeds))
 				byLayers, err := lift.RunOutputs(model, outputs, &registry.Run{}, args)
 				require.NoError(t, err)
 				require.Len(t, ds.Outputs, len(srcOutputs))

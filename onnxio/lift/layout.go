@@ -44,6 +44,9 @@ type analysis struct {
 	// weightInputs are the graph inputs read as weights (param_inputs.go):
 	// source and g hold them as initializers of random values.
 	weightInputs []string
+	// fillInputs are the weight inputs declared as vectors of symbolic
+	// size, which may hold one value for all rows (ParamInput.Fill).
+	fillInputs []string
 	// casts are the Casts between float types g reads as Identity
 	// (casts.go), by the Identity node.
 	casts map[*onnxpb.NodeProto]*onnxpb.NodeProto

@@ -185,6 +185,7 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 		return loadResult(m, models.Options{MaxMemory: o.MaxMemory})
 	}
 	weights := weightInputs(m)
+	fills := symbolicVectors(m, weights)
 	if len(weights) > 0 {
 		if m, err = materializeWeights(m, weights); err != nil {
 			return nil, fmt.Errorf("lift: %w", err)
@@ -198,7 +199,7 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if len(weights) > 0 {
 		repairs = append(repairs, weightInputsNote(weights))
 	}
-	r := reading{source: source, weights: weights, casts: casts}
+	r := reading{source: source, weights: weights, fills: fills, casts: casts}
 	// kvcache.go: the graph without its past inputs; on error, lifted with
 	// them, whose Concats are refused.
 	whole := m
@@ -250,6 +251,7 @@ type reading struct {
 	// weights are the graph inputs read as weights (param_inputs.go);
 	// casts the Casts between float types read as Identity (casts.go).
 	weights []string
+	fills   []string // the weights a single value may fill (ParamInput.Fill)
 	casts   map[*onnxpb.NodeProto]*onnxpb.NodeProto
 	// ties are those a first analysis learned (analysis.ties).
 	ties []dimSum
@@ -264,7 +266,7 @@ func (o Options) analyze(r reading, m *onnxpb.ModelProto, repairs []string) (*an
 	}
 	g.limits = newExecLimits(o.Context, o.MaxMemory)
 	g.known = r.ties
-	a := &analysis{g: g, source: r.source, repairs: repairs, weightInputs: r.weights, casts: r.casts}
+	a := &analysis{g: g, source: r.source, repairs: repairs, weightInputs: r.weights, fillInputs: r.fills, casts: r.casts}
 	if err := a.withCache(r.full, r.links, r.pairs, r.ties); err != nil {
 		return nil, nil, fmt.Errorf("lift: %w", err)
 	}

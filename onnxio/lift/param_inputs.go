@@ -48,6 +48,10 @@ type ParamInput struct {
 	// View, when set, is the (rows, cols) the input of another rank is
 	// read as (Keras's (d, heads, head_dim) weights).
 	View []int `yaml:"view,omitempty,flow"`
+	// Fill says the input, a vector of symbolic size (ONNX Runtime's
+	// weight_scale [C]: one per tensor or one per column), may hold a
+	// single value, which then fills rows At:At+Hi-Lo.
+	Fill bool `yaml:"fill,omitempty"`
 }
 
 // weightInputs lists the graph inputs of m that hold weights: no
@@ -60,9 +64,14 @@ func weightInputs(m *onnxpb.ModelProto) []string {
 	for _, t := range g.GetInitializer() {
 		inits[t.GetName()] = true
 	}
+	integer := integerWeightInputs(m) // param_inputs_integer.go
 	var out []string
 	for _, vi := range g.GetInput() {
 		name := vi.GetName()
+		if _, ok := integer[name]; ok {
+			out = append(out, name)
+			continue
+		}
 		if inits[name] || !fixedShape(vi) {
 			continue
 		}
@@ -148,19 +157,32 @@ func materializeWeights(m *onnxpb.ModelProto, names []string) (*onnxpb.ModelProt
 	c := proto.Clone(m).(*onnxpb.ModelProto)
 	g := c.GetGraph()
 	rng := rand.New(rand.NewPCG(0x3e1, uint64(len(names))))
+	integer := integerWeightInputs(m)
 	var kept []*onnxpb.ValueInfoProto
 	for _, vi := range g.GetInput() {
 		if !slices.Contains(names, vi.GetName()) {
 			kept = append(kept, vi)
 			continue
 		}
-		shape := make([]int, 0, len(onnxio.Dims(vi)))
+		shape, ok := integer[vi.GetName()]
+		if !ok {
+			for _, d := range onnxio.Dims(vi) {
+				shape = append(shape, int(d.Value))
+			}
+		}
 		n := 1
-		for _, d := range onnxio.Dims(vi) {
-			shape = append(shape, int(d.Value))
-			if n *= int(d.Value); n > maxWeightInputElements {
+		for _, d := range shape {
+			if n *= d; n > maxWeightInputElements {
 				return nil, fmt.Errorf("input %q of shape %s is too large to read as a weight (limit %d elements)", vi.GetName(), onnxio.FormatDims(onnxio.Dims(vi)), maxWeightInputElements)
 			}
+		}
+		if dt := onnxio.ElemType(vi); dt == onnxio.Int8 || dt == onnxio.Uint8 {
+			t, err := onnxio.ArrayToTensor(vi.GetName(), randomIntegers(rng, shape, dt))
+			if err != nil {
+				return nil, err
+			}
+			g.Initializer = append(g.Initializer, t)
+			continue
 		}
 		// Values of a trained layer's size (std 1/√fan_in), so that a
 		// float16 graph computes what its float32 lift does within float16's
@@ -190,6 +212,24 @@ func materializeWeights(m *onnxpb.ModelProto, names []string) (*onnxpb.ModelProt
 	return c, nil
 }
 
+// randomIntegers draws int8 or uint8 values over the type's whole range:
+// a quantized weight or zero point.
+func randomIntegers(rng *rand.Rand, shape []int, dt onnxio.DataType) *array.Array {
+	n := product(shape)
+	if dt == onnxio.Uint8 {
+		values := make([]uint8, n)
+		for i := range values {
+			values[i] = uint8(rng.IntN(256))
+		}
+		return array.FromSlice(shape, values)
+	}
+	values := make([]int8, n)
+	for i := range values {
+		values[i] = int8(rng.IntN(256) - 128)
+	}
+	return array.FromSlice(shape, values)
+}
+
 // paramInputs lists where the weight inputs went in the lifted layers'
 // parameters, in layer and parameter order.
 func (b *builder) paramInputs() []ParamInput {
@@ -203,7 +243,8 @@ func (b *builder) paramInputs() []ParamInput {
 			for _, pc := range p.pieces {
 				o := b.a.origin(pc, p.value.Dims())
 				if slices.Contains(b.a.weightInputs, o.init) {
-					out = append(out, ParamInput{Input: o.init, Param: l.name + "." + p.name, Transposed: o.transposed, Lo: o.lo, Hi: o.hi, At: at, View: o.view})
+					out = append(out, ParamInput{Input: o.init, Param: l.name + "." + p.name, Transposed: o.transposed, Lo: o.lo, Hi: o.hi, At: at, View: o.view,
+						Fill: slices.Contains(b.a.fillInputs, o.init)})
 				}
 				at += o.hi - o.lo
 			}
@@ -214,7 +255,7 @@ func (b *builder) paramInputs() []ParamInput {
 
 // weightInputsNote says which graph inputs the lift read as weights.
 func weightInputsNote(names []string) string {
-	return fmt.Sprintf("graph input(s) %s hold weights (the graph reads them as a Gemm's or MatMul's weight): they are parameters of the lifted model, loaded from those inputs on every run", quoted(names))
+	return fmt.Sprintf("graph input(s) %s hold weights (the graph reads them as a Gemm's or MatMul's weight, or as the parameters of a MatMulInteger and its scales): they are parameters of the lifted model, loaded from those inputs on every run", quoted(names))
 }
 
 // BindParamInputs loads the graph inputs that hold parameters into the
@@ -252,6 +293,10 @@ func copyRows(dst, src *tensor.Dense, bd ParamInput) error {
 		return err
 	}
 	shape := []int(src.Shape())
+	if bd.Fill && len(values) == 1 && dst.Dims() == 1 {
+		values, shape = slices.Repeat(values, bd.Hi-bd.Lo), []int{bd.Hi - bd.Lo}
+		bd.Lo, bd.Hi = 0, len(values)
+	}
 	if bd.View != nil {
 		if product(bd.View) != len(values) {
 			return fmt.Errorf("shape %v cannot be read as %v", src.Shape(), bd.View)

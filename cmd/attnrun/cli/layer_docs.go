@@ -61,6 +61,14 @@ var layerFieldDocs = map[string]map[string]string{
 		"qk_l2norm":        "divides each query and key head by its L2 norm (default true, as Qwen3-Next)",
 		"update_rule":      "\"linear\", \"gated\", \"delta\" or \"gated_delta\" (default)",
 	},
+	"LinearInteger": {
+		"bias":        "adds a float32 bias after the scales (default true)",
+		"d_in":        "the width of the input tokens",
+		"d_out":       "the width of the output tokens",
+		"input_type":  "the integer type of the tokens and input_zero_point: uint8 (default) or int8",
+		"per_channel": "gives every output column its own weight scale and zero point; otherwise one of each serves the whole weight",
+		"weight_type": "the integer type of weight and weight_zero_point: int8 (default) or uint8",
+	},
 	"MLA": {
 		"attention_bias":   "gives q_a_proj (or q_proj), kv_a_proj_with_mqa and o_proj a bias, as DeepseekV3Config's attention_bias",
 		"d":                "the width of the input and output tokens",

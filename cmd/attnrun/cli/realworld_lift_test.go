@@ -22,6 +22,7 @@ var realWorldLifted = []string{
 	"attn_mask2d_fp32",
 	"attn_nomask_fp16",
 	"attn_past_state",
+	"attn_past_state_u8s8",
 	"bert_toy",
 	"fusion_int32_mask",
 	"fusion_mask_no_cast",
