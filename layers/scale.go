@@ -24,7 +24,7 @@ func init() {
 // is not a multiplication by the rounded reciprocal), in float32.
 type Scale struct {
 	noParams `yaml:"-"` // the layer has no parameters.
-	// Factor multiplies the input; set it or Divisor, not both.
+	// Factor multiplies the input; set it or divisor, not both.
 	Factor float64 `yaml:"factor"`
 	// Divisor divides the input; it must not be 0.
 	Divisor float64 `yaml:"divisor"`
