@@ -174,11 +174,13 @@ func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, what string) (f
 	return base, nil
 }
 
-// throughCopies follows v back through Identity nodes: a KV cache's
-// Concat becomes one when the lifter splits the past off (onnxio/lift's
-// kvcache.go), between the new keys or values and the attention.
+// throughCopies follows v back through Identity nodes (a KV cache's
+// Concat becomes one when the lifter splits the past off, onnxio/lift's
+// kvcache.go, between the new keys or values and the attention) and
+// Casts of float32 to float32 (Hugging Face casts rotated heads and
+// normalized values back to the input's type).
 func throughCopies(g match.Graph, v string) string {
-	for n := g.Producer(v); n != nil && n.Op() == "Identity"; n = g.Producer(v) {
+	for n := g.Producer(v); n != nil && (n.Op() == "Identity" || match.IsFloatCopy(g, n)); n = g.Producer(v) {
 		v = n.Inputs()[0]
 	}
 	return v
