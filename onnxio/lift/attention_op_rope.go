@@ -2,7 +2,6 @@ package lift
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
 	"gorgonia.org/tensor"
@@ -68,8 +67,10 @@ func (l *opLayer) ropeOutOfOps(op *opOperand, rotates bool) error {
 }
 
 // normOnHeads extends the traced layout of a 4-D Attention operand through
-// a per-head RMSNorm before it (Qwen3's q_norm and k_norm on (B, T, heads,
-// head_dim), then the transpose and RoPE): the norm moves no element either,
+// an RMSNorm before it (Qwen3's q_norm and k_norm on (B, T, heads,
+// head_dim), then the transpose and RoPE; OLMo-2's over the whole (B, T,
+// heads·head_dim) projection before the split; the layer reads which from
+// the norm's width): the norm moves no element either,
 // so its nodes are traced as Identity on their data inputs, and the trace
 // goes on from its input. It returns the norm, or nil.
 func (l *opLayer) normOnHeads(op *opOperand, rotates bool) *headNorm {
@@ -102,33 +103,7 @@ func (l *opLayer) normOnHeads(op *opOperand, rotates bool) *headNorm {
 // rmsNormOp reads ONNX's RMSNormalization op over the last axis with a
 // static scale as a match.RMSNorm, or nil.
 func (l *opLayer) rmsNormOp(n *node) *match.RMSNorm {
-	a := l.a
-	ins := n.GetInput()
-	if len(ins) < 2 || !a.g.IsData(ins[0]) || a.g.IsData(ins[1]) {
-		return nil
-	}
-	shape, err := a.probes[0].shape(ins[0])
-	if err != nil || len(shape) == 0 {
-		return nil
-	}
-	if axis := n.Int("axis", -1); axis != -1 && axis != int64(len(shape)-1) {
-		return nil
-	}
-	width := shape[len(shape)-1]
-	t, err := a.probes[0].value(ins[1])
-	if err != nil || t.Shape().TotalSize() != width {
-		return nil
-	}
-	w, err := match.Float32(t)
-	if err != nil || w.Reshape(width) != nil {
-		return nil
-	}
-	eps := n.Float("epsilon", 1e-5)
-	if math.IsNaN(float64(eps)) {
-		return nil
-	}
-	return &match.RMSNorm{Input: ins[0], Output: n.GetOutput()[0], Width: width, Eps: eps, Weight: w, WeightFrom: ins[1],
-		Nodes: []*match.Node{match.NewNode(n)}}
+	return match.MatchRMSNormalization(patternGraph{a: l.a}, match.NewNode(n))
 }
 
 // tokensBefore finds the tokens a projection reads and the layout between

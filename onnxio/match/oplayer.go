@@ -52,8 +52,10 @@ type AttentionOp struct {
 	Mask string
 	// ALiBi reports that the mask adds ALiBi's linear bias.
 	ALiBi bool
-	// QNorm and KNorm are RMSNorms of each query and key head between the
-	// projection and the rotation, nil when there are none.
+	// QNorm and KNorm are RMSNorms of the queries and keys between the
+	// projection and the rotation, nil when there are none: of each head
+	// (Width HeadDim, Qwen3) or of the whole projections (Width
+	// Heads·HeadDim and KVHeads·HeadDim, OLMo-2).
 	QNorm, KNorm *RMSNorm
 	// Rope is the rotation of queries and keys, nil when there is none.
 	Rope *Rope
