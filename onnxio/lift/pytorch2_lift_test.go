@@ -135,6 +135,12 @@ var pytorch2Lifts = []struct {
 	// between float32 Casts, and a local layer whose mask keeps the keys
 	// within 2 positions on either side (window: 5 without causal).
 	{"modernbert_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// Cohere at opset 23: the Attention op over queries and keys rotated
+	// by interleaved pairs out of standard ops (stack(−x[…, 1::2],
+	// x[…, ::2]) flattened), its LayerNorm without bias as an
+	// RMSNormalization of the centred input, attention and MLP in
+	// parallel from one norm, logits scaled by nn.scale, the KV cache.
+	{"cohere_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 }
 
 // The lift says how it read what it could not read as written: the sizes

@@ -374,6 +374,7 @@ COMMITTED_EXPORTS = {
     "granite_sdpa": "dynamo18",     # constant embedding, residual and logits multipliers
     "olmo2_sdpa": "ts17",           # QK-norm over whole projections, post-norm placement
     "modernbert_sdpa": "ts17",      # fused Wqkv viewed (B, T, 3, H, d), a local window centred on the query
+    "cohere_sdpa": "dynamo23",      # interleaved rotary out of standard ops, LayerNorm without bias by hand
 }
 SUBSET = "size: git holds a few exports of the other architectures, the live cross-check all of them"
 
