@@ -561,35 +561,32 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 // any lifted layer.
 var errNoOutput = errors.New("the graph's output is not computed by a lifted layer")
 
-// sortRegions orders regions by where their output is computed. A region
-// whose output the graph does not name is placed by its last node, but
-// before every region that reads its output: a keep mask's layer shared by
-// several attentions holds nodes of each one's mask (Gemma 3's sliding
-// and global masks), some computed after the first attention.
+// sortRegions orders regions by where their output is computed. A keep
+// mask's layer, whose nodes may lie after a reader's output (a later
+// layer's sliding-window mask), comes at the latest just before its first
+// reader.
 func (a *analysis) sortRegions(rs []*region) {
-	pos := map[*region]int{}
-	for _, r := range rs {
+	computed := func(r *region) int {
 		if n := a.g.Producer(r.output); n != nil {
-			pos[r] = 2 * n.Index
-			continue
+			return n.Index
 		}
-		last := -1
+		last := -1 // an output the graph does not name (a layout the layer after it changes): its last node
 		for _, n := range r.nodes {
 			last = max(last, n.Index)
 		}
-		pos[r] = 2 * last
+		return last
 	}
-	moved := true
-	for pass := 0; moved && pass <= len(rs); pass++ { // until no reader sits before what it reads
-		moved = false
-		for _, r := range rs {
-			if a.g.Producer(r.output) != nil {
-				continue
-			}
-			for _, q := range rs {
-				if q != r && slices.Contains(q.inputs, r.output) && pos[q] <= pos[r] {
-					pos[r], moved = pos[q]-1, true // the odd places lie between the graph's nodes
-				}
+	pos := map[*region]int{} // twice the index, so that a keep mask fits just before its reader
+	for _, r := range rs {
+		pos[r] = 2*computed(r) + 1
+	}
+	for _, r := range rs {
+		if len(r.inputs) != 1 || r.output != keepMaskValue(r.inputs[0]) {
+			continue
+		}
+		for _, q := range rs {
+			if slices.Contains(q.inputs, r.output) {
+				pos[r] = min(pos[r], pos[q]-1)
 			}
 		}
 	}

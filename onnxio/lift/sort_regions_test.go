@@ -7,40 +7,51 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/attnrun/attnrun/onnxio"
 	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
-// TestSortRegionsPutsAKeepMaskBeforeItsReaders checks the order of a layer
-// whose output the graph does not name and whose nodes run after one of
-// its readers (Gemma 3's keep mask shared by a sliding-window attention and
-// a global one whose mask the graph computes later): it comes before every
-// layer that reads it, whatever its last node.
-func TestSortRegionsPutsAKeepMaskBeforeItsReaders(t *testing.T) {
-	relu := func(in, out string) *onnxpb.NodeProto {
-		return &onnxpb.NodeProto{OpType: proto.String("Relu"), Name: proto.String(out), Input: []string{in}, Output: []string{out}}
+// A keep mask's layer runs before the layers that read it even when the
+// graph computes part of it after one of them (ModernBERT through the
+// dynamo exporter builds the second layer's sliding mask after the first
+// attention), and the other layers keep the order of their outputs.
+func TestSortRegionsPutsKeepMasksFirst(t *testing.T) {
+	dims := []onnxio.Dim{onnxio.SymbolicDim("batch"), onnxio.SymbolicDim("sequence")}
+	op := func(typ, out string, in ...string) *onnxpb.NodeProto {
+		return &onnxpb.NodeProto{OpType: proto.String(typ), Name: proto.String(out), Input: in, Output: []string{out}}
 	}
-	input := func(name string) *onnxpb.ValueInfoProto {
-		return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-			TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT))}}}}
+	m := &onnxpb.ModelProto{
+		IrVersion:   proto.Int64(9),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(18)}},
+		Graph: &onnxpb.GraphProto{
+			Name: proto.String("late_mask"),
+			Node: []*onnxpb.NodeProto{
+				op("Neg", "first", "x"),       // the first layer, reading the mask
+				op("Not", "late", "keep"),     // a later layer's part of the mask
+				op("Neg", "second", "first"),  // the second layer
+				op("Not", "mask_out", "late"), // what the second layer reads of the mask
+				op("Identity", "y", "second"), // the output
+			},
+			Input: []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("x", onnxio.Float, dims),
+				onnxio.TensorValueInfo("keep", onnxio.Bool, dims)},
+			Output: []*onnxpb.ValueInfoProto{onnxio.TensorValueInfo("y", onnxio.Float, dims)},
+		},
 	}
-	m := &onnxpb.ModelProto{OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}}, Graph: &onnxpb.GraphProto{
-		Input: []*onnxpb.ValueInfoProto{input("x"), input("m")},
-		Node:  []*onnxpb.NodeProto{relu("m", "mask0"), relu("x", "attn0"), relu("m", "mask1"), relu("attn0", "attn1")},
-	}}
 	g, err := newGraph(m)
 	require.NoError(t, err)
 	a := &analysis{g: g}
-	nodeOf := func(out string) *node { return g.Producer(out) }
-	mask := &region{kind: "mask", output: "m::keep", inputs: []string{"m"}, nodes: []*node{nodeOf("mask0"), nodeOf("mask1")}}
-	attn0 := &region{kind: "attention", output: "attn0", inputs: []string{"x", "m::keep"}, nodes: []*node{nodeOf("attn0")}}
-	attn1 := &region{kind: "attention", output: "attn1", inputs: []string{"attn0", "m::keep"}, nodes: []*node{nodeOf("attn1")}}
-	rs := []*region{attn1, attn0, mask}
+	byName := map[string]*node{}
+	for _, n := range g.Nodes {
+		byName[n.GetName()] = n
+	}
+	first := &region{kind: "first", inputs: []string{"x", keepMaskValue("keep")}, output: "first", nodes: []*node{byName["first"]}}
+	second := &region{kind: "second", inputs: []string{"first", keepMaskValue("keep")}, output: "second", nodes: []*node{byName["second"]}}
+	mask := &region{kind: "mask", inputs: []string{"keep"}, output: keepMaskValue("keep"), nodes: []*node{byName["late"], byName["mask_out"]}}
+	rs := []*region{second, mask, first}
 	a.sortRegions(rs)
-	assert.Equal(t, []*region{mask, attn0, attn1}, rs)
-
-	// A layer whose unnamed output no layer reads stays at its last node.
-	tail := &region{kind: "mask", output: "m::other", inputs: []string{"m"}, nodes: []*node{nodeOf("mask1")}}
-	rs = []*region{tail, attn1, attn0, mask}
-	a.sortRegions(rs)
-	assert.Equal(t, []*region{mask, attn0, tail, attn1}, rs)
+	var order []string
+	for _, r := range rs {
+		order = append(order, r.kind)
+	}
+	assert.Equal(t, []string{"mask", "first", "second"}, order)
 }

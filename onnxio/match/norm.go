@@ -1,6 +1,10 @@
 package match
 
-import "gorgonia.org/tensor"
+import (
+	"math"
+
+	"gorgonia.org/tensor"
+)
 
 // RMSNorm is weight · x / √(mean(x²) + eps) over the last axis, as
 // PyTorch exports it: Pow(x, 2), ReduceMean over the last axis, Add of
@@ -92,38 +96,34 @@ func MatchRMSNorm(g Graph, pow *Node) (*RMSNorm, error) {
 }
 
 // MatchRMSNormalization reads ONNX's RMSNormalization op (opset 23) over
-// the last axis, its scale static, as an RMSNorm. It returns nil, nil when
-// n is another op or normalizes other axes, and a Refusal when its scale
-// is computed from the inputs or is not a vector of the normalized width.
-func MatchRMSNormalization(g Graph, n *Node) (*RMSNorm, error) {
+// the last axis of computed values, with a static scale of its width, as
+// an RMSNorm; nil when n is no such node.
+func MatchRMSNormalization(g Graph, n *Node) *RMSNorm {
 	ins := n.Inputs()
-	if n.Op() != "RMSNormalization" || len(ins) < 2 {
-		return nil, nil
+	if n.Op() != "RMSNormalization" || len(ins) < 2 || !g.IsData(ins[0]) || ins[1] == "" || g.IsData(ins[1]) {
+		return nil
 	}
 	shape, err := g.Shape(ins[0])
 	if err != nil || len(shape) == 0 {
-		return nil, nil
+		return nil
 	}
-	nodes := []*Node{n}
 	if axis := n.Int("axis", -1); axis != -1 && axis != int64(len(shape)-1) {
-		return nil, Refuse(nodes, "RMSNormalization over axes from %d of a rank-%d tensor; an RMSNorm normalizes the last axis", axis, len(shape))
+		return nil
 	}
 	width := shape[len(shape)-1]
-	if g.IsData(ins[1]) {
-		return nil, Refuse(nodes, "RMSNormalization scale %q is computed from the inputs; an RMSNorm has a weight", ins[1])
-	}
 	t, err := g.ValueAt(0, ins[1])
 	if err != nil || t.Shape().TotalSize() != width {
-		return nil, Refuse(nodes, "RMSNormalization scale %q is not a vector of %d", ins[1], width)
+		return nil
 	}
 	w, err := Float32(t)
-	if err != nil {
-		return nil, err
+	if err != nil || w.Reshape(width) != nil {
+		return nil
 	}
-	if err := w.Reshape(width); err != nil {
-		return nil, err
+	eps := n.Float("epsilon", 1e-5)
+	if math.IsNaN(float64(eps)) {
+		return nil
 	}
-	return &RMSNorm{Input: ins[0], Output: n.Output(), Width: width, Eps: n.Float("epsilon", 1e-5), Weight: w, WeightFrom: ins[1], Nodes: nodes}, nil
+	return &RMSNorm{Input: ins[0], Output: n.Output(), Width: width, Eps: eps, Weight: w, WeightFrom: ins[1], Nodes: []*Node{n}}
 }
 
 // isOneOver reports whether n computes 1 / v: Div(1, v), as the
