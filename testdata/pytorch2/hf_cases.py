@@ -363,7 +363,8 @@ def encoders():
 COMMITTED_EXPORTS = {
     "gemma3_sdpa": "dynamo23",      # sliding + global layers, QK-norm, Attention op
     "gpt_neox_sdpa": "ts17",        # partial rotary
-    "falcon_sdpa": "dynamo18",      # multi-query attention
+    "falcon_sdpa": ("dynamo18", "ts17"),  # multi-query attention; ts17 picks the heads by Gather and Slice
+    "gptj_eager": "ts17",           # interleaved rotary before the heads' Transpose, keys Cast into the cache
     "opt_sdpa": "ts17",             # learned positions with offset from the mask
     "roberta_sdpa": "dynamo18",     # positions from input_ids
     "distilbert_sdpa": "dynamo23",  # encoder without token types, Attention op
@@ -469,7 +470,8 @@ def subset(case, first):
     """Marks what git holds of a case of the other architectures: the export
     COMMITTED_EXPORTS names, if any."""
     if not first and not case.not_committed and "*" not in case.export_failures:
-        case.committed_exporters = (COMMITTED_EXPORTS[case.name],) if case.name in COMMITTED_EXPORTS else ()
+        exporters = COMMITTED_EXPORTS.get(case.name, ())
+        case.committed_exporters = exporters if isinstance(exporters, tuple) else (exporters,)
         case.subset_reason = SUBSET
     return case
 
