@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"time"
 )
 
 // Head addresses the operands of one attention head inside larger buffers.
@@ -111,13 +112,15 @@ func AttendBatch(heads []Head, opt AttentionOptions) {
 		h := &heads[i]
 		checkHead("AttendBatch", h, &opt, off)
 		off += h.Tq * h.Tk
-		work += 2 * h.Tq * h.Tk * (h.D + h.Dv)
+		work += tileWork(h)
 	}
 	threads := maxThreads()
-	if work < parallelMinFlops/8 {
+	if work < parallelMinFlops/4 || work < parallelMinFlops && machineBusy(time.Now()) {
 		// One token of twelve heads is a few thousand multiply-adds, far
-		// less than waking a worker costs; from about 1 MFLOP (2·Tq·Tk·
-		// (D+Dv) over the heads) the heads are spread over the threads.
+		// less than handing heads to a worker costs; sixteen tokens of
+		// twelve heads of 64 (2.4 MFLOP of tiles) take twice as long on
+		// one core as on two (about 40 against 20 µs). On a busy machine,
+		// where a worker may not be running, from 8 MFLOP.
 		threads = 1
 	}
 	// Whole heads per thread balance when they go round evenly or there
@@ -142,6 +145,15 @@ func AttendBatch(heads []Head, opt AttentionOptions) {
 	parallelFor(len(heads), threads, j)
 	j.heads, j.opt = nil, AttentionOptions{}
 	freeBatchJobs.put(j)
+}
+
+// tileWork is the floating-point work of head h as the fused kernel's
+// tiles do it, padding included (whole tiles of mr queries by nr keys and
+// nr output columns), which for a few tokens is most of it; the causal
+// half is counted.
+func tileWork(h *Head) int {
+	kern := currentISA().gemm
+	return 2 * roundUp(h.Tq, kern.mr) * roundUp(h.Tk, kern.nr) * (h.D + roundUp(h.Dv, kern.nr))
 }
 
 // attendOne runs one head on up to threads goroutines, writing its
