@@ -737,7 +737,10 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 		o.strides[perm[i]] = step
 		step *= shape[i]
 	}
-	out, err := rc.alloc(n, Float32, shape)
+	// The heads cover the output and the kernel writes every row of each
+	// (zeros or NaN for a row that sees no key), so a planned buffer is
+	// not zeroed first.
+	out, err := rc.allocFull(n, Float32, shape)
 	if err != nil {
 		return nil, false, err
 	}
