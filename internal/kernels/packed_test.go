@@ -18,7 +18,7 @@ import (
 func TestGemmPackedMatchesGemm(t *testing.T) {
 	forEachISA(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(15, 1))
-		for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17, 23, 40, 64, 65, 128, 141} {
+		for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17, 23, 40, 64, 65, 128, 141, 257} {
 			for _, nk := range [][2]int{{1, 1}, {31, 7}, {32, 256}, {33, 257}, {100, 600}, {768, 64}} {
 				for _, tr := range [][2]bool{{false, false}, {true, true}, {false, true}} {
 					for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.5, -2}} {
@@ -45,8 +45,8 @@ func TestGemmPackedParallel(t *testing.T) {
 			for _, m := range []int{1, 4, 9, 16, 30, 64} {
 				checkPacked(t, rng, fmt.Sprintf("m=%d", m), m, 300, 70, false, true, 1, 0)
 			}
-			// The driver's parts, each over every block of depth.
-			for _, m := range []int{128, 301} {
+			// Up to 256 rows short, the GEMM driver from 257.
+			for _, m := range []int{128, 256, 257, 301} {
 				checkPacked(t, rng, fmt.Sprintf("m=%d", m), m, 300, 600, false, true, 1, 0.5)
 			}
 		})
