@@ -45,9 +45,12 @@ func TestGemmPackedParallel(t *testing.T) {
 			for _, m := range []int{1, 4, 9, 16, 30, 64} {
 				checkPacked(t, rng, fmt.Sprintf("m=%d", m), m, 300, 70, false, true, 1, 0)
 			}
-			// Up to 256 rows short, the GEMM driver from 257.
-			for _, m := range []int{128, 256, 257, 301} {
-				checkPacked(t, rng, fmt.Sprintf("m=%d", m), m, 300, 600, false, true, 1, 0.5)
+			// One to three blocks of rows read in place (AVX-512), the
+			// driver's parts over every block of depth (the others).
+			for _, m := range []int{128, 256, 257, 301, 600} {
+				for _, transA := range []bool{false, true} {
+					checkPacked(t, rng, fmt.Sprintf("m=%d/transA=%v", m, transA), m, 300, 600, transA, true, 1, 0.5)
+				}
 			}
 		})
 	})
