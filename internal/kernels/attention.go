@@ -115,12 +115,11 @@ func AttendBatch(heads []Head, opt AttentionOptions) {
 		work += tileWork(h)
 	}
 	threads := maxThreads()
-	if work < parallelMinFlops/4 || work < parallelMinFlops && machineBusy(time.Now()) {
-		// One token of twelve heads is a few thousand multiply-adds, far
-		// less than handing heads to a worker costs; sixteen tokens of
-		// twelve heads of 64 (2.4 MFLOP of tiles) take twice as long on
-		// one core as on two (about 40 against 20 µs). On a busy machine,
-		// where a worker may not be running, from 8 MFLOP.
+	if work < parallelMinFlops/16 || work < parallelMinFlops && machineBusy(time.Now()) {
+		// One token of twelve heads takes about 7 µs on one core, less
+		// than handing half of it to a worker gains; eight tokens (22 µs)
+		// take about half as long on two cores. On a busy machine, where
+		// a worker may not be running, from 8 MFLOP.
 		threads = 1
 	}
 	// Whole heads per thread balance when they go round evenly or there
@@ -147,13 +146,18 @@ func AttendBatch(heads []Head, opt AttentionOptions) {
 	freeBatchJobs.put(j)
 }
 
-// tileWork is the floating-point work of head h as the fused kernel's
-// tiles do it, padding included (whole tiles of mr queries by nr keys and
-// nr output columns), which for a few tokens is most of it; the causal
-// half is counted.
+// tileWork estimates the work of head h on the fused kernel, in
+// floating-point operations: its tiles' (mr rows padded on kernels
+// without a few-rows one, nr keys, nr output columns; the causal half
+// counted) and, for what a head costs whatever its size (setting it up,
+// packing K, the softmax of each row), the equivalent of 20 000.
 func tileWork(h *Head) int {
 	kern := currentISA().gemm
-	return 2 * roundUp(h.Tq, kern.mr) * roundUp(h.Tk, kern.nr) * (h.D + roundUp(h.Dv, kern.nr))
+	rows := h.Tq
+	if kern.rows == nil {
+		rows = roundUp(rows, kern.mr)
+	}
+	return 2*rows*roundUp(h.Tk, kern.nr)*(h.D+roundUp(h.Dv, kern.nr)) + 20_000
 }
 
 // attendOne runs one head on up to threads goroutines, writing its
