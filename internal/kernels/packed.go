@@ -216,7 +216,9 @@ func (j *inPlaceJob) runPart(part int) {
 		aRow, aCol = 1, g.lda
 	}
 	var ws *workspace // for a ragged panel, computed aside
-	for pc := 0; pc < g.k; pc += p.kcBlk {
+	// The context is checked per block of depth too: a part of a long
+	// product runs every one of them.
+	for pc := 0; pc < g.k && j.ctx.Err() == nil; pc += p.kcBlk {
 		kc := min(p.kcBlk, g.k-pc)
 		beta := g.beta
 		if pc > 0 {
