@@ -26,7 +26,9 @@ var parallelMinFlops = 8 << 20
 // phases: pack the block of B (split by panels over the threads), then
 // multiply it by every mc×kc block of A (split by A blocks, and by B
 // panels when A has too few blocks to keep every thread busy). All threads
-// share the packed B, each packs its own A blocks.
+// share the packed B, each packs its own A blocks. With B packed already
+// (PackB), each part runs every block of depth for its block of A and
+// range of panels, in one dispatch per block of columns.
 type gemmJob struct {
 	g       gemmCall
 	set     *isa
