@@ -69,6 +69,9 @@ func viewGroups(g match.Graph, v string, depth int) (*groupView, bool) {
 	case "Identity":
 		return viewGroups(g, ins[0], depth+1)
 	case "Reshape":
+		if sameShapes(g, ins[0], n.Output()) { // Falcon's view back to (B, H, T, d), as the TorchScript exporter writes it
+			return viewGroups(g, ins[0], depth+1)
+		}
 		return projectionView(g, n)
 	}
 	in, ok := viewGroups(g, ins[0], depth+1)

@@ -141,11 +141,20 @@ func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
 	k, kNorm := unnormalized(g, k)
 	var kHeads, kDim int
 	var qSplitNorm, kSplitNorm *match.RMSNorm // Hugging Face's q_norm and k_norm, on (B, T, H, d)
-	if s.q, s.heads, s.dim, qSplitNorm, err = projectedNormedHeads(g, q, "queries"); err != nil {
-		return err
-	}
-	if s.k, kHeads, kDim, kSplitNorm, err = projectedNormedHeads(g, k, "keys"); err != nil {
-		return err
+	if s.rope != nil && s.rope.tokens {       // sdpa_rope_gptj_lift.go
+		if s.q, s.heads, s.dim, err = projectedTokenHeads(g, q, "queries"); err != nil {
+			return err
+		}
+		if s.k, kHeads, kDim, err = projectedTokenHeads(g, k, "keys"); err != nil {
+			return err
+		}
+	} else {
+		if s.q, s.heads, s.dim, qSplitNorm, err = projectedNormedHeads(g, q, "queries"); err != nil {
+			return err
+		}
+		if s.k, kHeads, kDim, kSplitNorm, err = projectedNormedHeads(g, k, "keys"); err != nil {
+			return err
+		}
 	}
 	if qNorm == nil && kNorm == nil {
 		qNorm, kNorm = qSplitNorm, kSplitNorm
@@ -647,6 +656,9 @@ type sdpaRope struct {
 	base  float64
 	dim   int
 	note  string
+	// tokens: the rotated heads are (B, T, H, d), before their Transpose
+	// (GPT-J, sdpa_rope_gptj_lift.go).
+	tokens bool
 }
 
 // unrotated returns the heads that RoPE, as rotateONNX writes it, rotates
@@ -656,6 +668,9 @@ type sdpaRope struct {
 // (a·cos − b·sin, b·cos + a·sin) of the halves, or of the pairs reshaped
 // back (interleaved).
 func unrotated(g match.Graph, v string) (string, *sdpaRope, error) {
+	if x, r, err := unrotatedEveryTwo(g, v); r != nil || err != nil { // sdpa_rope_gptj_lift.go: GPT-J's form
+		return x, r, err
+	}
 	if x, r, err := unrotatedHalf(g, v); r != nil || err != nil { // sdpa_rope_hf_lift.go: Hugging Face's form
 		return x, r, err
 	}

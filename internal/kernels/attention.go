@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"time"
 )
 
 // Head addresses the operands of one attention head inside larger buffers.
@@ -111,13 +112,14 @@ func AttendBatch(heads []Head, opt AttentionOptions) {
 		h := &heads[i]
 		checkHead("AttendBatch", h, &opt, off)
 		off += h.Tq * h.Tk
-		work += 2 * h.Tq * h.Tk * (h.D + h.Dv)
+		work += tileWork(h)
 	}
 	threads := maxThreads()
-	if work < parallelMinFlops/8 {
-		// One token of twelve heads is a few thousand multiply-adds, far
-		// less than waking a worker costs; from about 1 MFLOP (2·Tq·Tk·
-		// (D+Dv) over the heads) the heads are spread over the threads.
+	if work < parallelMinFlops/16 || work < parallelMinFlops && machineBusy(time.Now()) {
+		// One token of twelve heads takes about 7 µs on one core, less
+		// than handing half of it to a worker gains; eight tokens (22 µs)
+		// take about half as long on two cores. On a busy machine, where
+		// a worker may not be running, from 8 MFLOP.
 		threads = 1
 	}
 	// Whole heads per thread balance when they go round evenly or there
@@ -142,6 +144,20 @@ func AttendBatch(heads []Head, opt AttentionOptions) {
 	parallelFor(len(heads), threads, j)
 	j.heads, j.opt = nil, AttentionOptions{}
 	freeBatchJobs.put(j)
+}
+
+// tileWork estimates the work of head h on the fused kernel, in
+// floating-point operations: its tiles' (mr rows padded on kernels
+// without a few-rows one, nr keys, nr output columns; the causal half
+// counted) and, for what a head costs whatever its size (setting it up,
+// packing K, the softmax of each row), the equivalent of 20 000.
+func tileWork(h *Head) int {
+	kern := currentISA().gemm
+	rows := h.Tq
+	if kern.rows == nil {
+		rows = roundUp(rows, kern.mr)
+	}
+	return 2*rows*roundUp(h.Tk, kern.nr)*(h.D+roundUp(h.Dv, kern.nr)) + 20_000
 }
 
 // attendOne runs one head on up to threads goroutines, writing its

@@ -80,8 +80,10 @@ func (f *flash) setup(h *Head, opt *AttentionOptions, ws *workspace) {
 	packB(set, sc.kp, h.K, h.LdK, true, 0, h.D, 0, h.Tk, kern.nr)
 	f.kp = sc.kp
 	if opt.Causal {
-		// The first block loads the fewest keys; later ones load more.
-		first := visibleKeys(min(f.bq, h.Tq)-1, h.Tq, h.Tk, true)
+		// Every tile of queries multiplies the keys up to its last
+		// query's frontier by V (see tileEnd), so at least those the
+		// first query sees.
+		first := visibleKeys(0, h.Tq, h.Tk, true)
 		f.lastBad = lastNonFinite(&sc.bad, h.V, h.LdV, first, h.Tk, h.Dv)
 	}
 	if h.Dv%kern.nr == 0 {
@@ -144,9 +146,13 @@ func (f *flash) block(ws *workspace, b int) {
 	i0 := b * f.bq
 	rows := min(f.bq, h.Tq-i0)
 	rowsPad := roundUp(rows, mr)
+	if kern.rows != nil {
+		rowsPad = rows // the last rows take the few-rows kernel
+	}
 
-	// Q is read in place, except for a ragged last block: the kernel
-	// computes whole tiles, so that block is copied and zero-padded.
+	// Q is read in place, except for a ragged last block on a kernel
+	// without a few-rows one: it computes whole tiles, so that block is
+	// copied and zero-padded.
 	sc := &ws.attn
 	qa, ldq := h.Q[i0*h.LdQ:], h.LdQ
 	// Buffers are grown for a full block even for a ragged one, so that
@@ -189,11 +195,15 @@ func (f *flash) block(ws *workspace, b int) {
 		cols := min(bk, kEnd-j0)
 		colsPad := roundUp(cols, nr)
 
-		// S = Scale·Q·Kᵀ for the tile.
-		for jp := 0; jp < colsPad; jp += nr {
-			kpanel := f.kp[(j0+jp)*h.D : (j0+jp+nr)*h.D]
-			for ir := 0; ir < rowsPad; ir += mr {
-				kern.tile(h.D, qa[ir*ldq:], ldq, 1, kpanel, nr, sc.s[ir*bk+jp:], bk, opt.Scale, 0)
+		// S = Scale·Q·Kᵀ for the tile. Under a causal mask a tile of
+		// queries stops at the panel of the last key its last query sees:
+		// softmaxStep reads no score past a query's frontier.
+		for ir, tr := 0, 0; ir < rowsPad; ir += tr {
+			tr = f.tileRows(ir, rowsPad)
+			end := roundUp(min(cols, f.tileEnd(i0, ir, tr, rows)-j0), nr)
+			for jp := 0; jp < end; jp += nr {
+				kpanel := f.kp[(j0+jp)*h.D : (j0+jp+nr)*h.D]
+				kern.shortTile(tr, h.D, qa[ir*ldq:], ldq, 1, kpanel, nr, sc.s[ir*bk+jp:], bk, opt.Scale, 0)
 			}
 		}
 
@@ -201,16 +211,34 @@ func (f *flash) block(ws *workspace, b int) {
 			f.softmaxStep(sc, r, i0+r, j0, cols, colsPad)
 		}
 
-		// acc += P·V for the tile, with P the weights now in S.
-		for c := 0; c < f.dvPad; c += nr {
-			vpanel := f.vPanel(j0, c)
-			for ir := 0; ir < rowsPad; ir += mr {
-				kern.tile(cols, sc.s[ir*bk:], bk, 1, vpanel, f.vRow, sc.acc[ir*f.dvPad+c:], f.dvPad, 1, 1)
+		// acc += P·V for the tile, with P the weights now in S: each tile
+		// of queries over the keys up to its last query's frontier. The
+		// weights past it are 0; what skipping them leaves out (0 times a
+		// NaN or ±Inf value) lastBad puts back.
+		for ir, tr := 0, 0; ir < rowsPad; ir += tr {
+			tr = f.tileRows(ir, rowsPad)
+			depth := min(cols, f.tileEnd(i0, ir, tr, rows)-j0)
+			if depth <= 0 {
+				continue
+			}
+			for c := 0; c < f.dvPad; c += nr {
+				kern.shortTile(tr, depth, sc.s[ir*bk:], bk, 1, f.vPanel(j0, c), f.vRow, sc.acc[ir*f.dvPad+c:], f.dvPad, 1, 1)
 			}
 		}
 	}
 
-	for r := range rows {
+	for ir, tr := 0, 0; ir < rowsPad; ir += tr {
+		tr = f.tileRows(ir, rowsPad)
+		f.finish(sc, i0, ir, min(ir+tr, rows), f.tileEnd(i0, ir, tr, rows))
+	}
+}
+
+// finish writes the output rows r0..r1−1 of the block at query i0 from
+// the accumulator: rows of one tile, which multiplied the keys up to end
+// by V.
+func (f *flash) finish(sc *attnScratch, i0, r0, r1, end int) {
+	h, opt := &f.h, &f.opt
+	for r := r0; r < r1; r++ {
 		out := h.Out[(i0+r)*h.LdOut : (i0+r)*h.LdOut+h.Dv]
 		acc := sc.acc[r*f.dvPad : r*f.dvPad+h.Dv]
 		switch {
@@ -232,11 +260,30 @@ func (f *flash) block(ws *workspace, b int) {
 			}
 		}
 		for c, last := range f.lastBad {
-			if last >= kEnd {
+			if last >= end {
 				out[c] = float32(math.NaN())
 			}
 		}
 	}
+}
+
+// tileRows returns how many rows the tile at row ir of a block of rows
+// rows (padded ones included) takes: mr, or fewer for the last ones on
+// the few-rows kernel, which reads them in place and wastes no work on
+// padding (one token of decoding is 1 row of 12).
+func (f *flash) tileRows(ir, rows int) int {
+	if f.kern.rows == nil {
+		return f.kern.mr
+	}
+	return shortTileRows(rows-ir, f.kern.mr)
+}
+
+// tileEnd returns the end of the keys the tile of tr queries at row ir
+// of the block at query i0 (of rows queries) sees: the causal frontier of
+// its last query, or Tk without a causal mask.
+func (f *flash) tileEnd(i0, ir, tr, rows int) int {
+	last := i0 + min(ir+tr, rows) - 1
+	return visibleKeys(last, f.h.Tq, f.h.Tk, f.opt.Causal)
 }
 
 // lastNonFinite returns, for each of the dv columns of the rows from..to−1

@@ -26,7 +26,9 @@ var parallelMinFlops = 8 << 20
 // phases: pack the block of B (split by panels over the threads), then
 // multiply it by every mc×kc block of A (split by A blocks, and by B
 // panels when A has too few blocks to keep every thread busy). All threads
-// share the packed B, each packs its own A blocks.
+// share the packed B, each packs its own A blocks. With B packed already
+// (PackB), each part runs every block of depth for its block of A and
+// range of panels, in one dispatch per block of columns.
 type gemmJob struct {
 	g       gemmCall
 	set     *isa
@@ -139,15 +141,18 @@ func (j *gemmJob) run() {
 			}
 			j.packParts = min(j.nPanels, 2*j.threads)
 		}
+		if j.pre != nil {
+			// B is packed already: each part runs every block of depth
+			// on its rows and columns, so the threads meet once per
+			// product, not once per block of depth.
+			parallelFor(j.mBlocks*j.nSplit, j.threads, j)
+			continue
+		}
 		for j.pc = 0; j.pc < g.k && j.ctx.Err() == nil; j.pc += j.kcBlk {
 			j.kc = min(j.kcBlk, g.k-j.pc)
 			j.beta = g.beta
 			if j.pc > 0 {
 				j.beta = 1 // later blocks of k add to what the first wrote
-			}
-			if j.pre != nil {
-				j.compute(j.pre.block(j.jc, j.pc))
-				continue
 			}
 			j.packedB = grow(j.packedB, roundUp(ncBlk, kern.nr)*j.kcBlk)
 			j.packing = true
@@ -158,24 +163,26 @@ func (j *gemmJob) run() {
 	}
 }
 
-// compute multiplies every block of A by the packed block of B given.
-func (j *gemmJob) compute(packedB []float32) {
-	own := j.packedB
-	j.packedB = packedB
-	parallelFor(j.mBlocks*j.nSplit, j.threads, j)
-	j.packedB = own
-}
-
 // runPart runs one part of the current phase, unless the product's
 // context is done.
 func (j *gemmJob) runPart(part int) {
 	if j.ctx.Err() != nil {
 		return
 	}
-	if j.packing {
+	switch {
+	case j.packing:
 		j.packBPart(part)
-	} else {
-		j.computePart(part)
+	case j.pre != nil:
+		g := &j.g
+		for pc := 0; pc < g.k && j.ctx.Err() == nil; pc += j.kcBlk {
+			beta := g.beta
+			if pc > 0 {
+				beta = 1 // later blocks of k add to what the first wrote
+			}
+			j.computePart(part, pc, min(j.kcBlk, g.k-pc), beta, j.pre.block(j.jc, pc))
+		}
+	default:
+		j.computePart(part, j.pc, j.kc, j.beta, j.packedB)
 	}
 }
 
@@ -191,11 +198,12 @@ func (j *gemmJob) packBPart(part int) {
 	packB(j.set, j.packedB[p0*nr*j.kc:], j.g.b, j.g.ldb, j.g.transB, j.pc, j.kc, j.jc+j0, cols, nr)
 }
 
-// computePart packs one block of A and multiplies it by a range of the
-// packed B panels.
-func (j *gemmJob) computePart(part int) {
+// computePart packs one block of A, depth pc to pc+kc, and multiplies it
+// by a range of the panels of packedB, the block of B at that depth:
+// C = alpha·A·B + beta·C there.
+func (j *gemmJob) computePart(part, pc, kc int, beta float32, packedB []float32) {
 	g, kern := &j.g, j.kern
-	mr, nr, kc := kern.mr, kern.nr, j.kc
+	mr, nr := kern.mr, kern.nr
 	ib, s := part/j.nSplit, part%j.nSplit
 	q0, q1 := splitRange(j.mPanels, j.mBlocks, ib)
 	i0 := q0 * mr
@@ -210,26 +218,31 @@ func (j *gemmJob) computePart(part int) {
 	ws := freeWorkspaces.get()
 	ws.packA = grow(ws.packA, ceilDiv(j.mPanels, j.mBlocks)*mr*j.kcBlk)
 	ws.tile = grow(ws.tile, mr*nr)
-	packA(j.set, ws.packA, g.a, g.lda, g.transA, i0, mc, j.pc, kc, mr)
+	packA(j.set, ws.packA, g.a, g.lda, g.transA, i0, mc, pc, kc, mr)
 
 	// Loop order: the B panel (kc·nr) is reused across all A panels of the
 	// block, so it stays in L1 while the A block streams from L2.
 	for jp := p0; jp < p1; jp++ {
 		jr := jp * nr
 		cols := min(nr, j.nc-jr)
-		bp := j.packedB[jp*nr*kc : (jp+1)*nr*kc]
+		bp := packedB[jp*nr*kc : (jp+1)*nr*kc]
 		for ir := 0; ir < mc; ir += mr {
 			rows := min(mr, mc-ir)
 			ap := ws.packA[ir*kc : (ir+mr)*kc]
 			c := g.c[(i0+ir)*g.ldc+j.jc+jr:]
-			if rows == mr && cols == nr {
-				kern.tile(kc, ap, 1, mr, bp, nr, c, g.ldc, g.alpha, j.beta)
-				continue
+			switch {
+			case rows == mr && cols == nr:
+				kern.tile(kc, ap, 1, mr, bp, nr, c, g.ldc, g.alpha, beta)
+			case cols == nr && kern.rows != nil && rows <= maxTileRows:
+				// The last rows (128 = 10·12 + 8): the few-rows kernel,
+				// with the same bits, without the padding rows' work.
+				kern.rows(rows, kc, ap, 1, mr, bp, nr, c, g.ldc, g.alpha, beta)
+			default:
+				// A ragged edge: compute the full tile aside, keep the
+				// part that exists.
+				kern.tile(kc, ap, 1, mr, bp, nr, ws.tile, nr, 1, 0)
+				mergeTile(c, g.ldc, ws.tile, nr, rows, cols, g.alpha, beta)
 			}
-			// A ragged edge: compute the full tile aside, keep the part
-			// that exists.
-			kern.tile(kc, ap, 1, mr, bp, nr, ws.tile, nr, 1, 0)
-			mergeTile(c, g.ldc, ws.tile, nr, rows, cols, g.alpha, j.beta)
 		}
 	}
 	freeWorkspaces.put(ws)

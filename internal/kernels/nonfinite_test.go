@@ -264,30 +264,38 @@ func TestAttendNonFiniteExamples(t *testing.T) {
 	})
 }
 
-// TestSkippedTilesPoisonColumns checks the bookkeeping of the causal tiles
-// Attend skips: a NaN or ±Inf value of a key that a whole query block never
-// loads still makes that block's outputs NaN in its column, and only there.
+// TestSkippedTilesPoisonColumns checks the bookkeeping of the causal
+// work Attend skips (key tiles a whole query block never loads, and keys
+// past the frontier of a tile of queries within a block, with ragged last
+// tiles of 8 and 2 rows): a NaN or ±Inf value of any key still makes the
+// outputs of every query that does not see it NaN in its column, and
+// only there.
 func TestSkippedTilesPoisonColumns(t *testing.T) {
 	forEachISA(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 3))
-		const tq, d, dv = 200, 8, 6
-		for _, v := range []float32{nan32, posInf32, negInf32} {
-			h := Head{Tq: tq, Tk: tq, D: d, Dv: dv, LdQ: d, LdK: d, LdV: dv, LdOut: dv,
-				Q: randSlice(rng, tq*d), K: randSlice(rng, tq*d), V: randSlice(rng, tq*dv), Out: make([]float32, tq*dv)}
-			h.V[(tq-1)*dv+2] = v // the last key, column 2
-			Attend(h, AttentionOptions{Scale: 1, Causal: true})
-			for i := range tq {
-				for c := range dv {
-					got := h.Out[i*dv+c]
-					switch {
-					case c != 2:
-						require.True(t, isFinite(got), "%g: out[%d][%d] = %g", v, i, c, got)
-					case i < tq-1:
-						require.True(t, math.IsNaN(float64(got)), "%g: out[%d][%d] = %g, want NaN (0·%g)", v, i, c, got, v)
-					default:
-						// The last query sees the value with a positive weight.
-						require.Equal(t, math.IsNaN(float64(v)), math.IsNaN(float64(got)), "%g: last query: %g", v, got)
-						require.False(t, isFinite(got), "%g: last query: %g", v, got)
+		const d, dv = 8, 6
+		for _, size := range [][2]int{{200, 200}, {82, 82}, {10, 40}} {
+			tq, tk := size[0], size[1]
+			for _, v := range []float32{nan32, posInf32, negInf32} {
+				for key := range tk {
+					h := Head{Tq: tq, Tk: tk, D: d, Dv: dv, LdQ: d, LdK: d, LdV: dv, LdOut: dv,
+						Q: randSlice(rng, tq*d), K: randSlice(rng, tk*d), V: randSlice(rng, tk*dv), Out: make([]float32, tq*dv)}
+					h.V[key*dv+2] = v // column 2
+					Attend(h, AttentionOptions{Scale: 1, Causal: true})
+					for i := range tq {
+						for c := range dv {
+							got := h.Out[i*dv+c]
+							switch {
+							case c != 2:
+								require.True(t, isFinite(got), "%dx%d, %g at key %d: out[%d][%d] = %g", tq, tk, v, key, i, c, got)
+							case key >= visibleKeys(i, tq, tk, true):
+								require.True(t, math.IsNaN(float64(got)), "%dx%d, %g at key %d: out[%d][%d] = %g, want NaN (0·%g)", tq, tk, v, key, i, c, got, v)
+							default:
+								// The query sees the value with a positive weight.
+								require.Equal(t, math.IsNaN(float64(v)), math.IsNaN(float64(got)), "%dx%d, %g at key %d: query %d: %g", tq, tk, v, key, i, got)
+								require.False(t, isFinite(got), "%dx%d, %g at key %d: query %d: %g", tq, tk, v, key, i, got)
+							}
+						}
 					}
 				}
 			}

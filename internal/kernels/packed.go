@@ -93,9 +93,10 @@ func (p *PackedB) call(transA bool, m int, alpha float32, a []float32, lda int, 
 }
 
 // runPacked computes g, whose B p holds packed, on up to threads
-// goroutines: short products on the few-rows kernel, others on the GEMM
-// driver without its packing phase, and on the unpacked B when p was
-// packed for other kernels or a backend computes every product.
+// goroutines: with A read in place on kernels with a few-rows kernel, on
+// the GEMM driver without its packing of B on others, and on the unpacked
+// B when p was packed for other kernels or a backend computes every
+// product.
 func runPacked(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 	set := currentISA()
 	if gemmBackend != nil || set != p.set {
@@ -109,19 +110,22 @@ func runPacked(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 		scaleMatrix(g.c, g.ldc, g.m, g.n, g.beta)
 		return
 	}
-	if set.gemm.rows != nil && g.m <= maxShortRows {
-		runShort(ctx, g, p, threads)
+	if set.gemm.rows != nil {
+		runInPlace(ctx, g, p, threads)
 		return
 	}
 	runJob(ctx, g, set, p, threads)
 }
 
-// maxShortRows is the longest product computed as a short one: A read in
-// place (not packed), full tiles and then the few-rows kernel for the
-// rows left (no multiply-adds on padding rows), the threads splitting the
-// columns. Up to here A is at most 64 rows of a few thousand floats, which
-// stays in L2 while the panels of B stream past it.
-const maxShortRows = 64
+// inPlaceBlockRows is the most rows of A a part of a product on a packed
+// weight reads, in place (not packed): a block of depth of them (256 rows
+// of 256 floats, 256 KiB) stays in L2 while the panels of B stream past
+// it. Full tiles and then the few-rows kernel take the rows (no
+// multiply-adds on padding rows). The GEMM driver, which packs A (again
+// for every part that shares its rows), was 5 to 16% slower from 512 to
+// 4096 rows by weights of 384 to 2304, and up to 15% at 128 rows; few
+// rows were always read in place.
+const inPlaceBlockRows = 256
 
 // shortMinFlops is the smallest short product (2·m·n·k) worth splitting
 // across threads; dot products (dots.go) use it too. A short product
@@ -146,64 +150,75 @@ func worthSplitting(flops int) bool {
 	return flops >= busyShortMinFlops || !machineBusy(time.Now())
 }
 
-// shortJob is a short product in progress: its parts are ranges of B's
-// column panels, each computed over the whole depth, rows in tiles of
-// shortTileRows.
-type shortJob struct {
-	g      gemmCall
-	p      *PackedB
-	kern   *microKernel
-	ctx    context.Context
-	jc, nc int // the current block of columns
-	parts  int
+// inPlaceJob is a product on a packed weight in progress: its parts are
+// blocks of rows of A by ranges of B's column panels, each computed over
+// the whole depth, rows in tiles of shortTileRows.
+type inPlaceJob struct {
+	g        gemmCall
+	p        *PackedB
+	kern     *microKernel
+	ctx      context.Context
+	jc, nc   int // the current block of columns
+	rowBlock int // rows of A per part, a multiple of the kernel's mr
+	colParts int // parts the panels are split into per block of rows
+	parts    int
 }
 
-// freeShortJobs recycles shortJobs.
-var freeShortJobs = make(chan *shortJob, 16)
+// freeInPlaceJobs recycles inPlaceJobs.
+var freeInPlaceJobs = make(chan *inPlaceJob, 16)
 
-// runShort computes a product of at most maxShortRows rows.
-func runShort(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
-	var j *shortJob
+// runInPlace computes a product on a packed weight reading A in place.
+func runInPlace(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
+	var j *inPlaceJob
 	select {
-	case j = <-freeShortJobs:
+	case j = <-freeInPlaceJobs:
 	default:
-		j = new(shortJob)
+		j = new(inPlaceJob)
 	}
 	j.g, j.p, j.kern, j.ctx = *g, p, p.set.gemm, ctx
 	if !worthSplitting(2 * g.m * g.n * g.k) {
 		threads = 1
 	}
+	rowBlocks := ceilDiv(g.m, inPlaceBlockRows)
+	j.rowBlock = roundUp(ceilDiv(g.m, rowBlocks), j.kern.mr)
+	rowBlocks = ceilDiv(g.m, j.rowBlock)
 	for j.jc = 0; j.jc < g.n && ctx.Err() == nil; j.jc += p.ncBlk {
 		j.nc = min(p.ncBlk, g.n-j.jc)
 		panels := ceilDiv(j.nc, j.kern.nr)
-		j.parts = min(panels, partsPerThread*threads)
-		if threads == 1 {
-			j.parts = 1
+		j.colParts = 1
+		if threads > 1 {
+			j.colParts = min(panels, ceilDiv(partsPerThread*threads, rowBlocks))
 		}
+		j.parts = rowBlocks * j.colParts
 		parallelFor(j.parts, threads, j)
 	}
 	j.g, j.p, j.ctx = gemmCall{}, nil, nil
 	select {
-	case freeShortJobs <- j:
+	case freeInPlaceJobs <- j:
 	default:
 	}
 }
 
-// runPart computes the columns of one range of panels, unless the
+// runPart computes one block of rows by one range of panels, unless the
 // context is done.
-func (j *shortJob) runPart(part int) {
+func (j *inPlaceJob) runPart(part int) {
 	if j.ctx.Err() != nil {
 		return
 	}
 	g, p, kern := &j.g, j.p, j.kern
 	nr := kern.nr
-	p0, p1 := splitRange(ceilDiv(j.nc, nr), j.parts, part)
+	rb, cp := part/j.colParts, part%j.colParts
+	i0 := rb * j.rowBlock
+	i1 := min(i0+j.rowBlock, g.m)
+	p0, p1 := splitRange(ceilDiv(j.nc, nr), j.colParts, cp)
 	aRow, aCol := g.lda, 1
 	if g.transA {
 		aRow, aCol = 1, g.lda
 	}
 	var ws *workspace // for a ragged panel, computed aside
-	for pc := 0; pc < g.k; pc += p.kcBlk {
+	// The context is checked per block of depth too: a part of a long
+	// product runs every one of them.
+	for pc := 0; pc < g.k && j.ctx.Err() == nil; pc += p.kcBlk {
 		kc := min(p.kcBlk, g.k-pc)
 		beta := g.beta
 		if pc > 0 {
@@ -214,8 +229,8 @@ func (j *shortJob) runPart(part int) {
 			jr := jp * nr
 			cols := min(nr, j.nc-jr)
 			bp := blk[jp*nr*kc : (jp+1)*nr*kc]
-			for i, rows := 0, 0; i < g.m; i += rows {
-				rows = shortTileRows(g.m-i, kern.mr)
+			for i, rows := i0, 0; i < i1; i += rows {
+				rows = shortTileRows(i1-i, kern.mr)
 				a := g.a[i*aRow+pc*aCol:]
 				c := g.c[i*g.ldc+j.jc+jr:]
 				if cols == nr {

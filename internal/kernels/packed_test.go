@@ -18,7 +18,7 @@ import (
 func TestGemmPackedMatchesGemm(t *testing.T) {
 	forEachISA(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(15, 1))
-		for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17, 23, 40, 64, 65} {
+		for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17, 23, 40, 64, 65, 128, 141, 257} {
 			for _, nk := range [][2]int{{1, 1}, {31, 7}, {32, 256}, {33, 257}, {100, 600}, {768, 64}} {
 				for _, tr := range [][2]bool{{false, false}, {true, true}, {false, true}} {
 					for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.5, -2}} {
@@ -44,6 +44,13 @@ func TestGemmPackedParallel(t *testing.T) {
 			rng := rand.New(rand.NewPCG(15, 2))
 			for _, m := range []int{1, 4, 9, 16, 30, 64} {
 				checkPacked(t, rng, fmt.Sprintf("m=%d", m), m, 300, 70, false, true, 1, 0)
+			}
+			// One to three blocks of rows read in place (AVX-512), the
+			// driver's parts over every block of depth (the others).
+			for _, m := range []int{128, 256, 257, 301, 600} {
+				for _, transA := range []bool{false, true} {
+					checkPacked(t, rng, fmt.Sprintf("m=%d/transA=%v", m, transA), m, 300, 600, transA, true, 1, 0.5)
+				}
 			}
 		})
 	})

@@ -682,7 +682,7 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 	if kt.shape[r-2] != d || v.shape[r-2] != tk || tq == 0 || d == 0 || tk == 0 || dv == 0 || numel(batch) == 0 {
 		return nil, false, nil
 	}
-	opt, mask, added, ok := fa.options(rc, in, batch, tq, tk)
+	opt, mask, added, ok := fa.options(rc, n, in, batch, tq, tk)
 	if err := rc.err(); err != nil {
 		return nil, false, err
 	}
@@ -737,7 +737,10 @@ func (fa *fusedAttention) attend(rc *runCtx, n *node, in []*value) (*value, bool
 		o.strides[perm[i]] = step
 		step *= shape[i]
 	}
-	out, err := rc.alloc(n, Float32, shape)
+	// The heads cover the output and the kernel writes every row of each
+	// (zeros or NaN for a row that sees no key), so a planned buffer is
+	// not zeroed first.
+	out, err := rc.allocFull(n, Float32, shape)
 	if err != nil {
 		return nil, false, err
 	}
@@ -797,7 +800,7 @@ func (v *strided) offset(idx *[maxViewRank]int, axes int) int {
 // dtype's lowest value, not −inf, to hide the padding) is returned as
 // general, to be added by the kernel, when it is float32, has a row of
 // Tk keys per query or one for all, and no scale follows it in the chain.
-func (fa *fusedAttention) options(rc *runCtx, in []*value, batch []int, tq, tk int) (opt kernels.AttentionOptions, general addedMask, added, ok bool) {
+func (fa *fusedAttention) options(rc *runCtx, n *node, in []*value, batch []int, tq, tk int) (opt kernels.AttentionOptions, general addedMask, added, ok bool) {
 	r := len(batch) + 2
 	opt = kernels.AttentionOptions{Scale: 1, EmptyRowsNaN: true}
 	for _, arg := range fa.scales {
@@ -829,9 +832,11 @@ func (fa *fusedAttention) options(rc *runCtx, in []*value, batch []int, tq, tk i
 			if c, ok := scalar32(fill); !ok || fill.rank() > r || !math.IsInf(float64(c), -1) {
 				return opt, general, false, false
 			}
-			m = boolMask(rc, x, st.keep, tq, tk)
+			m = rc.staticPattern(n, st.arg, x, st.keep, tq, tk, boolMask)
 		case stepAdd:
-			m = floatMask(rc, x, tq, tk)
+			m = rc.staticPattern(n, st.arg, x, false, tq, tk, func(rc *runCtx, x *value, _ bool, tq, tk int) maskPattern {
+				return floatMask(rc, x, tq, tk)
+			})
 			if m == maskOther {
 				if general, ok = generalMask(x, tq, tk); !ok {
 					return opt, general, false, false

@@ -379,3 +379,88 @@ func TestAttentionFusionSizes(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionFusionMaskPatterns checks that a planned run classifies a
+// mask the plan fixes (a constant) once, and a mask given as an input on
+// every run: a causal mask input on the runs that record and follow the
+// plan, then a mask hiding one more score, which must take the fallback
+// and give the node-by-node result.
+func TestAttentionFusionMaskPatterns(t *testing.T) {
+	inf := float32(math.Inf(-1))
+	rng := rand.New(rand.NewPCG(7, 8))
+	in := map[string]*tensor.Dense{}
+	for _, name := range []string{"q", "k", "v"} {
+		in[name] = randDense(rng, tb, th, tt, td)
+	}
+	build := func(maskInput bool) *onnxpb.ModelProto {
+		g := &attnGraph{t: t, cur: "scores"}
+		g.nodes = append(g.nodes,
+			nodeP("kt", "Transpose", []string{"k"}, []string{"kt"}, intsAttr("perm", 0, 1, 3, 2)),
+			nodeP("scores", "MatMul", []string{"q", "kt"}, []string{"scores"}))
+		mask := "mask"
+		if !maskInput {
+			mask = g.init("mask", causalBool(tt, nil))
+		}
+		g.op("Where", mask, g.init("fill", scalarF(inf)), "")
+		g.nodes = append(g.nodes,
+			nodeP("probs", "Softmax", []string{g.cur}, []string{"probs"}, intAttr("axis", -1)),
+			nodeP("y", "MatMul", []string{"probs", "v"}, []string{"y"}))
+		inputs := []*onnxpb.ValueInfoProto{info("q", onnxio.Float, tb, th, tt, td), info("k", onnxio.Float, tb, th, tt, td), info("v", onnxio.Float, tb, th, tt, td)}
+		if maskInput {
+			inputs = append(inputs, info("mask", onnxio.Bool, tt, tt))
+		}
+		return graphSpec{nodes: g.nodes, inits: g.inits, inputs: inputs, outputs: []*onnxpb.ValueInfoProto{untyped("y", onnxio.Float)}}.model()
+	}
+	check := func(t *testing.T, g, plain *Graph, in map[string]*tensor.Dense) {
+		t.Helper()
+		got, err := g.Run(in)
+		require.NoError(t, err)
+		want, err := plain.Run(in)
+		require.NoError(t, err)
+		gv, err := fromDense(got["y"])
+		require.NoError(t, err)
+		wv, err := fromDense(want["y"])
+		require.NoError(t, err)
+		require.NoError(t, compareValues(gv, wv, tolerance{rtol: 1e-5, atol: 1e-6}))
+	}
+	patterns := func(g *Graph) int {
+		g.plans.mu.Lock()
+		defer g.plans.mu.Unlock()
+		n := 0
+		for _, p := range g.plans.list {
+			n += len(p.patterns)
+		}
+		return n
+	}
+
+	t.Run("constant mask", func(t *testing.T) {
+		m := build(false)
+		g, err := New(m)
+		require.NoError(t, err)
+		plain, err := newGraph(m, false)
+		require.NoError(t, err)
+		for range 4 { // the second run records the plan, the third and fourth follow it
+			check(t, g, plain, in)
+		}
+		require.Equal(t, 1, patterns(g), "patterns the plan keeps")
+		_, fast, slow := g.attentionRuns()
+		require.Equal(t, [2]int64{4, 0}, [2]int64{fast, slow})
+	})
+	t.Run("mask input", func(t *testing.T) {
+		m := build(true)
+		g, err := New(m)
+		require.NoError(t, err)
+		plain, err := newGraph(m, false)
+		require.NoError(t, err)
+		causal := map[string]*tensor.Dense{"q": in["q"], "k": in["k"], "v": in["v"], "mask": causalBool(tt, nil)}
+		for range 4 {
+			check(t, g, plain, causal)
+		}
+		other := map[string]*tensor.Dense{"q": in["q"], "k": in["k"], "v": in["v"],
+			"mask": causalBool(tt, func(i, j int) bool { return j > i || i == 3 && j == 1 })}
+		check(t, g, plain, other)
+		require.Zero(t, patterns(g), "patterns the plan keeps")
+		_, fast, slow := g.attentionRuns()
+		require.Equal(t, [2]int64{4, 1}, [2]int64{fast, slow})
+	})
+}

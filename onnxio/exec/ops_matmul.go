@@ -88,8 +88,14 @@ func matmulLinear(rc *runCtx, n *node, x, w *value) (out *value, ok bool, err er
 	k, cols := w.shape[0], w.shape[1]
 	shape := rc.shapeOf(x.shape)
 	shape[len(shape)-1] = cols
-	if out, err = rc.alloc(n, Float32, shape); err != nil || out.size() == 0 || k == 0 {
+	// The product writes every element (beta 0), so a planned buffer need
+	// not be zeroed first, except for an empty sum (k = 0), which is 0.
+	if out, err = rc.allocFull(n, Float32, shape); err != nil || out.size() == 0 {
 		return out, true, err
+	}
+	if k == 0 {
+		clear(out.data.([]float32))
+		return out, true, nil
 	}
 	return out, true, rc.product(false, false, x.size()/k, cols, k, 1, x.data.([]float32), k, w, cols, 0, out.data.([]float32), cols)
 }

@@ -87,6 +87,19 @@ type plan struct {
 	bufBytes  int64 // the arena's buffers, all together
 	maxMemory int64 // each run's budget
 	retired   bool  // a check failed: runs of this signature go node by node (guarded by planCache.mu)
+
+	patternsMu sync.Mutex
+	patterns   []staticMask // what masks fixed for the signature hide
+}
+
+// staticMask is the pattern of a mask the plan fixes for its signature
+// (a causal mask sliced from a constant buffer), classified once.
+type staticMask struct {
+	n       *node
+	arg     int // the node's input
+	keep    bool
+	tq, tk  int
+	pattern maskPattern
 }
 
 // allocPlan is where the run's i-th allocation goes.
@@ -538,4 +551,33 @@ func (rc *runCtx) shapeOf(dims []int) []int {
 	s := &rc.arena.shapes[rc.allocs]
 	*s = append((*s)[:0], dims...)
 	return *s
+}
+
+// staticPattern returns classify's pattern of the mask x, input arg of
+// node n, for tq×tk scores. When x is a value the plan fixes for its
+// signature (a constant, or a causal mask sliced from one), the pattern
+// is the plan's, classified on the first run that needs it: walking a
+// mask of T×T is a few percent of a pass.
+func (rc *runCtx) staticPattern(n *node, arg int, x *value, keep bool, tq, tk int, classify func(rc *runCtx, x *value, keep bool, tq, tk int) maskPattern) maskPattern {
+	p := rc.plan
+	if p == nil || arg >= len(n.in) || n.in[arg] < 0 || p.env[n.in[arg]] != x {
+		return classify(rc, x, keep, tq, tk)
+	}
+	key := staticMask{n: n, arg: arg, keep: keep, tq: tq, tk: tk}
+	p.patternsMu.Lock()
+	for _, m := range p.patterns {
+		if m.n == key.n && m.arg == key.arg && m.keep == key.keep && m.tq == key.tq && m.tk == key.tk {
+			p.patternsMu.Unlock()
+			return m.pattern
+		}
+	}
+	p.patternsMu.Unlock()
+	key.pattern = classify(rc, x, keep, tq, tk)
+	if rc.err() != nil {
+		return key.pattern // cut short by the run's context: not the mask's pattern
+	}
+	p.patternsMu.Lock()
+	p.patterns = append(p.patterns, key)
+	p.patternsMu.Unlock()
+	return key.pattern
 }

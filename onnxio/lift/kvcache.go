@@ -98,10 +98,39 @@ func cacheOf(gp *onnxpb.GraphProto, past string, outputs map[string]bool) (cache
 			return cacheLink{}, nil, nil, false
 		}
 	}
-	if cat == nil || !outputs[cat.GetOutput()[0]] {
+	if cat == nil {
 		return cacheLink{}, nil, nil, false
 	}
-	return cacheLink{past: past, present: cat.GetOutput()[0], fresh: cat.GetInput()[1]}, cat, copies, true
+	present, ok := returned(gp, cat.GetOutput()[0], outputs, past)
+	if !ok {
+		return cacheLink{}, nil, nil, false
+	}
+	return cacheLink{past: past, present: present, fresh: cat.GetInput()[1]}, cat, copies, true
+}
+
+// returned names the graph output that returns the extended cache v: v
+// itself, or a copy of it (Identity, or a Cast to the past's own element
+// type: the TorchScript exporter writes GPT-J's keys through one).
+func returned(gp *onnxpb.GraphProto, v string, outputs map[string]bool, past string) (string, bool) {
+	if outputs[v] {
+		return v, true
+	}
+	var elem int32
+	for _, in := range gp.GetInput() {
+		if in.GetName() == past {
+			elem = int32(onnxio.ElemType(in))
+		}
+	}
+	for _, n := range gp.GetNode() {
+		if len(n.GetInput()) != 1 || n.GetInput()[0] != v || !outputs[n.GetOutput()[0]] {
+			continue
+		}
+		to, _ := intAttr(n, "to")
+		if n.GetOpType() == "Identity" || n.GetOpType() == "Cast" && elem != 0 && int32(to) == elem {
+			return n.GetOutput()[0], true
+		}
+	}
+	return "", false
 }
 
 // intAttr is a node's int attribute and whether it has it.

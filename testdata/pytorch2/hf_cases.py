@@ -365,7 +365,8 @@ COMMITTED_EXPORTS = {
     "gpt_neox_sdpa": ("ts17", "dynamo23"),  # partial rotary; at 23 through RotaryEmbedding, heads packed per head
     "gpt_neox_eager": "dynamo23",   # the same in the eager softmax chain
     "qwen3_eager": "dynamo23",      # QK-norm by RMSNormalization in the eager softmax chain
-    "falcon_sdpa": "dynamo18",      # multi-query attention
+    "falcon_sdpa": ("dynamo18", "ts17"),  # multi-query attention; ts17 picks the heads by Gather and Slice
+    "gptj_eager": "ts17",           # interleaved rotary before the heads' Transpose, keys Cast into the cache
     "opt_sdpa": "ts17",             # learned positions with offset from the mask
     "roberta_sdpa": "dynamo18",     # positions from input_ids
     "distilbert_sdpa": "dynamo23",  # encoder without token types, Attention op
@@ -472,7 +473,7 @@ def subset(case, first):
     COMMITTED_EXPORTS names, if any."""
     if case.name in COMMITTED_EXPORTS or not first and not case.not_committed and "*" not in case.export_failures:
         exporters = COMMITTED_EXPORTS.get(case.name, ())
-        case.committed_exporters = (exporters,) if isinstance(exporters, str) else exporters
+        case.committed_exporters = exporters if isinstance(exporters, tuple) else (exporters,)
         case.subset_reason = SUBSET
     return case
 

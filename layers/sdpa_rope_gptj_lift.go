@@ -1,0 +1,201 @@
+package layers
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/attnrun/attnrun/onnxio/match"
+)
+
+// GPT-J's rotary embedding in ONNX graphs: the heads are rotated while
+// still laid out (B, T, H, d), before the Transpose that brings the heads
+// forward, and only their first rotary_dim features, in interleaved pairs:
+//
+//	rot  = x[…, :rotary_dim]
+//	rot' = rot·cos + rotate_every_two(rot)·sin
+//	q    = Transpose(Concat(rot', x[…, rotary_dim:]), (0, 2, 1, 3))
+//
+// where rotate_every_two(r) = Reshape(Concat(Unsqueeze(−r[…, 1::2]),
+// Unsqueeze(r[…, 0::2])) on a new last axis) and cos, sin repeat each
+// pair's value twice (repeat_interleave). The rotation acts on the last
+// axis alone, with tables that vary by position only, so rotating before
+// or after the Transpose is the same: it is attention.sdpa's rope:
+// interleaved with rope_rotary_dim.
+
+// unrotatedEveryTwo returns the heads x, (B, T, H, d) as projected, that v,
+// heads (B, H, T, d), rotates as GPT-J writes its rotation, and the
+// rotation (tokens set: x is not yet transposed); "" and nil when v is
+// not computed so.
+func unrotatedEveryTwo(g match.Graph, v string) (string, *sdpaRope, error) {
+	tr := g.Producer(throughCopies(g, v))
+	if tr == nil || tr.Op() != "Transpose" || !slices.Equal(tr.Ints("perm"), []int64{0, 2, 1, 3}) {
+		return "", nil, nil
+	}
+	rotated, whole := tr.Inputs()[0], ""
+	if cat := g.Producer(rotated); cat != nil && cat.Op() == "Concat" && len(cat.Inputs()) == 2 {
+		w, err := sliceSource(g, cat.Inputs()[1])
+		if err != nil || !lastAxisConcat(g, cat) {
+			return "", nil, nil
+		}
+		rotated, whole = cat.Inputs()[0], w
+	}
+	add := g.Producer(rotated)
+	if add == nil || add.Op() != "Add" || len(add.Inputs()) != 2 {
+		return "", nil, nil
+	}
+	for k := range 2 {
+		cosMul, sinMul := g.Producer(add.Inputs()[k]), g.Producer(add.Inputs()[1-k])
+		if cosMul == nil || sinMul == nil || cosMul.Op() != "Mul" || sinMul.Op() != "Mul" {
+			continue
+		}
+		x, cos, ok1 := dataAndStatic(g, cosMul)
+		rot, sin, ok2 := dataAndStatic(g, sinMul)
+		if !ok1 || !ok2 || !isRotateEveryTwo(g, rot, x) {
+			continue
+		}
+		shape, err := g.Shape(x)
+		if err != nil || len(shape) != 4 || shape[3]%2 != 0 {
+			return "", nil, fmt.Errorf("the rotated heads %q are not (B, T, H, rotary_dim)", x)
+		}
+		if whole == "" {
+			whole = x
+		} else if from, err := sliceSource(g, x); err != nil || from != whole {
+			return "", nil, fmt.Errorf("the partial rotation of %q joins other heads than it rotates", v)
+		}
+		base, err := everyTwoBase(g, cos, sin, x)
+		if err != nil {
+			return "", nil, err
+		}
+		return whole, &sdpaRope{style: "interleaved", base: base, dim: shape[3], tokens: true}, nil
+	}
+	return "", nil, nil
+}
+
+// lastAxisConcat reports whether a Concat joins its inputs on their last
+// axis.
+func lastAxisConcat(g match.Graph, cat *match.Node) bool {
+	shape, err := g.Shape(cat.Output())
+	axis := cat.Int("axis", 0)
+	return err == nil && (axis == -1 || int(axis) == len(shape)-1)
+}
+
+// isRotateEveryTwo reports whether rot is rotate_every_two(x): the odd
+// features negated and the even ones, stacked on a new last axis and
+// flattened back to x's shape, (−x₁, x₀, −x₃, x₂, …).
+func isRotateEveryTwo(g match.Graph, rot, x string) bool {
+	flat := g.Producer(rot)
+	if flat == nil || flat.Op() != "Reshape" || !sameShapes(g, rot, x) {
+		return false
+	}
+	stack := g.Producer(flat.Inputs()[0])
+	if stack == nil || stack.Op() != "Concat" || len(stack.Inputs()) != 2 || !lastAxisConcat(g, stack) {
+		return false
+	}
+	var picked [2]string
+	for i, in := range stack.Inputs() {
+		n := g.Producer(in)
+		if n == nil || n.Op() != "Unsqueeze" {
+			return false
+		}
+		picked[i] = n.Inputs()[0]
+	}
+	neg := g.Producer(picked[0])
+	if neg == nil || neg.Op() != "Neg" {
+		return false
+	}
+	return everyOther(g, neg.Inputs()[0], x, 1) && everyOther(g, picked[1], x, 0)
+}
+
+// everyOther reports whether v is x[…, start::2].
+func everyOther(g match.Graph, v, x string, start float64) bool {
+	n := g.Producer(v)
+	if from, err := sliceSource(g, v); err != nil || from != x || len(n.Inputs()) != 5 {
+		return false
+	}
+	lo, ok1 := g.Scalar(n.Inputs()[1])
+	step, ok2 := g.Scalar(n.Inputs()[4])
+	return ok1 && ok2 && lo == start && step == 2
+}
+
+// everyTwoBase reads the base of an interleaved rotation of x, (B, T, H,
+// rotary_dim), from its cos and sin tables: at every probe, the angle of
+// features 2i and 2i+1 at position t must be t·base^(−2i/rotary_dim), the
+// base read from position 1, pair 1.
+func everyTwoBase(g match.Graph, cosV, sinV, x string) (float64, error) {
+	base := 0.0
+	for p := range g.Probes() {
+		shape, err := g.ShapeAt(p, x)
+		if err != nil || len(shape) != 4 {
+			return 0, fmt.Errorf("the rotated heads %q are not (B, T, H, rotary_dim)", x)
+		}
+		T, d := shape[1], shape[3]
+		cos, err1 := tableAt(g, p, cosV, T*d)
+		sin, err2 := tableAt(g, p, sinV, T*d)
+		if err := cmp.Or(err1, err2); err != nil {
+			return 0, err
+		}
+		if base == 0 {
+			if base, err = everyTwoAngleBase(cos, sin, T, d); err != nil {
+				return 0, fmt.Errorf("the RoPE tables %q and %q: %w", cosV, sinV, err)
+			}
+		}
+		for t := range T {
+			for i := range d {
+				angle := float64(t) * math.Pow(base, -2*float64(i/2)/float64(d))
+				if math.Abs(cos[t*d+i]-math.Cos(angle)) > 1e-4 || math.Abs(sin[t*d+i]-math.Sin(angle)) > 1e-4 {
+					return 0, fmt.Errorf("the RoPE tables %q and %q are not cos and sin of position·base^(−2i/d) repeated for each pair, at position %d, feature %d (base %g)", cosV, sinV, t, i, base)
+				}
+			}
+		}
+	}
+	return base, nil
+}
+
+// everyTwoAngleBase reads the base from the angle of pair 1 at position 1;
+// one pair turns by its position whatever the base, which is then 10000.
+func everyTwoAngleBase(cos, sin []float64, T, d int) (float64, error) {
+	if T < 2 {
+		return 0, fmt.Errorf("they cover %d position(s); reading the base takes 2", T)
+	}
+	if d < 4 {
+		return 10000, nil
+	}
+	theta1 := math.Atan2(sin[d+2], cos[d+2])
+	base := math.Pow(theta1, -float64(d)/2)
+	if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
+		base = r
+	}
+	return base, nil
+}
+
+// tableAt reads a RoPE table at probe p, which must hold n values: one
+// table for every sequence and head.
+func tableAt(g match.Graph, p int, v string, n int) ([]float64, error) {
+	t, err := g.ValueAt(p, v)
+	if err != nil {
+		return nil, err
+	}
+	f, err := match.Floats(t)
+	if err != nil || len(f) != n {
+		return nil, fmt.Errorf("the RoPE table %q has %d values, want %d", v, len(f), n)
+	}
+	return f, nil
+}
+
+// projectedTokenHeads reads heads (B, T, H, d) split from an nn.Linear
+// of the input by a Reshape, as GPT-J rotates them before their
+// Transpose; it returns the projection, H and d.
+func projectedTokenHeads(g match.Graph, heads, what string) (*match.Linear, int, int, error) {
+	reshape := g.Producer(heads)
+	shape, err := g.Shape(heads)
+	if reshape == nil || reshape.Op() != "Reshape" || err != nil || len(shape) != 4 {
+		return nil, 0, 0, fmt.Errorf("the rotated %s (%q) are not heads (B, T, H, d) split from a projection", what, heads)
+	}
+	l, ok := g.Linear(reshape.Inputs()[0])
+	if !ok || l.Out != shape[2]*shape[3] {
+		return nil, 0, 0, fmt.Errorf("the rotated %s (%q) are not an nn.Linear of the input split into %d heads of %d", what, reshape.Inputs()[0], shape[2], shape[3])
+	}
+	return l, shape[2], shape[3], nil
+}
