@@ -58,7 +58,7 @@ func liftMoE(g match.Graph, n *match.Node) (*match.Layer, error) {
 	if dw.Shape()[2] != hidden {
 		return nil, nil
 	}
-	out, shared := moeOutput(g, down, x, router.Input)
+	out, shared := moeOutput(g, down, x)
 	if out == "" {
 		return nil, nil
 	}
@@ -145,9 +145,9 @@ func stackOf(g match.Graph, w string, experts int) bool {
 // moeOutput walks from the gathered down_proj through the single readers
 // that weight, sum and reshape the experts' outputs, to the first value
 // past a ReduceSum in the shape of the tokens x; with the shared expert
-// when an Add on the way adds one to the rows of x (rows). It returns ""
-// when the walk meets anything else.
-func moeOutput(g match.Graph, down, x, rows string) (string, []*match.Linear) {
+// when an Add on the way adds one of x. It returns "" when the walk meets
+// anything else.
+func moeOutput(g match.Graph, down, x string) (string, []*match.Linear) {
 	var shared []*match.Linear
 	summed := false
 	v := ""
@@ -171,7 +171,7 @@ func moeOutput(g match.Graph, down, x, rows string) (string, []*match.Linear) {
 			if !summed || shared != nil {
 				return "", nil
 			}
-			if shared = sharedExpert(g, otherInput(r, v), rows); shared == nil {
+			if shared = sharedExpert(g, otherInput(r, v), x); shared == nil {
 				return "", nil
 			}
 		}
@@ -180,11 +180,12 @@ func moeOutput(g match.Graph, down, x, rows string) (string, []*match.Linear) {
 	return "", nil
 }
 
-// sharedExpert reads v as Qwen2-MoE's gated shared expert of the rows:
-// σ(rows·gateᵀ) · down(silu(gate_proj(rows)) · up_proj(rows)), and
+// sharedExpert reads v as Qwen2-MoE's gated shared expert of the tokens x
+// (as rows): σ(x·gateᵀ) · down(silu(gate_proj(x)) · up_proj(x)), and
 // returns its gate_proj, up_proj, down_proj and shared_expert_gate; nil
 // when v is not that.
-func sharedExpert(g match.Graph, v, rows string) []*match.Linear {
+func sharedExpert(g match.Graph, v, x string) []*match.Linear {
+	reads := func(l *match.Linear) bool { return tokensBefore(g, l.Input) == x }
 	mul := g.Producer(v)
 	if mul == nil || mul.Op() != "Mul" {
 		return nil
@@ -196,7 +197,7 @@ func sharedExpert(g match.Graph, v, rows string) []*match.Linear {
 		}
 		gate, ok := g.Linear(sig.Inputs()[0])
 		downLin, ok2 := g.Linear(otherInput(mul, s))
-		if !ok || !ok2 || gate.Out != 1 || gate.Input != rows {
+		if !ok || !ok2 || gate.Out != 1 || !reads(gate) {
 			return nil
 		}
 		gated := g.Producer(downLin.Input)
@@ -204,18 +205,31 @@ func sharedExpert(g match.Graph, v, rows string) []*match.Linear {
 			return nil
 		}
 		for _, a := range gated.Inputs() {
-			proj, ok := g.Linear(a)
-			if !ok || proj.Input != rows {
-				continue
+			if proj := siluOfLinear(g, a); proj != nil {
+				up, ok := g.Linear(otherInput(gated, a))
+				if !ok || !reads(proj) || !reads(up) || up.Out != proj.Out || downLin.In != proj.Out {
+					return nil
+				}
+				return []*match.Linear{proj, up, downLin, gate}
 			}
-			act, _, out := activationAfter(g, a)
-			up, ok := g.Linear(otherInput(gated, out))
-			if act != "silu" || !ok || up.Input != rows || up.Out != proj.Out || downLin.In != proj.Out {
-				continue
-			}
-			return []*match.Linear{proj, up, downLin, gate}
 		}
 		return nil
+	}
+	return nil
+}
+
+// siluOfLinear returns the Linear whose SiLU (Sigmoid·x) is v, or nil.
+func siluOfLinear(g match.Graph, v string) *match.Linear {
+	mul := g.Producer(v)
+	if mul == nil || mul.Op() != "Mul" {
+		return nil
+	}
+	for _, in := range mul.Inputs() {
+		if lin, ok := g.Linear(in); ok {
+			if act, _, out := activationAfter(g, in); act == "silu" && out == v {
+				return lin
+			}
+		}
 	}
 	return nil
 }
