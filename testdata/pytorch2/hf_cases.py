@@ -371,6 +371,7 @@ COMMITTED_EXPORTS = {
     "gpt_bigcode_sdpa": "ts17",     # multi-query attention in a fused c_attn
     "xlm_roberta_sdpa": "ts17",     # positions from input_ids
     "albert_sdpa": "ts17",          # one layer's weights shared by both layers
+    "qwen2_moe_sdpa": "ts17",       # sparse MoE: TopK router, gathered experts, gated shared expert
 }
 SUBSET = "size: git holds a few exports of the other architectures, the live cross-check all of them"
 
