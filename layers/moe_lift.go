@@ -25,7 +25,7 @@ const moeSearchDepth = 12
 
 // liftMoE lifts the sparse MoE block whose router ends at the TopK n.
 func liftMoE(g match.Graph, n *match.Node) (*match.Layer, error) {
-	if !g.Registered("nn.moe") || len(n.Outputs()) != 2 || n.Int("largest", 1) != 1 {
+	if !g.Registered("nn.moe") || len(n.Inputs()) != 2 || len(n.Outputs()) != 2 || n.Int("largest", 1) != 1 {
 		return nil, nil
 	}
 	probs := skipFloatCasts(g, n.Inputs()[0])
