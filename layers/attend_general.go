@@ -63,7 +63,9 @@ type scoreRule struct {
 	// causal hides keys after the query's position.
 	causal bool
 	// window > 0 hides keys window or more positions before the query:
-	// a query sees at most window keys, itself included.
+	// a query sees at most window keys, itself included. Without causal
+	// the window is centred: it hides keys more than (window − 1)/2
+	// positions away on either side.
 	window     int
 	qPos, kPos int
 	// slopes, if set, adds the ALiBi bias slopes[h]·(key − query position).
@@ -226,8 +228,11 @@ func (r *scoreRule) hides(b, h, i, j int) bool {
 // w−1 keys before it), ALiBi and the masks.
 func (r *scoreRule) bias() attn.Bias {
 	f := attn.Frontier{Causal: r.causal, Left: -1, Right: -1}
-	if r.window > 0 {
+	switch {
+	case r.window > 0 && r.causal:
 		f.Left = r.window - 1
+	case r.window > 0: // centred on the query
+		f.Left, f.Right = (r.window-1)/2, (r.window-1)/2
 	}
 	return attn.Bias{Frontier: f, Slopes: r.slopes, Masks: r.masks}
 }

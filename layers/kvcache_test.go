@@ -67,6 +67,7 @@ var goldenSteps = map[string]stepSpec{
 	"sdpa_cross_key_padding":        {roles: []role{stream, whole, queryMask}},
 	"sdpa_softcap":                  {roles: []role{stream}},
 	"sdpa_window":                   {roles: []role{stream}},
+	"sdpa_window_centred":           {roles: []role{stream}, err: "centred on the query"},
 	"sdpa_rope_half":                {roles: []role{stream}},
 	"sdpa_rope_interleaved_partial": {roles: []role{stream}},
 	"sdpa_alibi":                    {roles: []role{stream}},

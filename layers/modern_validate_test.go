@@ -30,7 +30,7 @@ func TestModernValidate(t *testing.T) {
 		{"attention.sdpa", "{d: 8, num_heads: 2, scale: .inf}", "scale must be finite, got +Inf"},
 		{"attention.sdpa", "{d: 8, num_heads: 2, softcap: -1}", "softcap must be 0 (off) or a positive number, got -1"},
 		{"attention.sdpa", "{d: 8, num_heads: 2, window: -1, causal: true}", "window must be 0 (off) or positive, got -1"},
-		{"attention.sdpa", "{d: 8, num_heads: 2, window: 4}", "window 4 needs causal: true"},
+		{"attention.sdpa", "{d: 8, num_heads: 2, window: 4}", "window 4 is even"},
 		{"attention.sdpa", "{d: 8, num_heads: 2, mask: bool}", `mask_polarity is required with a bool mask: "keep" (True attends, as PyTorch SDPA) or "mask"`},
 		{"attention.sdpa", "{d: 8, num_heads: 2, mask: bool, mask_polarity: yes}", `mask_polarity "yes" is not "keep" or "mask"`},
 		{"attention.sdpa", "{d: 8, num_heads: 2, mask_polarity: keep}", `mask_polarity is set but mask is not "bool"`},

@@ -46,7 +46,8 @@ func TestScoreModsYAML(t *testing.T) {
 // Validate names the field and the rule of each new option.
 func TestSDPAFrontierValidate(t *testing.T) {
 	for _, tc := range []struct{ config, err string }{
-		{`qk_norm: layer`, `qk_norm "layer" is not "" (none) or "rms"`},
+		{`qk_norm: layer`, `qk_norm "layer" is not "" (none), "rms" (per head) or "rms_projection"`},
+		{`qk_norm: rms_projection, qk_norm_eps: -1`, "qk_norm_eps must be a finite number ≥ 0, got -1"},
 		{`qk_norm: rms, qk_norm_eps: -1`, "qk_norm_eps must be a finite number ≥ 0, got -1"},
 		{`sinks: true, masked_rows: nan`, "masked_rows: nan does not apply with sinks"},
 		{`score_mod: {type: softcap}`, "score_mod (softcap): cap must be a positive number, got 0"},

@@ -27,7 +27,8 @@ func init() {
 // with rope it is Llama/Mistral's attention (LlamaAttention, with
 // num_kv_heads for grouped-query attention and window for Mistral's sliding
 // window), with softcap Gemma 2's, with alibi BLOOM/MPT's, with qk_norm
-// Qwen3's (Qwen3Attention), with sinks gpt-oss's (GptOssAttention).
+// Qwen3's (Qwen3Attention) and with qk_norm: rms_projection OLMo-2's
+// (Olmo2Attention), with sinks gpt-oss's (GptOssAttention).
 //
 // Inputs: [x] is self-attention, [x, memory] cross-attention (queries from
 // x, keys and values from memory, which may be wider: d_memory); with a
@@ -57,7 +58,10 @@ func init() {
 // "top_left" (PyTorch 2.x's is_causal and the ONNX Attention op) lets it
 // see j ≤ i. They agree when Tq = Tk. window (sliding-window attention, as
 // Mistral's sliding_window) lets a query see at most window keys, itself
-// included: j > i − window, in the same alignment; it needs causal.
+// included: j > i − window, in the same alignment. Without causal the
+// window is centred on the query (an encoder's local attention, as
+// ModernBERT's local_attention): it sees the (window − 1)/2 keys on either
+// side, |j − i| ≤ (window − 1)/2, and window is odd.
 //
 // Masks: mask: bool reads the mask input as 0/1 with an explicit
 // mask_polarity ("keep": nonzero attends, as PyTorch SDPA, ONNX and Hugging
@@ -75,7 +79,9 @@ func init() {
 // per-head bias m_h·(j − i) (see ALiBi; self-attention only). qk_norm: rms
 // normalizes each head of the queries and keys (RMSNorm over head_dim,
 // with the weights q_norm.weight and k_norm.weight) after the projection,
-// before RoPE.
+// before RoPE; qk_norm: rms_projection normalizes the whole query and key
+// projections instead, before they are split into heads (RMSNorm over
+// num_heads·head_dim and num_kv_heads·head_dim).
 //
 // score_mod lists score modifications (see ScoreMod and
 // RegisterScoreMod): {type: softcap, cap: 30}, {type: alibi},
@@ -119,7 +125,8 @@ type SDPA struct {
 	// softcap·tanh(s/softcap), before the masks.
 	Softcap float64 `yaml:"softcap"`
 	// Window, if positive, is how many keys a query sees, itself included
-	// (sliding-window attention); it needs causal.
+	// (sliding-window attention): the last ones with causal, an odd number
+	// centred on the query without.
 	Window int `yaml:"window"`
 	// Dropout is the probability of zeroing an attention weight in train mode.
 	Dropout float64 `yaml:"dropout"`
@@ -141,9 +148,11 @@ type SDPA struct {
 	RoPERotaryDim int `yaml:"rope_rotary_dim"`
 	// ALiBi adds the ALiBi bias of num_heads slopes to the scores.
 	ALiBi bool `yaml:"alibi"`
-	// QKNorm normalizes each head of the queries and keys after the
-	// projections, before RoPE: "" (none) or "rms" (RMSNorm over head_dim
-	// with learned weights, Qwen3's q_norm and k_norm).
+	// QKNorm normalizes the queries and keys after the projections,
+	// before RoPE: "" (none), "rms" (each head: RMSNorm over head_dim with
+	// learned weights, Qwen3's q_norm and k_norm) or "rms_projection" (the
+	// whole projection: RMSNorm over num_heads·head_dim for the queries and
+	// num_kv_heads·head_dim for the keys, OLMo-2's).
 	QKNorm string `yaml:"qk_norm"`
 	// QKNormEps is the RMSNorm's epsilon (default 1e-6, Qwen3's
 	// rms_norm_eps).
@@ -176,9 +185,11 @@ type sdpaPrepared struct {
 	rot              *rotary
 	slopes           []float32
 	d, dMemory, hdim int // d, d_memory and heads·head_dim
-	// qNorm and kNorm are the weights of qk_norm (nil without it).
+	// qNorm and kNorm are the weights of qk_norm (nil without it);
+	// qkWhole says they normalize whole projections rather than heads.
 	qNorm, kNorm *tensor.Dense
 	qkEps        float64
+	qkWhole      bool
 	sinks        *tensor.Dense // (heads), nil without sinks
 	mods         ScoreMods
 }
@@ -278,8 +289,8 @@ func (s *SDPA) prepareScores(c *sdpaPrepared) error {
 	if s.Window < 0 {
 		return fmt.Errorf("window must be 0 (off) or positive, got %d", s.Window)
 	}
-	if s.Window > 0 && !s.Causal {
-		return fmt.Errorf("window %d needs causal: true (a window counts the keys up to and including the query)", s.Window)
+	if s.Window > 0 && !s.Causal && s.Window%2 == 0 {
+		return fmt.Errorf("window %d is even; without causal a window is centred on the query, (window − 1)/2 keys on either side, so it is odd", s.Window)
 	}
 	c.window = s.Window
 	switch s.Mask {
@@ -328,13 +339,13 @@ func (s *SDPA) prepareScores(c *sdpaPrepared) error {
 func (s *SDPA) prepareExtras(c *sdpaPrepared) error {
 	switch s.QKNorm {
 	case "":
-	case "rms":
+	case "rms", "rms_projection":
 		if !(s.QKNormEps >= 0) || math.IsInf(s.QKNormEps, 0) {
 			return fmt.Errorf("qk_norm_eps must be a finite number ≥ 0, got %g", s.QKNormEps)
 		}
-		c.qkEps = s.QKNormEps
+		c.qkEps, c.qkWhole = s.QKNormEps, s.QKNorm == "rms_projection"
 	default:
-		return fmt.Errorf("qk_norm %q is not \"\" (none) or \"rms\"", s.QKNorm)
+		return fmt.Errorf("qk_norm %q is not \"\" (none), \"rms\" (per head) or \"rms_projection\"", s.QKNorm)
 	}
 	if s.Sinks && c.nanRows {
 		return errors.New("masked_rows: nan does not apply with sinks: a query that sees no key gives the sink all its weight (weights of 0)")
@@ -373,10 +384,14 @@ func (s *SDPA) prepareWeights(a paramAlloc, c *sdpaPrepared) error {
 		return err
 	}
 	if s.QKNorm != "" {
-		if c.qNorm, err = a.zeros("q_norm.weight", c.headDim); err != nil {
+		qWidth, kWidth := c.headDim, c.headDim
+		if c.qkWhole {
+			qWidth, kWidth = c.hdim, kvWidth
+		}
+		if c.qNorm, err = a.zeros("q_norm.weight", qWidth); err != nil {
 			return err
 		}
-		if c.kNorm, err = a.zeros("k_norm.weight", c.headDim); err != nil {
+		if c.kNorm, err = a.zeros("k_norm.weight", kWidth); err != nil {
 			return err
 		}
 	}
@@ -548,7 +563,7 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 	q := sc.floats(x.rows() * c.hdim)
 	c.q.apply(q, x.data, x.rows())
 	if c.qNorm != nil {
-		rmsNormHeads(q, x.rows(), c.heads, c.headDim, floats(c.qNorm), c.qkEps)
+		c.normalize(q, x.rows(), c.heads, c.qNorm)
 	}
 	if c.rot != nil {
 		c.rot.apply(q, c.hdim, x.B, x.T, c.heads, past)
@@ -590,7 +605,7 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 	c.out.apply(data, context, x.rows())
 	if st != nil {
 		st.seqs, st.tokens = x.B, st.tokens+x.T
-		if c.window > 0 && in.memory == nil && !st.keepAll {
+		if c.window > 0 && c.causal && in.memory == nil && !st.keepAll {
 			st.caches[0].keepLast(c.window - 1)
 		}
 	}
@@ -601,6 +616,9 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 // canStep reports why a step on in would not give the rows of the full
 // pass, if it would not.
 func (c *sdpaPrepared) canStep(in sdpaInputs) error {
+	if c.window > 0 && !c.causal {
+		return errors.New("a window centred on the query sees later tokens: it cannot run incrementally")
+	}
 	if in.memory == nil && !c.causal && c.mask == 0 {
 		return errors.New("non-causal self-attention cannot run incrementally (its outputs depend on later tokens): set causal: true, or give a mask")
 	}
@@ -653,6 +671,16 @@ func (c *sdpaPrepared) keySource(in sdpaInputs, st *attentionState, past int) ke
 	}
 }
 
+// normalize applies qk_norm to rows of heads·head_dim projected queries
+// or keys: each head, or each whole row with rms_projection.
+func (c *sdpaPrepared) normalize(x []float32, rows, heads int, weight *tensor.Dense) {
+	if c.qkWhole {
+		rmsNormHeads(x, rows, 1, heads*c.headDim, floats(weight), c.qkEps)
+		return
+	}
+	rmsNormHeads(x, rows, heads, c.headDim, floats(weight), c.qkEps)
+}
+
 // projectKV projects the keys and values of x's tokens, which sit at
 // positions past, past+1, ..., normalizes the keys if qk_norm is on and
 // rotates them if RoPE is.
@@ -663,7 +691,7 @@ func (c *sdpaPrepared) projectKV(x seqs, past int) (k, v []float32) {
 	c.k.apply(k, x.data, x.rows())
 	c.v.apply(v, x.data, x.rows())
 	if c.kNorm != nil {
-		rmsNormHeads(k, x.rows(), c.kvHeads, c.headDim, floats(c.kNorm), c.qkEps)
+		c.normalize(k, x.rows(), c.kvHeads, c.kNorm)
 	}
 	if c.rot != nil {
 		c.rot.apply(k, kvWidth, x.B, x.T, c.kvHeads, past)

@@ -27,6 +27,7 @@ var loadSDPAFrontierCases = goldenCases[modernCase]("sdpa_frontier_cases.json")
 var frontierSteps = map[string]stepSpec{
 	"qwen3_qk_norm":                 {roles: []role{stream}},
 	"qwen3_qk_norm_bias_eps_window": {roles: []role{stream}},
+	"olmo2_qk_norm_projection":      {roles: []role{stream}},
 	"gpt_oss_sinks":                 {roles: []role{stream}},
 	"gpt_oss_sinks_window_padding":  {roles: []role{stream, keyMask}},
 	"qk_norm_sinks":                 {roles: []role{stream}},
@@ -119,20 +120,23 @@ func TestSDPAFrontierGoldensAreNotTrivial(t *testing.T) {
 		}
 		require.InDelta(t, want, s, 1e-6, "row %d", i)
 	}
-	// Without qk_norm the Qwen3 case differs: the norms are not identities.
-	c := cases["qwen3_qk_norm"]
-	l := fromYAML(t, "attention.sdpa", `{d: 32, num_heads: 4, num_kv_heads: 2, causal: true, rope: half, out_bias: false, out_name: o_proj}`)
-	require.NoError(t, l.Validate())
-	for _, p := range l.Params() {
-		copy(floats(p.Value), c.Params.Values[p.Name].Data)
+	// Without qk_norm the Qwen3 and OLMo-2 cases differ: the norms are not
+	// identities.
+	for _, name := range []string{"qwen3_qk_norm", "olmo2_qk_norm_projection"} {
+		c := cases[name]
+		l := fromYAML(t, "attention.sdpa", `{d: 32, num_heads: 4, num_kv_heads: 2, causal: true, rope: half, out_bias: false, out_name: o_proj}`)
+		require.NoError(t, l.Validate())
+		for _, p := range l.Params() {
+			copy(floats(p.Value), c.Params.Values[p.Name].Data)
+		}
+		out, err := l.Forward(nil, c.inputs())
+		require.NoError(t, err)
+		var diff float64
+		for i, v := range floats(out) {
+			diff = math.Max(diff, math.Abs(float64(v-c.Output.Data[i])))
+		}
+		require.Greater(t, diff, 1e-2, name)
 	}
-	out, err := l.Forward(nil, c.inputs())
-	require.NoError(t, err)
-	var diff float64
-	for i, v := range floats(out) {
-		diff = math.Max(diff, math.Abs(float64(v-c.Output.Data[i])))
-	}
-	require.Greater(t, diff, 1e-2)
 }
 
 // The exact path (taken for score modifications) and the kernels give the

@@ -10,14 +10,25 @@ import (
 // groupView follows a fused projection viewed as (B, T, G, d), G groups of
 // d features, through the ops that pick heads out of it: axes holds, for
 // each axis of the value, the axis of the view it came from (0 B, 1 T, 2 G,
-// 3 d), and groups the groups along the G axis, in order.
+// 3 d, and stackAxis), and groups the groups along the G axis, in order.
+// A projection viewed as (B, T, S, H, d), S projections of H heads stacked
+// (ModernBERT's Wqkv), is G = S·H groups with the stack axis before G:
+// picking one projection there leaves its H groups.
 type groupView struct {
 	l      *match.Linear
 	d      int
 	axes   []int
 	groups []int
 	picked bool // a Slice, Gather, GatherND or Split chose groups
+	// stacks is S while the stack axis holds S projections (groups
+	// holds them all, one after the other), 1 once one is picked, 0
+	// without a stack axis.
+	stacks int
 }
+
+// stackAxis labels the stack axis S of a (B, T, S, H, d) view in
+// groupView.axes.
+const stackAxis = 4
 
 // viewedHeads reads heads (B, H, T, d) picked out of a fused projection
 // viewed as (B, T, G, d) by any of Slice, Gather, GatherND and Split on the
@@ -27,7 +38,7 @@ type groupView struct {
 // holds the picked groups' rows, in head order.
 func viewedHeads(g match.Graph, heads string) (*match.Linear, int, int, bool) {
 	v, ok := viewGroups(g, heads, 0)
-	if !ok || !v.picked || !slices.Equal(v.axes, []int{0, 2, 1, 3}) {
+	if !ok || !v.picked || v.stacks > 1 || !slices.Equal(v.axes, []int{0, 2, 1, 3}) {
 		return nil, 0, 0, false
 	}
 	var rows []int
@@ -58,25 +69,21 @@ func viewGroups(g match.Graph, v string, depth int) (*groupView, bool) {
 	case "Identity":
 		return viewGroups(g, ins[0], depth+1)
 	case "Reshape":
-		shape, err := g.Shape(n.Output())
-		if err != nil || len(shape) != 4 {
-			return nil, false
-		}
-		l, ok := g.Linear(ins[0])
-		if !ok || l.Out != shape[2]*shape[3] {
-			return nil, false
-		}
-		groups := make([]int, shape[2])
-		for i := range groups {
-			groups[i] = i
-		}
-		return &groupView{l: l, d: shape[3], axes: []int{0, 1, 2, 3}, groups: groups}, true
+		return projectionView(g, n)
 	}
 	in, ok := viewGroups(g, ins[0], depth+1)
 	if !ok {
 		return nil, false
 	}
 	gAxis := slices.Index(in.axes, 2)
+	if sAxis := slices.Index(in.axes, stackAxis); sAxis >= 0 {
+		if picked, ok := stackPicked(g, n, v, in, sAxis); ok || picked {
+			return in, ok
+		}
+		if in.stacks > 1 && n.Op() != "Transpose" {
+			return nil, false // groups picked across the projections: not heads of one
+		}
+	}
 	switch n.Op() {
 	case "Transpose":
 		perm := n.Ints("perm")
@@ -113,6 +120,124 @@ func viewGroups(g match.Graph, v string, depth int) (*groupView, bool) {
 		return splitGroups(g, n, v, in, gAxis)
 	}
 	return nil, false
+}
+
+// projectionView reads the Reshape n of an nn.Linear's output to (B, T,
+// G, d) or (B, T, S, H, d).
+func projectionView(g match.Graph, n *match.Node) (*groupView, bool) {
+	shape, err := g.Shape(n.Output())
+	if err != nil || len(shape) != 4 && len(shape) != 5 {
+		return nil, false
+	}
+	features := 1
+	for _, n := range shape[2:] {
+		features *= n
+	}
+	l, ok := g.Linear(n.Inputs()[0])
+	if !ok || l.Out != features {
+		return nil, false
+	}
+	v := &groupView{l: l, d: shape[len(shape)-1], axes: []int{0, 1, 2, 3}}
+	if len(shape) == 5 {
+		v.axes, v.stacks = []int{0, 1, stackAxis, 2, 3}, shape[2]
+	}
+	v.groups = make([]int, l.Out/v.d)
+	for i := range v.groups {
+		v.groups[i] = i
+	}
+	return v, true
+}
+
+// stackPicked applies n to a view whose stack axis is sAxis, when n works
+// on that axis: picking one projection (a Slice of one, a Gather of one
+// index, a Split into ones) keeps its groups, and a Squeeze then drops the
+// axis. picked reports that n works on the stack axis; ok that it does so
+// as a pick of one projection.
+func stackPicked(g match.Graph, n *match.Node, v string, in *groupView, sAxis int) (picked, ok bool) {
+	ins := n.Inputs()
+	pick := func(i int) bool {
+		if i < 0 {
+			i += in.stacks
+		}
+		if in.stacks < 2 || i < 0 || i >= in.stacks || len(in.groups)%in.stacks != 0 {
+			return false
+		}
+		h := len(in.groups) / in.stacks
+		in.groups, in.stacks, in.picked = in.groups[i*h:(i+1)*h], 1, true
+		return true
+	}
+	switch n.Op() {
+	case "Slice":
+		if len(ins) < 4 {
+			return false, false
+		}
+		axis, ok := g.Scalar(ins[3])
+		if !ok || normAxis(int64(axis), len(in.axes)) != sAxis {
+			return false, false
+		}
+		start, ok1 := g.Scalar(ins[1])
+		end, ok2 := g.Scalar(ins[2])
+		lo, hi := clampIndex(start, in.stacks), clampIndex(end, in.stacks)
+		return true, ok1 && ok2 && hi == lo+1 && (len(ins) < 5 || sliceStep(g, ins[4]) == 1) && pick(lo)
+	case "Gather":
+		if normAxis(n.Int("axis", 0), len(in.axes)) != sAxis {
+			return false, false
+		}
+		idx, ok := constInts(g, ins[1])
+		t, err := g.Constant(ins[1])
+		if !ok || err != nil || len(idx) != 1 || t.Dims() > 1 || !pick(idx[0]) {
+			return true, false
+		}
+		if t.Dims() == 0 { // a scalar index drops the axis
+			in.axes, in.stacks = slices.Delete(in.axes, sAxis, sAxis+1), 0
+		}
+		return true, true
+	case "Split":
+		if normAxis(n.Int("axis", 0), len(in.axes)) != sAxis {
+			return false, false
+		}
+		out := slices.Index(n.Outputs(), v)
+		if out < 0 || len(n.Outputs()) != in.stacks {
+			return true, false
+		}
+		if len(ins) > 1 && ins[1] != "" {
+			sizes, ok := constInts(g, ins[1])
+			if !ok || slices.ContainsFunc(sizes, func(s int) bool { return s != 1 }) {
+				return true, false
+			}
+		}
+		return true, pick(out)
+	case "Squeeze":
+		axes := n.Ints("axes")
+		if len(ins) > 1 && ins[1] != "" {
+			a, ok := constInts(g, ins[1])
+			if !ok {
+				return true, false
+			}
+			axes = nil
+			for _, x := range a {
+				axes = append(axes, int64(x))
+			}
+		}
+		if len(axes) != 1 || normAxis(axes[0], len(in.axes)) != sAxis {
+			return false, false
+		}
+		if in.stacks != 1 {
+			return true, false
+		}
+		in.axes, in.stacks = slices.Delete(in.axes, sAxis, sAxis+1), 0
+		return true, true
+	}
+	return false, false
+}
+
+// sliceStep is a Slice's constant step, 0 when it is not one.
+func sliceStep(g match.Graph, v string) int {
+	step, ok := g.Scalar(v)
+	if !ok {
+		return 0
+	}
+	return int(step)
 }
 
 // pickGroups keeps the groups at idx (negative counting from the end).

@@ -91,7 +91,8 @@ type sdpaScores struct {
 	// second mask), read or not.
 	touched bool
 	// q and k are the query and key projections; qNorm and kNorm their
-	// per-head RMSNorms (nil without qk_norm).
+	// RMSNorms, of each head or of the whole projections (nil without
+	// qk_norm).
 	q, k         *match.Linear
 	qNorm, kNorm *match.RMSNorm
 	heads, dim   int
@@ -257,10 +258,11 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 	}
 	params := slices.Concat(s.q.Params("q_proj"), s.k.Params("k_proj"), vl.Params("v_proj"), out.Params(outName))
 	if s.qNorm != nil {
-		if s.qNorm.Eps != s.kNorm.Eps {
-			return nil, fmt.Errorf("the queries' and keys' RMSNorms have epsilons %v and %v: attention.sdpa's qk_norm has one", s.qNorm.Eps, s.kNorm.Eps)
+		kind, err := qkNormKind(s.qNorm, s.kNorm, s.heads, s.kvHeads, s.dim)
+		if err != nil {
+			return nil, err
 		}
-		cfg = append(cfg, match.Field{Key: "qk_norm", Value: "rms"}, match.Field{Key: "qk_norm_eps", Value: s.qNorm.Eps})
+		cfg = append(cfg, match.Field{Key: "qk_norm", Value: kind}, match.Field{Key: "qk_norm_eps", Value: s.qNorm.Eps})
 		params = append(params, match.Param{Name: "q_norm.weight", Value: s.qNorm.Weight, From: s.qNorm.WeightFrom},
 			match.Param{Name: "k_norm.weight", Value: s.kNorm.Weight, From: s.kNorm.WeightFrom})
 	}
@@ -289,6 +291,22 @@ func (s *sdpaScores) layer(g match.Graph, w *sdpaWeights) (*match.Layer, error) 
 		l.Before = []*match.Layer{{Type: "mask.padding", Name: "mask", Inputs: []string{s.keepInput}, Output: s.maskInput, KeepMasks: []string{s.keepInput}}}
 	}
 	return l, nil
+}
+
+// qkNormKind reads what attention.sdpa's qk_norm is for the RMSNorms of
+// the queries and keys: "rms" when they normalize each head,
+// "rms_projection" when they normalize the whole projections.
+func qkNormKind(q, k *match.RMSNorm, heads, kvHeads, headDim int) (string, error) {
+	switch {
+	case q.Eps != k.Eps:
+		return "", fmt.Errorf("the queries' and keys' RMSNorms have epsilons %v and %v: attention.sdpa's qk_norm has one", q.Eps, k.Eps)
+	case q.Width == headDim && k.Width == headDim:
+		return "rms", nil
+	case q.Width == heads*headDim && k.Width == kvHeads*headDim:
+		return "rms_projection", nil
+	}
+	return "", fmt.Errorf("the queries and keys are normalized over %d and %d features: attention.sdpa's qk_norm normalizes heads of %d (rms) or whole projections of %d and %d (rms_projection)",
+		q.Width, k.Width, headDim, heads*headDim, kvHeads*headDim)
 }
 
 // untransposedHeads returns the (B, H, S, d) heads that v holds
@@ -322,9 +340,15 @@ func untransposedHeads(g match.Graph, v string) (string, bool) {
 	return x, true
 }
 
-// unnormalized returns the heads a per-head RMSNorm computes v from, and
-// the norm; v itself and nil when no RMSNorm computes it.
+// unnormalized returns the values an RMSNorm computes v from, written out
+// (match.RMSNorm) or as ONNX's RMSNormalization op, and the norm; v itself
+// and nil when no RMSNorm computes it.
 func unnormalized(g match.Graph, v string) (string, *match.RMSNorm) {
+	if n := g.Producer(throughCopies(g, v)); n != nil {
+		if r := match.MatchRMSNormalization(g, n); r != nil { // ONNX's op (opset 23)
+			return throughCopies(g, r.Input), r
+		}
+	}
 	mul := g.Producer(v)
 	if mul == nil || mul.Op() != "Mul" {
 		return v, nil
@@ -348,11 +372,7 @@ func unnormalized(g match.Graph, v string) (string, *match.RMSNorm) {
 						continue
 					}
 					if r, err := match.MatchRMSNorm(g, pow); err == nil && r != nil && r.Output == v {
-						in := r.Input
-						for c := g.Producer(in); c != nil && (c.Op() == "Identity" || match.IsFloatCopy(g, c)); c = g.Producer(in) {
-							in = c.Inputs()[0] // Hugging Face's norms compute in float32
-						}
-						return in, r
+						return throughCopies(g, r.Input), r // Hugging Face's norms compute in float32
 					}
 				}
 				next = append(next, x)
@@ -398,8 +418,9 @@ func projectedHeads(g match.Graph, heads, what string) (*match.Linear, int, int,
 }
 
 // projectedNormedHeads is projectedHeads that also reads an RMSNorm of
-// each head between the split and the Transpose, as Hugging Face applies
-// q_norm and k_norm (Qwen3, OLMo-2): it returns the norm, or nil.
+// each head between the split and the Transpose, as Qwen3 applies q_norm
+// and k_norm, or of the whole projection before the split, as OLMo-2
+// does: it returns the norm (its Width tells which), or nil.
 func projectedNormedHeads(g match.Graph, heads, what string) (*match.Linear, int, int, *match.RMSNorm, error) {
 	if l, h, d, ok := packedHeads(g, throughCopies(g, heads)); ok {
 		return l, h, d, nil, nil
@@ -420,9 +441,16 @@ func projectedNormedHeads(g match.Graph, heads, what string) (*match.Linear, int
 	if err != nil || len(shape) != 4 {
 		return nil, 0, 0, nil, fmt.Errorf("the %s are split into heads of shape %v, not (B, T, H, d)", what, shape)
 	}
-	l, ok := g.Linear(reshape.Inputs()[0])
+	projected := reshape.Inputs()[0]
+	if x, whole := unnormalized(g, throughCopies(g, projected)); whole != nil {
+		if norm != nil {
+			return nil, 0, 0, nil, fmt.Errorf("the %s are normalized both whole and per head; attention.sdpa's qk_norm normalizes them once", what)
+		}
+		projected, norm = x, whole
+	}
+	l, ok := g.Linear(projected)
 	if !ok {
-		return nil, 0, 0, nil, fmt.Errorf("the %s (%q) are not an nn.Linear of the input", what, reshape.Inputs()[0])
+		return nil, 0, 0, nil, fmt.Errorf("the %s (%q) are not an nn.Linear of the input", what, projected)
 	}
 	if l.Out != shape[2]*shape[3] {
 		return nil, 0, 0, nil, fmt.Errorf("the %s' projection gives %d features, split into %d heads of %d", what, l.Out, shape[2], shape[3])

@@ -98,7 +98,10 @@ func (c *sdpaPrepared) exportAttentionOp(g registry.GraphBuilder, in sdpaSorted[
 	q := linearONNX(g, c.q, "q_proj", in.x)
 	k := linearONNX(g, c.k, "k_proj", in.memory)
 	v := linearONNX(g, c.v, "v_proj", in.memory)
-	if c.qNorm != nil { // per head: (B, T, H·d) → (B, T, H, d) and back
+	switch {
+	case c.qkWhole: // over the whole (B, T, H·d) projections
+		q, k = c.qkNormONNX(g, "q_norm", q), c.qkNormONNX(g, "k_norm", k)
+	case c.qNorm != nil: // per head: (B, T, H·d) → (B, T, H, d) and back
 		q = mergeLastONNX(g, c.qkNormONNX(g, "q_norm", splitLastONNX(g, q, c.heads, c.headDim)), c.hdim)
 		k = mergeLastONNX(g, c.qkNormONNX(g, "k_norm", splitLastONNX(g, k, c.kvHeads, c.headDim)), c.kvHeads*c.headDim)
 	}
@@ -181,10 +184,13 @@ func (c *sdpaPrepared) exportDecomposed(g registry.GraphBuilder, in sdpaSorted[s
 // headsONNX writes the projections split into heads, q (B, heads, Tq, d),
 // k and v (B, kv_heads, Tk, d), with qk_norm and RoPE.
 func (c *sdpaPrepared) headsONNX(g registry.GraphBuilder, in sdpaSorted[string]) (q, k, v string) {
-	q = splitHeadsONNX(g, linearONNX(g, c.q, "q_proj", in.x), c.heads, c.headDim)
-	k = splitHeadsONNX(g, linearONNX(g, c.k, "k_proj", in.memory), c.kvHeads, c.headDim)
+	q, k = linearONNX(g, c.q, "q_proj", in.x), linearONNX(g, c.k, "k_proj", in.memory)
+	if c.qkWhole { // before the split, over the whole projections
+		q, k = c.qkNormONNX(g, "q_norm", q), c.qkNormONNX(g, "k_norm", k)
+	}
+	q, k = splitHeadsONNX(g, q, c.heads, c.headDim), splitHeadsONNX(g, k, c.kvHeads, c.headDim)
 	v = splitHeadsONNX(g, linearONNX(g, c.v, "v_proj", in.memory), c.kvHeads, c.headDim)
-	if c.qNorm != nil {
+	if c.qNorm != nil && !c.qkWhole {
 		q, k = c.qkNormONNX(g, "q_norm", q), c.qkNormONNX(g, "k_norm", k)
 	}
 	if c.rot != nil {
@@ -194,8 +200,9 @@ func (c *sdpaPrepared) headsONNX(g registry.GraphBuilder, in sdpaSorted[string])
 	return q, k, v
 }
 
-// qkNormONNX is qk_norm on heads (…, head_dim): weight · x / √(mean(x²) +
-// eps) over the last axis, written as norm.rms writes it (Pow, ReduceMean,
+// qkNormONNX is qk_norm over the last axis, head_dim of split heads or
+// H·head_dim of a whole projection: weight · x / √(mean(x²) + eps),
+// written as norm.rms writes it (Pow, ReduceMean,
 // Add, Sqrt, Div, Mul), with the weight named name+".weight".
 func (c *sdpaPrepared) qkNormONNX(g registry.GraphBuilder, name, x string) string {
 	meanSquare := reduceLastONNX(g, "ReduceMean", g.Node("Pow", operands(x, g.ScalarFloat(2))))
@@ -253,7 +260,11 @@ func (c *sdpaPrepared) positionMask(g registry.GraphBuilder, in sdpaSorted[strin
 		back := g.Node("Sub", operands(
 			g.Node("Unsqueeze", operands(qPos, g.ConstInt64([]int64{1}))),
 			g.Node("Unsqueeze", operands(kPos, g.ConstInt64([]int64{0})))))
-		m.hide(g, g.Node("Greater", operands(back, g.ScalarInt64(int64(c.window-1)))))
+		reach := c.window - 1
+		if !c.causal { // centred: more than (window−1)/2 keys away on either side
+			back, reach = g.Node("Abs", operands(back)), (c.window-1)/2
+		}
+		m.hide(g, g.Node("Greater", operands(back, g.ScalarInt64(int64(reach)))))
 	}
 	if c.slopes != nil {
 		m.add(g, alibiONNX(g, c.slopes, qPos, kPos))

@@ -90,20 +90,20 @@ func liftSDPAOp(op *match.AttentionOp) (*match.Layer, error) {
 }
 
 // sdpaOpQKNorm checks that queries and keys are normalized alike, over
-// heads, and returns the qk_norm fields.
+// heads or over the whole projections, and returns the qk_norm fields.
 func sdpaOpQKNorm(op *match.AttentionOp) ([]match.Field, error) {
 	q, k := op.QNorm, op.KNorm
 	switch {
 	case q == nil && k == nil:
 		return nil, nil
 	case q == nil || k == nil:
-		return nil, errors.New("only one of the queries and keys is normalized per head: attention.sdpa's qk_norm normalizes both")
-	case q.Width != op.HeadDim || k.Width != op.HeadDim:
-		return nil, fmt.Errorf("the queries and keys are normalized over %d and %d features, not over heads of %d", q.Width, k.Width, op.HeadDim)
-	case q.Eps != k.Eps:
-		return nil, fmt.Errorf("the queries' and keys' RMSNorms have epsilons %v and %v: attention.sdpa's qk_norm has one", q.Eps, k.Eps)
+		return nil, errors.New("only one of the queries and keys is normalized: attention.sdpa's qk_norm normalizes both")
 	}
-	fields := []match.Field{{Key: "qk_norm", Value: "rms"}}
+	kind, err := qkNormKind(q, k, op.Heads, op.KVHeads, op.HeadDim)
+	if err != nil {
+		return nil, err
+	}
+	fields := []match.Field{{Key: "qk_norm", Value: kind}}
 	if q.Eps != float32(1e-6) {
 		fields = append(fields, match.Field{Key: "qk_norm_eps", Value: q.Eps})
 	}

@@ -8,12 +8,33 @@ import (
 )
 
 // Hugging Face's RoPE in ONNX graphs: x·cos + rotate_half(x)·sin, where
-// rotate_half(x) = Concat(−x[…, d/2:], x[…, :d/2]) and cos, sin are
-// tables computed from the positions and inv_freq (static at every
-// probe: the positions of a fresh sequence follow from its length). The
-// rotation is attention.sdpa's rope: half; the base is read from the
-// tables' angles at position 1, θ_i = base^(−2i/d), and every position's
-// angles are checked against it.
+// rotate_half(x) = Concat(−x[…, d/2:], x[…, :d/2]) (rope: half), or, for
+// interleaved pairs (Cohere, GPT-J), stack(−x[…, 1::2], x[…, ::2])
+// flattened (rope: interleaved, whose tables repeat each angle twice in a
+// row); cos and sin are tables computed from the positions and inv_freq
+// (static at every probe: the positions of a fresh sequence follow from
+// its length). The base is read from the tables' angles at position 1,
+// θ_i = base^(−2i/d), and every position's angles are checked against it.
+// Float32 copies around the rotation (ModernBERT's q.float() and
+// .to(original_dtype), which the TorchScript exporter writes as Casts to
+// float32) are seen through.
+
+func init() {
+	match.RegisterRotation("hugging face", readHFRotation)
+}
+
+// readHFRotation offers Hugging Face's RoPE, whole or partial, to the
+// lifter of ONNX's Attention op (match.RegisterRotation).
+func readHFRotation(g match.Graph, v string) (*match.Rotation, error) {
+	x, r, err := unrotatedHalf(g, v)
+	if r == nil && err == nil {
+		x, r, err = unrotatedPartialHalf(g, v)
+	}
+	if r == nil || err != nil {
+		return nil, err
+	}
+	return &match.Rotation{Heads: x, Rope: match.Rope{Interleaved: r.style == "interleaved", Base: r.base, Dim: r.dim}}, nil
+}
 
 // unrotatedHalf returns the heads x that v rotates as Hugging Face writes
 // RoPE, and the rotation; "" and nil when v is not rotated so.
@@ -31,19 +52,26 @@ func unrotatedHalf(g match.Graph, v string) (string, *sdpaRope, error) {
 		if !ok {
 			continue
 		}
+		x = throughCopies(g, x)
 		rot, sin, ok := dataAndStatic(g, sinMul)
-		if !ok || !isRotateHalf(g, rot, x) {
+		style := "half"
+		switch {
+		case !ok:
+			continue
+		case isRotatePairs(g, rot, x):
+			style = "interleaved"
+		case !isRotateHalf(g, rot, x):
 			continue
 		}
 		shape, err := g.Shape(x)
 		if err != nil || len(shape) != 4 || shape[3]%2 != 0 {
 			return "", nil, fmt.Errorf("the rotated heads %q are not (B, H, T, head_dim)", x)
 		}
-		base, err := ropeTableBase(g, cos, sin, shape[2], shape[3])
+		base, err := ropeTableBase(g, cos, sin, shape[2], shape[3], style == "interleaved")
 		if err != nil {
 			return "", nil, err
 		}
-		return x, &sdpaRope{style: "half", base: base, dim: shape[3]}, nil
+		return x, &sdpaRope{style: style, base: base, dim: shape[3]}, nil
 	}
 	return "", nil, nil
 }
@@ -88,11 +116,11 @@ func isRotateHalf(g match.Graph, rot, x string) bool {
 		return false
 	}
 	hi, err := sliceSource(g, neg.Inputs()[0])
-	if err != nil || hi != x {
+	if err != nil || throughCopies(g, hi) != x {
 		return false
 	}
 	lo, err := sliceSource(g, cat.Inputs()[1])
-	if err != nil || lo != x {
+	if err != nil || throughCopies(g, lo) != x {
 		return false
 	}
 	xs, err := g.Shape(x)
@@ -110,25 +138,81 @@ func isRotateHalf(g match.Graph, rot, x string) bool {
 	return his[len(his)-1] == half && los[len(los)-1] == half
 }
 
+// isRotatePairs reports whether rot is the rotation of x's interleaved
+// pairs as Cohere and GPT-J write it: stack(−x[…, 1::2], x[…, ::2],
+// dim=−1) flattened back to x's shape, that is Reshape(Concat(
+// Unsqueeze(Neg(odd)), Unsqueeze(even)) on a new last axis).
+func isRotatePairs(g match.Graph, rot, x string) bool {
+	flat := g.Producer(rot)
+	if flat == nil || flat.Op() != "Reshape" || !sameShapes(g, rot, x) {
+		return false
+	}
+	stack := g.Producer(flat.Inputs()[0])
+	if stack == nil || stack.Op() != "Concat" || len(stack.Inputs()) != 2 {
+		return false
+	}
+	shape, err := g.Shape(stack.Output())
+	if axis := stack.Int("axis", 0); err != nil || axis != -1 && int(axis) != len(shape)-1 {
+		return false
+	}
+	var sliced [2]string
+	for k, v := range stack.Inputs() {
+		unsq := g.Producer(v)
+		if unsq == nil || unsq.Op() != "Unsqueeze" || len(unsq.Inputs()) != 2 {
+			return false
+		}
+		if axis, ok := g.Scalar(unsq.Inputs()[1]); !ok || axis != -1 && int(axis) != len(shape)-1 {
+			return false
+		}
+		sliced[k] = unsq.Inputs()[0]
+	}
+	neg := g.Producer(sliced[0])
+	if neg == nil || neg.Op() != "Neg" {
+		return false
+	}
+	return isEverySecond(g, neg.Inputs()[0], x, 1) && isEverySecond(g, sliced[1], x, 0)
+}
+
+// isEverySecond reports whether v is x[…, start::2], a Slice of x's last
+// axis (through float32 copies) from start in steps of 2.
+func isEverySecond(g match.Graph, v, x string, start float64) bool {
+	src, err := sliceSource(g, v)
+	if err != nil || throughCopies(g, src) != x {
+		return false
+	}
+	ins := g.Producer(v).Inputs()
+	from, ok1 := g.Scalar(ins[1])
+	if len(ins) < 5 {
+		return false
+	}
+	step, ok2 := g.Scalar(ins[4])
+	return ok1 && ok2 && from == start && step == 2
+}
+
 // ropeTableBase reads the base of the rotation from Hugging Face's cos and
 // sin tables at the first probe, broadcast to (…, T, d): the angle of pair
-// i at position t must be t·base^(−2i/d), both halves alike.
-func ropeTableBase(g match.Graph, cosV, sinV string, T, d int) (float64, error) {
-	return ropeBase(g, cosV, sinV, T, d, d, "tables")
+// i at position t must be t·base^(−2i/d), both halves alike, or, with
+// interleaved pairs, both features of the pair (repeat_interleave).
+func ropeTableBase(g match.Graph, cosV, sinV string, T, d int, interleaved bool) (float64, error) {
+	pair := func(i int) int { return i % (d / 2) }
+	if interleaved {
+		pair = func(i int) int { return i / 2 }
+	}
+	return ropeBase(g, cosV, sinV, T, d, d, pair, "tables")
 }
 
 // ropeCacheBase reads the base of the rotation from RotaryEmbedding's cos
 // and sin caches at the first probe, (…, T, d/2): the angle of pair i at
 // position t must be t·base^(−2i/d).
 func ropeCacheBase(g match.Graph, cosV, sinV string, T, d int) (float64, error) {
-	return ropeBase(g, cosV, sinV, T, d, d/2, "caches")
+	return ropeBase(g, cosV, sinV, T, d, d/2, func(i int) int { return i }, "caches")
 }
 
 // ropeBase reads the base from cos and sin values of T rows of width
 // features each (d for tables that repeat the d/2 angles, d/2 for caches
-// that hold them once), then checks every angle against it; what names
-// the values in errors.
-func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, what string) (float64, error) {
+// that hold them once), feature i holding the angle of pair(i), then
+// checks every angle against it; what names the values in errors.
+func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, pair func(int) int, what string) (float64, error) {
 	read := func(v string) ([]float64, error) {
 		t, err := g.ValueAt(0, v)
 		if err != nil {
@@ -157,7 +241,11 @@ func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, what string) (f
 	}
 	base := 10000.0
 	if half > 1 {
-		theta1 := math.Atan2(sin[width+1], cos[width+1]) // position 1, pair 1
+		one := 0 // the feature of pair 1
+		for one+1 < width && pair(one) != 1 {
+			one++
+		}
+		theta1 := math.Atan2(sin[width+one], cos[width+one]) // position 1, pair 1
 		base = math.Pow(theta1, -float64(d)/2)
 		if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
 			base = r
@@ -165,7 +253,7 @@ func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, what string) (f
 	}
 	for t := range T {
 		for i := range width {
-			angle := float64(t) * math.Pow(base, -2*float64(i%half)/float64(d))
+			angle := float64(t) * math.Pow(base, -2*float64(pair(i))/float64(d))
 			if math.Abs(cos[t*width+i]-math.Cos(angle)) > 1e-4 || math.Abs(sin[t*width+i]-math.Sin(angle)) > 1e-4 {
 				return 0, fmt.Errorf("the RoPE %s %q and %q are not cos and sin of position·base^(−2i/d) at position %d, feature %d (base %g)", what, cosV, sinV, t, i, base)
 			}
@@ -174,11 +262,13 @@ func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, what string) (f
 	return base, nil
 }
 
-// throughCopies follows v back through Identity nodes: a KV cache's
-// Concat becomes one when the lifter splits the past off (onnxio/lift's
-// kvcache.go), between the new keys or values and the attention.
+// throughCopies follows v back through Identity nodes (a KV cache's
+// Concat becomes one when the lifter splits the past off, onnxio/lift's
+// kvcache.go, between the new keys or values and the attention) and
+// Casts of float32 to float32 (Hugging Face casts rotated heads and
+// normalized values back to the input's type).
 func throughCopies(g match.Graph, v string) string {
-	for n := g.Producer(v); n != nil && n.Op() == "Identity"; n = g.Producer(v) {
+	for n := g.Producer(v); n != nil && (n.Op() == "Identity" || match.IsFloatCopy(g, n)); n = g.Producer(v) {
 		v = n.Inputs()[0]
 	}
 	return v

@@ -182,8 +182,11 @@ func (s *sdpaScores) readKeepMask(g match.Graph, add []string) (string, bool, er
 			continue
 		}
 		s.mask, s.maskPolarity, s.maskInput, s.keepInput = "bool", "keep", mask, km.Input
-		if km.Window > 0 && (s.window > 0 || !km.Causal) {
-			return "", false, fmt.Errorf("the mask %q hides keys %d positions back and more; attention.sdpa's window needs causal, and one window", mask, km.Window)
+		switch {
+		case km.Window > 0 && s.window > 0:
+			return "", false, fmt.Errorf("the mask %q hides keys beyond a window of %d, and the scores are windowed already; attention.sdpa has one window", mask, km.Window)
+		case km.Window > 0 && !km.Causal && s.causal:
+			return "", false, fmt.Errorf("the mask %q is a window of %d centred on the query, over causal scores; attention.sdpa's window looks back with causal", mask, km.Window)
 		}
 		s.causal = s.causal || km.Causal
 		if km.Window > 0 {

@@ -477,7 +477,7 @@ func (l *attentionLayer) build() (*region, error) {
 			merge = a.traceForward(l.pv.GetOutput()[0])
 			l.extra = append(l.extra, merge.nodes...)
 		}
-		mShape, mIdx, err := p.trace(l.pv.GetOutput()[0], merge.value, nil)
+		mShape, mIdx, err := p.trace(l.pv.GetOutput()[0], merge.value, nil, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -505,7 +505,7 @@ func (l *attentionLayer) build() (*region, error) {
 			}
 		}
 		if out != nil && !l.noOutProj {
-			yShape, yIdx, err := p.trace(out.out, post.value, nil)
+			yShape, yIdx, err := p.trace(out.out, post.value, nil, nil)
 			if err != nil {
 				return nil, err
 			}

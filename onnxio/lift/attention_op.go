@@ -54,12 +54,13 @@ type opLayer struct {
 // opOperand is Q, K or V: a projection of tokens, perhaps rotated, perhaps
 // split into heads.
 type opOperand struct {
-	lin    *linear
-	tokens string
-	rope   *node     // RotaryEmbedding applied to it, or nil
-	heads  chain     // 4-D: the layout from the projection to the operand
-	norm   *headNorm // qk_norm's RMSNorm of each head, or nil
-	pre    chain     // the layout from the tokens to the projection's input
+	lin     *linear
+	tokens  string
+	rope    *node       // RotaryEmbedding applied to it, or nil
+	written *match.Rope // RoPE written out of standard ops applied to it (match.Unrotated), or nil
+	heads   chain       // 4-D: the layout from the projection to the operand
+	norm    *headNorm   // qk_norm's RMSNorm of each head, or nil
+	pre     chain       // the layout from the tokens to the projection's input
 }
 
 // attentionOp lifts one Attention node with the projections around it to
@@ -202,7 +203,13 @@ func (l *opLayer) build() (*region, error) {
 	if isCausal && m.causal {
 		m.causal = false // the mask repeats the op's own frontier
 	}
+	if isCausal && m.centred {
+		return nil, errors.New("the mask is a window centred on the query and the op causal: attention.sdpa's window looks back with causal")
+	}
 	if w.keys > 0 {
+		if m.centred {
+			return nil, fmt.Errorf("left_window_size %d and a mask centred on the query: attention.sdpa has one window", w.keys-1)
+		}
 		if !isCausal && !(m.causal && (!cross || m.topLeft)) {
 			return nil, fmt.Errorf("left_window_size %d without a causal frontier aligned as the op aligns its window (top-left): attention.sdpa's window needs causal in the same alignment", w.keys-1)
 		}
@@ -232,6 +239,15 @@ func (l *opLayer) build() (*region, error) {
 	}
 	if q.rope == nil && k.rope != nil {
 		return nil, errors.New("the keys are rotated by RotaryEmbedding but not the queries")
+	}
+	if (q.written == nil) != (k.written == nil) || q.written != nil && *q.written != *k.written {
+		return nil, errors.New("the queries and keys are not rotated alike; attention.sdpa's rope rotates both")
+	}
+	if q.written != nil {
+		if q.rope != nil {
+			return nil, errors.New("the queries are rotated twice, by RotaryEmbedding and by standard ops")
+		}
+		op.Rope = q.written
 	}
 	if q.rope != nil {
 		if op.Rope, err = l.rope(q.rope, k.rope, heads, kvHeads, headDim, rank4); err != nil {
@@ -364,6 +380,11 @@ func (l *opLayer) operand(v, what string, rank4, rotates bool) (opOperand, error
 		if rope := l.ropeOnHeads(&op, rotates); rope != nil { // attention_op_rope.go
 			base = op.heads.base
 		}
+		if err := l.ropeOutOfOps(&op, rotates); err != nil { // attention_op_rope.go
+			return op, err
+		} else if op.written != nil {
+			base = op.heads.base
+		}
 		if op.norm = l.normOnHeads(&op, rotates); op.norm != nil {
 			base = op.heads.base
 		}
@@ -478,7 +499,7 @@ func (l *opLayer) outProjection(heads, headDim int, rank4 bool) (*linear, error)
 		merge := a.traceForward(y)
 		l.nodes = append(l.nodes, merge.nodes...)
 		for _, p := range a.probes {
-			shape, idx, err := p.trace(y, merge.value, nil)
+			shape, idx, err := p.trace(y, merge.value, nil, nil)
 			if err != nil {
 				return nil, err
 			}

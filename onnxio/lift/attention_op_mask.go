@@ -22,8 +22,11 @@ type opMask struct {
 	// causal: the mask hides the keys after each query, aligned
 	// bottom-right, or top-left when topLeft is set.
 	causal, topLeft bool
-	// window > 0: it hides keys window or more positions back.
-	window int
+	// window > 0: it hides keys window or more positions back, or, when
+	// centred, those more than (window − 1)/2 positions away on either
+	// side (an encoder's local attention).
+	window  int
+	centred bool
 	// alibi: it adds ALiBi's bias.
 	alibi bool
 	// padding: the input is a (B, S) keep mask of the keys, Hugging Face's
@@ -62,7 +65,7 @@ func (l *opLayer) mask(v string, heads int, isCausal, cross bool, tokens []strin
 	if err := classifyStatic(&m, static, shape, heads, isCausal, cross); err != nil {
 		return m, err
 	}
-	if m.window > 0 && !m.causal && !isCausal {
+	if m.window > 0 && !m.centred && !m.causal && !isCausal {
 		return m, fmt.Errorf("the mask hides keys %d or more positions back but not the future: attention.sdpa's window needs causal", m.window)
 	}
 	if m.causal || m.window > 0 || isCausal {
@@ -369,7 +372,7 @@ func classifyStatic(m *opMask, vals []float64, shape []int, heads int, isCausal,
 			problem = err
 			continue
 		}
-		m.causal, m.window = c.causal, c.window
+		m.causal, m.window, m.centred = c.causal, c.window, c.centred
 		m.topLeft = c.causal && off == 0 && tq != tk
 		alibi, err := readALiBi(at, hs, heads, tq, tk, off)
 		if err != nil {
@@ -381,10 +384,12 @@ func classifyStatic(m *opMask, vals []float64, shape []int, heads int, isCausal,
 	return problem
 }
 
-// frontier is what a mask hides of the past and the future.
+// frontier is what a mask hides of the past and the future: the future
+// (causal), keys window or more positions back, or, centred, keys more
+// than (window − 1)/2 positions away on either side.
 type frontier struct {
-	causal bool
-	window int
+	causal, centred bool
+	window          int
 }
 
 // readFrontier reads the hidden keys of every head (they must agree) as a
@@ -402,7 +407,7 @@ func readFrontier(at func(b, h, i, j int) float64, hs, tq, tk, off int) (frontie
 		}
 	}
 	future, hiddenFuture := 0, 0
-	minBack := math.MaxInt
+	minBack, minAhead := math.MaxInt, math.MaxInt
 	for i := range tq {
 		for j := range tk {
 			back := i + off - j
@@ -411,6 +416,7 @@ func readFrontier(at func(b, h, i, j int) float64, hs, tq, tk, off int) (frontie
 				future++
 				if hidden(i, j) {
 					hiddenFuture++
+					minAhead = min(minAhead, -back)
 				}
 			case hidden(i, j):
 				minBack = min(minBack, back)
@@ -418,7 +424,7 @@ func readFrontier(at func(b, h, i, j int) float64, hs, tq, tk, off int) (frontie
 		}
 	}
 	if hiddenFuture != 0 && hiddenFuture != future {
-		return f, errors.New("the mask hides some keys after their query and not others: not a causal mask")
+		return centredWindow(hidden, tq, tk, off, minBack, minAhead)
 	}
 	f.causal = future > 0 && hiddenFuture == future
 	if minBack == math.MaxInt {
@@ -436,6 +442,32 @@ func readFrontier(at func(b, h, i, j int) float64, hs, tq, tk, off int) (frontie
 	}
 	f.window = minBack
 	return f, nil
+}
+
+// centredWindow reads a mask that hides some keys after their query and
+// not others as a window centred on the query: it hides exactly the keys
+// reach = minBack = minAhead or more positions away, on either side.
+func centredWindow(hidden func(i, j int) bool, tq, tk, off, minBack, minAhead int) (frontier, error) {
+	reach := minBack
+	if minBack != minAhead {
+		return frontier{}, errors.New("the mask hides some keys after their query and not others: not a causal mask, nor a window centred on the query")
+	}
+	for i := range tq {
+		for j := range tk {
+			if away := abs(i + off - j); hidden(i, j) != (away >= reach) {
+				return frontier{}, fmt.Errorf("the mask hides keys %d positions away but not all keys further: not a window centred on the query", reach)
+			}
+		}
+	}
+	return frontier{centred: true, window: 2*reach - 1}, nil
+}
+
+// abs is |x|.
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // readALiBi checks the values the mask adds where it hides nothing: none,

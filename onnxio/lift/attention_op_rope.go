@@ -1,7 +1,7 @@
 package lift
 
 import (
-	"math"
+	"fmt"
 	"slices"
 
 	"gorgonia.org/tensor"
@@ -33,9 +33,44 @@ func (l *opLayer) ropeOnHeads(op *opOperand, rotates bool) *node {
 	return pn
 }
 
+// ropeOutOfOps extends the traced layout of a 4-D Attention operand through
+// RoPE written out of standard ops that a registered reader finds
+// (match.Unrotated: Hugging Face's rotate_half, Cohere's interleaved
+// pairs, which the dynamo exporter at opset 23 leaves unfused): for the
+// layout the rotation is the identity of the heads it rotates, so its last
+// node is traced as Identity on them and the trace goes on from there. It
+// records the rotation as the operand's; an error says why a rotation
+// cannot be lifted.
+func (l *opLayer) ropeOutOfOps(op *opOperand, rotates bool) error {
+	a := l.a
+	if !rotates || op.rope != nil || op.written != nil || !a.g.IsData(op.heads.base) || a.g.Producer(op.heads.base) == nil {
+		return nil
+	}
+	r, err := match.Unrotated(patternGraph{a: a}, op.heads.base)
+	if r == nil || err != nil {
+		return err
+	}
+	rotation, err := a.between([]string{r.Heads}, op.heads.base)
+	if err != nil {
+		return fmt.Errorf("the rotation of %q: %w", op.heads.base, err)
+	}
+	before := a.traceBack(r.Heads, false)
+	l.nodes = append(append(l.nodes, rotation...), before.nodes...)
+	op.heads.nodes = slices.Concat(before.nodes, rotation, op.heads.nodes)
+	if op.heads.as == nil {
+		op.heads.as = map[*node]string{}
+	}
+	op.heads.as[a.g.Producer(op.heads.base)] = r.Heads
+	op.heads.base = before.base
+	op.written = &r.Rope
+	return nil
+}
+
 // normOnHeads extends the traced layout of a 4-D Attention operand through
-// a per-head RMSNorm before it (Qwen3's q_norm and k_norm on (B, T, heads,
-// head_dim), then the transpose and RoPE): the norm moves no element either,
+// an RMSNorm before it (Qwen3's q_norm and k_norm on (B, T, heads,
+// head_dim), then the transpose and RoPE; OLMo-2's over the whole (B, T,
+// heads·head_dim) projection before the split; the layer reads which from
+// the norm's width): the norm moves no element either,
 // so its nodes are traced as Identity on their data inputs, and the trace
 // goes on from its input. It returns the norm, or nil.
 func (l *opLayer) normOnHeads(op *opOperand, rotates bool) *headNorm {
@@ -68,33 +103,7 @@ func (l *opLayer) normOnHeads(op *opOperand, rotates bool) *headNorm {
 // rmsNormOp reads ONNX's RMSNormalization op over the last axis with a
 // static scale as a match.RMSNorm, or nil.
 func (l *opLayer) rmsNormOp(n *node) *match.RMSNorm {
-	a := l.a
-	ins := n.GetInput()
-	if len(ins) < 2 || !a.g.IsData(ins[0]) || a.g.IsData(ins[1]) {
-		return nil
-	}
-	shape, err := a.probes[0].shape(ins[0])
-	if err != nil || len(shape) == 0 {
-		return nil
-	}
-	if axis := n.Int("axis", -1); axis != -1 && axis != int64(len(shape)-1) {
-		return nil
-	}
-	width := shape[len(shape)-1]
-	t, err := a.probes[0].value(ins[1])
-	if err != nil || t.Shape().TotalSize() != width {
-		return nil
-	}
-	w, err := match.Float32(t)
-	if err != nil || w.Reshape(width) != nil {
-		return nil
-	}
-	eps := n.Float("epsilon", 1e-5)
-	if math.IsNaN(float64(eps)) {
-		return nil
-	}
-	return &match.RMSNorm{Input: ins[0], Output: n.GetOutput()[0], Width: width, Eps: eps, Weight: w, WeightFrom: ins[1],
-		Nodes: []*match.Node{match.NewNode(n)}}
+	return match.MatchRMSNormalization(patternGraph{a: l.a}, match.NewNode(n))
 }
 
 // tokensBefore finds the tokens a projection reads and the layout between

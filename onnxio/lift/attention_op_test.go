@@ -45,6 +45,7 @@ func TestLiftAttentionOpRoundTrip(t *testing.T) {
 		{"sdpa_mqa", []string{"attention.sdpa"}},
 		{"sdpa_softcap", []string{"attention.sdpa"}},
 		{"sdpa_window", []string{"attention.sdpa"}},
+		{"sdpa_window_centred", []string{"attention.sdpa"}},
 		{"sdpa_rope", []string{"attention.sdpa", "attention.sdpa"}},
 		{"sdpa_alibi", []string{"attention.sdpa"}},
 		{"sdpa_qk_norm", []string{"attention.sdpa"}},

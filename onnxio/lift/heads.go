@@ -39,7 +39,7 @@ func (a *analysis) elements(p *probe, c chain, src source) ([]elem, []int, error
 	if err != nil {
 		return nil, nil, err
 	}
-	shape, idx, err := p.trace(c.base, c.value, c.scales)
+	shape, idx, err := p.trace(c.base, c.value, c.scales, c.as)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -16,7 +16,9 @@ import (
 // in which each sequence keeps its first key and hides its last, and v
 // must hide the padding keys, and of the others exactly those after each
 // query (causal) or none, and those a window or more positions back or
-// none; queries sit at the last positions (bottom-right). A mask as long
+// none, or those more than a reach away on either side (a window centred
+// on the query: an encoder's local attention, ModernBERT's); queries sit
+// at the last positions (bottom-right). A mask as long
 // as the keys in the graph but longer at the probes (gathered to the keys)
 // records that tie (probe_ties.go).
 func (g patternGraph) KeepMask(v string) (*match.KeepMask, error) {
@@ -40,13 +42,23 @@ func (g patternGraph) KeepMask(v string) (*match.KeepMask, error) {
 	}
 	future, hiddenFuture := 0, 0
 	minBack, maxKept := math.MaxInt, -1
+	minAhead, maxKeptAhead := math.MaxInt, -1
 	for _, r := range reads {
 		future, hiddenFuture = future+r.future, hiddenFuture+r.hiddenFuture
 		minBack, maxKept = min(minBack, r.minBack), max(maxKept, r.maxKept)
+		minAhead, maxKeptAhead = min(minAhead, r.minAhead), max(maxKeptAhead, r.maxKeptAhead)
+	}
+	if hiddenFuture != 0 && hiddenFuture != future { // only a centred window hides some keys ahead
+		if maxKeptAhead >= minAhead || minBack != minAhead {
+			return nil, fmt.Errorf("the mask %q hides some keys after their query and not others: not a causal mask, nor a window centred on the query", v)
+		}
+		if maxKept >= minBack {
+			return nil, fmt.Errorf("the mask %q hides keys %d positions away but keeps some %d back: not a window centred on the query", v, minBack, maxKept)
+		}
+		km.Window = 2*minBack - 1
+		return km, nil
 	}
 	switch {
-	case hiddenFuture != 0 && hiddenFuture != future:
-		return nil, fmt.Errorf("the mask %q hides some keys after their query and not others: not a causal mask", v)
 	case minBack == 0:
 		return nil, fmt.Errorf("the mask %q hides a query's own key", v)
 	case minBack != math.MaxInt && maxKept >= minBack:
@@ -62,16 +74,18 @@ func (g patternGraph) KeepMask(v string) (*match.KeepMask, error) {
 // keepRead is what one probe shows of a keep mask, over the keys the
 // pattern keeps: how many lie after their query and how many of those are
 // hidden, and the fewest positions back a hidden one lies and the most a
-// kept one does (math.MaxInt and −1 for none).
+// kept one does, and the same ahead of the query (math.MaxInt and −1 for
+// none).
 type keepRead struct {
-	future, hiddenFuture int
-	minBack, maxKept     int
+	future, hiddenFuture   int
+	minBack, maxKept       int
+	minAhead, maxKeptAhead int
 }
 
 // readKeepMask evaluates the mask v at probe p with input fed a keep
 // pattern, checks that it hides every padding key, and reads the rest.
 func (a *analysis) readKeepMask(p *probe, v, input string, seed uint64) (keepRead, error) {
-	r := keepRead{minBack: math.MaxInt, maxKept: -1}
+	r := keepRead{minBack: math.MaxInt, maxKept: -1, minAhead: math.MaxInt, maxKeptAhead: -1}
 	feed := p.feeds[input]
 	if feed.Dims() != 2 || feed.Shape()[1] < 2 {
 		return r, fmt.Errorf("the mask %q is computed from %q of shape %s, not (batch, keys)", v, input, fmtShape(feed.Shape()))
@@ -137,6 +151,9 @@ func (a *analysis) readKeepMask(p *probe, v, input string, seed uint64) (keepRea
 			r.future++
 			if hidden {
 				r.hiddenFuture++
+				r.minAhead = min(r.minAhead, -back)
+			} else {
+				r.maxKeptAhead = max(r.maxKeptAhead, -back)
 			}
 		case hidden:
 			r.minBack = min(r.minBack, back)

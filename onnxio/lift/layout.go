@@ -160,6 +160,9 @@ type chain struct {
 	nodes       []*node // base to value, in order
 	scales      []*node // the scalar factors among nodes
 	scale       float64 // their product
+	// as maps nodes traced as Identity on another input than their
+	// data input (a rotation's last node, on the heads it rotates).
+	as map[*node]string
 }
 
 // traceBack follows value back through layout nodes (and scalar factors
@@ -234,7 +237,7 @@ func (a *analysis) rowsOf(p *probe, c chain) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	shape, idx, err := p.trace(c.base, c.value, c.scales)
+	shape, idx, err := p.trace(c.base, c.value, c.scales, c.as)
 	if err != nil {
 		return nil, err
 	}

@@ -561,9 +561,12 @@ func (o Options) assemble(a *analysis, p *plan) (*Result, error) {
 // any lifted layer.
 var errNoOutput = errors.New("the graph's output is not computed by a lifted layer")
 
-// sortRegions orders regions by where their output is computed.
+// sortRegions orders regions by where their output is computed. A keep
+// mask's layer, whose nodes may lie after a reader's output (a later
+// layer's sliding-window mask), comes at the latest just before its first
+// reader.
 func (a *analysis) sortRegions(rs []*region) {
-	pos := func(r *region) int {
+	computed := func(r *region) int {
 		if n := a.g.Producer(r.output); n != nil {
 			return n.Index
 		}
@@ -573,7 +576,21 @@ func (a *analysis) sortRegions(rs []*region) {
 		}
 		return last
 	}
-	sort.SliceStable(rs, func(i, j int) bool { return pos(rs[i]) < pos(rs[j]) })
+	pos := map[*region]int{} // twice the index, so that a keep mask fits just before its reader
+	for _, r := range rs {
+		pos[r] = 2*computed(r) + 1
+	}
+	for _, r := range rs {
+		if len(r.inputs) != 1 || r.output != keepMaskValue(r.inputs[0]) {
+			continue
+		}
+		for _, q := range rs {
+			if slices.Contains(q.inputs, r.output) {
+				pos[r] = min(pos[r], pos[q]-1)
+			}
+		}
+	}
+	sort.SliceStable(rs, func(i, j int) bool { return pos[rs[i]] < pos[rs[j]] })
 }
 
 // idBounds gives the graph values that layers read as indices

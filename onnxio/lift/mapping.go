@@ -115,7 +115,7 @@ func (a *analysis) origin(pc piece, dims int) origin {
 // the initializer, or of its transpose, that the piece holds.
 func (a *analysis) derive(init string, pc piece, dims int, src []int) (origin, bool) {
 	p := a.probes[0]
-	shape, idx, err := p.trace(init, pc.value, nil)
+	shape, idx, err := p.trace(init, pc.value, nil, nil)
 	if err != nil || len(shape) != dims || dims < 1 || dims > 2 {
 		return origin{}, false
 	}

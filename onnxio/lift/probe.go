@@ -415,8 +415,10 @@ func closure(nodes []*onnxpb.NodeProto, inits []*onnxpb.TensorProto, outputs []s
 // an index tensor: element k of base holds k, so element i of the result
 // holds the flat index in base it was copied from. The nodes in scale (Mul
 // or Div by a scalar, which a trace must not apply) are replaced by Identity
-// on their data input. It returns the end's shape and the index map.
-func (p *probe) trace(base, end string, scale []*node) ([]int, []int, error) {
+// on their data input, and the nodes in as by Identity on the input they
+// map to (a rotation's last node, on the heads it rotates). It returns the
+// end's shape and the index map.
+func (p *probe) trace(base, end string, scale []*node, as map[*node]string) ([]int, []int, error) {
 	baseShape, err := p.shape(base)
 	if err != nil {
 		return nil, nil, err
@@ -435,20 +437,21 @@ func (p *probe) trace(base, end string, scale []*node) ([]int, []int, error) {
 	for i := range idx {
 		idx[i] = float64(i)
 	}
-	skip := map[*onnxpb.NodeProto]bool{}
+	skip := map[*onnxpb.NodeProto]string{}
 	for _, s := range scale {
-		skip[s.NodeProto] = true
+		for _, in := range s.GetInput() {
+			if p.g.IsData(in) {
+				skip[s.NodeProto] = in
+			}
+		}
+	}
+	for n, in := range as {
+		skip[n.NodeProto] = in
 	}
 	var nodes []*onnxpb.NodeProto
 	for _, np := range p.g.Model.GetGraph().GetNode() {
 		c := proto.Clone(np).(*onnxpb.NodeProto)
-		if skip[np] {
-			data := ""
-			for _, in := range np.GetInput() {
-				if p.g.IsData(in) {
-					data = in
-				}
-			}
+		if data, ok := skip[np]; ok {
 			c = &onnxpb.NodeProto{OpType: proto.String("Identity"), Name: np.Name, Input: []string{data}, Output: np.GetOutput()}
 		}
 		for k, in := range c.Input {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,6 +124,23 @@ var pytorch2Lifts = []struct {
 	{"xlm_roberta_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"albert_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
 	{"gpt_bigcode_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// Granite's constant multipliers: the embedding's scale, an nn.scale
+	// on each sublayer's output before the residual sum and on the logits,
+	// attention_multiplier as the attention's scale. OLMo-2's RMSNorm over
+	// the whole q and k projections (qk_norm: rms_projection), its rotated
+	// heads cast back to float32, norms after attention and MLP.
+	{"granite_sdpa_dynamo18", []string{"attention.sdpa", "attention.sdpa"}},
+	{"olmo2_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// ModernBERT: Wqkv viewed as (B, T, 3, H, d) and split on the 3, RoPE
+	// between float32 Casts, and a local layer whose mask keeps the keys
+	// within 2 positions on either side (window: 5 without causal).
+	{"modernbert_sdpa_ts17", []string{"attention.sdpa", "attention.sdpa"}},
+	// Cohere at opset 23: the Attention op over queries and keys rotated
+	// by interleaved pairs out of standard ops (stack(−x[…, 1::2],
+	// x[…, ::2]) flattened), its LayerNorm without bias as an
+	// RMSNormalization of the centred input, attention and MLP in
+	// parallel from one norm, logits scaled by nn.scale, the KV cache.
+	{"cohere_sdpa_dynamo23", []string{"attention.sdpa", "attention.sdpa"}},
 }
 
 // The lift says how it read what it could not read as written: the sizes
@@ -193,6 +211,51 @@ func TestLiftPyTorch2Fixtures(t *testing.T) {
 	}
 }
 
+// Granite's and OLMo-2's lifted layers, in order: Granite's multipliers
+// as the embedding's scale (embedding_multiplier 2), the attention's scale
+// (attention_multiplier 0.1), an nn.scale of each sublayer's output
+// (residual_multiplier 0.5) and one dividing the logits (logits_scaling
+// 2); OLMo-2's norms of the whole projections in the attention and
+// norm.rms after each sublayer, before its residual sum.
+func TestLiftGraniteAndOLMo2Layers(t *testing.T) {
+	graniteBlock := []string{"attention.sdpa", "nn.scale, factor: 0.5}", "nn.add", "norm.rms", "nn.mlp", "nn.scale, factor: 0.5}", "nn.add"}
+	olmo2Block := []string{"attention.sdpa", "norm.rms", "nn.add", "nn.mlp", "norm.rms", "nn.add"}
+	for fixture, want := range map[string][]string{
+		"granite_sdpa_dynamo18": slices.Concat(
+			[]string{"nn.embedding, num_embeddings: 32, embedding_dim: 64, scale: 2}", "norm.rms", "mask.padding"}, graniteBlock,
+			[]string{"norm.rms"}, graniteBlock, []string{"norm.rms", "nn.linear", "nn.scale, divisor: 2}"}),
+		"olmo2_sdpa_ts17": slices.Concat([]string{"nn.embedding", "mask.padding"}, olmo2Block, olmo2Block, []string{"norm.rms", "nn.linear"}),
+	} {
+		m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, fixture, "model.onnx"))
+		require.NoError(t, err)
+		res, err := lift.Lift(m)
+		require.NoError(t, err, fixture)
+		var got []string
+		for _, line := range strings.Split(res.Config, "\n") {
+			if _, rest, ok := strings.Cut(line, " type: "); ok && strings.HasPrefix(strings.TrimSpace(line), "- {") {
+				got = append(got, rest)
+			}
+		}
+		require.Len(t, got, len(want), res.Config)
+		for i, w := range want {
+			typ, fields, _ := strings.Cut(w, ", ")
+			assert.True(t, strings.HasPrefix(got[i], typ+",") || got[i] == typ+"}", "layer %d of %s is %q, want %s", i, fixture, got[i], typ)
+			if fields != "" {
+				assert.True(t, strings.HasSuffix(got[i], fields), "layer %d of %s is %q, want it to end in %q", i, fixture, got[i], fields)
+			}
+		}
+		for _, l := range got {
+			if strings.HasPrefix(l, "attention.sdpa,") {
+				if fixture == "olmo2_sdpa_ts17" {
+					assert.Contains(t, l, "qk_norm: rms_projection, qk_norm_eps: 1e-05}", fixture)
+				} else {
+					assert.Contains(t, l, "scale: 0.1, rope: half}", fixture)
+				}
+			}
+		}
+	}
+}
+
 // The configs say what PyTorch's call said: the scale of
 // scaled_dot_product_attention(scale=0.3) (√0.3 on Q and on Kᵀ), a bool
 // mask that attends where True, the NaN of a plain softmax where the graph
@@ -210,6 +273,26 @@ func TestLiftPyTorch2SDPAConfigs(t *testing.T) {
 		require.NoError(t, err, fixture)
 		assert.Contains(t, res.Config, "type: attention.scaled_dot_product, "+want, fixture)
 	}
+}
+
+// ModernBERT lifts as it is built: global attention with RoPE of base
+// 160000, then local attention of 2 keys on either side of the query
+// with RoPE of base 10000, neither causal, both reading the padding of
+// attention_mask.
+func TestLiftModernBERTConfig(t *testing.T) {
+	m, err := onnxio.ReadModel(filepath.Join(pytorch2Fixtures, "modernbert_sdpa_ts17", "model.onnx"))
+	require.NoError(t, err)
+	res, err := lift.Lift(m)
+	require.NoError(t, err)
+	var attns []string
+	for _, line := range strings.Split(res.Config, "\n") {
+		if strings.Contains(line, "type: attention.sdpa") {
+			attns = append(attns, line)
+		}
+	}
+	require.Len(t, attns, 2, res.Config)
+	assert.Contains(t, attns[0], "causal: false, mask: bool, mask_polarity: keep, rope: half, rope_base: 160000}")
+	assert.Contains(t, attns[1], "causal: false, window: 5, mask: bool, mask_polarity: keep, rope: half}")
 }
 
 // ONNX's Gelu op lifts with its approximate attribute, "none" or "tanh":

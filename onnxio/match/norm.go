@@ -1,6 +1,10 @@
 package match
 
-import "gorgonia.org/tensor"
+import (
+	"math"
+
+	"gorgonia.org/tensor"
+)
 
 // RMSNorm is weight · x / √(mean(x²) + eps) over the last axis, as
 // PyTorch exports it: Pow(x, 2), ReduceMean over the last axis, Add of
@@ -89,6 +93,37 @@ func MatchRMSNorm(g Graph, pow *Node) (*RMSNorm, error) {
 	}
 	r.Output, r.Nodes = out, nodes
 	return r, nil
+}
+
+// MatchRMSNormalization reads ONNX's RMSNormalization op (opset 23) over
+// the last axis of computed values, with a static scale of its width, as
+// an RMSNorm; nil when n is no such node.
+func MatchRMSNormalization(g Graph, n *Node) *RMSNorm {
+	ins := n.Inputs()
+	if n.Op() != "RMSNormalization" || len(ins) < 2 || !g.IsData(ins[0]) || ins[1] == "" || g.IsData(ins[1]) {
+		return nil
+	}
+	shape, err := g.Shape(ins[0])
+	if err != nil || len(shape) == 0 {
+		return nil
+	}
+	if axis := n.Int("axis", -1); axis != -1 && axis != int64(len(shape)-1) {
+		return nil
+	}
+	width := shape[len(shape)-1]
+	t, err := g.ValueAt(0, ins[1])
+	if err != nil || t.Shape().TotalSize() != width {
+		return nil
+	}
+	w, err := Float32(t)
+	if err != nil || w.Reshape(width) != nil {
+		return nil
+	}
+	eps := n.Float("epsilon", 1e-5)
+	if math.IsNaN(float64(eps)) {
+		return nil
+	}
+	return &RMSNorm{Input: ins[0], Output: n.Output(), Width: width, Eps: eps, Weight: w, WeightFrom: ins[1], Nodes: []*Node{n}}
 }
 
 // isOneOver reports whether n computes 1 / v: Div(1, v), as the

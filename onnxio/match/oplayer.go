@@ -38,8 +38,9 @@ type AttentionOp struct {
 	// rather than bottom-right, which differ when queries and keys differ
 	// in number.
 	Causal, TopLeft bool
-	// Window, when positive, is how many keys back a query sees, itself
-	// included.
+	// Window, when positive, is how many keys a query sees, itself
+	// included, as attention.sdpa's window: the last ones when Causal, a
+	// window centred on the query otherwise.
 	Window int
 	// Scale is the op's scale attribute, 0 when it has none (1/√HeadDim).
 	Scale float32
@@ -51,8 +52,10 @@ type AttentionOp struct {
 	Mask string
 	// ALiBi reports that the mask adds ALiBi's linear bias.
 	ALiBi bool
-	// QNorm and KNorm are RMSNorms of each query and key head between the
-	// projection and the rotation, nil when there are none.
+	// QNorm and KNorm are RMSNorms of the queries and keys between the
+	// projection and the rotation, nil when there are none: of each head
+	// (Width HeadDim, Qwen3) or of the whole projections (Width
+	// Heads·HeadDim and KVHeads·HeadDim, OLMo-2).
 	QNorm, KNorm *RMSNorm
 	// Rope is the rotation of queries and keys, nil when there is none.
 	Rope *Rope

@@ -232,7 +232,8 @@ type Graph interface {
 	// shape (batch, keys), 1 for the keys a sequence attends to and 0 for
 	// padding, it is 0 where the key is kept and −Inf (or at most −1e4)
 	// where it is padding, or, when Causal, also after each query
-	// (bottom-right), and beyond a sliding window. It is read by feeding the input patterns at every
+	// (bottom-right), and beyond a sliding window (looking back, or
+	// centred on the query). It is read by feeding the input patterns at every
 	// probe shape; a value that is no such mask is an error that says why.
 	KeepMask(value string) (*KeepMask, error)
 }
@@ -244,8 +245,12 @@ type KeepMask struct {
 	Input string
 	// Causal records that the mask also hides the keys after each query.
 	Causal bool
-	// Window, when positive, is how far back a query sees: the mask hides
-	// the keys Window or more positions before it (a sliding window).
+	// Window, when positive, is how many keys a query sees, itself
+	// included, as attention.sdpa's window: with Causal the mask hides
+	// the keys Window or more positions before it (a sliding window);
+	// without, the window is centred on the query and the mask hides the
+	// keys more than (Window − 1)/2 positions away on either side (an
+	// encoder's local attention).
 	Window int
 }
 

@@ -371,6 +371,10 @@ COMMITTED_EXPORTS = {
     "gpt_bigcode_sdpa": "ts17",     # multi-query attention in a fused c_attn
     "xlm_roberta_sdpa": "ts17",     # positions from input_ids
     "albert_sdpa": "ts17",          # one layer's weights shared by both layers
+    "granite_sdpa": "dynamo18",     # constant embedding, residual and logits multipliers
+    "olmo2_sdpa": "ts17",           # QK-norm over whole projections, post-norm placement
+    "modernbert_sdpa": "ts17",      # fused Wqkv viewed (B, T, 3, H, d), a local window centred on the query
+    "cohere_sdpa": "dynamo23",      # interleaved rotary out of standard ops, LayerNorm without bias by hand
     "qwen2_moe_sdpa": "ts17",       # sparse MoE: TopK router, gathered experts, gated shared expert
 }
 SUBSET = "size: git holds a few exports of the other architectures, the live cross-check all of them"

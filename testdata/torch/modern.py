@@ -106,8 +106,10 @@ def attend(q, k, v, *, scale, causal=False, align="bottom_right", window=0, soft
     hidden = torch.zeros(tq, tk, dtype=torch.bool)
     if causal:
         hidden |= kpos[None, :] > qpos[:, None]
-    if window:
+    if window and causal:
         hidden |= qpos[:, None] - kpos[None, :] >= window
+    elif window:  # centred on the query: (window - 1) // 2 keys on either side
+        hidden |= (qpos[:, None] - kpos[None, :]).abs() > (window - 1) // 2
     if slopes is not None:
         s = s + slopes[:, None, None] * (kpos[None, :] - qpos[:, None]).float()
     if mask is not None:
@@ -324,6 +326,9 @@ def sdpa_cases():
     seed(20)
     x = torch.randn(2, 7, 8)
     cases["sdpa_window"] = sdpa_case(dict(d=8, num_heads=2, causal=True, window=3), x)
+    seed(20)
+    x = torch.randn(2, 7, 8)
+    cases["sdpa_window_centred"] = sdpa_case(dict(d=8, num_heads=2, window=5, rope="half"), x)
     seed(21)
     x = torch.randn(2, 6, 8)
     cases["sdpa_rope_half"] = sdpa_case(dict(d=8, num_heads=2, causal=True, rope="half"), x)

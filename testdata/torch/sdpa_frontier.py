@@ -16,6 +16,9 @@ classes with seeded weights (no hub):
     Qwen3RMSNorm over head_dim, after the projections, before RoPE), on the
     position embeddings of Qwen3RotaryEmbedding and an additive causal (and
     sliding-window) mask, eager attention;
+  - qk_norm: rms_projection: transformers' Olmo2Attention (q_norm and
+    k_norm are Olmo2RMSNorm over the whole q and k projections, before the
+    head split and RoPE), on Olmo2RotaryEmbedding's position embeddings;
   - sinks: transformers' GptOssAttention and its eager_attention_forward
     (the sinks are one more softmax column, dropped), on
     GptOssRotaryEmbedding with the default rope (gpt-oss ships YaRN, which
@@ -42,8 +45,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 from torch.nn.attention.flex_attention import flex_attention
-from transformers import GptOssConfig, Qwen3Config
+from transformers import GptOssConfig, Olmo2Config, Qwen3Config
 from transformers.models.gpt_oss import modeling_gpt_oss as gpt_oss
+from transformers.models.olmo2 import modeling_olmo2 as olmo2
 from transformers.models.qwen3 import modeling_qwen3 as qwen3
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -120,6 +124,26 @@ def qwen3_case(x, *, eps=1e-6, bias=False, window=0):
         cfg["qk_norm_eps"] = eps
     if window:
         cfg["window"] = window
+    return case(cfg, module, [x], out, w)
+
+
+# ---------------------------------------------- qk_norm: rms_projection: OLMo-2
+
+def olmo2_case(x, *, eps=1e-6):
+    config = Olmo2Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=eps)
+    config._attn_implementation = "eager"
+    module = randomize(olmo2.Olmo2Attention(config, layer_idx=0)).eval()
+    rotary = olmo2.Olmo2RotaryEmbedding(config)
+    b, t, _ = x.shape
+    pos = torch.arange(t)[None].expand(b, t)
+    cos, sin = rotary(x, pos)
+    with torch.no_grad():
+        out, w = module(x, (cos, sin), additive_mask(t))
+    cfg = dict(d=32, num_heads=4, num_kv_heads=2, causal=True, rope="half",
+               rope_base=config.rope_parameters["rope_theta"], qk_norm="rms_projection",
+               qkv_bias=False, out_bias=False, out_name="o_proj")
+    if eps != 1e-6:
+        cfg["qk_norm_eps"] = eps
     return case(cfg, module, [x], out, w)
 
 
@@ -347,6 +371,8 @@ def sdpa_frontier_cases():
     module, out, w, cfg = norm_sink_case(x, memory, extra=dict(d_memory=24))
     cases["qk_norm_sinks_cross"] = case(cfg, module, [x, memory], out, w)
     cases.update(score_mod_cases())
+    seed(7)
+    cases["olmo2_qk_norm_projection"] = olmo2_case(torch.randn(2, 6, 32), eps=1e-5)
     return cases
 
 

@@ -145,7 +145,7 @@ var layerFieldDocs = map[string]map[string]string{
 		"num_kv_heads":    "the number of key/value heads (default num_heads); it must divide num_heads",
 		"out_bias":        "gives the output projection a bias (default true)",
 		"out_name":        "names the output projection's parameters: \"out_proj\" (default, PyTorch) or \"o_proj\" (Hugging Face Llama, Mistral, Gemma)",
-		"qk_norm":         "normalizes each head of the queries and keys after the projections, before RoPE: \"\" (none) or \"rms\" (RMSNorm over head_dim with learned weights, Qwen3's q_norm and k_norm)",
+		"qk_norm":         "normalizes the queries and keys after the projections, before RoPE: \"\" (none), \"rms\" (each head: RMSNorm over head_dim with learned weights, Qwen3's q_norm and k_norm) or \"rms_projection\" (the whole projection: RMSNorm over num_heads·head_dim for the queries and num_kv_heads·head_dim for the keys, OLMo-2's)",
 		"qk_norm_eps":     "the RMSNorm's epsilon (default 1e-6, Qwen3's rms_norm_eps)",
 		"qkv_bias":        "gives q_proj, k_proj and v_proj a bias",
 		"rope":            "the rotary embedding style: \"\" (none), \"half\" (GPT-NeoX, Llama) or \"interleaved\" (GPT-J)",
@@ -155,7 +155,11 @@ var layerFieldDocs = map[string]map[string]string{
 		"score_mod":       "lists the score modifications, applied in order after softcap and before the masks",
 		"sinks":           "gives each query head a learned sink logit (the parameter sinks, gpt-oss's attention sinks): one more score in every softmax, whose weight is dropped",
 		"softcap":         "Softcap, if positive, caps the scores to (−softcap, softcap) with softcap·tanh(s/softcap), before the masks",
-		"window":          "Window, if positive, is how many keys a query sees, itself included (sliding-window attention); it needs causal",
+		"window":          "Window, if positive, is how many keys a query sees, itself included (sliding-window attention): the last ones with causal, an odd number centred on the query without",
+	},
+	"Scale": {
+		"divisor": "divides the input; it must not be 0",
+		"factor":  "multiplies the input; set it or divisor, not both",
 	},
 	"ScaledDotProduct": {
 		"causal":        "hides the keys after each query's position, top-left aligned",
