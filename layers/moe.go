@@ -47,9 +47,9 @@ type MoE struct {
 	// Activation is the experts' "silu" (default), "gelu", "gelu_tanh" or
 	// "relu".
 	Activation string `yaml:"activation"`
-	// SharedDHidden, when positive, adds Qwen2-MoE's shared expert of
-	// that hidden width (shared_expert_intermediate_size), a gated MLP
-	// that every token passes through, scaled by a sigmoid gate.
+	// SharedDHidden is the hidden width of Qwen2-MoE's shared expert
+	// (shared_expert_intermediate_size), a gated MLP that every token
+	// passes through, scaled by a sigmoid gate; 0 (default) means none.
 	SharedDHidden int `yaml:"shared_d_hidden"`
 
 	c *moePrepared
