@@ -183,8 +183,10 @@ func (m *MoE) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense,
 	logits := make([]float32, rows*experts)
 	c.router.apply(logits, in.data, rows)
 	routed := make([][]moeRoute, experts)
+	var picks []moePick
 	for r := range rows {
-		for _, pick := range c.route(logits[r*experts : (r+1)*experts]) {
+		picks = c.route(picks[:0], logits[r*experts:(r+1)*experts])
+		for _, pick := range picks {
 			routed[pick.expert] = append(routed[pick.expert], moeRoute{row: r, weight: pick.weight})
 		}
 	}
@@ -214,16 +216,17 @@ type moePick struct {
 	weight float32
 }
 
-// route turns one token's router logits into its top-k experts and their
-// weights: the softmax in float32, the k largest probabilities (the lower
-// index first among equals, as torch.topk keeps them), renormalized to sum
-// to 1 when the layer says so.
-func (c *moePrepared) route(logits []float32) []moePick {
+// route appends to picks one token's top-k experts and their weights,
+// from its router logits (which it overwrites with the probabilities): the
+// softmax in float32, the k largest probabilities (the lower index first
+// among equals, as ONNX's TopK keeps them), renormalized to sum to 1 when
+// the layer says so.
+func (c *moePrepared) route(picks []moePick, logits []float32) []moePick {
 	peak := math.Inf(-1)
 	for _, v := range logits {
 		peak = max(peak, float64(v))
 	}
-	probs := make([]float32, len(logits))
+	probs := logits
 	var sum float64
 	for i, v := range logits {
 		e := float32(math.Exp(float64(v) - peak))
@@ -233,22 +236,23 @@ func (c *moePrepared) route(logits []float32) []moePick {
 	for i := range probs {
 		probs[i] = float32(float64(probs[i]) / sum)
 	}
-	picks := make([]moePick, 0, c.chosen)
-	taken := make([]bool, len(probs))
+	first := len(picks)
 	var total float32
 	for range c.chosen {
 		best := -1
 		for i, p := range probs {
-			if !taken[i] && (best < 0 || p > probs[best]) {
+			// A chosen one is marked −1; NaN logits still yield k picks,
+			// whose NaN weights reach the output.
+			if p != -1 && (best < 0 || p > probs[best]) {
 				best = i
 			}
 		}
-		taken[best] = true
 		picks = append(picks, moePick{expert: best, weight: probs[best]})
 		total += probs[best]
+		probs[best] = -1
 	}
 	if c.renormalize {
-		for i := range picks {
+		for i := first; i < len(picks); i++ {
 			picks[i].weight /= total
 		}
 	}

@@ -53,13 +53,18 @@ func TestMoEMatchesHuggingFace(t *testing.T) {
 // the weights renormalized only when asked.
 func TestMoERouteTies(t *testing.T) {
 	c := &moePrepared{chosen: 2, renormalize: true}
-	assert.Equal(t, []moePick{{0, 0.5}, {1, 0.5}}, c.route([]float32{3, 3, 3, 3}))
+	assert.Equal(t, []moePick{{0, 0.5}, {1, 0.5}}, c.route(nil, []float32{3, 3, 3, 3}))
 	c.renormalize = false
-	picks := c.route([]float32{0, -100, float32(math.Ln2), 0}) // probabilities ¼, ~0, ½, ¼
+	picks := c.route(nil, []float32{0, -100, float32(math.Ln2), 0}) // probabilities ¼, ~0, ½, ¼
 	require.Len(t, picks, 2)
 	assert.Equal(t, []int{2, 0}, []int{picks[0].expert, picks[1].expert})
 	assert.InDelta(t, 0.5, picks[0].weight, 1e-7)
 	assert.InDelta(t, 0.25, picks[1].weight, 1e-7)
+
+	nan := float32(math.NaN())
+	picks = c.route(nil, []float32{nan, nan, nan})
+	require.Len(t, picks, 2)
+	assert.True(t, math.IsNaN(float64(picks[0].weight)), "NaN logits give NaN weights")
 }
 
 // TestMoEFLOPs counts the router, top_k experts and the shared expert per
