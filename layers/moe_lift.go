@@ -58,8 +58,9 @@ func liftMoE(g match.Graph, n *match.Node) (*match.Layer, error) {
 	if dw.Shape()[2] != hidden {
 		return nil, nil
 	}
+	act := expertActivation(g, gateUp)
 	out, shared := moeOutput(g, down, x)
-	if out == "" {
+	if act == "" || out == "" {
 		return nil, nil
 	}
 	l := &match.Layer{Type: "nn.moe", Name: "moe", Inputs: []string{x}, Output: out,
@@ -68,6 +69,9 @@ func liftMoE(g match.Graph, n *match.Node) (*match.Layer, error) {
 		Params: append(router.Params("gate"),
 			match.Param{Name: "experts.gate_up_proj", Value: gu, From: gateUp},
 			match.Param{Name: "experts.down_proj", Value: dw, From: down}),
+	}
+	if act != "silu" {
+		l.Config = append(l.Config, match.Field{Key: "activation", Value: act})
 	}
 	if !renormalized(g, n.Outputs()[0]) {
 		l.Config = append(l.Config, match.Field{Key: "renormalize", Value: false})
@@ -134,6 +138,28 @@ func expertStacks(g match.Graph, indices string, experts, d int) (gateUp, down s
 		return "", ""
 	}
 	return found[0], found[1]
+}
+
+// expertActivation recognizes the activation the experts apply to the
+// gate half of their gathered gate_up_proj: on the first Slice or Split
+// output, walking forward, that an activation reads; "" when none does.
+func expertActivation(g match.Graph, gateUp string) string {
+	frontier := []string{gateUp}
+	for depth := 0; depth < moeSearchDepth && len(frontier) > 0; depth++ {
+		var next []string
+		for _, v := range frontier {
+			for _, r := range g.Readers(v) {
+				if r.Op() == "Slice" || r.Op() == "Split" {
+					if act, _, _ := activationAfter(g, r.Outputs()[0]); act != "" {
+						return act
+					}
+				}
+				next = append(next, r.Outputs()...)
+			}
+		}
+		frontier = next
+	}
+	return ""
 }
 
 // stackOf reports whether w is a 3-D tensor of one matrix per expert.
