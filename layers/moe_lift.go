@@ -171,8 +171,8 @@ func stackOf(g match.Graph, w string, experts int) bool {
 // moeOutput walks from the gathered down_proj through the single readers
 // that weight, sum and reshape the experts' outputs, to the first value
 // past a ReduceSum in the shape of the tokens x; with the shared expert
-// when an Add on the way adds one of x. It returns "" when the walk meets
-// anything else.
+// when an Add on the way, or right there, adds one of x. It returns ""
+// when the walk meets anything else.
 func moeOutput(g match.Graph, down, x string) (string, []*match.Linear) {
 	var shared []*match.Linear
 	summed := false
@@ -184,6 +184,11 @@ func moeOutput(g match.Graph, down, x string) (string, []*match.Linear) {
 	}
 	for steps := 0; v != "" && steps < 4*moeSearchDepth; steps++ {
 		if summed && sameShapes(g, v, x) {
+			if r := onlyReader(g, v); shared == nil && r != nil && r.Op() == "Add" {
+				if shared = sharedExpert(g, otherInput(r, v), x); shared != nil {
+					return r.Output(), shared // added in the tokens' shape (attnrun's export)
+				}
+			}
 			return v, shared
 		}
 		r := onlyReader(g, v)
