@@ -378,6 +378,7 @@ COMMITTED_EXPORTS = {
     "olmo2_sdpa": "ts17",           # QK-norm over whole projections, post-norm placement
     "modernbert_sdpa": "ts17",      # fused Wqkv viewed (B, T, 3, H, d), a local window centred on the query
     "cohere_sdpa": "dynamo23",      # interleaved rotary out of standard ops, LayerNorm without bias by hand
+    "qwen2_moe_sdpa": "ts17",       # sparse MoE: TopK router, gathered experts, gated shared expert
 }
 SUBSET = "size: git holds a few exports of the other architectures, the live cross-check all of them"
 

@@ -90,6 +90,15 @@ var layerFieldDocs = map[string]map[string]string{
 		"d_hidden":   "the hidden width (intermediate_size)",
 		"gated":      "selects the gate/up/down form",
 	},
+	"MoE": {
+		"activation":      "the experts' \"silu\" (default), \"gelu\", \"gelu_tanh\" or \"relu\"",
+		"d":               "the width of the input and output tokens (hidden_size)",
+		"d_hidden":        "each expert's hidden width (intermediate_size, or moe_intermediate_size)",
+		"experts":         "the number of experts (num_local_experts, num_experts)",
+		"renormalize":     "divides the top-k weights by their sum (default true, Mixtral's; Qwen2-MoE's norm_topk_prob is false)",
+		"shared_d_hidden": "the hidden width of Qwen2-MoE's shared expert (shared_expert_intermediate_size), a gated MLP that every token passes through, scaled by a sigmoid gate; 0 (default) means none",
+		"top_k":           "how many experts each token is routed to (num_experts_per_tok; default 2)",
+	},
 	"MultiHead": {
 		"causal":         "lets token t attend to tokens ≤ t only (default true)",
 		"context_length": "the longest sequence the layer accepts",
