@@ -52,7 +52,7 @@ func unrotatedEveryTwo(g match.Graph, v string) (string, *sdpaRope, error) {
 		}
 		x, cos, ok1 := dataAndStatic(g, cosMul)
 		rot, sin, ok2 := dataAndStatic(g, sinMul)
-		if !ok1 || !ok2 || !isRotateEveryTwo(g, rot, x) {
+		if !ok1 || !ok2 || !isRotatePairs(g, rot, x) {
 			continue
 		}
 		shape, err := g.Shape(x)
@@ -79,44 +79,6 @@ func lastAxisConcat(g match.Graph, cat *match.Node) bool {
 	shape, err := g.Shape(cat.Output())
 	axis := cat.Int("axis", 0)
 	return err == nil && (axis == -1 || int(axis) == len(shape)-1)
-}
-
-// isRotateEveryTwo reports whether rot is rotate_every_two(x): the odd
-// features negated and the even ones, stacked on a new last axis and
-// flattened back to x's shape, (−x₁, x₀, −x₃, x₂, …).
-func isRotateEveryTwo(g match.Graph, rot, x string) bool {
-	flat := g.Producer(rot)
-	if flat == nil || flat.Op() != "Reshape" || !sameShapes(g, rot, x) {
-		return false
-	}
-	stack := g.Producer(flat.Inputs()[0])
-	if stack == nil || stack.Op() != "Concat" || len(stack.Inputs()) != 2 || !lastAxisConcat(g, stack) {
-		return false
-	}
-	var picked [2]string
-	for i, in := range stack.Inputs() {
-		n := g.Producer(in)
-		if n == nil || n.Op() != "Unsqueeze" {
-			return false
-		}
-		picked[i] = n.Inputs()[0]
-	}
-	neg := g.Producer(picked[0])
-	if neg == nil || neg.Op() != "Neg" {
-		return false
-	}
-	return everyOther(g, neg.Inputs()[0], x, 1) && everyOther(g, picked[1], x, 0)
-}
-
-// everyOther reports whether v is x[…, start::2].
-func everyOther(g match.Graph, v, x string, start float64) bool {
-	n := g.Producer(v)
-	if from, err := sliceSource(g, v); err != nil || from != x || len(n.Inputs()) != 5 {
-		return false
-	}
-	lo, ok1 := g.Scalar(n.Inputs()[1])
-	step, ok2 := g.Scalar(n.Inputs()[4])
-	return ok1 && ok2 && lo == start && step == 2
 }
 
 // everyTwoBase reads the base of an interleaved rotation of x, (B, T, H,
