@@ -41,36 +41,29 @@ func unrotatedEveryTwo(g match.Graph, v string) (string, *sdpaRope, error) {
 		}
 		rotated, whole = cat.Inputs()[0], w
 	}
-	add := g.Producer(rotated)
-	if add == nil || add.Op() != "Add" || len(add.Inputs()) != 2 {
+	x, cos, sin, style := rotationSum(g, rotated, func(rot, x string) string {
+		if isRotatePairs(g, rot, x) {
+			return "interleaved"
+		}
+		return ""
+	})
+	if style == "" {
 		return "", nil, nil
 	}
-	for k := range 2 {
-		cosMul, sinMul := g.Producer(add.Inputs()[k]), g.Producer(add.Inputs()[1-k])
-		if cosMul == nil || sinMul == nil || cosMul.Op() != "Mul" || sinMul.Op() != "Mul" {
-			continue
-		}
-		x, cos, ok1 := dataAndStatic(g, cosMul)
-		rot, sin, ok2 := dataAndStatic(g, sinMul)
-		if !ok1 || !ok2 || !isRotatePairs(g, rot, x) {
-			continue
-		}
-		shape, err := g.Shape(x)
-		if err != nil || len(shape) != 4 || shape[3]%2 != 0 {
-			return "", nil, fmt.Errorf("the rotated heads %q are not (B, T, H, rotary_dim)", x)
-		}
-		if whole == "" {
-			whole = x
-		} else if from, err := sliceSource(g, x); err != nil || from != whole {
-			return "", nil, fmt.Errorf("the partial rotation of %q joins other heads than it rotates", v)
-		}
-		base, err := everyTwoBase(g, cos, sin, x)
-		if err != nil {
-			return "", nil, err
-		}
-		return whole, &sdpaRope{style: "interleaved", base: base, dim: shape[3], tokens: true}, nil
+	shape, err := g.Shape(x)
+	if err != nil || len(shape) != 4 || shape[3]%2 != 0 {
+		return "", nil, fmt.Errorf("the rotated heads %q are not (B, T, H, rotary_dim)", x)
 	}
-	return "", nil, nil
+	if whole == "" {
+		whole = x
+	} else if from, err := sliceSource(g, x); err != nil || from != whole {
+		return "", nil, fmt.Errorf("the partial rotation of %q joins other heads than it rotates", v)
+	}
+	base, err := everyTwoBase(g, cos, sin, x)
+	if err != nil {
+		return "", nil, err
+	}
+	return whole, &sdpaRope{style: "interleaved", base: base, dim: shape[3], tokens: true}, nil
 }
 
 // lastAxisConcat reports whether a Concat joins its inputs on their last

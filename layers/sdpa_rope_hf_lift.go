@@ -39,41 +39,55 @@ func readHFRotation(g match.Graph, v string) (*match.Rotation, error) {
 // unrotatedHalf returns the heads x that v rotates as Hugging Face writes
 // RoPE, and the rotation; "" and nil when v is not rotated so.
 func unrotatedHalf(g match.Graph, v string) (string, *sdpaRope, error) {
-	add := g.Producer(throughCopies(g, v))
-	if add == nil || add.Op() != "Add" || len(add.Inputs()) != 2 {
+	x, cos, sin, style := rotationSum(g, throughCopies(g, v), func(rot, x string) string {
+		switch {
+		case isRotatePairs(g, rot, x):
+			return "interleaved"
+		case isRotateHalf(g, rot, x):
+			return "half"
+		}
+		return ""
+	})
+	if style == "" {
 		return "", nil, nil
+	}
+	shape, err := g.Shape(x)
+	if err != nil || len(shape) != 4 || shape[3]%2 != 0 {
+		return "", nil, fmt.Errorf("the rotated heads %q are not (B, H, T, head_dim)", x)
+	}
+	base, err := ropeTableBase(g, cos, sin, shape[2], shape[3], style == "interleaved")
+	if err != nil {
+		return "", nil, err
+	}
+	return x, &sdpaRope{style: style, base: base, dim: shape[3]}, nil
+}
+
+// rotationSum reads v as RoPE's x·cos + rotate(x)·sin, Add(Mul(x, cos),
+// Mul(rot, sin)) with the products in either order and each with its
+// static table on either side: x (through float32 copies), the tables and
+// the style rotated names for how rot rotates x; style "" when v is not
+// such a sum.
+func rotationSum(g match.Graph, v string, rotated func(rot, x string) string) (x, cos, sin, style string) {
+	add := g.Producer(v)
+	if add == nil || add.Op() != "Add" || len(add.Inputs()) != 2 {
+		return "", "", "", ""
 	}
 	for k := range 2 {
 		cosMul, sinMul := g.Producer(add.Inputs()[k]), g.Producer(add.Inputs()[1-k])
 		if cosMul == nil || sinMul == nil || cosMul.Op() != "Mul" || sinMul.Op() != "Mul" {
 			continue
 		}
-		x, cos, ok := dataAndStatic(g, cosMul)
-		if !ok {
+		x, cos, ok1 := dataAndStatic(g, cosMul)
+		rot, sin, ok2 := dataAndStatic(g, sinMul)
+		if !ok1 || !ok2 {
 			continue
 		}
 		x = throughCopies(g, x)
-		rot, sin, ok := dataAndStatic(g, sinMul)
-		style := "half"
-		switch {
-		case !ok:
-			continue
-		case isRotatePairs(g, rot, x):
-			style = "interleaved"
-		case !isRotateHalf(g, rot, x):
-			continue
+		if style := rotated(rot, x); style != "" {
+			return x, cos, sin, style
 		}
-		shape, err := g.Shape(x)
-		if err != nil || len(shape) != 4 || shape[3]%2 != 0 {
-			return "", nil, fmt.Errorf("the rotated heads %q are not (B, H, T, head_dim)", x)
-		}
-		base, err := ropeTableBase(g, cos, sin, shape[2], shape[3], style == "interleaved")
-		if err != nil {
-			return "", nil, err
-		}
-		return x, &sdpaRope{style: style, base: base, dim: shape[3]}, nil
 	}
-	return "", nil, nil
+	return "", "", "", ""
 }
 
 // unrotatedPartialHalf returns the heads x that v rotates in part as
