@@ -97,12 +97,18 @@ func (l *Linear) OutputShape(inputs []tensor.Shape) (tensor.Shape, error) {
 // FLOPs counts the product with the weight, 2·B·T·d_in·d_out; the bias
 // add is elementwise.
 func (l *Linear) FLOPs(inputs []tensor.Shape) (int64, error) {
-	x, err := oneFLOPInput(inputs, "d_in", l.DIn)
+	return linearFLOPs(inputs, l.DIn, l.DOut)
+}
+
+// linearFLOPs counts a product of every token of the one input, of width
+// dIn, by a (dIn, dOut) weight: 2·B·T·dIn·dOut.
+func linearFLOPs(inputs []tensor.Shape, dIn, dOut int) (int64, error) {
+	x, err := oneFLOPInput(inputs, "d_in", dIn)
 	if err != nil {
 		return 0, err
 	}
 	var c flopCount
-	c.linear(x.rows(), l.DIn, l.DOut)
+	c.linear(x.rows(), dIn, dOut)
 	return c.result()
 }
 

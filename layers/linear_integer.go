@@ -389,13 +389,7 @@ func (l *LinearInteger) OutputShape(inputs []tensor.Shape) (tensor.Shape, error)
 // FLOPs counts the integer product, 2·B·T·d_in·d_out; the scales and the
 // bias are elementwise.
 func (l *LinearInteger) FLOPs(inputs []tensor.Shape) (int64, error) {
-	x, err := oneFLOPInput(inputs, "d_in", l.DIn)
-	if err != nil {
-		return 0, err
-	}
-	var c flopCount
-	c.linear(x.rows(), l.DIn, l.DOut)
-	return c.result()
+	return linearFLOPs(inputs, l.DIn, l.DOut)
 }
 
 // TokenWise marks the layer as token-wise for incremental decoding.
