@@ -1,6 +1,10 @@
 package layers
 
-import "github.com/attnrun/attnrun/registry"
+import (
+	"strconv"
+
+	"github.com/attnrun/attnrun/registry"
+)
 
 var _ registry.Exporter = (*PatchEmbedding)(nil)
 
@@ -31,4 +35,13 @@ func (e *PatchEmbedding) ExportONNX(g registry.GraphBuilder, inputs []string) (s
 		tokens = g.Node("Add", operands(tokens, g.Param("position_embeddings")))
 	}
 	return tokens, nil
+}
+
+var _ registry.InputDims = (*PatchEmbedding)(nil)
+
+// ONNXInputDims declares the images (batch, channels, image_size,
+// image_size), their sizes but the batch fixed: no token stream.
+func (e *PatchEmbedding) ONNXInputDims(int) map[int][]string {
+	c, s := strconv.Itoa(e.Channels), strconv.Itoa(e.ImageSize)
+	return map[int][]string{0: {"batch", c, s, s}}
 }
