@@ -399,17 +399,17 @@ def other_encoder_cases(impl, version, twin):
     t = transformers
     text_axes = {n: a for n, a in ENCODER_AXES.items() if n != "token_type_ids"}
     text_sets = without_types(encoder_sets(VOCAB))
-    cases = [Case(
+    cases = [subset(Case(
         f"{name}_{impl}",
         f"{version} T5EncoderModel, attn_implementation={impl}, padding in attention_mask -> "
         f"last_hidden_state: relative position bias (8 bidirectional buckets up to distance 6) computed "
         f"in the first layer and shared by both, T5LayerNorm (RMS, no bias), unscaled scores, {ff}",
         build(t.T5EncoderModel, t.T5Config, impl, EncoderWithoutTypes, **dict(T5, feed_forward_proj=proj)),
         text_sets, ["last_hidden_state"], text_axes, not_committed=twin,
-        export_failures=T5_SDPA_DYNAMO if impl == "sdpa" else {})
+        export_failures=T5_SDPA_DYNAMO if impl == "sdpa" else {}), False)
         for name, proj, ff in [("t5", "relu", "ReLU feed-forward"),
                                ("t5_gated", "gated-gelu", "gated GELU-tanh feed-forward")]]
-    cases.append(Case(
+    cases.append(subset(Case(
         f"vit_{impl}",
         f"{version} ViTModel, attn_implementation={impl}, 8x8 images in 4x4 patches -> last_hidden_state "
         "and pooler_output: Conv2d patch embedding, CLS token, learned positions, pre-LayerNorm, "
@@ -417,7 +417,7 @@ def other_encoder_cases(impl, version, twin):
         build(lambda c: t.ViTModel(c, add_pooling_layer=True), t.ViTConfig, impl, Vision, **VIT),
         vision_sets, ["last_hidden_state", "pooler_output"],
         {"pixel_values": {0: "batch"}, "last_hidden_state": {0: "batch"}, "pooler_output": {0: "batch"}},
-        not_committed=twin))
+        not_committed=twin), False))
     return cases
 
 
@@ -437,6 +437,7 @@ COMMITTED_EXPORTS = {
     "albert_sdpa": "ts17",          # one layer's weights shared by both layers
     "granite_sdpa": "dynamo18",     # constant embedding, residual and logits multipliers
     "olmo2_sdpa": "ts17",           # QK-norm over whole projections, post-norm placement
+    "vit_sdpa": "ts17",             # images: Conv2d patch embedding, CLS token, learned positions
 }
 SUBSET = "size: git holds a few exports of the other architectures, the live cross-check all of them"
 
