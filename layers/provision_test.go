@@ -47,6 +47,7 @@ var shapeCases = []struct {
 	{"nn.mlp", "{d: 4, d_hidden: 8}", [][]tensor.Shape{{{3, 4}}}, [][]tensor.Shape{{{3, 8}}}},
 	{"nn.mlp", "{d: 4, d_hidden: 8, gated: true, activation: silu, bias: false}", [][]tensor.Shape{{{2, 3, 4}}}, nil},
 	{"nn.moe", "{d: 4, d_hidden: 8, experts: 3, shared_d_hidden: 5}", [][]tensor.Shape{{{3, 4}}, {{2, 3, 4}}}, [][]tensor.Shape{{{3, 8}}}},
+	{"nn.patch_embedding", "{channels: 2, image_size: 4, patch_size: 2, d_out: 3, cls_token: true, positions: true}", [][]tensor.Shape{{{2, 2, 4, 4}}, {{1, 2, 4, 4}}}, [][]tensor.Shape{{{2, 3, 4, 4}}, {{2, 2, 4, 6}}, {{2, 4, 4}}}},
 	{"position.learned", "{context_length: 6, d: 3}", [][]tensor.Shape{{{6, 3}}, {{2, 4, 3}}}, [][]tensor.Shape{{{7, 3}}, {{6, 4}}}},
 	{"position.sinusoidal", "{d: 6}", [][]tensor.Shape{{{5, 6}}}, [][]tensor.Shape{{{5, 4}}}},
 	{"position.rope", "{head_dim: 4}", [][]tensor.Shape{{{5, 8}}, {{2, 5, 4}}}, [][]tensor.Shape{{{5, 6}}}},

@@ -126,6 +126,8 @@ type InputDims interface {
 	// stream with its axes in that order; any other names make a mask,
 	// float32, every dimension symbolic and prefixed with the input's name:
 	// a (Tq, Tk) mask {"queries", "keys"} is declared
-	// (mask_queries, mask_keys). Inputs not in the map are (batch, seq, d).
+	// (mask_queries, mask_keys). A name that is a positive number is a
+	// fixed dimension of that size (an image's {"batch", "3", "224", "224"}).
+	// Inputs not in the map are (batch, seq, d).
 	ONNXInputDims(n int) map[int][]string
 }

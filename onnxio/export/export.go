@@ -215,7 +215,7 @@ func (g *graph) exportLayer(spec *models.LayerSpec, values map[string]string) (s
 	for i, in := range spec.Inputs {
 		inputs[i] = values[in]
 		if dims, ok := masks[i]; ok {
-			probes[i] = maskProbe(len(dims))
+			probes[i] = maskProbe(dims)
 		} else if g.ids[inputs[i]] {
 			probes[i] = idsProbe()
 		} else if w := g.widths[inputs[i]]; w > 0 {

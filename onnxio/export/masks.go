@@ -3,6 +3,7 @@ package export
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gorgonia.org/tensor"
@@ -95,23 +96,38 @@ func describeDims(dims []string) string {
 // isMask reports whether declared dimensions are a mask's.
 func isMask(dims []string) bool { return dims != nil && !isTokenLayout(dims) }
 
-// maskProbe is the mask a width probe feeds: zeros of the given rank, every
-// dimension 1 (it broadcasts to any scores).
-func maskProbe(rank int) *tensor.Dense {
-	shape := make([]int, rank)
-	for i := range shape {
+// maskProbe is the mask a width probe feeds: zeros of the declared rank,
+// every dimension 1 (it broadcasts to any scores) but a fixed one (see
+// fixedDim), which has its size.
+func maskProbe(dims []string) *tensor.Dense {
+	shape, size := make([]int, len(dims)), 1
+	for i, d := range dims {
 		shape[i] = 1
+		if n, ok := fixedDim(d); ok {
+			shape[i] = n
+		}
+		size *= shape[i]
 	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(make([]float32, 1)))
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(make([]float32, size)))
+}
+
+// fixedDim reads a dimension named by a positive number, a size the layer
+// fixes (an image's channels, height and width).
+func fixedDim(name string) (int, bool) {
+	n, err := strconv.Atoi(name)
+	return n, err == nil && n > 0
 }
 
 // maskInfo declares a mask input: float32 (models pass float32 tensors
 // only; a bool mask is given as 0 and 1), every dimension symbolic and
-// named after the input.
+// named after the input, but a fixed one, declared with its size.
 func maskInfo(name string, dims []string) *onnxpb.ValueInfoProto {
 	shape := make([]onnxio.Dim, len(dims))
 	for i, d := range dims {
 		shape[i] = onnxio.SymbolicDim(name + "_" + d)
+		if n, ok := fixedDim(d); ok {
+			shape[i] = onnxio.FixedDim(int64(n))
+		}
 	}
 	return onnxio.TensorValueInfo(name, onnxio.Float, shape)
 }

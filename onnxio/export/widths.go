@@ -155,7 +155,7 @@ func probeInputs(m *models.Model, widths map[string]int, layouts map[string][]st
 	xs := make([]*tensor.Dense, len(inputs))
 	for i, in := range inputs {
 		if dims := layouts[in]; isMask(dims) {
-			xs[i] = maskProbe(len(dims))
+			xs[i] = maskProbe(dims)
 			continue
 		}
 		if m.Config().InputDtype(i) == tensor.Int64 {

@@ -42,7 +42,7 @@ import torch
 import transformers
 from torch import nn
 
-from case import Case, padding_mask, randint
+from case import Case, padding_mask, randint, randn
 
 VOCAB = 32
 LAYERS = 2
@@ -357,6 +357,70 @@ def encoders():
     ]
 
 
+# Encoders that are no BERT (issue 13): T5's encoder, with a relative
+# position bias instead of positions, and ViT, which reads image patches.
+# T5's buckets: 8 (4 per direction, 2 of them exact) up to distance 6, so
+# that the logarithmic buckets and the clamp at max_distance both occur in
+# 7 tokens. T5 draws its weights from initializer_factor, not
+# initializer_range; 0.5 keeps its unscaled scores in float32's reach.
+T5 = dict(vocab_size=VOCAB, d_model=HIDDEN, d_kv=HEAD_DIM, d_ff=INTERMEDIATE, num_layers=LAYERS,
+          num_heads=HEADS, relative_attention_num_buckets=8, relative_attention_max_distance=6,
+          initializer_factor=0.5)
+VIT = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+           intermediate_size=INTERMEDIATE, image_size=8, patch_size=4, num_channels=3)
+
+
+# transformers' sdpa path of T5 merges the heads with a view of the
+# transposed attention output, which torch.export's decomposition refuses.
+T5_SDPA_VIEW = ("ConversionError: ValueError: Cannot view a tensor with shape (batch, sequence, 4, 16) and "
+                "strides (64*sequence, 16, 16*sequence, 1) as a tensor with shape (batch, sequence, 64)")
+T5_SDPA_DYNAMO = {"dynamo18": T5_SDPA_VIEW, "dynamo23": T5_SDPA_VIEW}
+
+
+class Vision(nn.Module):
+    """A vision encoder: pixel_values -> last_hidden_state and pooler_output."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        out = self.model(pixel_values=pixel_values)
+        return out.last_hidden_state, out.pooler_output
+
+
+def vision_sets(module, gen):
+    """Set 0: 2 images of 3 channels, 8 by 8 (4 patches). Set 1: 3 images."""
+    return [{"pixel_values": randn(gen, 2, 3, 8, 8)}, {"pixel_values": randn(gen, 3, 3, 8, 8)}]
+
+
+def other_encoder_cases(impl, version, twin):
+    """T5's encoder (both feed-forwards) and ViT."""
+    t = transformers
+    text_axes = {n: a for n, a in ENCODER_AXES.items() if n != "token_type_ids"}
+    text_sets = without_types(encoder_sets(VOCAB))
+    cases = [subset(Case(
+        f"{name}_{impl}",
+        f"{version} T5EncoderModel, attn_implementation={impl}, padding in attention_mask -> "
+        f"last_hidden_state: relative position bias (8 bidirectional buckets up to distance 6) computed "
+        f"in the first layer and shared by both, T5LayerNorm (RMS, no bias), unscaled scores, {ff}",
+        build(t.T5EncoderModel, t.T5Config, impl, EncoderWithoutTypes, **dict(T5, feed_forward_proj=proj)),
+        text_sets, ["last_hidden_state"], text_axes, not_committed=twin,
+        export_failures=T5_SDPA_DYNAMO if impl == "sdpa" else {}), False)
+        for name, proj, ff in [("t5", "relu", "ReLU feed-forward"),
+                               ("t5_gated", "gated-gelu", "gated GELU-tanh feed-forward")]]
+    cases.append(subset(Case(
+        f"vit_{impl}",
+        f"{version} ViTModel, attn_implementation={impl}, 8x8 images in 4x4 patches -> last_hidden_state "
+        "and pooler_output: Conv2d patch embedding, CLS token, learned positions, pre-LayerNorm, "
+        "tanh pooler on the CLS token",
+        build(lambda c: t.ViTModel(c, add_pooling_layer=True), t.ViTConfig, impl, Vision, **VIT),
+        vision_sets, ["last_hidden_state", "pooler_output"],
+        {"pixel_values": {0: "batch"}, "last_hidden_state": {0: "batch"}, "pooler_output": {0: "batch"}},
+        not_committed=twin), False))
+    return cases
+
+
 # The architectures after the first six are checked in full by the live
 # cross-check; git holds one export of a few of them (exporter key), to keep
 # the checkout small: one per exporter and per pattern the first six lack.
@@ -379,6 +443,7 @@ COMMITTED_EXPORTS = {
     "modernbert_sdpa": "ts17",      # fused Wqkv viewed (B, T, 3, H, d), a local window centred on the query
     "cohere_sdpa": "dynamo23",      # interleaved rotary out of standard ops, LayerNorm without bias by hand
     "qwen2_moe_sdpa": "ts17",       # sparse MoE: TopK router, gathered experts, gated shared expert
+    "vit_sdpa": "ts17",             # images: Conv2d patch embedding, CLS token, learned positions
 }
 SUBSET = "size: git holds a few exports of the other architectures, the live cross-check all of them"
 
@@ -458,6 +523,7 @@ def hf_cases():
                 f"attn_implementation={impl}, padding in attention_mask -> last_hidden_state: {what}",
                 build(model_class, config_class, impl, wrap, **cfg),
                 sets, ["last_hidden_state"], axes), False))
+        cases += other_encoder_cases(impl, version, twin)
     cases += minilm_cases()
     return cases
 

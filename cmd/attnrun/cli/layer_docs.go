@@ -126,6 +126,14 @@ var layerFieldDocs = map[string]map[string]string{
 		"num_embeddings": "the number of rows (max_position_embeddings)",
 		"padding_idx":    "the padding token's id, which is also its position (RoBERTa: 1)",
 	},
+	"PatchEmbedding": {
+		"channels":   "the number of image channels (3 for RGB)",
+		"cls_token":  "puts a learned token before the patches",
+		"d_out":      "the width of each token",
+		"image_size": "the height and width of the images, a multiple of patch_size",
+		"patch_size": "the height and width of a patch: the Conv2d's kernel and stride",
+		"positions":  "adds a learned embedding to every token, the CLS token included",
+	},
 	"RMSNorm": {
 		"d":   "the width of the input tokens",
 		"eps": "added to the mean square (default 1e-6)",
