@@ -117,20 +117,12 @@ func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
 			}
 		}
 	}
-	keys, ok := untransposedHeads(g, ins[1])
-	if !ok {
-		return fmt.Errorf("the keys of %s are not transposed heads", product.Name())
-	}
 	q, qRope, err := unrotated(g, ins[0])
 	if err != nil {
 		return err
 	}
 	q, qNorm := unnormalized(g, q)
-	k, kvHeads, err := unrepeated(g, keys)
-	if err != nil {
-		return err
-	}
-	k, kRope, err := unrotated(g, k)
+	k, kvHeads, kRope, tokenKeys, err := unrotatedKeys(g, product, ins[1])
 	if err != nil {
 		return err
 	}
@@ -141,14 +133,22 @@ func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
 	k, kNorm := unnormalized(g, k)
 	var kHeads, kDim int
 	var qSplitNorm, kSplitNorm *match.RMSNorm // Hugging Face's q_norm and k_norm, on (B, T, H, d)
-	if s.rope != nil && s.rope.tokens {       // sdpa_rope_gptj_lift.go
+	switch {
+	case s.rope != nil && s.rope.tokens: // sdpa_rope_gptj_lift.go
 		if s.q, s.heads, s.dim, err = projectedTokenHeads(g, q, "queries"); err != nil {
 			return err
 		}
 		if s.k, kHeads, kDim, err = projectedTokenHeads(g, k, "keys"); err != nil {
 			return err
 		}
-	} else {
+	case tokenKeys:
+		if s.q, s.heads, s.dim, qSplitNorm, err = projectedNormedHeads(g, q, "queries"); err != nil {
+			return err
+		}
+		if s.k, kHeads, kDim, err = projectedTokenHeads(g, k, "keys"); err != nil {
+			return err
+		}
+	default:
 		if s.q, s.heads, s.dim, qSplitNorm, err = projectedNormedHeads(g, q, "queries"); err != nil {
 			return err
 		}
@@ -316,6 +316,29 @@ func qkNormKind(q, k *match.RMSNorm, heads, kvHeads, headDim int) (string, error
 	}
 	return "", fmt.Errorf("the queries and keys are normalized over %d and %d features: attention.sdpa's qk_norm normalizes heads of %d (rms) or whole projections of %d and %d (rms_projection)",
 		q.Width, k.Width, headDim, heads*headDim, kvHeads*headDim)
+}
+
+// unrotatedKeys follows the transposed keys kt of the product of queries
+// and keys back through their repetition for grouped-query attention and
+// their rotation. It returns the keys, their number of KV heads when
+// repeated, the rotation, and whether the keys are (B, T, H, d) heads
+// transposed to (B, H, d, T) at once (Transpose 0, 2, 3, 1, as T5's
+// transpose(1, 2).transpose(3, 2) exports), which are neither repeated
+// nor rotated.
+func unrotatedKeys(g match.Graph, product *match.Node, kt string) (string, int, *sdpaRope, bool, error) {
+	if n := g.Producer(kt); n != nil && n.Op() == "Transpose" && slices.Equal(n.Ints("perm"), []int64{0, 2, 3, 1}) {
+		return n.Inputs()[0], 0, nil, true, nil
+	}
+	keys, ok := untransposedHeads(g, kt)
+	if !ok {
+		return "", 0, nil, false, fmt.Errorf("the keys of %s are not transposed heads", product.Name())
+	}
+	k, kvHeads, err := unrepeated(g, keys)
+	if err != nil {
+		return "", 0, nil, false, err
+	}
+	k, kRope, err := unrotated(g, k)
+	return k, kvHeads, kRope, false, err
 }
 
 // untransposedHeads returns the (B, H, S, d) heads that v holds

@@ -338,7 +338,11 @@ func readScoreSteps(g match.Graph, v string) (*sdpaScores, *match.Node, error) {
 				}
 				push("alibi", &ALiBiMod{}, nil)
 			default:
-				return s, nil, fmt.Errorf("the scores are added %q, neither ALiBi's nor a relative bias", arg)
+				m, p, err := readDistanceBias(g, arg)
+				if err != nil {
+					return s, nil, fmt.Errorf("the scores are added %q, neither ALiBi's nor a relative bias: %v", arg, err)
+				}
+				push("relative_bias", m, []match.Param{p})
 			}
 		default:
 			return s, nil, fmt.Errorf("the scores pass through %s (%s), which attention.sdpa's lift does not read", n.Name(), n.Op())

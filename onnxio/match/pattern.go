@@ -236,6 +236,11 @@ type Graph interface {
 	// centred on the query). It is read by feeding the input patterns at every
 	// probe shape; a value that is no such mask is an error that says why.
 	KeepMask(value string) (*KeepMask, error)
+	// Stretched evaluates a static value of two or more axes once more,
+	// with the symbolic dimensions that size its last two axes at the
+	// first probe set to n (the others as there): a bias over queries
+	// and keys read at distances the probes are too short to show.
+	Stretched(value string, n int) (*tensor.Dense, error)
 }
 
 // KeepMask is a mask of the scores computed from a keep mask input
