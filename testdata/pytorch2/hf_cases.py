@@ -405,7 +405,8 @@ def other_encoder_cases(impl, version, twin):
         f"last_hidden_state: relative position bias (8 bidirectional buckets up to distance 6) computed "
         f"in the first layer and shared by both, T5LayerNorm (RMS, no bias), unscaled scores, {ff}",
         build(t.T5EncoderModel, t.T5Config, impl, EncoderWithoutTypes, **dict(T5, feed_forward_proj=proj)),
-        text_sets, ["last_hidden_state"], text_axes, not_committed=twin,
+        text_sets, ["last_hidden_state"], text_axes,
+        not_committed="" if f"{name}_{impl}" in COMMITTED_EXPORTS else twin,
         export_failures=T5_SDPA_DYNAMO if impl == "sdpa" else {}), False)
         for name, proj, ff in [("t5", "relu", "ReLU feed-forward"),
                                ("t5_gated", "gated-gelu", "gated GELU-tanh feed-forward")]]
@@ -438,6 +439,7 @@ COMMITTED_EXPORTS = {
     "gpt_bigcode_sdpa": "ts17",     # multi-query attention in a fused c_attn
     "xlm_roberta_sdpa": "ts17",     # positions from input_ids
     "albert_sdpa": "ts17",          # one layer's weights shared by both layers
+    "t5_eager": "ts17",             # T5's relative position bias, read per distance (relative_bias)
     "granite_sdpa": "dynamo18",     # constant embedding, residual and logits multipliers
     "olmo2_sdpa": "ts17",           # QK-norm over whole projections, post-norm placement
     "modernbert_sdpa": "ts17",      # fused Wqkv viewed (B, T, 3, H, d), a local window centred on the query
