@@ -14,6 +14,11 @@ import "math"
 // maxFewQueries is the most queries a head may have to take attendFew.
 const maxFewQueries = 4
 
+// fewKeyBlock is how many keys the queries of a few-queries head pass over
+// in turn when computing their scores: 256 keys of up to 128 floats, at
+// most 128 KiB, stay in L2 for the next query.
+const fewKeyBlock = 256
+
 // fewQueries reports whether head h takes attendFew with set: few queries,
 // at least one key, no dropout (whose draws follow the fused kernel's
 // blocks), dot products and a few-rows kernel on this instruction set, and
@@ -78,6 +83,17 @@ func attendFew(h *Head, opt *AttentionOptions, ws *workspace) {
 func fewScores(set *isa, h *Head, scale float32, s []float32, keys int, d *[4]float32) {
 	k32 := h.D &^ 31
 	j := 0
+	if set.dotRows != nil && k32 == h.D {
+		// Blocks of keys small enough to stay in cache while every query
+		// passes over them, each pass one call.
+		for j+4 <= keys {
+			n := min(fewKeyBlock, (keys-j)&^3)
+			for i := range h.Tq {
+				set.dotRows(n/4, h.D, h.Q[i*h.LdQ:], h.K[j*h.LdK:], h.LdK, scale, s[i*h.Tk+j:i*h.Tk+j+n])
+			}
+			j += n
+		}
+	}
 	for ; j+4 <= keys; j += 4 {
 		k := h.K[j*h.LdK:]
 		for i := range h.Tq {

@@ -138,3 +138,54 @@ func TestAttendFewEmptyRows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAttendDecode times one token of 12 heads (dh 64) over a cache
+// of 128 to 2048 keys on one goroutine, on the few-queries path and on
+// the fused kernel it replaces.
+func BenchmarkAttendDecode(b *testing.B) {
+	for _, tk := range []int{128, 512, 2048} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		heads := multiHead(rng, 1, 12, 1, tk, 64)
+		opt := AttentionOptions{Scale: 0.125, Causal: true}
+		for _, path := range []string{"few", "fused"} {
+			b.Run(fmt.Sprintf("past=%d/%s", tk, path), func(b *testing.B) {
+				ws := freeWorkspaces.get()
+				defer freeWorkspaces.put(ws)
+				for b.Loop() {
+					for i := range heads {
+						if path == "few" {
+							attendFew(&heads[i], &opt, ws)
+						} else {
+							attendFlash(&heads[i], &opt, 1)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDotRowsMatchesDot4 checks that dotRows gives, row for row, the bits
+// of dot4 times the scale, over several groups of strided rows.
+func TestDotRowsMatchesDot4(t *testing.T) {
+	set := availableISAs()[0]
+	if set.dotRows == nil {
+		t.Skip("no dotRows on this machine")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, k32 := range []int{0, 32, 64, 128} {
+		const groups, ldw = 5, 131
+		x, w := randSlice(rng, k32), randSlice(rng, 4*groups*ldw)
+		got := make([]float32, 4*groups+1)
+		got[4*groups] = 7 // past the end: untouched
+		set.dotRows(groups, k32, x, w, ldw, 0.3, got[:4*groups])
+		for g := range groups {
+			var d [4]float32
+			set.dot4(k32, x, w[4*g*ldw:], ldw, &d)
+			for r := range 4 {
+				require.Equal(t, 0.3*d[r], got[4*g+r], "k32=%d row %d", k32, 4*g+r)
+			}
+		}
+		require.Equal(t, float32(7), got[4*groups])
+	}
+}
