@@ -170,6 +170,12 @@ func attendOne(h *Head, opt *AttentionOptions, w []float32, threads int) {
 		attendWithWeights(h, opt, w, threads)
 		return
 	}
+	if fewQueries(currentISA(), h, opt) {
+		ws := freeWorkspaces.get()
+		attendFew(h, opt, ws)
+		freeWorkspaces.put(ws)
+		return
+	}
 	attendFlash(h, opt, threads)
 }
 

@@ -391,12 +391,17 @@ type batchJob struct {
 // runPart computes head i.
 func (j *batchJob) runPart(i int) {
 	ws := freeWorkspaces.get()
+	defer freeWorkspaces.put(ws)
+	h := &j.heads[i]
+	if fewQueries(currentISA(), h, &j.opt) {
+		attendFew(h, &j.opt, ws)
+		return
+	}
 	var f flash
-	f.setup(&j.heads[i], &j.opt, ws)
+	f.setup(h, &j.opt, ws)
 	for b := range f.blocks {
 		f.block(ws, b)
 	}
-	freeWorkspaces.put(ws)
 }
 
 // Free lists of jobs, so that steady-state calls do not allocate.

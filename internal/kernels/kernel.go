@@ -61,6 +61,10 @@ type isa struct {
 	// dot4, when set, puts in out the dot products of x[0:k32] with four
 	// rows of w, ldw apart, k32 a multiple of 32 (dots.go).
 	dot4 func(k32 int, x, w []float32, ldw int, out *[4]float32)
+	// dotRows, when set, puts in out[r] scale times the dot product of
+	// x[0:k32] with row r of w, for 4·groups rows ldw apart, k32 a
+	// multiple of 32 (attention_few.go).
+	dotRows func(groups, k32 int, x, w []float32, ldw int, scale float32, out []float32)
 }
 
 // goISA is the portable fallback, written in plain Go.

@@ -39,6 +39,7 @@ var avx512ISA = &isa{
 
 	interleave: interleave256,
 	dot4:       dot4AVX512Go,
+	dotRows:    dotRowsAVX512Go,
 }
 
 // The assembly routines take a pointer and a length and check no bounds;
