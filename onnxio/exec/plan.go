@@ -89,17 +89,16 @@ type plan struct {
 	retired   bool  // a check failed: runs of this signature go node by node (guarded by planCache.mu)
 
 	patternsMu sync.Mutex
-	patterns   []staticMask // what masks fixed for the signature hide
+	patterns   map[staticMask]maskPattern // what masks fixed for the signature hide
 }
 
-// staticMask is the pattern of a mask the plan fixes for its signature
-// (a causal mask sliced from a constant buffer), classified once.
+// staticMask names a mask the plan fixes for its signature (a causal mask
+// sliced from a constant buffer), whose pattern is classified once.
 type staticMask struct {
-	n       *node
-	arg     int // the node's input
-	keep    bool
-	tq, tk  int
-	pattern maskPattern
+	n      *node
+	arg    int // the node's input
+	keep   bool
+	tq, tk int
 }
 
 // allocPlan is where the run's i-th allocation goes.
@@ -565,19 +564,20 @@ func (rc *runCtx) staticPattern(n *node, arg int, x *value, keep bool, tq, tk in
 	}
 	key := staticMask{n: n, arg: arg, keep: keep, tq: tq, tk: tk}
 	p.patternsMu.Lock()
-	for _, m := range p.patterns {
-		if m.n == key.n && m.arg == key.arg && m.keep == key.keep && m.tq == key.tq && m.tk == key.tk {
-			p.patternsMu.Unlock()
-			return m.pattern
-		}
-	}
+	pattern, known := p.patterns[key]
 	p.patternsMu.Unlock()
-	key.pattern = classify(rc, x, keep, tq, tk)
+	if known {
+		return pattern
+	}
+	pattern = classify(rc, x, keep, tq, tk)
 	if rc.err() != nil {
-		return key.pattern // cut short by the run's context: not the mask's pattern
+		return pattern // cut short by the run's context: not the mask's pattern
 	}
 	p.patternsMu.Lock()
-	p.patterns = append(p.patterns, key)
+	if p.patterns == nil {
+		p.patterns = map[staticMask]maskPattern{}
+	}
+	p.patterns[key] = pattern
 	p.patternsMu.Unlock()
-	return key.pattern
+	return pattern
 }
