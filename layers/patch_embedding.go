@@ -3,8 +3,10 @@ package layers
 import (
 	"fmt"
 
-	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
+
+	"github.com/attnrun/attnrun/internal/kernels"
+	"github.com/attnrun/attnrun/registry"
 )
 
 func init() {
@@ -160,40 +162,34 @@ func (e *PatchEmbedding) Forward(run *registry.Run, inputs []*tensor.Dense) (*te
 	return out, nil
 }
 
-// embed writes the tokens of batch images pixels into out.
+// embed writes the tokens of batch images pixels into out: each image's
+// patches gathered as rows of the weight's (channel, row, column) order,
+// projected by one kernels.Linear.
 func (e *PatchEmbedding) embed(pixels, out []float32, batch int) {
 	c, s, k, d, g := e.Channels, e.ImageSize, e.PatchSize, e.DOut, e.grid()
-	weight, bias := floats(e.p.weight), floats(e.p.bias)
-	first := 0
+	first, T, width := 0, e.tokens(), c*k*k
 	if e.CLSToken {
 		first = 1
 	}
-	patch := make([]float32, c*k*k)
+	patches := make([]float32, g*g*width)
 	for b := range batch {
 		image := pixels[b*c*s*s : (b+1)*c*s*s]
-		tokens := out[b*e.tokens()*d : (b+1)*e.tokens()*d]
+		tokens := out[b*T*d : (b+1)*T*d]
 		if e.CLSToken {
 			copy(tokens[:d], floats(e.p.cls))
 		}
 		for py := range g {
 			for px := range g {
-				// The patch's pixels in the weight's (channel, row, column) order.
+				patch := patches[(py*g+px)*width:][:width]
 				for ch := range c {
 					for i := range k {
 						row := image[ch*s*s+(py*k+i)*s+px*k:]
 						copy(patch[(ch*k+i)*k:(ch*k+i+1)*k], row[:k])
 					}
 				}
-				token := tokens[(first+py*g+px)*d : (first+py*g+px+1)*d]
-				for o := range d {
-					sum := bias[o]
-					for j, w := range weight[o*len(patch) : (o+1)*len(patch)] {
-						sum += w * patch[j]
-					}
-					token[o] = sum
-				}
 			}
 		}
+		kernels.Linear(tokens[first*d:], patches, floats(e.p.weight), floats(e.p.bias), g*g, width, d)
 		if e.Positions {
 			for i, p := range floats(e.p.positions) {
 				tokens[i] += p

@@ -66,14 +66,14 @@ func (g patternGraph) sliceFeatures(sl *node) (lo, hi int, ok bool) {
 	if len(ins) < 4 || len(ins) > 5 || len(sl.GetOutput()) != 1 {
 		return 0, 0, false
 	}
-	start, ok1 := g.fixedScalar(ins[1])
-	end, ok2 := g.fixedScalar(ins[2])
-	axis, ok3 := g.fixedScalar(ins[3])
+	start, ok1 := g.Scalar(ins[1])
+	end, ok2 := g.Scalar(ins[2])
+	axis, ok3 := g.Scalar(ins[3])
 	if !ok1 || !ok2 || !ok3 || !g.lastAxis(ins[0], int(axis)) {
 		return 0, 0, false
 	}
 	if len(ins) == 5 && ins[4] != "" {
-		if step, ok := g.fixedScalar(ins[4]); !ok || step != 1 {
+		if step, ok := g.Scalar(ins[4]); !ok || step != 1 {
 			return 0, 0, false
 		}
 	}
@@ -118,23 +118,6 @@ func (g patternGraph) lastAxis(v string, axis int) bool {
 		}
 	}
 	return true
-}
-
-// fixedScalar is the number a static single-element value holds at every
-// probe: a constant, or one computed from a dimension that is the same at
-// every input shape (Phi-3 computes where gate_up_proj splits from the
-// width of its output).
-func (g patternGraph) fixedScalar(v string) (float64, bool) {
-	if !g.a.g.Static(v) {
-		return 0, false
-	}
-	x, ok := g.ScalarAt(0, v)
-	for i := 1; ok && i < len(g.a.probes); i++ {
-		var y float64
-		y, ok = g.ScalarAt(i, v)
-		ok = ok && y == x
-	}
-	return x, ok
 }
 
 // sliceBound clamps a Slice bound on an axis of n elements as ONNX does:
