@@ -25,7 +25,8 @@ func (c *ContextMask) ExportONNX(g registry.GraphBuilder, inputs []string) (stri
 	if len(inputs) != 2 {
 		return "", fmt.Errorf("takes 2 inputs, the tokens and the mask, got %d", len(inputs))
 	}
-	t := g.Node("Slice", operands(g.Node("Shape", operands(inputs[0])), g.ConstInt64([]int64{1}), g.ConstInt64([]int64{2})))
+	// T is the tokens' next-to-last axis: (B, T, d) and (T, d) alike.
+	t := g.Node("Slice", operands(g.Node("Shape", operands(inputs[0])), g.ConstInt64([]int64{-2}), g.ConstInt64([]int64{-1})))
 	ends := g.Node("Concat", operands(t, t), registry.IntAttr("axis", 0))
 	block := g.Node("Slice", operands(inputs[1], g.ConstInt64([]int64{0, 0}), ends, g.ConstInt64([]int64{2, 3})))
 	keep := g.Node("Not", operands(g.Node("Equal", operands(block, g.ScalarFloat(0)))))
