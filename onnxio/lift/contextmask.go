@@ -39,17 +39,8 @@ func (l *attentionLayer) contextMaskAt(p *probe, hs heads, scoreShape []int, B i
 	for i := range keep {
 		keep[i] = rng.Float64() < 0.6
 	}
-	var override *tensor.Dense
-	switch feed.Dtype() {
-	case tensor.Float32:
-		override = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(onesWhere[float32](keep)))
-	case tensor.Int64:
-		override = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(onesWhere[int64](keep)))
-	case tensor.Int32:
-		override = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(onesWhere[int32](keep)))
-	case tensor.Bool:
-		override = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(keep))
-	default:
+	override, ok := keepTensor(feed.Dtype(), shape, keep)
+	if !ok {
 		return fmt.Errorf("mask input %q is %v; a mask over the context is float32, int64, int32 or bool", input, feed.Dtype())
 	}
 	var values []string

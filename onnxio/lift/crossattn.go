@@ -213,6 +213,26 @@ func (l *attentionLayer) keepMaskAt(p *probe, hs heads, scoreShape []int, input 
 	return plain || causal, causal && !plain, nil
 }
 
+// keepTensor is a keep mask of shape and element type dt: 1 (true) where
+// keep is set, 0 (false) elsewhere; false for a type a keep mask is not
+// fed as (float32, int64, int32 or bool).
+func keepTensor(dt tensor.Dtype, shape []int, keep []bool) (*tensor.Dense, bool) {
+	var backing any
+	switch dt {
+	case tensor.Float32:
+		backing = onesWhere[float32](keep)
+	case tensor.Int64:
+		backing = onesWhere[int64](keep)
+	case tensor.Int32:
+		backing = onesWhere[int32](keep)
+	case tensor.Bool:
+		backing = keep
+	default:
+		return nil, false
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing)), true
+}
+
 // onesWhere is 1 where keep holds and 0 elsewhere.
 func onesWhere[T int64 | int32 | float32](keep []bool) []T {
 	out := make([]T, len(keep))

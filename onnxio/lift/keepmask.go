@@ -96,15 +96,8 @@ func (a *analysis) readKeepMask(p *probe, v, input string, seed uint64) (keepRea
 	for j := range keep { // each sequence keeps its first key and hides its last
 		keep[j] = j%S == 0 || j%S != S-1 && rng.Float64() < 0.6
 	}
-	var override *tensor.Dense
-	switch feed.Dtype() {
-	case tensor.Int64:
-		override = tensor.New(tensor.WithShape(b, S), tensor.WithBacking(onesWhere[int64](keep)))
-	case tensor.Int32:
-		override = tensor.New(tensor.WithShape(b, S), tensor.WithBacking(onesWhere[int32](keep)))
-	case tensor.Float32:
-		override = tensor.New(tensor.WithShape(b, S), tensor.WithBacking(onesWhere[float32](keep)))
-	default:
+	override, ok := keepTensor(feed.Dtype(), []int{b, S}, keep)
+	if !ok || feed.Dtype() == tensor.Bool {
 		return r, fmt.Errorf("the mask %q is computed from %q, which is %v; a keep mask is int64, int32 or float32", v, input, feed.Dtype())
 	}
 	outs, err := p.run(a.g.Model.GetGraph().GetNode(), nil, []string{v}, map[string]*tensor.Dense{input: override})

@@ -290,18 +290,11 @@ func randomKeepMask(rng *rand.Rand, t *tensor.Dense) *tensor.Dense {
 		drawn := key > 0 && rng.Float64() < 0.6 // one draw per key but the first, as before: the feeds drawn after stay the same
 		keep[i] = drawn || key%2 == 0
 	}
-	var backing any
-	switch t.Dtype() {
-	case tensor.Int64:
-		backing = onesWhere[int64](keep)
-	case tensor.Int32:
-		backing = onesWhere[int32](keep)
-	case tensor.Bool:
-		backing = keep
-	default:
-		backing = onesWhere[float32](keep)
+	if mask, ok := keepTensor(t.Dtype(), shape, keep); ok {
+		return mask
 	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
+	mask, _ := keepTensor(tensor.Float32, shape, keep)
+	return mask
 }
 
 // randomIDs is a tensor shaped and typed like t (int64 or int32) of ids
