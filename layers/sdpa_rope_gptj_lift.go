@@ -34,7 +34,7 @@ func unrotatedEveryTwo(g match.Graph, v string) (string, *sdpaRope, error) {
 	rotated, whole := tr.Inputs()[0], ""
 	if cat := g.Producer(rotated); cat != nil && cat.Op() == "Concat" && len(cat.Inputs()) == 2 {
 		w, err := sliceSource(g, cat.Inputs()[1])
-		if err != nil || !lastAxisConcat(g, cat) {
+		if err != nil || !lastAxis(g, cat) {
 			return "", nil, nil
 		}
 		rotated, whole = cat.Inputs()[0], w
@@ -62,14 +62,6 @@ func unrotatedEveryTwo(g match.Graph, v string) (string, *sdpaRope, error) {
 		return "", nil, err
 	}
 	return whole, &sdpaRope{style: "interleaved", base: base, dim: shape[3], tokens: true}, nil
-}
-
-// lastAxisConcat reports whether a Concat joins its inputs on their last
-// axis.
-func lastAxisConcat(g match.Graph, cat *match.Node) bool {
-	shape, err := g.Shape(cat.Output())
-	axis := cat.Int("axis", 0)
-	return err == nil && (axis == -1 || int(axis) == len(shape)-1)
 }
 
 // everyTwoBase reads the base of an interleaved rotation of x, (B, T, H,
