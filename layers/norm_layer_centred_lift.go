@@ -35,11 +35,11 @@ func liftLayerNormCentred(g match.Graph, mean *match.Node) (*match.Layer, error)
 	c := sub.Output()
 	readers := g.Readers(c)
 	if len(readers) == 1 && readers[0].Op() == "RMSNormalization" {
-		op := readers[0]
-		if rms, err := liftRMSNormalization(g, op); rms == nil || err != nil {
+		r := match.MatchRMSNormalization(g, readers[0])
+		if r == nil {
 			return nil, nil // not over the last axis, or no weight vector
 		}
-		return layerNormLayer(g, []*match.Node{mean, sub, op}, x, op.Output(), op.Inputs()[1], "", op.Float("epsilon", 1e-5))
+		return layerNormLayer(g, []*match.Node{mean, sub, readers[0]}, x, r.Output, r.WeightFrom, "", r.Eps)
 	}
 	for _, pow := range readers {
 		if pow.Op() != "Pow" {

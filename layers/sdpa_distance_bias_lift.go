@@ -32,7 +32,7 @@ const (
 // at longer sequences until it has stayed the same for at least as many
 // distances as it changed over, and checks every element there.
 func readDistanceBias(g match.Graph, bias string) (*RelativeBiasMod, match.Param, error) {
-	for n := firstStretch; n <= maxStretch; n *= 2 {
+	for n := firstStretch; ; n *= 2 {
 		t, err := g.Stretched(bias, n)
 		if err != nil {
 			return nil, match.Param{}, err
@@ -42,15 +42,13 @@ func readDistanceBias(g match.Graph, bias string) (*RelativeBiasMod, match.Param
 			return nil, match.Param{}, err
 		}
 		reach := changingReach(byDistance, n)
-		if 2*reach > n-1 && n < maxStretch {
-			continue // it may change again farther out: look farther
+		if 2*reach <= n-1 {
+			return clippedTable(byDistance, n, reach)
 		}
-		if 2*reach > n-1 {
+		if n >= maxStretch { // else it may change again farther out: look farther
 			return nil, match.Param{}, fmt.Errorf("the bias still changes %d positions from the query at sequences of %d", reach, n)
 		}
-		return clippedTable(byDistance, n, reach)
 	}
-	return nil, match.Param{}, fmt.Errorf("no sequence length was tried")
 }
 
 // distanceTable reads a bias (1, H, T, T) or (H, T, T) as each head's

@@ -132,29 +132,23 @@ func (s *sdpaScores) readHeads(g match.Graph, product *match.Node) error {
 	s.rope = qRope
 	k, kNorm := unnormalized(g, k)
 	var kHeads, kDim int
-	var qSplitNorm, kSplitNorm *match.RMSNorm // Hugging Face's q_norm and k_norm, on (B, T, H, d)
-	switch {
-	case s.rope != nil && s.rope.tokens: // sdpa_rope_gptj_lift.go
-		if s.q, s.heads, s.dim, err = projectedTokenHeads(g, q, "queries"); err != nil {
-			return err
-		}
-		if s.k, kHeads, kDim, err = projectedTokenHeads(g, k, "keys"); err != nil {
-			return err
-		}
-	case tokenKeys:
-		if s.q, s.heads, s.dim, qSplitNorm, err = projectedNormedHeads(g, q, "queries"); err != nil {
-			return err
-		}
-		if s.k, kHeads, kDim, err = projectedTokenHeads(g, k, "keys"); err != nil {
-			return err
-		}
-	default:
-		if s.q, s.heads, s.dim, qSplitNorm, err = projectedNormedHeads(g, q, "queries"); err != nil {
-			return err
-		}
-		if s.k, kHeads, kDim, kSplitNorm, err = projectedNormedHeads(g, k, "keys"); err != nil {
-			return err
-		}
+	var qSplitNorm, kSplitNorm *match.RMSNorm      // Hugging Face's q_norm and k_norm, on (B, T, H, d)
+	tokenQueries := s.rope != nil && s.rope.tokens // rotated before their Transpose: sdpa_rope_gptj_lift.go
+	if tokenQueries {
+		s.q, s.heads, s.dim, err = projectedTokenHeads(g, q, "queries")
+	} else {
+		s.q, s.heads, s.dim, qSplitNorm, err = projectedNormedHeads(g, q, "queries")
+	}
+	if err != nil {
+		return err
+	}
+	if tokenQueries || tokenKeys {
+		s.k, kHeads, kDim, err = projectedTokenHeads(g, k, "keys")
+	} else {
+		s.k, kHeads, kDim, kSplitNorm, err = projectedNormedHeads(g, k, "keys")
+	}
+	if err != nil {
+		return err
 	}
 	if qNorm == nil && kNorm == nil {
 		qNorm, kNorm = qSplitNorm, kSplitNorm

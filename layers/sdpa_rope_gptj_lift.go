@@ -1,9 +1,7 @@
 package layers
 
 import (
-	"cmp"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/attnrun/attnrun/onnxio/match"
@@ -36,7 +34,7 @@ func unrotatedEveryTwo(g match.Graph, v string) (string, *sdpaRope, error) {
 	rotated, whole := tr.Inputs()[0], ""
 	if cat := g.Producer(rotated); cat != nil && cat.Op() == "Concat" && len(cat.Inputs()) == 2 {
 		w, err := sliceSource(g, cat.Inputs()[1])
-		if err != nil || !lastAxisConcat(g, cat) {
+		if err != nil || !lastAxis(g, cat) {
 			return "", nil, nil
 		}
 		rotated, whole = cat.Inputs()[0], w
@@ -66,18 +64,10 @@ func unrotatedEveryTwo(g match.Graph, v string) (string, *sdpaRope, error) {
 	return whole, &sdpaRope{style: "interleaved", base: base, dim: shape[3], tokens: true}, nil
 }
 
-// lastAxisConcat reports whether a Concat joins its inputs on their last
-// axis.
-func lastAxisConcat(g match.Graph, cat *match.Node) bool {
-	shape, err := g.Shape(cat.Output())
-	axis := cat.Int("axis", 0)
-	return err == nil && (axis == -1 || int(axis) == len(shape)-1)
-}
-
 // everyTwoBase reads the base of an interleaved rotation of x, (B, T, H,
 // rotary_dim), from its cos and sin tables: at every probe, the angle of
 // features 2i and 2i+1 at position t must be t·base^(−2i/rotary_dim), the
-// base read from position 1, pair 1.
+// base read from the first probe's position 1, pair 1.
 func everyTwoBase(g match.Graph, cosV, sinV, x string) (float64, error) {
 	base := 0.0
 	for p := range g.Probes() {
@@ -86,57 +76,17 @@ func everyTwoBase(g match.Graph, cosV, sinV, x string) (float64, error) {
 			return 0, fmt.Errorf("the rotated heads %q are not (B, T, H, rotary_dim)", x)
 		}
 		T, d := shape[1], shape[3]
-		cos, err1 := tableAt(g, p, cosV, T*d)
-		sin, err2 := tableAt(g, p, sinV, T*d)
-		if err := cmp.Or(err1, err2); err != nil {
+		if base, err = ropeBase(g, p, cosV, sinV, T, d, d, everyPair, "tables", base); err != nil {
 			return 0, err
 		}
-		if base == 0 {
-			if base, err = everyTwoAngleBase(cos, sin, T, d); err != nil {
-				return 0, fmt.Errorf("the RoPE tables %q and %q: %w", cosV, sinV, err)
-			}
-		}
-		for t := range T {
-			for i := range d {
-				angle := float64(t) * math.Pow(base, -2*float64(i/2)/float64(d))
-				if math.Abs(cos[t*d+i]-math.Cos(angle)) > 1e-4 || math.Abs(sin[t*d+i]-math.Sin(angle)) > 1e-4 {
-					return 0, fmt.Errorf("the RoPE tables %q and %q are not cos and sin of position·base^(−2i/d) repeated for each pair, at position %d, feature %d (base %g)", cosV, sinV, t, i, base)
-				}
-			}
-		}
 	}
 	return base, nil
 }
 
-// everyTwoAngleBase reads the base from the angle of pair 1 at position 1;
-// one pair turns by its position whatever the base, which is then 10000.
+// everyTwoAngleBase reads the base of interleaved tables, (T, d), from
+// the angle of pair 1 at position 1.
 func everyTwoAngleBase(cos, sin []float64, T, d int) (float64, error) {
-	if T < 2 {
-		return 0, fmt.Errorf("they cover %d position(s); reading the base takes 2", T)
-	}
-	if d < 4 {
-		return 10000, nil
-	}
-	theta1 := math.Atan2(sin[d+2], cos[d+2])
-	base := math.Pow(theta1, -float64(d)/2)
-	if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
-		base = r
-	}
-	return base, nil
-}
-
-// tableAt reads a RoPE table at probe p, which must hold n values: one
-// table for every sequence and head.
-func tableAt(g match.Graph, p int, v string, n int) ([]float64, error) {
-	t, err := g.ValueAt(p, v)
-	if err != nil {
-		return nil, err
-	}
-	f, err := match.Floats(t)
-	if err != nil || len(f) != n {
-		return nil, fmt.Errorf("the RoPE table %q has %d values, want %d", v, len(f), n)
-	}
-	return f, nil
+	return angleBase(cos, sin, T, d, d, everyPair)
 }
 
 // projectedTokenHeads reads heads (B, T, H, d) split from an nn.Linear

@@ -214,25 +214,31 @@ func isEverySecond(g match.Graph, v, x string, start float64) bool {
 func ropeTableBase(g match.Graph, cosV, sinV string, T, d int, interleaved bool) (float64, error) {
 	pair := func(i int) int { return i % (d / 2) }
 	if interleaved {
-		pair = func(i int) int { return i / 2 }
+		pair = everyPair
 	}
-	return ropeBase(g, cosV, sinV, T, d, d, pair, "tables")
+	return ropeBase(g, 0, cosV, sinV, T, d, d, pair, "tables", 0)
 }
 
 // ropeCacheBase reads the base of the rotation from RotaryEmbedding's cos
 // and sin caches at the first probe, (…, T, d/2): the angle of pair i at
 // position t must be t·base^(−2i/d).
 func ropeCacheBase(g match.Graph, cosV, sinV string, T, d int) (float64, error) {
-	return ropeBase(g, cosV, sinV, T, d, d/2, func(i int) int { return i }, "caches")
+	return ropeBase(g, 0, cosV, sinV, T, d, d/2, func(i int) int { return i }, "caches", 0)
 }
+
+// everyPair is the pair of feature i when pairs are interleaved: features
+// 2i and 2i+1 share an angle (repeat_interleave).
+func everyPair(i int) int { return i / 2 }
 
 // ropeBase reads the base from cos and sin values of T rows of width
 // features each (d for tables that repeat the d/2 angles, d/2 for caches
-// that hold them once), feature i holding the angle of pair(i), then
-// checks every angle against it; what names the values in errors.
-func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, pair func(int) int, what string) (float64, error) {
+// that hold them once) at probe p, feature i holding the angle of
+// pair(i), then checks every angle against it; what names the values in
+// errors. A base other than 0 is checked instead of read (a later probe's
+// values against the first's).
+func ropeBase(g match.Graph, p int, cosV, sinV string, T, d, width int, pair func(int) int, what string, base float64) (float64, error) {
 	read := func(v string) ([]float64, error) {
-		t, err := g.ValueAt(0, v)
+		t, err := g.ValueAt(p, v)
 		if err != nil {
 			return nil, err
 		}
@@ -250,23 +256,9 @@ func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, pair func(int) 
 	if err != nil {
 		return 0, err
 	}
-	if T < 2 {
-		return 0, fmt.Errorf("the RoPE %s cover %d position(s); reading the base takes 2", what, T)
-	}
-	half := d / 2
-	if half < 1 {
-		return 0, fmt.Errorf("the RoPE %s rotate heads of %d feature(s); a rotation turns pairs", what, d)
-	}
-	base := 10000.0
-	if half > 1 {
-		one := 0 // the feature of pair 1
-		for one+1 < width && pair(one) != 1 {
-			one++
-		}
-		theta1 := math.Atan2(sin[width+one], cos[width+one]) // position 1, pair 1
-		base = math.Pow(theta1, -float64(d)/2)
-		if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
-			base = r
+	if base == 0 {
+		if base, err = angleBase(cos, sin, T, d, width, pair); err != nil {
+			return 0, fmt.Errorf("the RoPE %s %q and %q: %w", what, cosV, sinV, err)
 		}
 	}
 	for t := range T {
@@ -276,6 +268,32 @@ func ropeBase(g match.Graph, cosV, sinV string, T, d, width int, pair func(int) 
 				return 0, fmt.Errorf("the RoPE %s %q and %q are not cos and sin of position·base^(−2i/d) at position %d, feature %d (base %g)", what, cosV, sinV, t, i, base)
 			}
 		}
+	}
+	return base, nil
+}
+
+// angleBase reads the base from the angle of pair 1 at position 1 of cos
+// and sin values of T rows of width features, feature i holding the angle
+// of pair(i); one pair turns by its position whatever the base, which is
+// then 10000.
+func angleBase(cos, sin []float64, T, d, width int, pair func(int) int) (float64, error) {
+	if T < 2 {
+		return 0, fmt.Errorf("they cover %d position(s); reading the base takes 2", T)
+	}
+	if d/2 < 1 {
+		return 0, fmt.Errorf("they rotate heads of %d feature(s); a rotation turns pairs", d)
+	}
+	if d/2 == 1 {
+		return 10000, nil
+	}
+	one := 0 // the feature of pair 1
+	for one+1 < width && pair(one) != 1 {
+		one++
+	}
+	theta1 := math.Atan2(sin[width+one], cos[width+one])
+	base := math.Pow(theta1, -float64(d)/2)
+	if r := math.Round(base); math.Abs(base-r) < 1e-4*base {
+		base = r
 	}
 	return base, nil
 }
