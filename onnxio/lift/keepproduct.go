@@ -116,20 +116,7 @@ func (x *protoIndex) onlyFor(n, reader *onnxpb.NodeProto) bool {
 // floatScalar reads v as a constant of one element (an initializer or a
 // Constant node) of any number type.
 func (x *protoIndex) floatScalar(v string) (float64, bool) {
-	var tp *onnxpb.TensorProto
-	if n := x.producer[v]; n != nil && n.GetOpType() == "Constant" {
-		for _, a := range n.GetAttribute() {
-			if a.GetName() == "value" {
-				tp = a.GetT()
-			}
-		}
-	} else if n == nil {
-		for _, t := range x.gp.GetInitializer() {
-			if t.GetName() == v {
-				tp = t
-			}
-		}
-	}
+	tp := x.constant(v)
 	if tp == nil {
 		return 0, false
 	}

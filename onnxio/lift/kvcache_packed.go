@@ -178,9 +178,9 @@ func (x *protoIndex) freshName(name string) string {
 	return name
 }
 
-// ints reads v as constant integers (an initializer or a Constant node)
-// and its rank.
-func (x *protoIndex) ints(v string) ([]int64, int, bool) {
+// constant is v's value when a Constant node or an initializer holds it,
+// nil otherwise.
+func (x *protoIndex) constant(v string) *onnxpb.TensorProto {
 	var tp *onnxpb.TensorProto
 	if n := x.producer[v]; n != nil && n.GetOpType() == "Constant" {
 		for _, a := range n.GetAttribute() {
@@ -188,12 +188,20 @@ func (x *protoIndex) ints(v string) ([]int64, int, bool) {
 				tp = a.GetT()
 			}
 		}
-	}
-	for _, t := range x.gp.GetInitializer() {
-		if t.GetName() == v && x.producer[v] == nil {
-			tp = t
+	} else if n == nil {
+		for _, t := range x.gp.GetInitializer() {
+			if t.GetName() == v {
+				tp = t
+			}
 		}
 	}
+	return tp
+}
+
+// ints reads v as constant integers (an initializer or a Constant node)
+// and its rank.
+func (x *protoIndex) ints(v string) ([]int64, int, bool) {
+	tp := x.constant(v)
 	if tp == nil || len(tp.GetDims()) > 1 {
 		return nil, 0, false
 	}
