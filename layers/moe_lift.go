@@ -30,7 +30,7 @@ func liftMoE(g match.Graph, n *match.Node) (*match.Layer, error) {
 	}
 	probs := skipFloatCasts(g, n.Inputs()[0])
 	softmax := g.Producer(probs)
-	if softmax == nil || softmax.Op() != "Softmax" || !overLastAxis(g, softmax) {
+	if softmax == nil || softmax.Op() != "Softmax" || !lastAxis(g, softmax) {
 		return nil, nil
 	}
 	router, ok := g.Linear(skipFloatCasts(g, softmax.Inputs()[0]))
@@ -84,12 +84,6 @@ func liftMoE(g match.Graph, n *match.Node) (*match.Layer, error) {
 		l.Params = append(l.Params, shared[3].Params("shared_expert_gate")...)
 	}
 	return l, nil
-}
-
-// overLastAxis reports whether a Softmax normalizes the last axis.
-func overLastAxis(g match.Graph, softmax *match.Node) bool {
-	axis := softmax.Int("axis", -1)
-	return axis == -1 || axis == int64(len(mustShape(g, softmax.Inputs()[0]))-1)
 }
 
 // skipFloatCasts follows v back through float copies (Casts to float32).
