@@ -63,18 +63,19 @@ var (
 	_ registry.ParamsWatcher = (*LinearInteger)(nil)
 )
 
-// intRange is the values of an integer type.
+// intRange is the values of an integer type, and its ONNX element type.
 type intRange struct {
 	name   string
 	lo, hi int32
+	onnx   int64
 }
 
 func (r intRange) String() string { return r.name }
 
 // intRanges are the integer types MatMulInteger takes.
 var intRanges = map[string]intRange{
-	"uint8": {"uint8", 0, math.MaxUint8},
-	"int8":  {"int8", math.MinInt8, math.MaxInt8},
+	"uint8": {"uint8", 0, math.MaxUint8, 2},
+	"int8":  {"int8", math.MinInt8, math.MaxInt8, 3},
 }
 
 // integerParams are the parameters and what a pass derives from them.

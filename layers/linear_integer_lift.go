@@ -70,7 +70,7 @@ func liftLinearInteger(g match.Graph, n *match.Node) (*match.Layer, error) {
 	}
 	dIn, dOut := weight.Shape()[0], weight.Shape()[1]
 	p := integerLift{g: g, dOut: dOut}
-	wt, err := float32Matrix(weight, true)
+	wt, err := transposedFloat32(weight)
 	if err != nil {
 		return nil, err
 	}
@@ -170,9 +170,9 @@ func float32Vector(values []float32) *tensor.Dense {
 	return tensor.New(tensor.WithShape(len(values)), tensor.WithBacking(values))
 }
 
-// float32Matrix converts a static (r, c) matrix of any number type to
-// float32, transposed to (c, r) when transpose is set.
-func float32Matrix(t *tensor.Dense, transpose bool) (*tensor.Dense, error) {
+// transposedFloat32 converts a static (r, c) matrix of any number type to
+// a float32 (c, r) one.
+func transposedFloat32(t *tensor.Dense) (*tensor.Dense, error) {
 	f, err := match.Floats(t)
 	if err != nil {
 		return nil, err
@@ -181,15 +181,8 @@ func float32Matrix(t *tensor.Dense, transpose bool) (*tensor.Dense, error) {
 	out := make([]float32, r*c)
 	for i := range r {
 		for j := range c {
-			if transpose {
-				out[j*r+i] = float32(f[i*c+j])
-			} else {
-				out[i*c+j] = float32(f[i*c+j])
-			}
+			out[j*r+i] = float32(f[i*c+j])
 		}
 	}
-	if transpose {
-		r, c = c, r
-	}
-	return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(out)), nil
+	return tensor.New(tensor.WithShape(c, r), tensor.WithBacking(out)), nil
 }

@@ -4,9 +4,6 @@ import "github.com/attnrun/attnrun/registry"
 
 var _ registry.Exporter = (*LinearInteger)(nil)
 
-// onnxIntTypes are the ONNX element types of the integer types.
-var onnxIntTypes = map[string]int64{"uint8": 2, "int8": 3}
-
 // ExportONNX writes the graph ONNX Runtime's quantizer writes:
 // MatMulInteger of the tokens and the (d_in, d_out) weight with their zero
 // points, Cast to float, Mul by input_scale·weight_scale, then Add of the
@@ -21,15 +18,15 @@ func (l *LinearInteger) ExportONNX(g registry.GraphBuilder, inputs []string) (st
 	if err != nil {
 		return "", err
 	}
-	toInput := registry.IntAttr("to", onnxIntTypes[l.p.inputRange.name])
-	toWeight := registry.IntAttr("to", onnxIntTypes[l.p.weightRange.name])
+	toInput := registry.IntAttr("to", l.p.inputRange.onnx)
+	toWeight := registry.IntAttr("to", l.p.weightRange.onnx)
 	xq := g.Node("Cast", operands(x), toInput)
 	w := g.Node("Cast", operands(g.Node("Transpose", operands(g.Param("weight")), registry.IntsAttr("perm", 1, 0))), toWeight)
 	xZero := g.Node("Cast", operands(g.Param("input_zero_point")), toInput)
 	wZero := g.Node("Cast", operands(g.Param("weight_zero_point")), toWeight)
 	acc := g.Node("MatMulInteger", operands(xq, w, xZero, wZero))
 	scale := g.Node("Mul", operands(g.Param("input_scale"), g.Param("weight_scale")))
-	y := g.Node("Mul", operands(g.Node("Cast", operands(acc), registry.IntAttr("to", 1)), scale))
+	y := g.Node("Mul", operands(g.Node("Cast", operands(acc), registry.IntAttr("to", onnxFloat)), scale))
 	if l.p.bias != nil {
 		y = g.Node("Add", operands(y, g.Param("bias")))
 	}

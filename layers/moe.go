@@ -190,15 +190,27 @@ func (m *MoE) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense,
 			routed[pick.expert] = append(routed[pick.expert], moeRoute{row: r, weight: pick.weight})
 		}
 	}
+	most := 0
+	for _, routes := range routed {
+		most = max(most, len(routes))
+	}
+	need := most * (c.width + 3*c.expertHidden)
+	if c.shared != nil {
+		need = max(need, rows*(2*c.sharedHidden+c.width+1))
+	}
+	sc := getScratch(need) // every product overwrites its output
+	defer sc.release()
 	out, y := in.newOutput(run, c.width)
 	clear(y)
 	for e, routes := range routed {
 		if len(routes) > 0 {
-			c.addExpert(y, in.data, e, routes)
+			sc.used = 0
+			c.addExpert(y, in.data, e, routes, sc)
 		}
 	}
 	if c.shared != nil {
-		c.addShared(y, in.data, rows)
+		sc.used = 0
+		c.addShared(y, in.data, rows, sc)
 	}
 	return out, nil
 }
@@ -260,16 +272,16 @@ func (c *moePrepared) route(picks []moePick, logits []float32) []moePick {
 }
 
 // addExpert adds expert e's output, times each token's weight, to the
-// rows of y it was routed.
-func (c *moePrepared) addExpert(y, x []float32, e int, routes []moeRoute) {
+// rows of y it was routed, its buffers carved off sc.
+func (c *moePrepared) addExpert(y, x []float32, e int, routes []moeRoute, sc *scratch) {
 	d, h, n := c.width, c.expertHidden, len(routes)
-	xs := make([]float32, n*d)
+	xs := sc.floats(n * d)
 	for i, r := range routes {
 		copy(xs[i*d:(i+1)*d], x[r.row*d:(r.row+1)*d])
 	}
-	gateUp := make([]float32, n*2*h)
+	gateUp := sc.floats(n * 2 * h)
 	c.gateUps[e].apply(gateUp, xs, n)
-	hidden := make([]float32, n*h)
+	hidden := sc.floats(n * h)
 	for i := range n {
 		row := gateUp[i*2*h : (i+1)*2*h]
 		for j := range h {
@@ -286,18 +298,18 @@ func (c *moePrepared) addExpert(y, x []float32, e int, routes []moeRoute) {
 }
 
 // addShared adds σ(x·shared_expert_gateᵀ) · shared_expert(x) to every row
-// of y.
-func (c *moePrepared) addShared(y, x []float32, rows int) {
+// of y, its buffers carved off sc.
+func (c *moePrepared) addShared(y, x []float32, rows int, sc *scratch) {
 	d, h := c.width, c.sharedHidden
-	gate, up := make([]float32, rows*h), make([]float32, rows*h)
+	gate, up := sc.floats(rows*h), sc.floats(rows*h)
 	c.shared[0].apply(gate, x, rows)
 	c.shared[1].apply(up, x, rows)
 	for i, u := range up {
 		gate[i] = float32(c.act(float64(gate[i]))) * u
 	}
-	out := make([]float32, rows*d)
+	out := sc.floats(rows * d)
 	c.shared[2].apply(out, gate, rows)
-	scale := make([]float32, rows)
+	scale := sc.floats(rows)
 	c.sharedGate.apply(scale, x, rows)
 	for r := range rows {
 		s := float32(1 / (1 + math.Exp(-float64(scale[r]))))

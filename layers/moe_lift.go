@@ -30,7 +30,7 @@ func liftMoE(g match.Graph, n *match.Node) (*match.Layer, error) {
 	}
 	probs := skipFloatCasts(g, n.Inputs()[0])
 	softmax := g.Producer(probs)
-	if softmax == nil || softmax.Op() != "Softmax" || !overLastAxis(g, softmax) {
+	if softmax == nil || softmax.Op() != "Softmax" || !lastAxis(g, softmax) {
 		return nil, nil
 	}
 	router, ok := g.Linear(skipFloatCasts(g, softmax.Inputs()[0]))
@@ -86,12 +86,6 @@ func liftMoE(g match.Graph, n *match.Node) (*match.Layer, error) {
 	return l, nil
 }
 
-// overLastAxis reports whether a Softmax normalizes the last axis.
-func overLastAxis(g match.Graph, softmax *match.Node) bool {
-	axis := softmax.Int("axis", -1)
-	return axis == -1 || axis == int64(len(mustShape(g, softmax.Inputs()[0]))-1)
-}
-
 // skipFloatCasts follows v back through float copies (Casts to float32).
 func skipFloatCasts(g match.Graph, v string) string {
 	for p := g.Producer(v); p != nil && match.IsFloatCopy(g, p); p = g.Producer(v) {
@@ -114,22 +108,15 @@ func tokensBefore(g match.Graph, v string) string {
 // gate_up_proj and down_proj, in that order; "" when there are none.
 func expertStacks(g match.Graph, indices string, experts, d int) (gateUp, down string) {
 	var found []string
-	frontier := []string{indices}
-	for depth := 0; depth < moeSearchDepth && len(found) < 2 && len(frontier) > 0; depth++ {
-		var next []string
-		for _, v := range frontier {
-			for _, r := range g.Readers(v) {
-				if (r.Op() == "Gather" || r.Op() == "GatherND") && r.Inputs()[1] == v {
-					if w := r.Inputs()[0]; !g.IsData(w) && stackOf(g, w, experts) {
-						found = append(found, w)
-						continue
-					}
-				}
-				next = append(next, r.Outputs()...)
+	walkReaders(g, indices, func() bool { return len(found) >= 2 }, func(v string, r *match.Node) bool {
+		if (r.Op() == "Gather" || r.Op() == "GatherND") && r.Inputs()[1] == v {
+			if w := r.Inputs()[0]; !g.IsData(w) && stackOf(g, w, experts) {
+				found = append(found, w)
+				return false
 			}
 		}
-		frontier = next
-	}
+		return true
+	})
 	if len(found) != 2 || found[0] == found[1] {
 		return "", ""
 	}
@@ -144,22 +131,32 @@ func expertStacks(g match.Graph, indices string, experts, d int) (gateUp, down s
 // gate half of their gathered gate_up_proj: on the first Slice or Split
 // output, walking forward, that an activation reads; "" when none does.
 func expertActivation(g match.Graph, gateUp string) string {
-	frontier := []string{gateUp}
-	for depth := 0; depth < moeSearchDepth && len(frontier) > 0; depth++ {
+	act := ""
+	walkReaders(g, gateUp, func() bool { return act != "" }, func(v string, r *match.Node) bool {
+		if act == "" && (r.Op() == "Slice" || r.Op() == "Split") {
+			act, _, _ = activationAfter(g, r.Outputs()[0])
+		}
+		return true
+	})
+	return act
+}
+
+// walkReaders visits the readers r of each value v, breadth first from
+// start, up to moeSearchDepth levels deep: it goes on to r's outputs when
+// visit says so, and stops before the next level once done.
+func walkReaders(g match.Graph, start string, done func() bool, visit func(v string, r *match.Node) bool) {
+	frontier := []string{start}
+	for depth := 0; depth < moeSearchDepth && !done() && len(frontier) > 0; depth++ {
 		var next []string
 		for _, v := range frontier {
 			for _, r := range g.Readers(v) {
-				if r.Op() == "Slice" || r.Op() == "Split" {
-					if act, _, _ := activationAfter(g, r.Outputs()[0]); act != "" {
-						return act
-					}
+				if visit(v, r) {
+					next = append(next, r.Outputs()...)
 				}
-				next = append(next, r.Outputs()...)
 			}
 		}
 		frontier = next
 	}
-	return ""
 }
 
 // stackOf reports whether w is a 3-D tensor of one matrix per expert.

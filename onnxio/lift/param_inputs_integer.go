@@ -32,9 +32,13 @@ func integerWeightInputs(m *onnxpb.ModelProto) map[string][]int {
 		delete(declared, t.GetName())
 	}
 	readers := map[string][]*onnxpb.NodeProto{}
+	producers := map[string]*onnxpb.NodeProto{}
 	for _, n := range g.GetNode() {
 		for _, in := range n.GetInput() {
 			readers[in] = append(readers[in], n)
+		}
+		if outs := n.GetOutput(); len(outs) == 1 {
+			producers[outs[0]] = n
 		}
 	}
 	only := func(v, op string) *onnxpb.NodeProto {
@@ -69,11 +73,9 @@ func integerWeightInputs(m *onnxpb.ModelProto) map[string][]int {
 		}
 		factor := otherOf(mul, cast.GetOutput()[0])
 		params[factor] = mul
-		for _, p := range g.GetNode() { // the factor as the product of the two scales
-			if len(p.GetOutput()) == 1 && p.GetOutput()[0] == factor && p.GetOpType() == "Mul" {
-				for _, s := range p.GetInput() {
-					params[s] = p
-				}
+		if p := producers[factor]; p != nil && p.GetOpType() == "Mul" { // the factor as the product of the two scales
+			for _, s := range p.GetInput() {
+				params[s] = p
 			}
 		}
 		if add := only(mul.GetOutput()[0], "Add"); add != nil {
