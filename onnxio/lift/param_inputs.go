@@ -146,6 +146,17 @@ func fixedShape(vi *onnxpb.ValueInfoProto) bool {
 	return true
 }
 
+// declaredDims is vi's declared shape as numbers, 0 for a symbolic
+// dimension.
+func declaredDims(vi *onnxpb.ValueInfoProto) []int {
+	dims := onnxio.Dims(vi)
+	shape := make([]int, len(dims))
+	for i, d := range dims {
+		shape[i] = int(d.Value)
+	}
+	return shape
+}
+
 // maxWeightInputElements bounds the random values materializeWeights
 // draws for one input, which a stranger's file declares.
 const maxWeightInputElements = 1 << 26
@@ -166,9 +177,7 @@ func materializeWeights(m *onnxpb.ModelProto, names []string) (*onnxpb.ModelProt
 		}
 		shape, ok := integer[vi.GetName()]
 		if !ok {
-			for _, d := range onnxio.Dims(vi) {
-				shape = append(shape, int(d.Value))
-			}
+			shape = declaredDims(vi)
 		}
 		n := 1
 		for _, d := range shape {

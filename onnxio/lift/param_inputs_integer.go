@@ -114,11 +114,7 @@ func integerParamType(t onnxio.DataType) bool {
 func integerParamShape(vi *onnxpb.ValueInfoProto, columns int) ([]int, bool) {
 	dims := onnxio.Dims(vi)
 	if fixedShape(vi) {
-		shape := make([]int, len(dims))
-		for i, d := range dims {
-			shape[i] = int(d.Value)
-		}
-		return shape, true
+		return declaredDims(vi), true
 	}
 	if onnxio.HasShape(vi) && len(dims) == 1 && !dims[0].Known {
 		return []int{columns}, true
