@@ -21,6 +21,23 @@ type modernCase struct {
 	Inputs  []array         `json:"inputs"`
 	Output  array           `json:"output"`
 	Weights *array          `json:"weights"`
+	// Float64 is the output of a float64 copy of the module, for cases
+	// whose float32 computation cancels (norms, GELU, MLPs): an element
+	// further than 1e-5/1e-6 from Output passes the float64 rule of
+	// docs/crosscheck.md.
+	Float64 *array `json:"float64"`
+}
+
+// assertOutput checks got against the case's PyTorch output: within
+// 1e-5/1e-6, NaN exactly where PyTorch has NaN, or by the float64 rule
+// where the case carries its float64 output.
+func (c modernCase) assertOutput(t *testing.T, got []float32, msg string) {
+	t.Helper()
+	if c.Float64 == nil {
+		assertCloseNaN(t, c.Output.Data, got, torchAbs, torchRel, msg)
+		return
+	}
+	assertCloseOrFloat64(t, c.Output.Data, c.Float64.Data, got, float64RuleBound(c.Output.Data, c.Float64.Data), msg)
 }
 
 var loadModernCases = goldenCases[modernCase]("modern_cases.json")
@@ -112,7 +129,7 @@ func TestModernAgainstPyTorch(t *testing.T) {
 
 			for _, out := range []*tensor.Dense{plain, hooked} {
 				require.Equal(t, c.Output.Shape, []int(out.Shape()), "output shape")
-				assertCloseNaN(t, c.Output.Data, floats(out), torchAbs, torchRel, "output")
+				c.assertOutput(t, floats(out), "output")
 			}
 			assertHookWeights(t, c.Weights, weights, "a layer without attention reported weights")
 		})
@@ -175,7 +192,7 @@ func TestModernConcurrentForward(t *testing.T) {
 		wg.Wait()
 		for i, out := range outs {
 			require.NoError(t, errs[i], name)
-			assertCloseNaN(t, c.Output.Data, floats(out), torchAbs, torchRel, name)
+			c.assertOutput(t, floats(out), name)
 		}
 	}
 }

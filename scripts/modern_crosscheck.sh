@@ -11,7 +11,9 @@
 #      the same inputs (TestLiveModernExportsAgainstPyTorch);
 #   3. ONNX Runtime runs those exports too, against the same references.
 # Every comparison is 1e-5 relative / 1e-6 absolute, NaN exactly where
-# PyTorch has NaN (nn.MultiheadAttention's fully masked rows). Prints one
+# PyTorch has NaN (nn.MultiheadAttention's fully masked rows); the cases
+# that carry a float64 output (norms, GELU, MLPs) pass an element beyond
+# that by the float64 rule of docs/crosscheck.md. Prints one
 # line per case (ok, FAIL, or skip with the reason: skips are not counted)
 # and a final "N passed, M failed". Uses scripts/lib.sh, as the other live
 # checks do.
@@ -74,7 +76,7 @@ if [ -d "$work/exports" ]; then
   while IFS='|' read -r status name detail; do
     result "$status" "onnxruntime $name" "$detail"
   done < <(/usr/bin/python3 - "$work/ort.txt" <<'PYEOF'
-import sys, numpy as np
+import os, sys, numpy as np
 np.seterr(invalid="ignore")  # inf − inf where both are −Inf (masked): compared as equal below
 RTOL, ATOL = 1e-5, 1e-6
 for line in open(sys.argv[1]):
@@ -96,7 +98,18 @@ for line in open(sys.argv[1]):
     err = np.where(got == want, 0, np.abs(got - want))[~nan]  # equal infinities are exact
     ok = bool(np.all(err <= ATOL + RTOL * np.abs(want[~nan])))
     nans = f", NaN at {int(nan.sum())} places as PyTorch" if nan.any() else ""
-    print(f"{'ok' if ok else 'FAIL'}|{name}|max_abs={err.max() if err.size else 0:.2e}{nans}")
+    detail = f"max_abs={err.max() if err.size else 0:.2e}{nans}"
+    if not ok and os.path.exists(f"{folder}/expected_float64.npy"):
+        # The float64 rule of docs/crosscheck.md: where the computation
+        # cancels, PyTorch float32 is itself off; ONNX Runtime passes if it
+        # is no further from the float64 module than twice PyTorch, + 1e-6.
+        exact = np.load(f"{folder}/expected_float64.npy").astype(np.float64).reshape(-1)
+        e_torch = float(np.abs(want - exact).max())
+        e_ort = float(np.abs(got - exact).max())
+        bound = 2 * e_torch + ATOL
+        ok = e_ort <= bound
+        detail = f"float64 rule: {e_ort:.2e} from float64 (PyTorch {e_torch:.2e}), bound {bound:.2e} ({detail} against PyTorch)"
+    print(f"{'ok' if ok else 'FAIL'}|{name}|{detail}")
 PYEOF
   )
 else

@@ -3,6 +3,8 @@ package exec
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
 // node is one prepared operator application: its op resolved to a kernel,
@@ -46,27 +48,10 @@ const (
 	attrStrings attrKind = 8
 )
 
-// String names the kind as ONNX does ("INT", "FLOATS").
+// String names the kind as ONNX does ("INT", "FLOATS"), from the
+// generated AttributeProto enum, whose numbers the kinds share.
 func (k attrKind) String() string {
-	switch k {
-	case attrFloat:
-		return "FLOAT"
-	case attrInt:
-		return "INT"
-	case attrString:
-		return "STRING"
-	case attrTensor:
-		return "TENSOR"
-	case attrGraph:
-		return "GRAPH"
-	case attrFloats:
-		return "FLOATS"
-	case attrInts:
-		return "INTS"
-	case attrStrings:
-		return "STRINGS"
-	}
-	return fmt.Sprintf("attribute type %d", int(k))
+	return onnxpb.AttributeProto_AttributeType(k).String()
 }
 
 // attribute is a decoded node attribute; kind says which field is set.

@@ -28,6 +28,7 @@ checks attnrun against them.
 """
 
 import argparse
+import copy
 import io
 import json
 import math
@@ -247,12 +248,24 @@ def listed(t):
     return a.tolist()
 
 
-def case(type_, config, module, inputs, output, weights=None):
+def case(type_, config, module, inputs, output, weights=None, float64=None):
+    """A case: the layer's type and config, PyTorch's state dict, inputs and
+    float32 output, and where given the attention weights and the output of
+    a float64 copy of the module (for the float64 rule of
+    docs/crosscheck.md, where the float32 computation cancels)."""
     c = {"type": type_, "config": config, "params": state(module) if module is not None else {},
          "inputs": [listed(x) for x in inputs], "output": listed(output)}
     if weights is not None:
         c["weights"] = listed(weights)
+    if float64 is not None:
+        c["float64"] = listed(float64.float())
     return c
+
+
+def exact(module, *inputs):
+    """module's output computed in float64 by a copy of it, on the inputs."""
+    with torch.no_grad():
+        return copy.deepcopy(module).double()(*(x.double() for x in inputs))
 
 
 def sdpa_case(config, x, memory=None, mask=None, unbatched=False):
@@ -463,17 +476,19 @@ def block_piece_cases():
     seed(50)
     x = torch.randn(2, 5, 8) * 2 + 0.5
     m = randomize(nn.LayerNorm(8))
-    cases["layer_norm"] = case("norm.layer", dict(d=8), m, [x], m(x))
+    cases["layer_norm"] = case("norm.layer", dict(d=8), m, [x], m(x), float64=exact(m, x))
     m = nn.LayerNorm(8, eps=1e-3, elementwise_affine=False)
-    cases["layer_norm_plain"] = case("norm.layer", dict(d=8, eps=1e-3, elementwise_affine=False), m, [x], m(x))
+    cases["layer_norm_plain"] = case("norm.layer", dict(d=8, eps=1e-3, elementwise_affine=False), m, [x], m(x),
+                                     float64=exact(m, x))
     m = randomize(RMSNorm(8))
-    cases["rms_norm"] = case("norm.rms", dict(d=8), m, [x], m(x))
+    cases["rms_norm"] = case("norm.rms", dict(d=8), m, [x], m(x), float64=exact(m, x))
     m = randomize(RMSNorm(8, eps=1e-2))
-    cases["rms_norm_eps"] = case("norm.rms", dict(d=8, eps=1e-2), m, [x[0]], m(x[0]))
+    cases["rms_norm_eps"] = case("norm.rms", dict(d=8, eps=1e-2), m, [x[0]], m(x[0]), float64=exact(m, x[0]))
 
     x = torch.linspace(-6, 6, 2 * 5 * 8).view(2, 5, 8)
-    cases["gelu"] = case("activation.gelu", {}, None, [x], F.gelu(x))
-    cases["gelu_tanh"] = case("activation.gelu", dict(approximate="tanh"), None, [x], F.gelu(x, approximate="tanh"))
+    cases["gelu"] = case("activation.gelu", {}, None, [x], F.gelu(x), float64=F.gelu(x.double()))
+    cases["gelu_tanh"] = case("activation.gelu", dict(approximate="tanh"), None, [x], F.gelu(x, approximate="tanh"),
+                              float64=F.gelu(x.double(), approximate="tanh"))
 
     seed(51)
     x = torch.randn(2, 5, 6)
@@ -483,7 +498,7 @@ def block_piece_cases():
                          ("mlp_gated_gelu_tanh", dict(d=6, d_hidden=4, gated=True, activation="gelu_tanh"))):
         m = randomize(MLP(**config))
         with torch.no_grad():
-            cases[name] = case("nn.mlp", config, m, [x], m(x))
+            cases[name] = case("nn.mlp", config, m, [x], m(x), float64=exact(m, x))
     return cases
 
 
