@@ -9,21 +9,27 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// The built-in score modifications: the examples of PyTorch's
-// flex_attention documentation that are not already masks of
-// attention.sdpa (causal and sliding windows are its own fields).
+// builtinScoreMods are the built-in score modifications: the examples of
+// PyTorch's flex_attention documentation that are not already masks of
+// attention.sdpa (causal and sliding windows are its own fields), and the
+// two that real graphs need (T5's relative bias, a uniform shift).
+var builtinScoreMods = []ScoreModInfo{
+	{Type: "softcap", Summary: "cap · tanh(score / cap) (Gemma 2, Grok)",
+		New: func() ScoreMod { return &SoftcapMod{} }},
+	{Type: "alibi", Summary: "score + m_h · (key − query), ALiBi's slopes",
+		New: func() ScoreMod { return &ALiBiMod{} }},
+	{Type: "relative_bias", Summary: "score + a learned bias per head and clipped distance key − query",
+		New: func() ScoreMod { return &RelativeBiasMod{} }},
+	{Type: "document_mask", Summary: "−Inf between tokens of different documents packed in one sequence",
+		New: func() ScoreMod { return &DocumentMaskMod{} }},
+	{Type: "shift", Summary: "score + by, one number added to every score (a mask hiding every key alike)",
+		New: func() ScoreMod { return &ShiftMod{} }},
+}
 
 func init() {
-	RegisterScoreMod(ScoreModInfo{Type: "softcap", Summary: "cap · tanh(score / cap) (Gemma 2, Grok)",
-		New: func() ScoreMod { return &SoftcapMod{} }})
-	RegisterScoreMod(ScoreModInfo{Type: "alibi", Summary: "score + m_h · (key − query), ALiBi's slopes",
-		New: func() ScoreMod { return &ALiBiMod{} }})
-	RegisterScoreMod(ScoreModInfo{Type: "relative_bias", Summary: "score + a learned bias per head and clipped distance key − query",
-		New: func() ScoreMod { return &RelativeBiasMod{} }})
-	RegisterScoreMod(ScoreModInfo{Type: "document_mask", Summary: "−Inf between tokens of different documents packed in one sequence",
-		New: func() ScoreMod { return &DocumentMaskMod{} }})
-	RegisterScoreMod(ScoreModInfo{Type: "shift", Summary: "score + by, one number added to every score (a mask hiding every key alike)",
-		New: func() ScoreMod { return &ShiftMod{} }})
+	for _, info := range builtinScoreMods {
+		RegisterScoreMod(info)
+	}
 }
 
 var (
