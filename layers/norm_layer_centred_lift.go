@@ -35,9 +35,9 @@ func liftLayerNormCentred(g match.Graph, mean *match.Node) (*match.Layer, error)
 	c := sub.Output()
 	readers := g.Readers(c)
 	if len(readers) == 1 && readers[0].Op() == "RMSNormalization" {
-		r := match.MatchRMSNormalization(g, readers[0])
-		if r == nil {
-			return nil, nil // not over the last axis, or no weight vector
+		r, err := match.MatchRMSNormalization(g, readers[0])
+		if err != nil || r == nil {
+			return nil, err
 		}
 		return layerNormLayer(g, []*match.Node{mean, sub, readers[0]}, x, r.Output, r.WeightFrom, "", r.Eps)
 	}

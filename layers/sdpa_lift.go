@@ -371,7 +371,7 @@ func untransposedHeads(g match.Graph, v string) (string, bool) {
 // and nil when no RMSNorm computes it.
 func unnormalized(g match.Graph, v string) (string, *match.RMSNorm) {
 	if n := g.Producer(throughCopies(g, v)); n != nil {
-		if r := match.MatchRMSNormalization(g, n); r != nil { // ONNX's op (opset 23)
+		if r, _ := match.MatchRMSNormalization(g, n); r != nil { // ONNX's op (opset 23)
 			return throughCopies(g, r.Input), r
 		}
 	}

@@ -146,7 +146,8 @@ func (l *opLayer) normOnHeads(op *opOperand, rotates bool) *headNorm {
 // rmsNormOp reads ONNX's RMSNormalization op over the last axis with a
 // static scale as a match.RMSNorm, or nil.
 func (l *opLayer) rmsNormOp(n *node) *match.RMSNorm {
-	return match.MatchRMSNormalization(patternGraph{a: l.a}, match.NewNode(n))
+	r, _ := match.MatchRMSNormalization(patternGraph{a: l.a}, match.NewNode(n))
+	return r
 }
 
 // tokensBefore finds the tokens a projection reads and the layout between

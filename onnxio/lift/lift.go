@@ -185,10 +185,10 @@ func (o Options) Lift(m *onnxpb.ModelProto) (res *Result, err error) {
 	if IsAttnrun(m) {
 		return loadResult(m, models.Options{MaxMemory: o.MaxMemory})
 	}
-	weights := weightInputs(m)
+	weights, integerShapes := weightInputs(m)
 	fills := symbolicVectors(m, weights)
 	if len(weights) > 0 {
-		if m, err = materializeWeights(m, weights); err != nil {
+		if m, err = materializeWeights(m, weights, integerShapes); err != nil {
 			return nil, fmt.Errorf("lift: %w", err)
 		}
 	}

@@ -57,8 +57,10 @@ type ParamInput struct {
 // weightInputs lists the graph inputs of m that hold weights: no
 // initializer backs them, their shape is fixed, and every node that reads
 // them takes them as a Gemm's B or C or a MatMul's second operand, the
-// first being computed from the other graph inputs (tokens).
-func weightInputs(m *onnxpb.ModelProto) []string {
+// first being computed from the other graph inputs (tokens). It returns
+// too the shapes of the integer ones, which their readers give
+// (integerWeightInputs).
+func weightInputs(m *onnxpb.ModelProto) ([]string, map[string][]int) {
 	g := m.GetGraph()
 	inits := map[string]bool{}
 	for _, t := range g.GetInitializer() {
@@ -102,7 +104,7 @@ func weightInputs(m *onnxpb.ModelProto) []string {
 			out = append(out, name)
 		}
 	}
-	return out
+	return out, integer
 }
 
 // reachedFrom marks the values computed from the contents of the graph
@@ -163,12 +165,11 @@ const maxWeightInputElements = 1 << 26
 
 // materializeWeights returns a copy of m in which the named graph inputs
 // are initializers of seeded random values, of their declared type and
-// shape.
-func materializeWeights(m *onnxpb.ModelProto, names []string) (*onnxpb.ModelProto, error) {
+// shape, or of the shape integer gives (weightInputs).
+func materializeWeights(m *onnxpb.ModelProto, names []string, integer map[string][]int) (*onnxpb.ModelProto, error) {
 	c := proto.Clone(m).(*onnxpb.ModelProto)
 	g := c.GetGraph()
 	rng := rand.New(rand.NewPCG(0x3e1, uint64(len(names))))
-	integer := integerWeightInputs(m)
 	var kept []*onnxpb.ValueInfoProto
 	for _, vi := range g.GetInput() {
 		if !slices.Contains(names, vi.GetName()) {

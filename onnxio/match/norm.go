@@ -97,33 +97,47 @@ func MatchRMSNorm(g Graph, pow *Node) (*RMSNorm, error) {
 
 // MatchRMSNormalization reads ONNX's RMSNormalization op (opset 23) over
 // the last axis of computed values, with a static scale of its width, as
-// an RMSNorm; nil when n is no such node.
-func MatchRMSNormalization(g Graph, n *Node) *RMSNorm {
+// an RMSNorm. It returns nil, nil when n is no RMSNormalization of known
+// rank, and a *Refusal saying why when it is one that an RMSNorm cannot
+// be: over other axes, a computed scale, a scale of another size, or a NaN
+// epsilon.
+func MatchRMSNormalization(g Graph, n *Node) (*RMSNorm, error) {
 	ins := n.Inputs()
-	if n.Op() != "RMSNormalization" || len(ins) < 2 || !g.IsData(ins[0]) || ins[1] == "" || g.IsData(ins[1]) {
-		return nil
+	if n.Op() != "RMSNormalization" || len(ins) < 2 || !g.IsData(ins[0]) || ins[1] == "" {
+		return nil, nil
 	}
 	shape, err := g.Shape(ins[0])
 	if err != nil || len(shape) == 0 {
-		return nil
+		return nil, nil
 	}
-	if axis := n.Int("axis", -1); axis != -1 && axis != int64(len(shape)-1) {
-		return nil
+	nodes := []*Node{n}
+	axis := n.Int("axis", -1)
+	if axis < 0 {
+		axis += int64(len(shape))
+	}
+	if axis != int64(len(shape)-1) {
+		return nil, Refuse(nodes, "RMSNormalization over axes from %d of a rank-%d tensor; an RMSNorm normalizes the last axis", axis, len(shape))
 	}
 	width := shape[len(shape)-1]
+	if g.IsData(ins[1]) {
+		return nil, Refuse(nodes, "RMSNormalization scale %q is computed from the inputs; an RMSNorm has a weight", ins[1])
+	}
 	t, err := g.ValueAt(0, ins[1])
 	if err != nil || t.Shape().TotalSize() != width {
-		return nil
+		return nil, Refuse(nodes, "RMSNormalization scale %q is not a vector of %d", ins[1], width)
 	}
 	w, err := Float32(t)
-	if err != nil || w.Reshape(width) != nil {
-		return nil
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Reshape(width); err != nil {
+		return nil, err
 	}
 	eps := n.Float("epsilon", 1e-5)
 	if math.IsNaN(float64(eps)) {
-		return nil
+		return nil, Refuse(nodes, "RMSNormalization epsilon is NaN")
 	}
-	return &RMSNorm{Input: ins[0], Output: n.Output(), Width: width, Eps: eps, Weight: w, WeightFrom: ins[1], Nodes: []*Node{n}}
+	return &RMSNorm{Input: ins[0], Output: n.Output(), Width: width, Eps: eps, Weight: w, WeightFrom: ins[1], Nodes: nodes}, nil
 }
 
 // isOneOver reports whether n computes 1 / v: Div(1, v), as the
