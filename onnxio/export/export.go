@@ -211,11 +211,11 @@ func (g *graph) exportLayer(spec *models.LayerSpec, values map[string]string) (s
 	}
 	inputs := make([]string, len(spec.Inputs))
 	probes := make([]*tensor.Dense, len(spec.Inputs))
-	masks := layerMasks(spec)
+	own := ownLayouts(spec)
 	for i, in := range spec.Inputs {
 		inputs[i] = values[in]
-		if dims, ok := masks[i]; ok {
-			probes[i] = maskProbe(dims)
+		if dims, ok := own[i]; ok {
+			probes[i] = layoutProbe(dims)
 		} else if g.ids[inputs[i]] {
 			probes[i] = idsProbe()
 		} else if w := g.widths[inputs[i]]; w > 0 {
@@ -396,8 +396,8 @@ func inputInfos(cfg *models.Config, widths map[string]int, layouts map[string][]
 			continue
 		}
 		dims := layouts[in]
-		if isMask(dims) {
-			infos[i] = maskInfo(in, dims)
+		if isOwnLayout(dims) {
+			infos[i] = layoutInfo(in, dims)
 			continue
 		}
 		if dims == nil {

@@ -99,9 +99,9 @@ func (g *graph) adaptInput(vi *onnxpb.ValueInfoProto, dims []string) (string, er
 	rank := len(onnxio.Dims(vi))
 	switch {
 	case rank == len(dims):
-	case rank == len(dims)-1 && !isMask(dims) && slices.Contains(dims, "batch"):
+	case rank == len(dims)-1 && !isOwnLayout(dims) && slices.Contains(dims, "batch"):
 		value = b.Node("Unsqueeze", []string{value, b.ConstInt64([]int64{int64(slices.Index(dims, "batch"))})})
-	case rank < len(dims) && isMask(dims):
+	case rank < len(dims) && isOwnLayout(dims):
 		axes := make([]int64, len(dims)-rank)
 		for i := range axes {
 			axes[i] = int64(i)

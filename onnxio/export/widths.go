@@ -39,7 +39,7 @@ func inputWidths(m *models.Model, given map[string]int, layouts map[string][]str
 		if !slices.Contains(inputs, name) {
 			return nil, fmt.Errorf("a width is given for %q, which is not an input of the model (inputs: %s)", name, quoteNames(inputs))
 		}
-		if isMask(layouts[name]) {
+		if isOwnLayout(layouts[name]) {
 			return nil, fmt.Errorf("a width is given for %q, which is an attention mask, not a token stream", name)
 		}
 		if w <= 0 {
@@ -49,7 +49,7 @@ func inputWidths(m *models.Model, given map[string]int, layouts map[string][]str
 	}
 	var unknown []string
 	for i, in := range inputs {
-		if widths[in] == 0 && !isMask(layouts[in]) && m.Config().InputDtype(i) != tensor.Int64 {
+		if widths[in] == 0 && !isOwnLayout(layouts[in]) && m.Config().InputDtype(i) != tensor.Int64 {
 			unknown = append(unknown, in)
 		}
 	}
@@ -154,8 +154,8 @@ func probeInputs(m *models.Model, widths map[string]int, layouts map[string][]st
 	inputs := m.Config().Inputs
 	xs := make([]*tensor.Dense, len(inputs))
 	for i, in := range inputs {
-		if dims := layouts[in]; isMask(dims) {
-			xs[i] = maskProbe(dims)
+		if dims := layouts[in]; isOwnLayout(dims) {
+			xs[i] = layoutProbe(dims)
 			continue
 		}
 		if m.Config().InputDtype(i) == tensor.Int64 {

@@ -31,16 +31,17 @@ func isTokenLayout(dims []string) bool {
 	return len(dims) == 3 && slices.Contains(dims, "batch") && slices.Contains(dims, "seq") && slices.Contains(dims, "d")
 }
 
-// layerMasks returns the positions of a layer's mask inputs with their
+// ownLayouts returns the positions of the inputs a layer declares in a
+// layout of its own (a mask, an image: not a token stream) with their
 // dimension names.
-func layerMasks(spec *models.LayerSpec) map[int][]string {
-	masks := map[int][]string{}
+func ownLayouts(spec *models.LayerSpec) map[int][]string {
+	own := map[int][]string{}
 	for i, dims := range layerDims(spec) {
 		if !isTokenLayout(dims) {
-			masks[i] = dims
+			own[i] = dims
 		}
 	}
-	return masks
+	return own
 }
 
 // inputLayouts finds how each model input is read: the dimension names of
@@ -83,23 +84,28 @@ func inputLayouts(cfg *models.Config) (map[string][]string, error) {
 	return layouts, nil
 }
 
-// describeDims names a layout for errors: "a token stream (batch, seq, d)"
-// or "a mask (queries, keys)".
+// describeDims names a layout for errors: "a token stream (batch, seq, d)",
+// "a mask (queries, keys)" or, with fixed axes, "an image (batch, 3, 32, 32)".
 func describeDims(dims []string) string {
 	kind := "a mask"
-	if isTokenLayout(dims) {
+	switch {
+	case isTokenLayout(dims):
 		kind = "a token stream"
+	case slices.ContainsFunc(dims, func(d string) bool { _, fixed := fixedDim(d); return fixed }):
+		kind = "an image"
 	}
 	return kind + " (" + strings.Join(dims, ", ") + ")"
 }
 
-// isMask reports whether declared dimensions are a mask's.
-func isMask(dims []string) bool { return dims != nil && !isTokenLayout(dims) }
+// isOwnLayout reports whether declared dimensions are a layer's own layout
+// (a mask's, an image's) rather than a token stream's.
+func isOwnLayout(dims []string) bool { return dims != nil && !isTokenLayout(dims) }
 
-// maskProbe is the mask a width probe feeds: zeros of the declared rank,
-// every dimension 1 (it broadcasts to any scores) but a fixed one (see
-// fixedDim), which has its size.
-func maskProbe(dims []string) *tensor.Dense {
+// layoutProbe is what a width probe feeds an input of a layer's own
+// layout: zeros of the declared rank, every dimension 1 (a mask of 1s
+// broadcasts to any scores) but a fixed one (see fixedDim: an image's
+// channels and size), which has its size.
+func layoutProbe(dims []string) *tensor.Dense {
 	shape, size := make([]int, len(dims)), 1
 	for i, d := range dims {
 		shape[i] = 1
@@ -118,10 +124,11 @@ func fixedDim(name string) (int, bool) {
 	return n, err == nil && n > 0
 }
 
-// maskInfo declares a mask input: float32 (models pass float32 tensors
-// only; a bool mask is given as 0 and 1), every dimension symbolic and
-// named after the input, but a fixed one, declared with its size.
-func maskInfo(name string, dims []string) *onnxpb.ValueInfoProto {
+// layoutInfo declares an input of a layer's own layout (a mask, an
+// image): float32 (models pass float32 tensors only; a bool mask is given
+// as 0 and 1), every dimension symbolic and named after the input, but a
+// fixed one, declared with its size.
+func layoutInfo(name string, dims []string) *onnxpb.ValueInfoProto {
 	shape := make([]onnxio.Dim, len(dims))
 	for i, d := range dims {
 		shape[i] = onnxio.SymbolicDim(name + "_" + d)
