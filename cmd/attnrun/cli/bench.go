@@ -38,6 +38,7 @@ type benchFlags struct {
 	executor bool
 	seed     uint64
 	weights  string
+	inputs   string // a test-data set whose inputs bench feeds
 }
 
 // maxBenchElems bounds the input --shape asks for (1 GiB of float32, the
@@ -54,12 +55,14 @@ const (
 func newBenchCommand() *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
-		Use:   "bench MODEL.yaml|PRESET|FILE.onnx --shape B,T,D",
+		Use:   "bench MODEL.yaml|PRESET|FILE.onnx --shape B,T,D | --inputs DIR",
 		Short: "Time the forward pass: latency, GFLOP/s and peak memory",
 		Long: `bench builds the model (a YAML config with a seeded PyTorch-style
 initialization or --weights, a preset with its weights, or an ONNX file),
 feeds it a deterministic random float32 input of --shape (every model input
-gets one), runs --warmup forward passes, then times --iters more in eval mode.
+gets one), or with --inputs the inputs of an ONNX test-data set (input_K.pb,
+of any type: token ids, attention masks, a KV cache), runs --warmup forward
+passes, then times --iters more in eval mode.
 --iters 0 (the default) times as many as fit in --time, at least 3 and at
 most 1000 (the "runs" line says when the cap was reached).
 
@@ -85,22 +88,27 @@ after the timing and the memory readings.
 --threads sets GOMAXPROCS, which is also how many cores the kernels use.`,
 		Example: `  attnrun bench testdata/bench/mha_768.yaml --shape 4,512,768 --threads 2
   attnrun bench model.onnx --shape 1,128,768 --iters 50 --warmup 5
-  attnrun bench testdata/bench/mha_768.yaml --shape 4,512,768 --executor`,
+  attnrun bench testdata/bench/mha_768.yaml --shape 4,512,768 --executor
+  attnrun bench bert.onnx --inputs bert/test_data_set_0   # int64 ids and mask`,
 		Args: oneArg("a model config, preset name or ONNX file"),
 	}
 	lim := addLimitFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		shape, err := parseShape(f.shape)
-		if err != nil {
-			return err
-		}
 		if err := f.check(cmd); err != nil {
 			return err
+		}
+		var shape []int
+		if f.inputs == "" {
+			var err error
+			if shape, err = parseShape(f.shape); err != nil {
+				return err
+			}
 		}
 		return lim.run(func() error { return bench(cmd.OutOrStdout(), lim, args[0], shape, f) })
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.shape, "shape", "", "input shape B,T,D (batch, sequence length, width); required")
+	fl.StringVar(&f.shape, "shape", "", "input shape B,T,D (batch, sequence length, width) of random float32 inputs; required unless --inputs")
+	fl.StringVar(&f.inputs, "inputs", "", "an ONNX test-data set folder whose input_K.pb files are the model's inputs, in order (any type)")
 	fl.IntVar(&f.iters, "iters", 0, "timed forward passes; 0 times as many as fit in --time (3 to 1000)")
 	fl.IntVar(&f.warmup, "warmup", 3, "untimed forward passes first (on the executor the second records a run plan and the third sizes its buffers)")
 	fl.IntVar(&f.threads, "threads", 0, "GOMAXPROCS, the cores the kernels use; 0 keeps the default (all)")
@@ -124,6 +132,8 @@ func (f benchFlags) check(cmd *cobra.Command) error {
 		return usageError{fmt.Errorf("--time %v: want a positive duration", f.budget)}
 	case f.weights != "" && isONNX(cmd.Flags().Arg(0)):
 		return usageError{errors.New("--weights applies to configs: an ONNX file carries its weights")}
+	case f.inputs != "" && f.shape != "":
+		return usageError{errors.New("--shape and --inputs: give one (--inputs feeds a data set's inputs, of their own shapes)")}
 	}
 	return nil
 }
@@ -161,7 +171,10 @@ func parseShape(s string) ([]int, error) {
 type benchTarget struct {
 	label   string // `"mha" on attnrun's layers`
 	inputs  []string
-	forward func(inputs []*tensor.Dense) error
+	// randomOK says whether random float32 inputs of --shape suit every
+	// input: an error naming one that takes another type (token ids).
+	randomOK func() error
+	forward  func(inputs []*tensor.Dense) error
 	// flops counts the work of a forward pass; it may run the model, so
 	// bench calls it after the timing and the memory readings.
 	flops func(inputs []*tensor.Dense) (flopCount, error)
@@ -171,11 +184,21 @@ func bench(stdout io.Writer, lim *limits, target string, shape []int, f benchFla
 	if f.threads > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(f.threads))
 	}
-	bt, err := openBenchTarget(lim, target, shape, f)
+	bt, err := openBenchTarget(lim, target, f)
 	if err != nil {
 		return err
 	}
-	inputs := benchInputs(bt.inputs, shape, f.seed)
+	var inputs []*tensor.Dense
+	if f.inputs != "" {
+		if inputs, err = dataSetInputs(lim, f.inputs, bt.inputs); err != nil {
+			return err
+		}
+	} else {
+		if err := bt.randomOK(); err != nil {
+			return fmt.Errorf("%s: %w", target, err)
+		}
+		inputs = benchInputs(bt.inputs, shape, f.seed)
+	}
 
 	mem := startMemorySampler()
 	for range f.warmup {
@@ -199,7 +222,11 @@ func bench(stdout io.Writer, lim *limits, target string, shape []int, f benchFla
 	st := summarize(times)
 	w := bufio.NewWriter(stdout)
 	fmt.Fprintf(w, "model    %s\n", bt.label)
-	fmt.Fprintf(w, "input    %s float32 (%d, %d, %d), seed %d\n", strings.Join(bt.inputs, ", "), shape[0], shape[1], shape[2], f.seed)
+	if f.inputs != "" {
+		fmt.Fprintf(w, "input    %s, from %s\n", describeInputs(bt.inputs, inputs), f.inputs)
+	} else {
+		fmt.Fprintf(w, "input    %s float32 (%d, %d, %d), seed %d\n", strings.Join(bt.inputs, ", "), shape[0], shape[1], shape[2], f.seed)
+	}
 	fmt.Fprintf(w, "threads  %d (GOMAXPROCS), kernels %s\n", runtime.GOMAXPROCS(0), kernels.ISA())
 	how := ""
 	switch {
@@ -223,7 +250,7 @@ func bench(stdout io.Writer, lim *limits, target string, shape []int, f benchFla
 
 // openBenchTarget builds the model or graph and the closures that run and
 // count it.
-func openBenchTarget(lim *limits, target string, shape []int, f benchFlags) (*benchTarget, error) {
+func openBenchTarget(lim *limits, target string, f benchFlags) (*benchTarget, error) {
 	if isONNX(target) {
 		m, err := lim.readModel(target)
 		if err != nil {
@@ -234,7 +261,7 @@ func openBenchTarget(lim *limits, target string, shape []int, f benchFlags) (*be
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", target, err)
 			}
-			return layersTarget(lim, model, target+" (attnrun export)", shape), nil
+			return layersTarget(lim, model, target+" (attnrun export)"), nil
 		}
 		return graphTarget(lim, m, target, func() (*onnxpb.ModelProto, error) { return lim.readModel(target) })
 	}
@@ -243,7 +270,11 @@ func openBenchTarget(lim *limits, target string, shape []int, f benchFlags) (*be
 		return nil, err
 	}
 	if !f.executor {
-		return layersTarget(lim, src.model, "", shape), nil
+		return layersTarget(lim, src.model, ""), nil
+	}
+	shape, err := benchShape(f)
+	if err != nil {
+		return nil, err
 	}
 	in := src.model.Config().Inputs
 	widths := make(map[string]int, len(in))
@@ -260,22 +291,47 @@ func openBenchTarget(lim *limits, target string, shape []int, f benchFlags) (*be
 	return graphTarget(lim, m, fmt.Sprintf("%q exported to ONNX", src.model.Name()), exportGraph)
 }
 
+// benchShape is the (B, T, D) a config is exported for to run on the
+// executor: --shape's. A data set's inputs do not say the width to export
+// for, so --inputs runs configs on the layers only.
+func benchShape(f benchFlags) ([]int, error) {
+	if f.inputs == "" {
+		return parseShape(f.shape)
+	}
+	return nil, usageError{errors.New("--inputs with --executor runs ONNX files: a config is exported for the width of --shape")}
+}
+
 // layersTarget runs a model on attnrun's layers, in eval mode, in a
 // models.Session, as a server would: the passes reuse their memory.
-func layersTarget(lim *limits, m *models.Model, from string, shape []int) *benchTarget {
+func layersTarget(lim *limits, m *models.Model, from string) *benchTarget {
 	label := fmt.Sprintf("%q on attnrun's layers", m.Name())
 	if from != "" {
 		label += ", from " + from
 	}
 	session, run := m.NewSession(), &registry.Run{Context: lim.ctx}
+	cfg := m.Config()
 	return &benchTarget{
 		label:  label,
-		inputs: m.Config().Inputs,
+		inputs: cfg.Inputs,
+		randomOK: func() error {
+			for i, name := range cfg.Inputs {
+				if dt := cfg.InputDtype(i); dt != tensor.Float32 {
+					return fmt.Errorf("input %q is %s: bench feeds float32 inputs of --shape; --inputs DIR feeds a test-data set's", name, dt)
+				}
+			}
+			return nil
+		},
 		forward: func(inputs []*tensor.Dense) error {
 			_, err := session.Forward(run, inputs...)
 			return err
 		},
-		flops: func([]*tensor.Dense) (flopCount, error) { return modelFlops(m, shape) },
+		flops: func(inputs []*tensor.Dense) (flopCount, error) {
+			shapes := make([]tensor.Shape, len(inputs))
+			for i, x := range inputs {
+				shapes[i] = x.Shape()
+			}
+			return modelFlops(m, shapes...)
+		},
 	}
 }
 
@@ -289,9 +345,6 @@ func graphTarget(lim *limits, m *onnxpb.ModelProto, label string, load func() (*
 	}
 	var names []string
 	for _, in := range g.Inputs() {
-		if in.DType != exec.Float32 {
-			return nil, fmt.Errorf("%s: input %s: bench feeds float32 inputs of --shape, this one is %s", label, in, in.DType)
-		}
 		names = append(names, in.Name)
 	}
 	feeds := func(inputs []*tensor.Dense) map[string]*tensor.Dense {
@@ -306,6 +359,14 @@ func graphTarget(lim *limits, m *onnxpb.ModelProto, label string, load func() (*
 	return &benchTarget{
 		label:  label + " on attnrun's graph executor",
 		inputs: names,
+		randomOK: func() error {
+			for _, in := range g.Inputs() {
+				if in.DType != exec.Float32 {
+					return fmt.Errorf("input %s: bench feeds float32 inputs of --shape, this one is %s; --inputs DIR feeds a test-data set's", in, in.DType)
+				}
+			}
+			return nil
+		},
 		forward: func(inputs []*tensor.Dense) error {
 			if fed == nil || !slices.Equal(fedFrom, inputs) { // the same inputs pass after pass
 				fed, fedFrom = feeds(inputs), slices.Clone(inputs)
@@ -336,6 +397,35 @@ func benchInputs(names []string, shape []int, seed uint64) []*tensor.Dense {
 		out[i] = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
 	}
 	return out
+}
+
+// dataSetInputs reads the inputs of the test-data set dir, one per model
+// input, in order.
+func dataSetInputs(lim *limits, dir string, names []string) ([]*tensor.Dense, error) {
+	arrays, _, err := lim.codec().ReadDataSetArrays(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--inputs: %w", err)
+	}
+	if len(arrays) != len(names) {
+		return nil, fmt.Errorf("--inputs %s: %d input file(s), the model takes %d (%s)", dir, len(arrays), len(names), strings.Join(names, ", "))
+	}
+	inputs := make([]*tensor.Dense, len(arrays))
+	for i, a := range arrays {
+		if inputs[i], err = a.Dense(); err != nil {
+			return nil, fmt.Errorf("--inputs %s: input_%d.pb for %q: %w", dir, i, names[i], err)
+		}
+	}
+	return inputs, nil
+}
+
+// describeInputs lists inputs with their types and shapes: "input_ids
+// int64 (1, 32), attention_mask int64 (1, 32)".
+func describeInputs(names []string, inputs []*tensor.Dense) string {
+	parts := make([]string, len(inputs))
+	for i, x := range inputs {
+		parts[i] = fmt.Sprintf("%s %s %s", names[i], x.Dtype(), models.FormatShape(x.Shape()))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // timeForward times iters forward passes, or with iters 0 as many as fit
@@ -424,14 +514,10 @@ func (c flopCount) describe() string {
 	return s
 }
 
-// modelFlops counts the work of a model's layers for an input of shape
-// (B, T, D) given to every model input, as `attnrun inspect` does
-// (models.Model.Profile, registry.FLOPCounter); it runs the model once.
-func modelFlops(m *models.Model, shape []int) (flopCount, error) {
-	shapes := make([]tensor.Shape, len(m.Config().Inputs))
-	for i := range shapes {
-		shapes[i] = tensor.Shape(shape).Clone()
-	}
+// modelFlops counts the work of a model's layers for the shapes of its
+// inputs, as `attnrun inspect` does (models.Model.Profile,
+// registry.FLOPCounter).
+func modelFlops(m *models.Model, shapes ...tensor.Shape) (flopCount, error) {
 	p, err := m.Profile(shapes...)
 	if err != nil {
 		return flopCount{}, err

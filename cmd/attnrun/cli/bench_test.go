@@ -139,6 +139,41 @@ func TestBenchONNX(t *testing.T) {
 	assert.Contains(t, out, "40960 FLOP per forward pass (matrix products, attention over all T×T pairs), counted on the graph's MatMul and Gemm nodes")
 }
 
+// TestBenchDataSetInputs benchmarks a Hugging Face BERT export on its
+// test-data set (int64 ids, token types and attention mask), on the
+// executor and lifted onto the layers, where random float32 inputs of
+// --shape cannot feed it.
+func TestBenchDataSetInputs(t *testing.T) {
+	fixture := "../../../testdata/pytorch2/fixtures/bert_sdpa_ts17"
+	data := filepath.Join(fixture, "test_data_set_0")
+	out, err := benchCommand(filepath.Join(fixture, "model.onnx"), "--inputs", data, "--iters", "3", "--warmup", "1")
+	require.NoError(t, err)
+	checkBenchOutput(t, out, 3)
+	assert.Contains(t, out, "on attnrun's graph executor")
+	assert.Contains(t, out, "work     1.426 MFLOP per forward pass (matrix products, attention over all T×T pairs), counted on the graph's MatMul and Gemm nodes")
+	assert.Regexp(t, `input    input_ids int64 \(2, 7\), attention_mask int64 \(2, 7\), token_type_ids int64 \(2, 7\), from `+regexp.QuoteMeta(data)+"\n", out)
+
+	lifted := filepath.Join(t.TempDir(), "bert.onnx")
+	status, _, stderr := attnrun("import", filepath.Join(fixture, "model.onnx"), "-o", lifted)
+	require.Equal(t, 0, status, stderr)
+	out, err = benchCommand(lifted, "--inputs", data, "--iters", "3", "--warmup", "1")
+	require.NoError(t, err)
+	checkBenchOutput(t, out, 3)
+	assert.Contains(t, out, "on attnrun's layers, from "+lifted+" (attnrun export)")
+	// The layers' count agrees with the executor's count of the graph's
+	// MatMul and Gemm nodes.
+	assert.Contains(t, out, "work     1.426 MFLOP per forward pass (matrix products, attention over all T×T pairs), counted by the layers")
+
+	_, err = benchCommand(lifted, "--shape", "2,7,32", "--iters", "1")
+	require.ErrorContains(t, err, `input "input_ids" is int64: bench feeds float32 inputs of --shape; --inputs DIR feeds a test-data set's`)
+	_, err = benchCommand(filepath.Join(fixture, "model.onnx"), "--shape", "2,7,32", "--iters", "1")
+	require.ErrorContains(t, err, "bench feeds float32 inputs of --shape, this one is int64; --inputs DIR feeds a test-data set's")
+	_, err = benchCommand("../../../testdata/onnx/multihead_opset17_dynamic/model.onnx", "--inputs", data, "--iters", "1")
+	require.ErrorContains(t, err, "--inputs "+data+": 3 input file(s), the model takes 1")
+	_, err = benchCommand(lifted, "--inputs", t.TempDir(), "--iters", "1")
+	require.ErrorContains(t, err, "no input_K.pb or output_K.pb files")
+}
+
 func TestBenchErrors(t *testing.T) {
 	config := writeConfig(t, benchMHA)
 	cases := []struct {
@@ -159,6 +194,8 @@ func TestBenchErrors(t *testing.T) {
 		{"threads", []string{config, "--shape", "2,8,16", "--threads", "-1"}, true, "--threads -1"},
 		{"time", []string{config, "--shape", "2,8,16", "--time", "0s"}, true, "--time 0s"},
 		{"weights on onnx", []string{"m.onnx", "--shape", "2,8,16", "--weights", "w.npz"}, true, "--weights applies to configs"},
+		{"shape and inputs", []string{config, "--shape", "2,8,16", "--inputs", "set"}, true, "--shape and --inputs: give one"},
+		{"inputs of an exported config", []string{config, "--inputs", "set", "--executor"}, true, "--inputs with --executor runs ONNX files"},
 		{"no model", []string{"--shape", "2,8,16"}, true, "bench needs one argument"},
 		{"unknown preset", []string{"no-such-preset", "--shape", "2,8,16"}, false, "no-such-preset"},
 		{"wrong width", []string{config, "--shape", "2,8,15"}, false, "15"},
@@ -184,7 +221,7 @@ layers:
   - {name: custom, type: clitest.bare}
 `), "m.yaml")
 	require.NoError(t, err)
-	got, err := modelFlops(m, []int{4, 512, 768})
+	got, err := modelFlops(m, tensor.Shape{4, 512, 768})
 	require.NoError(t, err)
 	// Q, K, V and out_proj on 2048 tokens; Q·Kᵀ and weights·V for 4·12 heads.
 	assert.Equal(t, float64(4*2*2048*768*768+2*4*12*512*512*(64+64)), got.total)
