@@ -169,8 +169,8 @@ func parseShape(s string) ([]int, error) {
 // benchTarget is what bench times: one forward pass on prepared inputs,
 // and how much work that pass is.
 type benchTarget struct {
-	label   string // `"mha" on attnrun's layers`
-	inputs  []string
+	label  string // `"mha" on attnrun's layers`
+	inputs []string
 	// randomOK says whether random float32 inputs of --shape suit every
 	// input: an error naming one that takes another type (token ids).
 	randomOK func() error
