@@ -14,7 +14,7 @@ var _ registry.Exporter = (*GELU)(nil)
 // tanh, x·0.5·(1 + tanh(√(2/π)·(x + 0.044715·x³))) with Pow and Tanh.
 // (ONNX's own Gelu op arrived only in opset 20.)
 func (g *GELU) ExportONNX(b registry.GraphBuilder, inputs []string) (string, error) {
-	if g.f == nil {
+	if g.f.scalar == nil {
 		return "", errNotValidated
 	}
 	x, err := oneONNXInput(inputs)

@@ -155,13 +155,21 @@ func (a *attention) runFused(weights []float32) {
 // replacement (a hidden score that is NaN or +Inf), and for soft-capping
 // and score modifications, the sequence takes the exact path.
 func (a *attention) runGeneral(weights []float32) {
+	// The bias, the scores and the head view come from a pooled scratch,
+	// so that a pass allocates none of them.
+	sc := getScratch(2 * a.tq * a.tk)
+	defer sc.release()
+	a.bias, a.scratch = sc.floats(a.tq*a.tk), sc.floats(a.tq*a.tk)
+	defer func() { a.bias, a.scratch = nil, nil }()
+	view := &sc.headViews(1)[0]
 	bySeq, byHead := a.rule.biasVaries()
 	builtB, builtH := -1, -1
 	wCols := a.rule.kPos + a.tk
 	for b := range a.seqs {
 		exact := a.rule.softcap != 0 || len(a.rule.mods) > 0 || !a.biasHides(b)
 		for h := range a.qHeads {
-			head := a.head(b, h)
+			*view = a.head(b, h)
+			head := view
 			bb, bh := b, h
 			if !bySeq {
 				bb = 0
@@ -179,10 +187,10 @@ func (a *attention) runGeneral(weights []float32) {
 				w = a.scratch
 			}
 			if exact {
-				a.attendExact(&head, b, h, w)
+				a.attendExact(head, b, h, w)
 			} else {
 				head.Mask, head.LdMask = a.bias, a.tk
-				kernels.Attend(head, kernels.AttentionOptions{
+				kernels.Attend(*head, kernels.AttentionOptions{
 					Scale: a.rule.scale, EmptyRowsNaN: a.rule.nanRows,
 					Dropout: a.rule.dropout, RNG: a.rule.rng, Weights: w,
 				})

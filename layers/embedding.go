@@ -111,12 +111,14 @@ func (e *Embedding) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.
 	if err != nil {
 		return nil, err
 	}
-	out, err := lookupRows(floats(e.weight), e.NumEmbeddings, e.EmbeddingDim, ids, 0, shape, "num_embeddings")
-	if err != nil || e.Scale == 0 {
+	out, rows, err := embeddingOutput(run, shape, e.EmbeddingDim)
+	if err != nil {
+		return nil, err
+	}
+	if err := lookupRows(rows, floats(e.weight), e.NumEmbeddings, e.EmbeddingDim, ids, 0, "num_embeddings"); err != nil || e.Scale == 0 {
 		return out, err
 	}
 	scale := float32(e.Scale)
-	rows := floats(out)
 	for i := range rows {
 		rows[i] *= scale
 	}
@@ -165,12 +167,14 @@ func readIDs(name string, x *tensor.Dense) ([]int64, tensor.Shape, error) {
 	if err := idShape(shape); err != nil {
 		return nil, nil, fmt.Errorf("%s input: %w", name, err)
 	}
-	x, err := rowMajor(name+" input", x)
-	if err != nil {
-		return nil, nil, err
+	if x.RequiresIterator() { // a view: copied (the name built only then, a pass allocates nothing)
+		var err error
+		if x, err = rowMajor(name+" input", x); err != nil {
+			return nil, nil, err
+		}
 	}
-	ids, ok := x.Data().([]int64)
-	if !ok || len(ids) < volume(shape) {
+	ids := x.Int64s() // not Data(): it allocates through reflect
+	if len(ids) < volume(shape) {
 		return nil, nil, fmt.Errorf("%s input of shape %s does not hold %d int64 values", name, fmtShape(shape), volume(shape))
 	}
 	return ids[:volume(shape)], shape, nil
@@ -189,22 +193,36 @@ func idShape(shape tensor.Shape) error {
 	return nil
 }
 
-// lookupRows returns the rows ids+offset of a (rows, d) table, shaped
-// shape+(d); field names the table's size in errors.
-func lookupRows(table []float32, rows, d int, ids []int64, offset int64, shape tensor.Shape, field string) (*tensor.Dense, error) {
-	if len(ids) > maxElements/d {
-		return nil, errors.New("the embedded ids would exceed the output size limit")
+// embeddingOutput is a layer's output of ids of shape (T) or (B, T): a
+// tensor of that shape and d more, lent by run (registry.Outputs).
+func embeddingOutput(run *registry.Run, shape tensor.Shape, d int) (*tensor.Dense, []float32, error) {
+	if volume(shape) > maxElements/d {
+		return nil, nil, errors.New("the embedded ids would exceed the output size limit")
 	}
-	out := make([]float32, len(ids)*d)
+	var lender *registry.Outputs
+	if run != nil {
+		lender = run.Outputs
+	}
+	if len(shape) == 1 {
+		out, data := lender.Float32(shape[0], d)
+		return out, data, nil
+	}
+	out, data := lender.Float32(shape[0], shape[1], d)
+	return out, data, nil
+}
+
+// lookupRows writes to dst the rows of table (rows × d) at ids plus
+// offset, in order. An id outside the table is an error naming field.
+func lookupRows(dst, table []float32, rows, d int, ids []int64, offset int64, field string) error {
 	for i, id := range ids {
 		row := id + offset
 		if row < 0 || row >= int64(rows) {
 			if offset != 0 {
-				return nil, fmt.Errorf("id %d at index %d plus offset %d is outside [0, %d), the rows of %s %d", id, i, offset, rows, field, rows)
+				return fmt.Errorf("id %d at index %d plus offset %d is outside [0, %d), the rows of %s %d", id, i, offset, rows, field, rows)
 			}
-			return nil, fmt.Errorf("id %d at index %d is outside [0, %d), the rows of %s %d", id, i, rows, field, rows)
+			return fmt.Errorf("id %d at index %d is outside [0, %d), the rows of %s %d", id, i, rows, field, rows)
 		}
-		copy(out[i*d:(i+1)*d], table[row*int64(d):(row+1)*int64(d)])
+		copy(dst[i*d:(i+1)*d], table[row*int64(d):(row+1)*int64(d)])
 	}
-	return tensor.New(tensor.WithShape(append(shape.Clone(), d)...), tensor.WithBacking(out)), nil
+	return nil
 }

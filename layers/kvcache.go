@@ -78,6 +78,9 @@ type attentionState struct {
 	// resumed from a caller's cache returns the whole cache, as Hugging
 	// Face's present does (kvcache_resume.go).
 	keepAll bool
+	// pending is the step in progress (keySource), kept here so that a
+	// step allocates nothing for it.
+	pending pendingStep
 }
 
 var _ registry.State = (*attentionState)(nil)

@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/attnrun/attnrun/internal/attn"
+	"github.com/attnrun/attnrun/registry"
 )
 
 // Attention masks arrive as extra float32 inputs (models pass float32
@@ -77,12 +78,48 @@ func maskData(name string, x *tensor.Dense) ([]float32, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	shape := []int(x.Shape().Clone())
-	data, ok := x.Data().([]float32)
-	if !ok || len(data) < volume(shape) {
+	shape := []int(x.Shape()) // read, never written: not cloned, a pass allocates nothing
+	data := x.Float32s()
+	if len(data) < volume(shape) {
 		return nil, nil, fmt.Errorf("%s shape %s: backing array too short", name, fmtShape(shape))
 	}
 	return data[:volume(shape)], shape, nil
+}
+
+// keyMaskFrom maps a (B, T) attention_mask, int64 or float32, to the
+// (B, 1, 1, T) key mask of mask.padding and mask.additive, each value
+// through f, into an output lent by run (registry.Outputs).
+func keyMaskFrom(run *registry.Run, inputs []*tensor.Dense, f func(m float32) float32) (*tensor.Dense, error) {
+	if len(inputs) != 1 || inputs[0] == nil {
+		return nil, fmt.Errorf("takes 1 input, the attention_mask, got %d", len(inputs))
+	}
+	s := inputs[0].Shape()
+	if len(s) != 2 || s[0] <= 0 || s[1] <= 0 {
+		return nil, fmt.Errorf("attention_mask shape %s: want (B, T)", fmtShape(s))
+	}
+	mask, err := rowMajor("attention_mask", inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	var lender *registry.Outputs
+	if run != nil {
+		lender = run.Outputs
+	}
+	switch mask.Dtype() {
+	case tensor.Int64:
+		out, data := lender.Float32(s[0], 1, 1, s[1])
+		for i, m := range mask.Int64s()[:len(data)] {
+			data[i] = f(float32(m))
+		}
+		return out, nil
+	case tensor.Float32:
+		out, data := lender.Float32(s[0], 1, 1, s[1])
+		for i, m := range mask.Float32s()[:len(data)] {
+			data[i] = f(m)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("attention_mask dtype %v: want int64 or float32", mask.Dtype())
 }
 
 // keyMaskShape is the shape of the key mask made of a (B, T)

@@ -48,32 +48,8 @@ func (p *AdditiveMask) Params() []registry.Param { return nil }
 // Forward maps the (B, T) attention_mask to (1 - m) * fill, (B, 1, 1, T),
 // in float32 as PyTorch computes it.
 func (p *AdditiveMask) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if len(inputs) != 1 || inputs[0] == nil {
-		return nil, fmt.Errorf("takes 1 input, the attention_mask, got %d", len(inputs))
-	}
-	shape, err := p.OutputShape([]tensor.Shape{inputs[0].Shape()})
-	if err != nil {
-		return nil, err
-	}
-	mask, err := rowMajor("attention_mask", inputs[0])
-	if err != nil {
-		return nil, err
-	}
 	fill := float32(p.Fill)
-	out := make([]float32, shape.TotalSize())
-	switch data := mask.Data().(type) {
-	case []int64:
-		for i, m := range data {
-			out[i] = (1 - float32(m)) * fill
-		}
-	case []float32:
-		for i, m := range data {
-			out[i] = (1 - m) * fill
-		}
-	default:
-		return nil, fmt.Errorf("attention_mask dtype %v: want int64 or float32", mask.Dtype())
-	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out)), nil
+	return keyMaskFrom(run, inputs, func(m float32) float32 { return (1 - m) * fill })
 }
 
 // TokenWise marks mask.additive as token-wise: each key's entry depends on

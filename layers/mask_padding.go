@@ -1,8 +1,6 @@
 package layers
 
 import (
-	"fmt"
-
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
 )
@@ -34,36 +32,12 @@ var (
 // Forward maps the (B, T) attention_mask to the (B, 1, 1, T) keep mask:
 // 1 where it is non-zero, 0 elsewhere.
 func (p *PaddingMask) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {
-	if len(inputs) != 1 || inputs[0] == nil {
-		return nil, fmt.Errorf("takes 1 input, the attention_mask, got %d", len(inputs))
-	}
-	mask := inputs[0]
-	if _, err := p.OutputShape([]tensor.Shape{mask.Shape()}); err != nil {
-		return nil, err
-	}
-	mask, err := rowMajor("attention_mask", mask)
-	if err != nil {
-		return nil, err
-	}
-	b, t := mask.Shape()[0], mask.Shape()[1]
-	keep := make([]float32, b*t)
-	switch data := mask.Data().(type) {
-	case []int64:
-		for i := range keep {
-			if data[i] != 0 {
-				keep[i] = 1
-			}
+	return keyMaskFrom(run, inputs, func(m float32) float32 {
+		if m != 0 {
+			return 1
 		}
-	case []float32:
-		for i := range keep {
-			if data[i] != 0 {
-				keep[i] = 1
-			}
-		}
-	default:
-		return nil, fmt.Errorf("attention_mask dtype %v: want int64 or float32", mask.Dtype())
-	}
-	return tensor.New(tensor.WithShape(b, 1, 1, t), tensor.WithBacking(keep)), nil
+		return 0
+	})
 }
 
 // TokenWise marks mask.padding as token-wise: each key's entry depends on

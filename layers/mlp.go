@@ -43,7 +43,7 @@ type MLP struct {
 
 // mlpPrepared is what Validate prepared.
 type mlpPrepared struct {
-	act func(float64) float64
+	act activation
 	// fc1 and fc2 (plain), or gate_proj, up_proj and down_proj (gated).
 	names []string
 	projs []*linearWeights

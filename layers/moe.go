@@ -57,7 +57,7 @@ type MoE struct {
 
 // moePrepared is what Validate prepared.
 type moePrepared struct {
-	act    func(float64) float64
+	act    func(float64) float64 // the activation's scalar form, fused with the product by up
 	router *linearWeights
 	// gateUp and down are the experts' stacked weights; gateUps[e] and
 	// downs[e] view expert e's.
@@ -111,7 +111,7 @@ func (m *MoE) prepare(a paramAlloc) (*moePrepared, error) {
 	if !ok {
 		return nil, fmt.Errorf("activation %q is not silu, gelu, gelu_tanh or relu", m.Activation)
 	}
-	c := &moePrepared{act: act, expertHidden: m.DHidden, sharedHidden: m.SharedDHidden, width: m.D, chosen: m.TopK,
+	c := &moePrepared{act: act.scalar, expertHidden: m.DHidden, sharedHidden: m.SharedDHidden, width: m.D, chosen: m.TopK,
 		renormalize: m.Renormalize}
 	var err error
 	if c.router, err = newLinearWeights(a, "gate", m.D, m.Experts, false); err != nil {

@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/attnrun/attnrun/registry"
@@ -105,11 +106,15 @@ func (p *LearnedPosition) addAt(run *registry.Run, inputs []*tensor.Dense) (*ten
 	if !shape.Eq(tensor.Shape{in.T}) && !shape.Eq(tensor.Shape{in.B, in.T}) {
 		return nil, fmt.Errorf("position_ids shape %s: want (%d,) or (%d, %d), one position per token", fmtShape(shape), in.T, in.B, in.T)
 	}
-	rows, err := lookupRows(floats(p.weight), p.ContextLength+p.Offset, p.D, ids, int64(p.Offset), shape, "context_length + offset")
-	if err != nil {
+	if len(ids) > maxElements/p.D {
+		return nil, errors.New("the embedded positions would exceed the output size limit")
+	}
+	sc := getScratch(len(ids) * p.D)
+	defer sc.release()
+	pos := sc.floats(len(ids) * p.D)
+	if err := lookupRows(pos, floats(p.weight), p.ContextLength+p.Offset, p.D, ids, int64(p.Offset), "context_length + offset"); err != nil {
 		return nil, err
 	}
-	pos := floats(rows)
 	out, data := in.newOutput(run, in.D)
 	for i := range data {
 		data[i] = in.data[i] + pos[i%len(pos)]

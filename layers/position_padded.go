@@ -101,7 +101,11 @@ func (p *PaddedPosition) Forward(run *registry.Run, inputs []*tensor.Dense) (*te
 		return nil, err
 	}
 	positions := p.positions(ids, shape[len(shape)-1])
-	return lookupRows(floats(p.weight), p.NumEmbeddings, p.EmbeddingDim, positions, 0, shape, "num_embeddings")
+	out, rows, err := embeddingOutput(run, shape, p.EmbeddingDim)
+	if err != nil {
+		return nil, err
+	}
+	return out, lookupRows(rows, floats(p.weight), p.NumEmbeddings, p.EmbeddingDim, positions, 0, "num_embeddings")
 }
 
 // fromMask reports input: attention_mask.
@@ -157,8 +161,11 @@ func (p *PaddedPosition) Step(run *registry.Run, state registry.State, inputs []
 	for b := range B {
 		positions = append(positions, all[b*total+s.tokens:(b+1)*total]...)
 	}
-	out, err := lookupRows(floats(p.weight), p.NumEmbeddings, p.EmbeddingDim, positions, 0, tensor.Shape{B, n}, "num_embeddings")
+	out, rows, err := embeddingOutput(run, tensor.Shape{B, n}, p.EmbeddingDim)
 	if err != nil {
+		return nil, err
+	}
+	if err := lookupRows(rows, floats(p.weight), p.NumEmbeddings, p.EmbeddingDim, positions, 0, "num_embeddings"); err != nil {
 		return nil, err
 	}
 	s.advance(B, n)

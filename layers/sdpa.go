@@ -558,7 +558,11 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 		past = st.tokens
 	}
 	kvWidth := c.kvHeads * c.headDim
-	sc := getScratch(2 * x.rows() * c.hdim) // the queries and the context vectors
+	kvRows := x.rows() // the tokens whose keys and values this pass projects
+	if in.memory != nil {
+		kvRows = in.memory.rows()
+	}
+	sc := getScratch(2*x.rows()*c.hdim + 2*kvRows*kvWidth) // queries, context vectors, keys and values
 	defer sc.release()
 	q := sc.floats(x.rows() * c.hdim)
 	c.q.apply(q, x.data, x.rows())
@@ -574,7 +578,7 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 	if c.sinks != nil {
 		rule.sinks = floats(c.sinks)
 	}
-	src := c.keySource(in, st, past)
+	src := c.keySource(in, st, past, sc)
 	rule.qPos, rule.kPos = src.qPos, src.kPos
 	tk := src.tk
 	if c.mask != 0 {
@@ -582,7 +586,8 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 		if err != nil {
 			return nil, err
 		}
-		rule.masks = []attn.Mask{m}
+		rule.masks = sc.maskList(1)
+		rule.masks[0] = m
 	}
 	weights, err := newStepWeights(run, x.B, c.heads, x.T, rule.kPos+tk)
 	if err != nil {
@@ -591,11 +596,13 @@ func (c *sdpaPrepared) attend(run *registry.Run, in sdpaInputs, st *attentionSta
 
 	// Everything is checked: from here on the state changes.
 	keys, values := src.keys, src.values
-	if src.commit != nil {
-		keys, values = src.commit()
+	if src.step != nil {
+		keys, values = src.step.commit()
+		*src.step = pendingStep{} // keep no pass's buffers
 	}
 	context := sc.floats(x.rows() * c.hdim)
-	a := attention{
+	a := sc.attention()
+	*a = attention{
 		seqs: x.B, tq: x.T, tk: tk, qHeads: c.heads, kvHeads: c.kvHeads, dk: c.headDim, dv: c.headDim,
 		q: q, ldq: c.hdim, keys: keys, values: values, ldk: kvWidth, ldv: kvWidth,
 		out: context, ldOut: c.hdim, rule: rule,
@@ -634,41 +641,60 @@ type keySource struct {
 	keys, values [][]float32
 	tk           int
 	qPos, kPos   int
-	// commit, set for a self-attention step, appends the new keys and
-	// values to the session's cache and returns the whole cache.
-	commit func() (keys, values [][]float32)
+	// step, set for a self-attention step, is what commit appends to the
+	// session's cache.
+	step *pendingStep
+}
+
+// pendingStep is a self-attention step's new keys and values, n tokens of
+// each sequence, and the cache they go to once the step is checked.
+type pendingStep struct {
+	st    *attentionState
+	cache *kvCache
+	k, v  []float32
+	n     int
+}
+
+// commit appends the step's keys and values to the session's cache and
+// returns the whole cache.
+func (p *pendingStep) commit() (keys, values [][]float32) {
+	p.cache.appendRows(p.k, p.v, p.n)
+	if len(p.st.caches) == 1 {
+		p.st.caches[0] = p.cache
+	} else {
+		p.st.caches = []*kvCache{p.cache}
+	}
+	return p.cache.keys, p.cache.values
 }
 
 // keySource finds the keys and values of a pass: the memory's projections
 // (cross-attention; cached in a session), this pass's own (self-attention),
 // or the session's cache plus the new tokens' (a self-attention step).
-func (c *sdpaPrepared) keySource(in sdpaInputs, st *attentionState, past int) keySource {
-	x, kvWidth := in.x, c.kvHeads*c.headDim
+// What lasts only for the pass is carved off sc.
+func (c *sdpaPrepared) keySource(in sdpaInputs, st *attentionState, past int, sc *scratch) keySource {
+	x := in.x
 	switch {
 	case in.memory != nil:
 		src := keySource{qPos: past}
-		src.keys, src.values, src.tk = c.memoryKV(*in.memory, st)
+		src.keys, src.values, src.tk = c.memoryKV(*in.memory, st, sc)
 		if st == nil && !c.topLeft {
 			src.qPos = src.tk - x.T // bottom-right: the last query sees every key
 		}
 		return src
 	case st == nil:
-		k, v := c.projectKV(x, 0)
-		return keySource{keys: perSequence(k, x.B, x.T*kvWidth), values: perSequence(v, x.B, x.T*kvWidth), tk: x.T}
+		keys, values := c.passKV(x, sc)
+		return keySource{keys: keys, values: values, tk: x.T}
 	}
-	k, v := c.projectKV(x, past)
-	cache := newKVCache(x.B, kvWidth, kvWidth)
+	k, v := c.projectKV(x, past, sc)
+	var cache *kvCache
 	if st.seqs != 0 { // a step has succeeded: its cache is the session's
 		cache = st.caches[0]
+	} else {
+		kvWidth := c.kvHeads * c.headDim
+		cache = newKVCache(x.B, kvWidth, kvWidth)
 	}
-	return keySource{
-		tk: cache.len() + x.T, qPos: past, kPos: cache.start,
-		commit: func() ([][]float32, [][]float32) {
-			cache.appendRows(k, v, x.T)
-			st.caches = []*kvCache{cache}
-			return cache.keys, cache.values
-		},
-	}
+	st.pending = pendingStep{st: st, cache: cache, k: k, v: v, n: x.T}
+	return keySource{tk: cache.len() + x.T, qPos: past, kPos: cache.start, step: &st.pending}
 }
 
 // normalize applies qk_norm to rows of heads·head_dim projected queries
@@ -684,10 +710,13 @@ func (c *sdpaPrepared) normalize(x []float32, rows, heads int, weight *tensor.De
 // projectKV projects the keys and values of x's tokens, which sit at
 // positions past, past+1, ..., normalizes the keys if qk_norm is on and
 // rotates them if RoPE is.
-func (c *sdpaPrepared) projectKV(x seqs, past int) (k, v []float32) {
+func (c *sdpaPrepared) projectKV(x seqs, past int, sc *scratch) (k, v []float32) {
 	kvWidth := c.kvHeads * c.headDim
-	k = make([]float32, x.rows()*kvWidth)
-	v = make([]float32, x.rows()*kvWidth)
+	if sc != nil {
+		k, v = sc.floats(x.rows()*kvWidth), sc.floats(x.rows()*kvWidth)
+	} else {
+		k, v = make([]float32, x.rows()*kvWidth), make([]float32, x.rows()*kvWidth)
+	}
 	c.k.apply(k, x.data, x.rows())
 	c.v.apply(v, x.data, x.rows())
 	if c.kNorm != nil {
@@ -703,19 +732,34 @@ func (c *sdpaPrepared) projectKV(x seqs, past int) (k, v []float32) {
 // count. A step reuses the projections cached in st while the memory's
 // values stay the same. (Refreshing that cache is not a change of the
 // session: it is a pure function of the memory.)
-func (c *sdpaPrepared) memoryKV(m seqs, st *attentionState) (keys, values [][]float32, tk int) {
+func (c *sdpaPrepared) memoryKV(m seqs, st *attentionState, sc *scratch) (keys, values [][]float32, tk int) {
 	kvWidth := c.kvHeads * c.headDim
-	if st != nil && st.sameMemory(m) {
+	if st == nil {
+		keys, values = c.passKV(m, sc)
+		return keys, values, m.T
+	}
+	if st.sameMemory(m) {
 		cache := st.caches[0]
 		return cache.keys, cache.values, m.T
 	}
-	k, v := c.projectKV(m, 0)
+	k, v := c.projectKV(m, 0, nil)
 	keys, values = perSequence(k, m.B, m.T*kvWidth), perSequence(v, m.B, m.T*kvWidth)
-	if st != nil {
-		st.rememberMemory(m)
-		st.caches = []*kvCache{{kWidth: kvWidth, vWidth: kvWidth, keys: keys, values: values}}
-	}
+	st.rememberMemory(m)
+	st.caches = []*kvCache{{kWidth: kvWidth, vWidth: kvWidth, keys: keys, values: values}}
 	return keys, values, m.T
+}
+
+// passKV projects the keys and values of x's tokens for one pass, into sc,
+// and views them per sequence.
+func (c *sdpaPrepared) passKV(x seqs, sc *scratch) (keys, values [][]float32) {
+	n := x.T * c.kvHeads * c.headDim
+	k, v := c.projectKV(x, 0, sc)
+	views := sc.sequenceViews(2 * x.B)
+	keys, values = views[:x.B:x.B], views[x.B:]
+	for b := range x.B {
+		keys[b], values[b] = k[b*n:(b+1)*n:(b+1)*n], v[b*n:(b+1)*n:(b+1)*n]
+	}
+	return keys, values
 }
 
 // perSequence cuts a (B·T, width) projection into B per-sequence slices of

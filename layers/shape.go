@@ -7,6 +7,7 @@ import (
 
 	attnarray "github.com/attnrun/attnrun/array"
 
+	"github.com/attnrun/attnrun/internal/attn"
 	"github.com/attnrun/attnrun/internal/kernels"
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
@@ -202,6 +203,11 @@ type scratch struct {
 	buf   []float32
 	used  int
 	heads []kernels.Head
+	rows  [][]float32
+	// att and masks hold an attention pass's description, which the
+	// kernels' calls would otherwise move to the heap on every pass.
+	att   attention
+	masks []attn.Mask
 }
 
 // freeScratches holds idle scratches. It is a buffered channel rather than
@@ -248,10 +254,36 @@ func (s *scratch) headViews(n int) []kernels.Head {
 	return s.heads[:n]
 }
 
-// release returns the scratch to the free list. The head views are cleared
-// so that they do not keep a caller's output alive.
+// attention returns the scratch's attention pass, cleared.
+func (s *scratch) attention() *attention {
+	s.att = attention{}
+	return &s.att
+}
+
+// maskList returns room for n masks.
+func (s *scratch) maskList(n int) []attn.Mask {
+	if cap(s.masks) < n {
+		s.masks = make([]attn.Mask, n)
+	}
+	return s.masks[:n]
+}
+
+// sequenceViews returns room for n slices, per-sequence views of keys and
+// values.
+func (s *scratch) sequenceViews(n int) [][]float32 {
+	if cap(s.rows) < n {
+		s.rows = make([][]float32, n)
+	}
+	return s.rows[:n]
+}
+
+// release returns the scratch to the free list. The views are cleared so
+// that they do not keep a caller's data alive.
 func (s *scratch) release() {
 	clear(s.heads[:cap(s.heads)])
+	clear(s.rows[:cap(s.rows)])
+	clear(s.masks[:cap(s.masks)])
+	s.att = attention{}
 	if cap(s.buf) > maxKeptScratch {
 		s.buf = nil
 	}

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"gorgonia.org/tensor"
 
+	"github.com/attnrun/attnrun/internal/atomicfile"
 	"github.com/attnrun/attnrun/internal/kernels"
 	"github.com/attnrun/attnrun/models"
 	"github.com/attnrun/attnrun/onnxio/exec"
@@ -39,6 +41,8 @@ type benchFlags struct {
 	seed     uint64
 	weights  string
 	inputs   string // a test-data set whose inputs bench feeds
+	profile  string // where the CPU profile of the timed passes goes
+	memory   string // where the allocation profile goes
 }
 
 // maxBenchElems bounds the input --shape asks for (1 GiB of float32, the
@@ -108,6 +112,8 @@ after the timing and the memory readings.
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.shape, "shape", "", "input shape B,T,D (batch, sequence length, width) of random float32 inputs; required unless --inputs")
+	fl.StringVar(&f.profile, "cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof reads it)")
+	fl.StringVar(&f.memory, "memprofile", "", "write an allocation profile to this file after the timed passes (go tool pprof -sample_index=alloc_space reads it)")
 	fl.StringVar(&f.inputs, "inputs", "", "an ONNX test-data set folder whose input_K.pb files are the model's inputs, in order (any type)")
 	fl.IntVar(&f.iters, "iters", 0, "timed forward passes; 0 times as many as fit in --time (3 to 1000)")
 	fl.IntVar(&f.warmup, "warmup", 3, "untimed forward passes first (on the executor the second records a run plan and the third sizes its buffers)")
@@ -207,10 +213,21 @@ func bench(stdout io.Writer, lim *limits, target string, shape []int, f benchFla
 			return fmt.Errorf("%s: %w", target, err)
 		}
 	}
+	stopProfile, err := startCPUProfile(f.profile)
+	if err != nil {
+		mem.stop()
+		return err
+	}
 	allocs0 := readAllocs()
 	times, err := timeForward(bt, inputs, f.iters, f.budget)
 	allocs := readAllocs().minus(allocs0)
 	peak := mem.stop()
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
+	if err == nil && f.memory != "" {
+		err = writeAllocProfile(f.memory)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", target, err)
 	}
@@ -426,6 +443,39 @@ func describeInputs(names []string, inputs []*tensor.Dense) string {
 		parts[i] = fmt.Sprintf("%s %s %s", names[i], x.Dtype(), models.FormatShape(x.Shape()))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// startCPUProfile starts Go's CPU profiler writing to path (nothing when
+// path is empty) and returns what stops it and writes the file in place
+// (atomically, so a failed run leaves no half profile).
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// writeAllocProfile writes Go's allocation profile (every allocation since
+// the program started, sampled) to path, in place.
+func writeAllocProfile(path string) error {
+	var buf bytes.Buffer
+	if err := pprof.Lookup("allocs").WriteTo(&buf, 0); err != nil {
+		return fmt.Errorf("--memprofile %s: %w", path, err)
+	}
+	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	return nil
 }
 
 // timeForward times iters forward passes, or with iters 0 as many as fit
