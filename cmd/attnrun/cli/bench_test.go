@@ -174,6 +174,24 @@ func TestBenchDataSetInputs(t *testing.T) {
 	require.ErrorContains(t, err, "no input_K.pb or output_K.pb files")
 }
 
+// TestBenchProfiles writes the CPU and allocation profiles bench is asked
+// for: gzipped protobuf files that go tool pprof reads.
+func TestBenchProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
+	out, err := benchCommand(writeConfig(t, benchMHA), "--shape", "2,8,16", "--iters", "3", "--cpuprofile", cpu, "--memprofile", mem)
+	require.NoError(t, err)
+	checkBenchOutput(t, out, 3)
+	for _, path := range []string{cpu, mem} {
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.Greater(t, len(data), 2, path)
+		assert.Equal(t, []byte{0x1f, 0x8b}, data[:2], "%s is gzipped, as pprof writes", path)
+	}
+	_, err = benchCommand(writeConfig(t, benchMHA), "--shape", "2,8,16", "--iters", "1", "--cpuprofile", filepath.Join(dir, "no", "such", "dir", "cpu.prof"))
+	require.ErrorContains(t, err, "--cpuprofile")
+}
+
 func TestBenchErrors(t *testing.T) {
 	config := writeConfig(t, benchMHA)
 	cases := []struct {
