@@ -9,14 +9,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "activation.gelu",
-		Summary: "Gaussian error linear unit, exact (erf) or tanh approximation (nn.GELU)",
-		New:     func() registry.Layer { return &GELU{Approximate: "none"} },
-	})
-}
-
 // GELU is activation.gelu, x·Φ(x), applied to every value. It equals
 // nn.GELU(approximate): "none" (default) is the exact 0.5·x·(1 + erf(x/√2)),
 // computed as PyTorch and its ONNX export compute it, in float32 operations
@@ -37,6 +29,14 @@ var (
 	_ registry.OutputShaper = (*GELU)(nil)
 	_ registry.FLOPCounter  = (*GELU)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "activation.gelu",
+		Summary: "Gaussian error linear unit, exact (erf) or tanh approximation (nn.GELU)",
+		New:     func() registry.Layer { return &GELU{Approximate: "none"} },
+	})
+}
 
 // Validate checks approximate.
 func (g *GELU) Validate() error {

@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "activation.softcap",
-		Summary: "cap·tanh(x/cap), Gemma's final logit softcapping",
-		New:     func() registry.Layer { return &Softcap{} },
-	})
-}
-
 // Softcap is activation.softcap: cap·tanh(x/cap) elementwise, squashing x
 // smoothly into (−cap, cap). Gemma 2 applies it to the logits
 // (final_logit_softcapping); attention.sdpa's softcap does the same to the
@@ -31,6 +23,14 @@ var (
 	_ registry.FLOPCounter  = (*Softcap)(nil)
 	_ registry.OutputShaper = (*Softcap)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "activation.softcap",
+		Summary: "cap·tanh(x/cap), Gemma's final logit softcapping",
+		New:     func() registry.Layer { return &Softcap{} },
+	})
+}
 
 // Validate checks that cap is positive and finite.
 func (s *Softcap) Validate() error {

@@ -7,14 +7,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.add",
-		Summary: "elementwise sum of the inputs (residual connections)",
-		New:     func() registry.Layer { return &Add{} },
-	})
-}
-
 // Add is nn.add: the elementwise sum of its inputs, for residual
 // connections; in PyTorch, x + sublayer(x).
 type Add struct {
@@ -27,6 +19,14 @@ var (
 	_ registry.FLOPCounter  = (*Add)(nil)
 	_ registry.TokenWise    = (*Add)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.add",
+		Summary: "elementwise sum of the inputs (residual connections)",
+		New:     func() registry.Layer { return &Add{} },
+	})
+}
 
 // Forward takes one or more inputs of the same shape and returns their sum.
 func (a *Add) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

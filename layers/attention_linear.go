@@ -9,16 +9,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.linear",
-		Summary: "linear attention with a recurrent state (Qwen3-Next's gated DeltaNet block): update_rule linear, gated, delta or gated_delta, short causal conv, gated RMSNorm",
-		New: func() registry.Layer {
-			return &LinearAttention{UpdateRule: "gated_delta", ConvKernelSize: 4, QKL2Norm: true, Eps: 1e-6}
-		},
-	})
-}
-
 // LinearAttention is attention.linear: linear attention as Hugging Face's
 // Qwen3-Next writes its gated DeltaNet layer (Qwen3NextGatedDeltaNet), with
 // the update rule of the recurrent state to choose. For each token:
@@ -92,6 +82,16 @@ var (
 	_ registry.FLOPCounter  = (*LinearAttention)(nil)
 	_ registry.OutputShaper = (*LinearAttention)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.linear",
+		Summary: "linear attention with a recurrent state (Qwen3-Next's gated DeltaNet block): update_rule linear, gated, delta or gated_delta, short causal conv, gated RMSNorm",
+		New: func() registry.Layer {
+			return &LinearAttention{UpdateRule: "gated_delta", ConvKernelSize: 4, QKL2Norm: true, Eps: 1e-6}
+		},
+	})
+}
 
 // updateRule is what an update rule does to the state: decay it (gated)
 // and write the correction v − Sᵀk instead of v (delta).

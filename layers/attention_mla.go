@@ -9,14 +9,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.mla",
-		Summary: "multi-head latent attention (DeepSeek-V2/V3): low-rank queries and keys/values, a shared RoPE key; the KV cache holds the latent",
-		New:     func() registry.Layer { return &MLA{RoPE: "interleaved", RoPEBase: 10000, Eps: 1e-6} },
-	})
-}
-
 // MLA is attention.mla, the multi-head latent attention of DeepSeek-V2 and
 // V3 as Hugging Face's DeepseekV3Attention writes it. Causal self-attention
 // whose keys and values come from one small latent per token:
@@ -91,6 +83,14 @@ var (
 	_ registry.FLOPCounter  = (*MLA)(nil)
 	_ registry.OutputShaper = (*MLA)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.mla",
+		Summary: "multi-head latent attention (DeepSeek-V2/V3): low-rank queries and keys/values, a shared RoPE key; the KV cache holds the latent",
+		New:     func() registry.Layer { return &MLA{RoPE: "interleaved", RoPEBase: 10000, Eps: 1e-6} },
+	})
+}
 
 // mlaRopeFields are attention.mla's rotary field names.
 var mlaRopeFields = rotaryFields{style: "rope", base: "rope_base", dim: "qk_rope_head_dim"}

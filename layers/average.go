@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.average",
-		Summary: "causal bag of words: token t becomes the mean of tokens ≤ t",
-		New:     func() registry.Layer { return &Average{} },
-	})
-}
-
 // Average is attention.average, the causal bag-of-words mean: output t is
 // the mean of inputs 0..t. It is attention whose scores are all equal, the
 // "mathematical trick" of the seeds:
@@ -31,6 +23,14 @@ var (
 	_ registry.FLOPCounter  = (*Average)(nil)
 	_ registry.Stepper      = (*Average)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.average",
+		Summary: "causal bag of words: token t becomes the mean of tokens ≤ t",
+		New:     func() registry.Layer { return &Average{} },
+	})
+}
 
 // Forward returns the running means, shaped like the input.
 func (a *Average) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

@@ -5,14 +5,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.causal",
-		Summary: "single-head causal self-attention with dropout on the weights (CausalAttention)",
-		New:     func() registry.Layer { return &Causal{} },
-	})
-}
-
 // Causal is attention.causal, single-head masked self-attention. It equals
 // the seeds' CausalAttention module: nn.Linear projections, scores scaled by
 // 1/√d_out, a causal mask of context_length, and nn.Dropout on the
@@ -40,6 +32,14 @@ var (
 	_ registry.FLOPCounter  = (*Causal)(nil)
 	_ registry.Stepper      = (*Causal)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.causal",
+		Summary: "single-head causal self-attention with dropout on the weights (CausalAttention)",
+		New:     func() registry.Layer { return &Causal{} },
+	})
+}
 
 // Validate checks the sizes and the dropout probability, and allocates
 // zeroed parameters.

@@ -9,14 +9,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.concat",
-		Summary: "concatenate the inputs along the last axis (torch.cat(dim=-1))",
-		New:     func() registry.Layer { return &Concat{} },
-	})
-}
-
 // Concat is nn.concat: it concatenates its inputs along the last axis, as
 // torch.cat(inputs, dim=-1), e.g. to join heads that each add their own
 // position embedding before a shared output projection.
@@ -30,6 +22,14 @@ var (
 	_ registry.FLOPCounter  = (*Concat)(nil)
 	_ registry.TokenWise    = (*Concat)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.concat",
+		Summary: "concatenate the inputs along the last axis (torch.cat(dim=-1))",
+		New:     func() registry.Layer { return &Concat{} },
+	})
+}
 
 // Forward takes one or more inputs with the same rank and leading
 // dimensions; the output's last dimension is the sum of theirs.

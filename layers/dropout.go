@@ -5,14 +5,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.dropout",
-		Summary: "zero each value with probability p in train mode, identity in eval (nn.Dropout)",
-		New:     func() registry.Layer { return &Dropout{P: 0.5} },
-	})
-}
-
 // Dropout is nn.dropout. It equals nn.Dropout(p): in train mode each value
 // is zeroed with probability p and the kept ones are scaled by 1/(1-p); in
 // eval mode it is the identity. The mask is drawn from the run's RNG.
@@ -28,6 +20,14 @@ var (
 	_ registry.FLOPCounter  = (*Dropout)(nil)
 	_ registry.TokenWise    = (*Dropout)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.dropout",
+		Summary: "zero each value with probability p in train mode, identity in eval (nn.Dropout)",
+		New:     func() registry.Layer { return &Dropout{P: 0.5} },
+	})
+}
 
 // Validate checks that p is in [0, 1).
 func (d *Dropout) Validate() error { return probability("p", d.P) }

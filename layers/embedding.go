@@ -9,14 +9,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.embedding",
-		Summary: "token (or token-type) embedding: int64 ids to rows of a learned table (nn.Embedding)",
-		New:     func() registry.Layer { return &Embedding{} },
-	})
-}
-
 // Embedding is nn.embedding, a lookup table of learned vectors: int64 ids,
 // (T) or (B, T), become their rows, (T, d) or (B, T, d). It equals
 // nn.Embedding(num_embeddings, embedding_dim, padding_idx) in eval and
@@ -48,6 +40,14 @@ var (
 	_ registry.FLOPCounter  = (*Embedding)(nil)
 	_ registry.OutputShaper = (*Embedding)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.embedding",
+		Summary: "token (or token-type) embedding: int64 ids to rows of a learned table (nn.Embedding)",
+		New:     func() registry.Layer { return &Embedding{} },
+	})
+}
 
 // Validate checks the sizes and allocates the zeroed (num_embeddings,
 // embedding_dim) weight.

@@ -5,14 +5,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.linear",
-		Summary: "affine map x Wᵀ + b (nn.Linear)",
-		New:     func() registry.Layer { return &Linear{Bias: true} },
-	})
-}
-
 // Linear is nn.linear, the affine map x Wᵀ + b applied to every token. It
 // equals nn.Linear(d_in, d_out, bias); the weight is stored (d_out, d_in)
 // as PyTorch stores it.
@@ -38,6 +30,14 @@ var (
 	_ registry.FLOPCounter  = (*Linear)(nil)
 	_ registry.TokenWise    = (*Linear)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.linear",
+		Summary: "affine map x Wᵀ + b (nn.Linear)",
+		New:     func() registry.Layer { return &Linear{Bias: true} },
+	})
+}
 
 // Validate checks the sizes and allocates zeroed parameters.
 func (l *Linear) Validate() error { return l.Provision(nil) }

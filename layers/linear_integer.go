@@ -12,14 +12,6 @@ import (
 	"github.com/attnrun/attnrun/registry"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.linear_integer",
-		Summary: "quantized linear layer, ONNX's MatMulInteger: (x − x_zp)(W − w_zp) in int32, times x_scale·w_scale, plus bias",
-		New:     func() registry.Layer { return &LinearInteger{Bias: true, InputType: "uint8", WeightType: "int8"} },
-	})
-}
-
 // LinearInteger is nn.linear_integer, a linear layer on quantized tokens
 // as ONNX Runtime's quantizer writes it: MatMulInteger of the tokens and
 // the weight, each less its zero point, summed in int32; the sum cast to
@@ -62,6 +54,14 @@ var (
 	_ registry.TokenWise     = (*LinearInteger)(nil)
 	_ registry.ParamsWatcher = (*LinearInteger)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.linear_integer",
+		Summary: "quantized linear layer, ONNX's MatMulInteger: (x − x_zp)(W − w_zp) in int32, times x_scale·w_scale, plus bias",
+		New:     func() registry.Layer { return &LinearInteger{Bias: true, InputType: "uint8", WeightType: "int8"} },
+	})
+}
 
 // intRange is the values of an integer type, and its ONNX element type.
 type intRange struct {

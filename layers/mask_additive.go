@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "mask.additive",
-		Summary: "a (B, T) attention_mask as the additive (B, 1, 1, T) mask (1 - m) * fill, Hugging Face's extended attention mask",
-		New:     func() registry.Layer { return &AdditiveMask{} },
-	})
-}
-
 // AdditiveMask is mask.additive: the (B, T) attention_mask of 1s and 0s,
 // int64 or float32, as the mask attention.sdpa adds to its scores with
 // mask: additive, float32 (B, 1, 1, T): (1 - m) * fill, as Hugging Face's
@@ -33,6 +25,14 @@ var (
 	_ registry.OutputShaper = (*AdditiveMask)(nil)
 	_ registry.TokenWise    = (*AdditiveMask)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "mask.additive",
+		Summary: "a (B, T) attention_mask as the additive (B, 1, 1, T) mask (1 - m) * fill, Hugging Face's extended attention mask",
+		New:     func() registry.Layer { return &AdditiveMask{} },
+	})
+}
 
 // Validate checks that fill is a finite number.
 func (p *AdditiveMask) Validate() error {

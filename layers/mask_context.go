@@ -8,14 +8,6 @@ import (
 	"github.com/attnrun/attnrun/registry"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "mask.context",
-		Summary: "a keep mask over the whole context, (B, 1, rows, columns), cut to the block of the tokens' queries and the keys so far",
-		New:     func() registry.Layer { return &ContextMask{} },
-	})
-}
-
 // ContextMask is mask.context: it reads a keep mask over the positions of
 // a whole context, float32 or int64 (B, heads, rows, columns) of 1s
 // (attend) and 0s (hide), heads 1 for a mask all heads share, as
@@ -37,6 +29,14 @@ var (
 	_ registry.OutputShaper = (*ContextMask)(nil)
 	_ registry.Resumer      = (*ContextMask)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "mask.context",
+		Summary: "a keep mask over the whole context, (B, 1, rows, columns), cut to the block of the tokens' queries and the keys so far",
+		New:     func() registry.Layer { return &ContextMask{} },
+	})
+}
 
 // Forward cuts the block of the first T rows and columns.
 func (c *ContextMask) Forward(run *registry.Run, inputs []*tensor.Dense) (*tensor.Dense, error) {

@@ -7,14 +7,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "mask.lengths",
-		Summary: "sequence lengths (B) as the (B, 1, 1, T) keep mask attention reads (ONNX Runtime's 1-D mask_index)",
-		New:     func() registry.Layer { return &LengthsMask{} },
-	})
-}
-
 // LengthsMask is mask.lengths: the number of tokens of each sequence, (B)
 // of int64 or float32 (a count), as the keep mask attention.sdpa reads
 // with mask: bool and mask_polarity: keep, float32 (B, 1, 1, T), 1 for the
@@ -28,6 +20,14 @@ var (
 	_ registry.FLOPCounter  = (*LengthsMask)(nil)
 	_ registry.OutputShaper = (*LengthsMask)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "mask.lengths",
+		Summary: "sequence lengths (B) as the (B, 1, 1, T) keep mask attention reads (ONNX Runtime's 1-D mask_index)",
+		New:     func() registry.Layer { return &LengthsMask{} },
+	})
+}
 
 // Validate has nothing to check: the layer has no configuration.
 func (p *LengthsMask) Validate() error { return nil }

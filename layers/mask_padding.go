@@ -5,14 +5,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "mask.padding",
-		Summary: "a (B, T) attention_mask of 1s and 0s as the (B, 1, 1, T) keep mask attention reads",
-		New:     func() registry.Layer { return &PaddingMask{} },
-	})
-}
-
 // PaddingMask is mask.padding: it turns the attention_mask a Hugging Face
 // encoder takes, (B, T) of 1 for tokens and 0 for padding, int64 or
 // float32, into the key-padding mask attention.sdpa reads with mask: bool
@@ -28,6 +20,14 @@ var (
 	_ registry.OutputShaper = (*PaddingMask)(nil)
 	_ registry.TokenWise    = (*PaddingMask)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "mask.padding",
+		Summary: "a (B, T) attention_mask of 1s and 0s as the (B, 1, 1, T) keep mask attention reads",
+		New:     func() registry.Layer { return &PaddingMask{} },
+	})
+}
 
 // Forward maps the (B, T) attention_mask to the (B, 1, 1, T) keep mask:
 // 1 where it is non-zero, 0 elsewhere.

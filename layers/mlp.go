@@ -7,14 +7,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.mlp",
-		Summary: "position-wise feed-forward: fc1, activation, fc2; or Llama's gated gate/up/down",
-		New:     func() registry.Layer { return &MLP{Activation: "gelu", Bias: true} },
-	})
-}
-
 // MLP is nn.mlp, the position-wise feed-forward network of a transformer
 // block, in one of two forms:
 //
@@ -39,6 +31,14 @@ type MLP struct {
 
 	c             *mlpPrepared
 	packedWeights `yaml:"-"` // the packed copies of the weights (packs.go), ParamsChanged
+}
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.mlp",
+		Summary: "position-wise feed-forward: fc1, activation, fc2; or Llama's gated gate/up/down",
+		New:     func() registry.Layer { return &MLP{Activation: "gelu", Bias: true} },
+	})
 }
 
 // mlpPrepared is what Validate prepared.

@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.moe",
-		Summary: "sparse mixture of experts: a softmax router picks top_k gated MLPs per token (Mixtral, Qwen2-MoE)",
-		New:     func() registry.Layer { return &MoE{TopK: 2, Renormalize: true, Activation: "silu"} },
-	})
-}
-
 // MoE is nn.moe, Hugging Face's sparse mixture-of-experts block
 // (MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock) in place of a
 // transformer block's MLP. For each token x:
@@ -53,6 +45,14 @@ type MoE struct {
 	SharedDHidden int `yaml:"shared_d_hidden"`
 
 	c *moePrepared
+}
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.moe",
+		Summary: "sparse mixture of experts: a softmax router picks top_k gated MLPs per token (Mixtral, Qwen2-MoE)",
+		New:     func() registry.Layer { return &MoE{TopK: 2, Renormalize: true, Activation: "silu"} },
+	})
 }
 
 // moePrepared is what Validate prepared.

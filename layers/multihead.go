@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.multihead",
-		Summary: "multi-head attention: shared Wq, Wk, Wv split into heads, then out_proj (MultiHeadAttention)",
-		New:     func() registry.Layer { return &MultiHead{OutBias: true, Causal: true} },
-	})
-}
-
 // MultiHead is attention.multihead: one query, key and value projection of
 // width d_out, split into num_heads heads of d_out/num_heads, attended head
 // by head and projected back by out_proj. It equals the seeds'
@@ -55,6 +47,14 @@ var (
 	_ registry.FLOPCounter  = (*MultiHead)(nil)
 	_ registry.Stepper      = (*MultiHead)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.multihead",
+		Summary: "multi-head attention: shared Wq, Wk, Wv split into heads, then out_proj (MultiHeadAttention)",
+		New:     func() registry.Layer { return &MultiHead{OutBias: true, Causal: true} },
+	})
+}
 
 // Validate checks the sizes, that num_heads divides d_out and the dropout
 // probability, and allocates zeroed parameters.

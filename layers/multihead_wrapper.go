@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.multihead_wrapper",
-		Summary: "num_heads independent causal heads, outputs concatenated (MultiHeadAttentionWrapper)",
-		New:     func() registry.Layer { return &MultiHeadWrapper{} },
-	})
-}
-
 // MultiHeadWrapper is attention.multihead_wrapper: num_heads independent
 // causal attention heads, each an attention.causal with its own
 // projections, their outputs concatenated along the last axis. It equals the
@@ -45,6 +37,14 @@ var (
 	_ registry.FLOPCounter  = (*MultiHeadWrapper)(nil)
 	_ registry.Stepper      = (*MultiHeadWrapper)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.multihead_wrapper",
+		Summary: "num_heads independent causal heads, outputs concatenated (MultiHeadAttentionWrapper)",
+		New:     func() registry.Layer { return &MultiHeadWrapper{} },
+	})
+}
 
 // Validate checks the fields and allocates zeroed parameters for every head.
 func (m *MultiHeadWrapper) Validate() error { return m.Provision(nil) }

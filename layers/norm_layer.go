@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "norm.layer",
-		Summary: "layer normalization over the last axis (nn.LayerNorm)",
-		New:     func() registry.Layer { return &LayerNorm{Eps: 1e-5, ElementwiseAffine: true} },
-	})
-}
-
 // LayerNorm is norm.layer, layer normalization over each token's d values:
 // (x − mean) / √(var + eps) · weight + bias, with the biased variance. It
 // equals nn.LayerNorm(d, eps, elementwise_affine). Mean and variance are
@@ -37,6 +29,14 @@ var (
 	_ registry.OutputShaper = (*LayerNorm)(nil)
 	_ registry.FLOPCounter  = (*LayerNorm)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "norm.layer",
+		Summary: "layer normalization over the last axis (nn.LayerNorm)",
+		New:     func() registry.Layer { return &LayerNorm{Eps: 1e-5, ElementwiseAffine: true} },
+	})
+}
 
 // Validate checks d and eps and allocates weight (ones) and bias (zeros)
 // when elementwise_affine is set.

@@ -5,14 +5,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "norm.rms",
-		Summary: "root-mean-square normalization with a learned scale (Llama's RMSNorm)",
-		New:     func() registry.Layer { return &RMSNorm{Eps: 1e-6} },
-	})
-}
-
 // RMSNorm is norm.rms, root-mean-square layer normalization (Zhang and
 // Sennrich): weight · x / √(mean(x²) + eps) over each token's d values. It
 // equals Hugging Face's LlamaRMSNorm (eps default 1e-6, as Llama's
@@ -33,6 +25,14 @@ var (
 	_ registry.OutputShaper = (*RMSNorm)(nil)
 	_ registry.FLOPCounter  = (*RMSNorm)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "norm.rms",
+		Summary: "root-mean-square normalization with a learned scale (Llama's RMSNorm)",
+		New:     func() registry.Layer { return &RMSNorm{Eps: 1e-6} },
+	})
+}
 
 // Validate checks d and eps and allocates the weight (ones).
 func (n *RMSNorm) Validate() error { return n.Provision(nil) }

@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.normalize",
-		Summary: "L2 normalization of the last axis (F.normalize, sentence-transformers' Normalize)",
-		New:     func() registry.Layer { return &Normalize{Eps: 1e-12} },
-	})
-}
-
 // Normalize is nn.normalize: every vector along the last axis divided by
 // its Euclidean length, x / max(‖x‖₂, eps). It equals
 // torch.nn.functional.normalize(x, p=2, dim=-1, eps) and
@@ -33,6 +25,14 @@ var (
 	_ registry.FLOPCounter  = (*Normalize)(nil)
 	_ registry.OutputShaper = (*Normalize)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.normalize",
+		Summary: "L2 normalization of the last axis (F.normalize, sentence-transformers' Normalize)",
+		New:     func() registry.Layer { return &Normalize{Eps: 1e-12} },
+	})
+}
 
 // Validate checks that eps is finite and not negative.
 func (n *Normalize) Validate() error {

@@ -19,15 +19,6 @@ import (
 	"github.com/attnrun/attnrun/registry"
 )
 
-func init() {
-	match.RegisterSubgraph(liftSubgraph)
-	registry.Register(registry.Info{
-		ID:      "onnx.subgraph",
-		Summary: "part of an ONNX graph run by attnrun's executor (what `attnrun import --partial` could not lift)",
-		New:     func() registry.Layer { return &Subgraph{} },
-	})
-}
-
 // liftSubgraph is the layer the lifter's partial mode makes of a piece of
 // a graph no other layer lifts.
 func liftSubgraph(model []byte, params []string) *match.Layer {
@@ -62,6 +53,15 @@ var (
 	_ registry.Provisioner = (*Subgraph)(nil)
 	_ registry.Exporter    = (*Subgraph)(nil)
 )
+
+func init() {
+	match.RegisterSubgraph(liftSubgraph)
+	registry.Register(registry.Info{
+		ID:      "onnx.subgraph",
+		Summary: "part of an ONNX graph run by attnrun's executor (what `attnrun import --partial` could not lift)",
+		New:     func() registry.Layer { return &Subgraph{} },
+	})
+}
 
 // Validate decodes and prepares the graph, and allocates the parameters
 // with the shapes the graph declares, within budget.DefaultLimit.

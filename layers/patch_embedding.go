@@ -9,15 +9,6 @@ import (
 	"github.com/attnrun/attnrun/registry"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID: "nn.patch_embedding",
-		Summary: "images (B, C, H, W) to patch tokens: a Conv2d with stride = kernel, flattened, " +
-			"with an optional CLS token in front and learned positions (ViT's embeddings)",
-		New: func() registry.Layer { return &PatchEmbedding{} },
-	})
-}
-
 // PatchEmbedding is nn.patch_embedding, a vision transformer's embeddings:
 // square images (B, channels, image_size, image_size) are cut into
 // patch_size × patch_size patches, each projected to d_out by a Conv2d
@@ -45,6 +36,15 @@ type PatchEmbedding struct {
 	Positions bool `yaml:"positions"`
 
 	p *patchParams
+}
+
+func init() {
+	registry.Register(registry.Info{
+		ID: "nn.patch_embedding",
+		Summary: "images (B, C, H, W) to patch tokens: a Conv2d with stride = kernel, flattened, " +
+			"with an optional CLS token in front and learned positions (ViT's embeddings)",
+		New: func() registry.Layer { return &PatchEmbedding{} },
+	})
 }
 
 // patchParams are the layer's parameters: the Conv2d's weight (d_out,

@@ -7,14 +7,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "pool.first",
-		Summary: "the first token of each sequence (the [CLS] token BERT's pooler reads)",
-		New:     func() registry.Layer { return &FirstPool{} },
-	})
-}
-
 // FirstPool is pool.first: the vector of each sequence's first token, (B,
 // T, d) or (T, d) to (B, d) or (1, d), as Hugging Face's BertPooler takes
 // hidden_states[:, 0] before its dense layer and tanh.
@@ -24,6 +16,14 @@ var (
 	_ registry.FLOPCounter  = (*FirstPool)(nil)
 	_ registry.OutputShaper = (*FirstPool)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "pool.first",
+		Summary: "the first token of each sequence (the [CLS] token BERT's pooler reads)",
+		New:     func() registry.Layer { return &FirstPool{} },
+	})
+}
 
 // Validate has nothing to check: the layer has no configuration.
 func (p *FirstPool) Validate() error { return nil }

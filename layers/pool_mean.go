@@ -7,14 +7,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "pool.mean",
-		Summary: "mean of each sequence's tokens over its attention mask (sentence-transformers' mean pooling)",
-		New:     func() registry.Layer { return &MeanPool{} },
-	})
-}
-
 // MeanPool is pool.mean: the mean of each sequence's token vectors, (B, T,
 // d) or (T, d) to (B, d) or (1, d), counting only the tokens an optional
 // attention mask, (B, T) or (T) of int64 or float32, marks with non-zero
@@ -33,6 +25,14 @@ var (
 	_ registry.FLOPCounter  = (*MeanPool)(nil)
 	_ registry.OutputShaper = (*MeanPool)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "pool.mean",
+		Summary: "mean of each sequence's tokens over its attention mask (sentence-transformers' mean pooling)",
+		New:     func() registry.Layer { return &MeanPool{} },
+	})
+}
 
 // minMaskSum is sentence-transformers' clamp on the mask's sum.
 const minMaskSum = 1e-9

@@ -9,14 +9,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "position.alibi",
-		Summary: "ALiBi attention bias: per-head slope × (key − query position), as an additive mask",
-		New:     func() registry.Layer { return &ALiBi{} },
-	})
-}
-
 // ALiBi is position.alibi, the attention bias of Press et al. ("Train
 // Short, Test Long"): head h adds m_h·(j − i) to the score of query i and
 // key j, with the paper's geometric slopes m_h (alibiSlopes). Its output is
@@ -47,6 +39,14 @@ var (
 	_ registry.OutputShaper = (*ALiBi)(nil)
 	_ registry.FLOPCounter  = (*ALiBi)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "position.alibi",
+		Summary: "ALiBi attention bias: per-head slope × (key − query position), as an additive mask",
+		New:     func() registry.Layer { return &ALiBi{} },
+	})
+}
 
 // Validate checks num_heads and computes the slopes.
 func (a *ALiBi) Validate() error {

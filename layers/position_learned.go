@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "position.learned",
-		Summary: "learned absolute position embedding added to the input (nn.Embedding)",
-		New:     func() registry.Layer { return &LearnedPosition{} },
-	})
-}
-
 // LearnedPosition is position.learned, a learned absolute position
 // embedding added to the input: x + weight[offset:offset+T]. It equals
 // x + nn.Embedding(context_length + offset, d)(torch.arange(T) + offset),
@@ -45,6 +37,14 @@ var (
 	_ registry.FLOPCounter  = (*LearnedPosition)(nil)
 	_ registry.Stepper      = (*LearnedPosition)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "position.learned",
+		Summary: "learned absolute position embedding added to the input (nn.Embedding)",
+		New:     func() registry.Layer { return &LearnedPosition{} },
+	})
+}
 
 // Validate checks the sizes and allocates the zeroed (context_length, d)
 // weight.

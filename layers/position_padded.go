@@ -9,14 +9,6 @@ import (
 	"github.com/attnrun/attnrun/registry"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "position.padded",
-		Summary: "RoBERTa's learned positions, numbered from the token ids past the padding (create_position_ids_from_input_ids)",
-		New:     func() registry.Layer { return &PaddedPosition{} },
-	})
-}
-
 // PaddedPosition is position.padded, RoBERTa's position embedding: an
 // nn.Embedding(num_embeddings, embedding_dim, padding_idx) looked up at
 // positions computed from the token ids as Hugging Face's
@@ -56,6 +48,14 @@ var (
 	_ registry.OutputShaper = (*PaddedPosition)(nil)
 	_ registry.Resumer      = (*PaddedPosition)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "position.padded",
+		Summary: "RoBERTa's learned positions, numbered from the token ids past the padding (create_position_ids_from_input_ids)",
+		New:     func() registry.Layer { return &PaddedPosition{} },
+	})
+}
 
 // Validate checks the sizes and allocates the zeroed weight.
 func (p *PaddedPosition) Validate() error { return p.Provision(nil) }

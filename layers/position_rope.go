@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "position.rope",
-		Summary: "rotary position embedding of each head (RoPE: GPT-NeoX/Llama half-split or GPT-J interleaved)",
-		New:     func() registry.Layer { return &RoPE{Style: "half", Base: 10000} },
-	})
-}
-
 // RoPE is position.rope, the rotary position embedding of Su et al.
 // (RoFormer): each head of the input is split into pairs of dimensions, and
 // the pair i of the token at position p is rotated by the angle
@@ -53,6 +45,14 @@ var (
 	_ registry.OutputShaper = (*RoPE)(nil)
 	_ registry.FLOPCounter  = (*RoPE)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "position.rope",
+		Summary: "rotary position embedding of each head (RoPE: GPT-NeoX/Llama half-split or GPT-J interleaved)",
+		New:     func() registry.Layer { return &RoPE{Style: "half", Base: 10000} },
+	})
+}
 
 // Validate checks head_dim, the style, the base and rotary_dim.
 func (r *RoPE) Validate() error {

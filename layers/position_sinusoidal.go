@@ -8,14 +8,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "position.sinusoidal",
-		Summary: "fixed sine/cosine position encoding added to the input (Vaswani et al.)",
-		New:     func() registry.Layer { return &SinusoidalPosition{Base: 10000} },
-	})
-}
-
 // SinusoidalPosition is position.sinusoidal, the fixed position encoding of
 // "Attention Is All You Need" added to the input: token p gets
 //
@@ -43,6 +35,14 @@ var (
 	_ registry.OutputShaper = (*SinusoidalPosition)(nil)
 	_ registry.FLOPCounter  = (*SinusoidalPosition)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "position.sinusoidal",
+		Summary: "fixed sine/cosine position encoding added to the input (Vaswani et al.)",
+		New:     func() registry.Layer { return &SinusoidalPosition{Base: 10000} },
+	})
+}
 
 // Validate checks d and the base.
 func (p *SinusoidalPosition) Validate() error {

@@ -9,14 +9,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.scale",
-		Summary: "x·factor or x/divisor by a constant (Granite's residual multiplier and logits scaling)",
-		New:     func() registry.Layer { return &Scale{} },
-	})
-}
-
 // Scale is nn.scale: its input times a constant factor, or divided by a
 // constant divisor, elementwise. Granite multiplies each sublayer's output
 // by residual_multiplier before the residual sum and divides its logits by
@@ -35,6 +27,14 @@ var (
 	_ registry.FLOPCounter  = (*Scale)(nil)
 	_ registry.OutputShaper = (*Scale)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.scale",
+		Summary: "x·factor or x/divisor by a constant (Granite's residual multiplier and logits scaling)",
+		New:     func() registry.Layer { return &Scale{} },
+	})
+}
 
 // Validate checks that exactly one of factor and divisor is set, to a
 // finite number.

@@ -11,14 +11,6 @@ import (
 	"github.com/attnrun/attnrun/registry"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.scaled_dot_product",
-		Summary: "F.scaled_dot_product_attention on query, key and value inputs (B, H, T, head_dim): no parameters; causal, masks, scale, GQA",
-		New:     func() registry.Layer { return &ScaledDotProduct{MaskedRows: "zeros"} },
-	})
-}
-
 // ScaledDotProduct is attention.scaled_dot_product, PyTorch's functional
 // F.scaled_dot_product_attention(query, key, value, attn_mask, is_causal,
 // scale, enable_gqa): attention over heads that some other layer (or the
@@ -62,6 +54,14 @@ var (
 	_ registry.OutputShaper = (*ScaledDotProduct)(nil)
 	_ registry.FLOPCounter  = (*ScaledDotProduct)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.scaled_dot_product",
+		Summary: "F.scaled_dot_product_attention on query, key and value inputs (B, H, T, head_dim): no parameters; causal, masks, scale, GQA",
+		New:     func() registry.Layer { return &ScaledDotProduct{MaskedRows: "zeros"} },
+	})
+}
 
 // Validate checks scale, mask, mask_polarity and masked_rows.
 func (s *ScaledDotProduct) Validate() error {

@@ -10,16 +10,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.sdpa",
-		Summary: "scaled dot-product attention with q/k/v/out projections: masks, causal alignment, GQA, RoPE, ALiBi, window, softcap, QK norm, sinks, score_mod",
-		New: func() registry.Layer {
-			return &SDPA{OutBias: true, OutName: "out_proj", CausalAlign: "bottom_right", MaskedRows: "zeros", RoPEBase: 10000, QKNormEps: 1e-6}
-		},
-	})
-}
-
 // SDPA is attention.sdpa, general multi-head scaled dot-product attention
 // with its projections: q_proj, k_proj and v_proj (nn.Linear), attention
 // per head, and out_proj. It is the attention of PyTorch's
@@ -168,6 +158,16 @@ type SDPA struct {
 
 	c             *sdpaPrepared
 	packedWeights `yaml:"-"` // the packed copies of the weights (packs.go), ParamsChanged
+}
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.sdpa",
+		Summary: "scaled dot-product attention with q/k/v/out projections: masks, causal alignment, GQA, RoPE, ALiBi, window, softcap, QK norm, sinks, score_mod",
+		New: func() registry.Layer {
+			return &SDPA{OutBias: true, OutName: "out_proj", CausalAlign: "bottom_right", MaskedRows: "zeros", RoPEBase: 10000, QKNormEps: 1e-6}
+		},
+	})
 }
 
 // sdpaPrepared is what Validate prepared; Forward and Step read only this.

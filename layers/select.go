@@ -7,14 +7,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.select",
-		Summary: "one feature of the last axis, x[..., index]: a question-answering head's start or end logits",
-		New:     func() registry.Layer { return &Select{} },
-	})
-}
-
 // Select is nn.select: feature index of the last axis of its input, the
 // axis dropped, as PyTorch's x[..., index] (torch.select(x, -1, index)):
 // (B, T, d) to (B, T). A question-answering head splits its two logits so
@@ -28,6 +20,14 @@ var (
 	_ registry.FLOPCounter  = (*Select)(nil)
 	_ registry.OutputShaper = (*Select)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.select",
+		Summary: "one feature of the last axis, x[..., index]: a question-answering head's start or end logits",
+		New:     func() registry.Layer { return &Select{} },
+	})
+}
 
 // Validate checks that index is not negative.
 func (s *Select) Validate() error {

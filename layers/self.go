@@ -7,14 +7,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.self",
-		Summary: "single-head self-attention with trainable Wq, Wk, Wv (SelfAttention_v1/v2)",
-		New:     func() registry.Layer { return &Self{Weights: "linear", Scaled: true} },
-	})
-}
-
 // Self is attention.self, single-head scaled dot-product self-attention with
 // trainable query, key and value projections. With weights "linear" it
 // equals the seeds' SelfAttention_v2 (three nn.Linear); with "matrix" it
@@ -44,6 +36,14 @@ var (
 	_ registry.OutputShaper = (*Self)(nil)
 	_ registry.FLOPCounter  = (*Self)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.self",
+		Summary: "single-head self-attention with trainable Wq, Wk, Wv (SelfAttention_v1/v2)",
+		New:     func() registry.Layer { return &Self{Weights: "linear", Scaled: true} },
+	})
+}
 
 // Validate checks the sizes and the weights kind, and allocates zeroed
 // parameters.

@@ -5,14 +5,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.simple",
-		Summary: "self-attention without weights: softmax(X Xᵀ) X, optionally scaled and causal",
-		New:     func() registry.Layer { return &Simple{} },
-	})
-}
-
 // Simple is attention.simple, self-attention without trainable weights: the
 // input serves as queries, keys and values, softmax(X Xᵀ) X. PyTorch has no
 // module for it; it equals torch.softmax(x @ x.transpose(-2, -1), dim=-1) @ x,
@@ -30,6 +22,14 @@ var (
 	_ registry.OutputShaper = (*Simple)(nil)
 	_ registry.FLOPCounter  = (*Simple)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.simple",
+		Summary: "self-attention without weights: softmax(X Xᵀ) X, optionally scaled and causal",
+		New:     func() registry.Layer { return &Simple{} },
+	})
+}
 
 // Validate accepts every configuration: both fields are plain switches.
 func (s *Simple) Validate() error { return nil }

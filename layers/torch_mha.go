@@ -11,16 +11,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "attention.torch_mha",
-		Summary: "drop-in torch.nn.MultiheadAttention: packed or separate in-projections, bias_k/v, zero attention, masks",
-		New: func() registry.Layer {
-			return &TorchMHA{Bias: true, AverageAttnWeights: true, MaskedRows: "nan"}
-		},
-	})
-}
-
 // TorchMHA is attention.torch_mha, a drop-in for torch.nn.MultiheadAttention:
 // the same fields, the same state_dict, the same numbers.
 //
@@ -75,6 +65,16 @@ type TorchMHA struct {
 
 	c             *mhaPrepared
 	packedWeights `yaml:"-"` // the packed copies of the weights (packs.go), ParamsChanged
+}
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "attention.torch_mha",
+		Summary: "drop-in torch.nn.MultiheadAttention: packed or separate in-projections, bias_k/v, zero attention, masks",
+		New: func() registry.Layer {
+			return &TorchMHA{Bias: true, AverageAttnWeights: true, MaskedRows: "nan"}
+		},
+	})
 }
 
 // mhaPrepared is what Validate prepared; Forward reads only this.

@@ -7,14 +7,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func init() {
-	registry.Register(registry.Info{
-		ID:      "nn.transpose",
-		Summary: "x.transpose(dim0, dim1): two axes swapped, as (B, T, d) to the (T, B, d) of fairseq and nn.MultiheadAttention",
-		New:     func() registry.Layer { return &Transpose{Dim1: 1} },
-	})
-}
-
 // Transpose is nn.transpose: its input with axes dim0 and dim1 swapped,
 // as PyTorch's x.transpose(dim0, dim1). Models that keep their tokens
 // sequence-first, (T, B, d) (fairseq, nn.MultiheadAttention without
@@ -30,6 +22,14 @@ var (
 	_ registry.FLOPCounter  = (*Transpose)(nil)
 	_ registry.OutputShaper = (*Transpose)(nil)
 )
+
+func init() {
+	registry.Register(registry.Info{
+		ID:      "nn.transpose",
+		Summary: "x.transpose(dim0, dim1): two axes swapped, as (B, T, d) to the (T, B, d) of fairseq and nn.MultiheadAttention",
+		New:     func() registry.Layer { return &Transpose{Dim1: 1} },
+	})
+}
 
 // Validate checks that the axes are two different non-negative ones.
 func (t *Transpose) Validate() error {
