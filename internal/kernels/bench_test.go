@@ -40,7 +40,7 @@ func measure(b *testing.B, flops float64, f func()) {
 }
 
 // gemmBenchSizes are the square sizes BenchmarkGemm runs.
-var gemmBenchSizes = []int{64, 128, 256, 512, 1024}
+var gemmBenchSizes = []int{64, 128, 256, 512, 1024, 2048}
 
 // BenchmarkGemm times n×n×n products with every instruction set and, for
 // comparison, gonum's pure-Go Sgemm (what gorgonia.org/tensor uses). Run

@@ -47,7 +47,8 @@ type gemmJob struct {
 	// The current block and how its work is split.
 	jc, nc, pc, kc int
 	beta           float32
-	kcBlk          int  // depth of a full block
+	kcBlk          int  // depth of a full block, whose sums are rounded into C
+	kcPack         int  // depth packed at once, a multiple of kcBlk
 	mPanels        int  // mr-row panels in m
 	mBlocks        int  // A blocks in m, each a range of panels
 	nSplit         int  // parts the B panels are split into per A block
@@ -122,8 +123,15 @@ func (j *gemmJob) run() {
 	g, kern := &j.g, j.kern
 	ncBlk := balancedBlock(g.n, kern.nc, kern.nr)
 	j.kcBlk = balancedBlock(g.k, kern.kc, 1)
+	j.kcPack = j.kcBlk
+	if j.pre == nil {
+		j.kcPack *= max(1, kern.kcPack/j.kcBlk)
+	}
 	j.mPanels = ceilDiv(g.m, kern.mr)
-	j.mBlocks = ceilDiv(g.m, kern.mc)
+	// An A block holds up to mc·kc floats (kernel.go): at a deeper
+	// packing, proportionally fewer rows.
+	blockRows := max(kern.mc*kern.kc/max(min(j.kcPack, g.k), kern.kc), kern.mr)
+	j.mBlocks = ceilDiv(g.m, blockRows)
 	if j.threads > 1 {
 		// Every thread gets the same number of equal A blocks.
 		j.mBlocks = roundUp(j.mBlocks, j.threads)
@@ -148,13 +156,13 @@ func (j *gemmJob) run() {
 			parallelFor(j.mBlocks*j.nSplit, j.threads, j)
 			continue
 		}
-		for j.pc = 0; j.pc < g.k && j.ctx.Err() == nil; j.pc += j.kcBlk {
-			j.kc = min(j.kcBlk, g.k-j.pc)
+		for j.pc = 0; j.pc < g.k && j.ctx.Err() == nil; j.pc += j.kcPack {
+			j.kc = min(j.kcPack, g.k-j.pc)
 			j.beta = g.beta
 			if j.pc > 0 {
 				j.beta = 1 // later blocks of k add to what the first wrote
 			}
-			j.packedB = grow(j.packedB, roundUp(ncBlk, kern.nr)*j.kcBlk)
+			j.packedB = grow(j.packedB, roundUp(ncBlk, kern.nr)*j.kcPack)
 			j.packing = true
 			parallelFor(j.packParts, j.threads, j)
 			j.packing = false
@@ -216,7 +224,7 @@ func (j *gemmJob) computePart(part, pc, kc int, beta float32, packedB []float32)
 	// Buffers are grown to a full block even for a ragged one, so that
 	// each workspace reaches its final size on first use.
 	ws := freeWorkspaces.get()
-	ws.packA = grow(ws.packA, ceilDiv(j.mPanels, j.mBlocks)*mr*j.kcBlk)
+	ws.packA = grow(ws.packA, ceilDiv(j.mPanels, j.mBlocks)*mr*j.kcPack)
 	ws.tile = grow(ws.tile, mr*nr)
 	packA(j.set, ws.packA, g.a, g.lda, g.transA, i0, mc, pc, kc, mr)
 
@@ -230,22 +238,39 @@ func (j *gemmJob) computePart(part, pc, kc int, beta float32, packedB []float32)
 			rows := min(mr, mc-ir)
 			ap := ws.packA[ir*kc : (ir+mr)*kc]
 			c := g.c[(i0+ir)*g.ldc+j.jc+jr:]
-			switch {
-			case rows == mr && cols == nr:
-				kern.tile(kc, ap, 1, mr, bp, nr, c, g.ldc, g.alpha, beta)
-			case cols == nr && kern.rows != nil && rows <= maxTileRows:
-				// The last rows (128 = 10·12 + 8): the few-rows kernel,
-				// with the same bits, without the padding rows' work.
-				kern.rows(rows, kc, ap, 1, mr, bp, nr, c, g.ldc, g.alpha, beta)
-			default:
-				// A ragged edge: compute the full tile aside, keep the
-				// part that exists.
-				kern.tile(kc, ap, 1, mr, bp, nr, ws.tile, nr, 1, 0)
-				mergeTile(c, g.ldc, ws.tile, nr, rows, cols, g.alpha, beta)
+			// A packed block may hold several blocks of depth: each is
+			// rounded into C in turn, as if it had been packed alone,
+			// so the bits do not depend on how deep the packing goes.
+			b := beta
+			for off := 0; off < kc; off += j.kcBlk {
+				ks := min(j.kcBlk, kc-off)
+				j.tile(rows, cols, ks, ap[off*mr:], bp[off*nr:], c, b, ws.tile)
+				b = 1 // later blocks of k add to what the first wrote
 			}
 		}
 	}
 	freeWorkspaces.put(ws)
+}
+
+// tile computes C = alpha·A·B + beta·C for one rows×cols tile of C (at
+// most mr×nr) from a panel of A and one of B, kc deep; aside is scratch
+// for a full tile.
+func (j *gemmJob) tile(rows, cols, kc int, ap, bp, c []float32, beta float32, aside []float32) {
+	g, kern := &j.g, j.kern
+	mr, nr := kern.mr, kern.nr
+	switch {
+	case rows == mr && cols == nr:
+		kern.tile(kc, ap, 1, mr, bp, nr, c, g.ldc, g.alpha, beta)
+	case cols == nr && kern.rows != nil && rows <= maxTileRows:
+		// The last rows (128 = 10·12 + 8): the few-rows kernel, with the
+		// same bits, without the padding rows' work.
+		kern.rows(rows, kc, ap, 1, mr, bp, nr, c, g.ldc, g.alpha, beta)
+	default:
+		// A ragged edge: compute the full tile aside, keep the part that
+		// exists.
+		kern.tile(kc, ap, 1, mr, bp, nr, aside, nr, 1, 0)
+		mergeTile(c, g.ldc, aside, nr, rows, cols, g.alpha, beta)
+	}
 }
 
 // splitRange returns the bounds of part p when n items are cut into parts

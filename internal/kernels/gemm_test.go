@@ -226,3 +226,41 @@ func TestLinear(t *testing.T) {
 		requireClose(t, want, got, mag, in, fmt.Sprintf("bias=%v", withBias))
 	}
 }
+
+// TestGemmDeepPackingKeepsBits checks that packing several blocks of depth
+// at once (microKernel.kcPack) gives the bits of packing one at a time,
+// on every kernel, serial and in parallel, with ragged edges, transposes,
+// alpha and beta: the sums are still rounded into C every block of depth.
+func TestGemmDeepPackingKeepsBits(t *testing.T) {
+	forEachISA(t, func(t *testing.T) {
+		kern := currentISA().gemm
+		saved := kern.kcPack
+		defer func() { kern.kcPack = saved }()
+		for _, threshold := range []int{parallelMinFlops, 0} {
+			withParallelThreshold(threshold, func() {
+				for _, s := range [][3]int{{130, 100, 600}, {257, 65, 1030}, {37, 300, 513}, {25, 40, 256}} {
+					for _, tr := range transposes {
+						tc := gemmCase{m: s[0], n: s[1], k: s[2], alpha: 0.5, beta: -2, padA: 3, padB: 1, padC: 2}
+						name := fmt.Sprintf("%s/par=%v", tc.name(tr), threshold == 0)
+						rng := rand.New(rand.NewPCG(uint64(tc.k), 21))
+						lda, ldb, ldc := tc.k+tc.padA, tc.n+tc.padB, tc.n+tc.padC
+						if tr[0] {
+							lda = tc.m + tc.padA
+						}
+						if tr[1] {
+							ldb = tc.k + tc.padB
+						}
+						a, b := randSlice(rng, max(tc.m, tc.k)*lda), randSlice(rng, max(tc.k, tc.n)*ldb)
+						c := randSlice(rng, tc.m*ldc)
+						want, got := append([]float32(nil), c...), append([]float32(nil), c...)
+						kern.kcPack = 0 // one block of depth at a time
+						Gemm(tr[0], tr[1], tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, want, ldc)
+						kern.kcPack = 4 * kern.kc
+						Gemm(tr[0], tr[1], tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, got, ldc)
+						require.Equal(t, want, got, name)
+					}
+				}
+			})
+		}
+	})
+}

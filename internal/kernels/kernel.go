@@ -19,8 +19,13 @@ type microKernel struct {
 	name   string
 	mr, nr int // register tile of C
 	kc     int // depth of a packed block: B panel kc·nr floats fits L1
-	mc     int // rows of a packed A block: mc·kc floats fits L2
+	mc     int // rows of a packed A block at depth kc: mc·kc floats fits L2 (fewer rows when packed deeper)
 	nc     int // columns of a packed B block: kc·nc floats fits L3
+	// kcPack, when above kc, is the depth the driver packs at once (a
+	// multiple of its block of depth): fewer, longer packing passes and
+	// phases. The sums are still rounded into C every block of depth, so
+	// the results have the same bits.
+	kcPack int
 	// tile computes C = alpha·(A·B) + beta·C for one mr×nr tile of C with
 	// row stride ldc, where A(r, p) = a[r·aRow + p·aCol] (r < mr, p < kc)
 	// and B(p, j) = b[p·bRow + j] (j < nr). With beta == 0, C is not read.
@@ -58,6 +63,9 @@ type isa struct {
 	// p < n: rows of src become columns of dst, groups of ldd floats. It
 	// packs A (rows into mr-groups) and transposed B (into nr-groups).
 	interleave func(dst []float32, ldd int, src []float32, lds, rows, n int)
+	// copyPanel sets dst[p·ldd + c] = src[p·lds + c] for p < rows and
+	// c < cols: it packs B (rows of B into a panel of ldd = nr columns).
+	copyPanel func(dst []float32, ldd int, src []float32, lds, rows, cols int)
 	// dot4, when set, puts in out the dot products of x[0:k32] with four
 	// rows of w, ldw apart, k32 a multiple of 32 (dots.go).
 	dot4 func(k32 int, x, w []float32, ldw int, out *[4]float32)
@@ -77,6 +85,7 @@ var goISA = &isa{
 	add:      addGo,
 
 	interleave: interleaveGo,
+	copyPanel:  copyPanelGo,
 }
 
 // cpu holds the processor's vector features, detected once.

@@ -25,6 +25,7 @@ var avx2ISA = &isa{
 	add:      asmAdd(addAVX2),
 
 	interleave: interleave256,
+	copyPanel:  copyPanelGo,
 }
 
 // avx512ISA uses the AVX-512 kernels; packing uses the AVX2 transposes,
@@ -38,6 +39,7 @@ var avx512ISA = &isa{
 	add:      asmAdd(addAVX512),
 
 	interleave: interleave256,
+	copyPanel:  copyPanelAVX512,
 	dot4:       dot4AVX512Go,
 	dotRows:    dotRowsAVX512Go,
 }

@@ -7,12 +7,19 @@ package kernels
 // Intel server parts) that is twice the AVX2 kernel's throughput.
 //
 // Blocking: kc = 256 makes a B panel 32 KiB, which with one A panel
-// (12 KiB) fits a 48 KiB L1; mc = 240 makes an A block 240 KiB of a 1 MiB
-// L2; nc = 4096 makes the shared B block 4 MiB of L3.
+// (12 KiB) fits a 48 KiB L1 (Zen 4's 32 KiB L1 leaves it to L2, which
+// keeps up: the kernel runs at 97% of peak there); nc = 4096 columns of B are packed at once.
+// The driver packs up to kcPack = 1024 deep (four blocks of depth, each
+// still rounded into C on its own), so that a product of n = 1024 packs A
+// and B in one pass and meets its threads twice, not eight times; an A
+// block then holds mc·kc floats, 480 KiB of a 1 MiB L2 (120 rows at depth
+// 1024). Against packing 256 deep with A blocks of 240 rows, that made
+// n = 1024 on 2 threads about 4% faster on the Zen 4 of
+// docs/performance.md (round 7), and was no slower at 256, 512 and 2048.
 var avx512Kernel = asmKernel(microKernel{
 	name: "avx512-12x32",
 	mr:   12, nr: 32,
-	kc: 256, mc: 240, nc: 4096,
+	kc: 256, mc: 480, nc: 4096, kcPack: 1024,
 }, tileAVX512).withRows(tileRowsAVX512Go)
 
 // tileAVX512 is the assembly tile function (kernel_avx512_amd64.s), with

@@ -49,11 +49,15 @@ func packB(set *isa, dst, b []float32, ldb int, trans bool, p0, kc, j0, nc, nr i
 			set.interleave(panel, nr, b[(j0+jp)*ldb+p0:], ldb, cols, kc)
 			return
 		}
-		for p := range kc {
-			off := (p0+p)*ldb + j0 + jp
-			copy(panel[p*nr:p*nr+cols], b[off:off+cols])
-		}
+		set.copyPanel(panel, nr, b[p0*ldb+j0+jp:], ldb, kc, cols)
 	})
+}
+
+// copyPanelGo is isa.copyPanel in Go: a copy per row.
+func copyPanelGo(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	for p := range rows {
+		copy(dst[p*ldd:p*ldd+cols], src[p*lds:p*lds+cols])
+	}
 }
 
 // eachPanel calls f for each panel of kc·w floats of dst that packs w of
