@@ -155,6 +155,9 @@ func (a *attention) runFused(weights []float32) {
 // replacement (a hidden score that is NaN or +Inf), and for soft-capping
 // and score modifications, the sequence takes the exact path.
 func (a *attention) runGeneral(weights []float32) {
+	if weights == nil && a.runBatched() {
+		return
+	}
 	// The bias, the scores and the head view come from a pooled scratch,
 	// so that a pass allocates none of them.
 	sc := getScratch(2 * a.tq * a.tk)
@@ -201,6 +204,63 @@ func (a *attention) runGeneral(weights []float32) {
 			}
 		}
 	}
+}
+
+// maxBatchedBias bounds, in floats, the biases runBatched builds at once
+// (one tq×tk block per sequence and head they differ by: 16 MiB).
+const maxBatchedBias = 1 << 22
+
+// runBatched attends every head at once through kernels.AttendBatch, which
+// spreads them over the processors, when the fused kernel computes the
+// whole rule with an additive bias: no soft-capping, no score
+// modifications, and in every sequence the bias hides keys as the rule
+// wants (biasHides). Otherwise, or when the biases would take more than
+// maxBatchedBias, it does nothing and reports false.
+func (a *attention) runBatched() bool {
+	r := &a.rule
+	if r.softcap != 0 || len(r.mods) > 0 {
+		return false
+	}
+	for b := range a.seqs {
+		if !a.biasHides(b) {
+			return false
+		}
+	}
+	bySeq, byHead := r.biasVaries()
+	seqs, heads := 1, 1
+	if bySeq {
+		seqs = a.seqs
+	}
+	if byHead {
+		heads = a.qHeads
+	}
+	block := a.tq * a.tk
+	if seqs*heads > maxBatchedBias/max(block, 1) {
+		return false
+	}
+	sc := getScratch(seqs * heads * block)
+	defer sc.release()
+	biases := sc.floats(seqs * heads * block)
+	for b := range seqs {
+		for h := range heads {
+			at := (b*heads + h) * block
+			r.fillBias(biases[at:at+block], b, h, a.tq, a.tk)
+		}
+	}
+	views := sc.headViews(a.seqs * a.qHeads)
+	for b := range a.seqs {
+		for h := range a.qHeads {
+			bb, bh := min(b, seqs-1), min(h, heads-1)
+			at := (bb*heads + bh) * block
+			hd := &views[b*a.qHeads+h]
+			*hd = a.head(b, h)
+			hd.Mask, hd.LdMask = biases[at:at+block], a.tk
+		}
+	}
+	kernels.AttendBatch(views, kernels.AttentionOptions{
+		Scale: r.scale, EmptyRowsNaN: r.nanRows, Dropout: r.dropout, RNG: r.rng,
+	})
+	return true
 }
 
 // biasHides reports whether adding the bias hides keys as the rule wants

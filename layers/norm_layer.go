@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/attnrun/attnrun/internal/kernels"
 	"github.com/attnrun/attnrun/registry"
 	"gorgonia.org/tensor"
 )
@@ -11,7 +12,8 @@ import (
 // LayerNorm is norm.layer, layer normalization over each token's d values:
 // (x − mean) / √(var + eps) · weight + bias, with the biased variance. It
 // equals nn.LayerNorm(d, eps, elementwise_affine). Mean and variance are
-// accumulated in float64.
+// accumulated in float64; with a weight each value is computed in float64
+// and rounded once (kernels.LayerNorm32, as the executor's LayerNormalization).
 type LayerNorm struct {
 	// D is the width of the input tokens (normalized_shape).
 	D int `yaml:"d"`
@@ -136,6 +138,12 @@ func (n *tokenNorm) forward(run *registry.Run, inputs []*tensor.Dense, centered 
 		bias = floats(n.bias)
 	}
 	out, data := in.newOutput(run, n.d)
+	if centered && weight != nil {
+		// nn.LayerNorm: the vector kernel, split across the cores, with
+		// each value's arithmetic in float64 and one rounding.
+		kernels.LayerNorm32(data, in.data[:in.rows()*n.d], nil, weight, bias, n.d, n.eps)
+		return out, nil
+	}
 	for r := range in.rows() {
 		x := in.data[r*n.d : (r+1)*n.d]
 		y := data[r*n.d : (r+1)*n.d]

@@ -239,14 +239,18 @@ func FiniteScores(q, k []float32, d int, scale float32) bool {
 // maxAbs returns the largest magnitude in x, and false if x holds a NaN or
 // an infinity.
 func maxAbs(x []float32) (float32, bool) {
-	var m float32
+	// On the bits without the sign: the magnitudes of finite floats order
+	// as their bits do, and NaN and the infinities are the bits from
+	// 0x7f800000 up. Unsigned max has none of the NaN and signed-zero
+	// branches float max has (it was 4% of a short BERT pass).
+	var m uint32
 	for _, v := range x {
-		if !isFinite(v) {
-			return 0, false
-		}
-		m = max(m, v, -v)
+		m = max(m, math.Float32bits(v)&^(1<<31))
 	}
-	return m, true
+	if m >= 0x7f800000 {
+		return 0, false
+	}
+	return math.Float32frombits(m), true
 }
 
 // seesNoKey reports whether query i sees no key: the causal frontier hides

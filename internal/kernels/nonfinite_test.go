@@ -352,3 +352,25 @@ func TestUseISA(t *testing.T) {
 	_, err := UseISA("sse9")
 	require.ErrorContains(t, err, `instruction set "sse9" is not available here`)
 }
+
+// TestMaxAbs checks the largest magnitude read from the bits: signs,
+// negative zero, subnormals, and every kind of non-finite value refused.
+func TestMaxAbs(t *testing.T) {
+	m, ok := maxAbs([]float32{0.5, -3, float32(math.Copysign(0, -1)), 1e-40, 2.5})
+	require.True(t, ok)
+	require.Equal(t, float32(3), m)
+	m, ok = maxAbs([]float32{float32(math.Copysign(0, -1)), -1e-40})
+	require.True(t, ok)
+	require.Equal(t, float32(1e-40), m)
+	m, ok = maxAbs(nil)
+	require.True(t, ok)
+	require.Zero(t, m)
+	negNaN := math.Float32frombits(0xffc00001)
+	for _, v := range []float32{float32(math.NaN()), negNaN, float32(math.Inf(1)), float32(math.Inf(-1))} {
+		_, ok := maxAbs([]float32{1, -math.MaxFloat32, v, 2})
+		require.False(t, ok, "%v", math.Float32bits(v))
+	}
+	m, ok = maxAbs([]float32{-math.MaxFloat32})
+	require.True(t, ok)
+	require.Equal(t, float32(math.MaxFloat32), m)
+}
