@@ -67,7 +67,15 @@ func TestSessionForwardAllocatesNothing(t *testing.T) {
 // every many steps: AllocsPerRun's average rounds it to 0), and that its
 // outputs are Model.Step's bit for bit.
 func TestSessionStepAllocations(t *testing.T) {
-	m, err := Parse([]byte(sessionYAML), "session.yaml")
+	requireStepsAllocateNothing(t, sessionYAML, sequence(1, 8, 32), sequence(1, 1, 32))
+}
+
+// requireStepsAllocateNothing builds the model of config, steps a Session
+// and Model.Step through prompt and then token alike, requiring the same
+// bits, and requires no allocation per Session.Step of token after that.
+func requireStepsAllocateNothing(t *testing.T, config string, prompt, token *tensor.Dense) {
+	t.Helper()
+	m, err := Parse([]byte(config), "model.yaml")
 	require.NoError(t, err)
 	require.NoError(t, m.Init(1))
 	s := m.NewSession()
@@ -75,7 +83,6 @@ func TestSessionStepAllocations(t *testing.T) {
 	require.NoError(t, err)
 	state, err := m.NewState()
 	require.NoError(t, err)
-	prompt, token := sequence(1, 8, 32), sequence(1, 1, 32)
 	want, err := m.Step(nil, plain, prompt)
 	require.NoError(t, err)
 	got, err := s.Step(nil, state, prompt)
@@ -195,34 +202,5 @@ layers:
 // attention.sdpa's KV cache allocates nothing but the cache's amortized
 // growth, and gives Model.Step's bits.
 func TestSessionDecoderStepAllocations(t *testing.T) {
-	m, err := Parse([]byte(decoderYAML), "decoder.yaml")
-	require.NoError(t, err)
-	require.NoError(t, m.Init(1))
-	s := m.NewSession()
-	plain, err := m.NewState()
-	require.NoError(t, err)
-	state, err := m.NewState()
-	require.NoError(t, err)
-	prompt, token := ids(1, 8, 50), ids(1, 1, 50)
-	want, err := m.Step(nil, plain, prompt)
-	require.NoError(t, err)
-	got, err := s.Step(nil, state, prompt)
-	require.NoError(t, err)
-	require.Equal(t, want.Data(), got.Data())
-	for range 4 {
-		want, err = m.Step(nil, plain, token)
-		require.NoError(t, err)
-		got, err = s.Step(nil, state, token)
-		require.NoError(t, err)
-		require.Equal(t, want.Data(), got.Data())
-	}
-	runtime.GC()
-	gc := debug.SetGCPercent(-1)
-	allocs := testing.AllocsPerRun(40, func() {
-		if _, err := s.Step(nil, state, token); err != nil {
-			t.Fatal(err)
-		}
-	})
-	debug.SetGCPercent(gc)
-	require.Zero(t, allocs, "allocations per Session.Step")
+	requireStepsAllocateNothing(t, decoderYAML, ids(1, 8, 50), ids(1, 1, 50))
 }
