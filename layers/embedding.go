@@ -199,10 +199,7 @@ func embeddingOutput(run *registry.Run, shape tensor.Shape, d int) (*tensor.Dens
 	if volume(shape) > maxElements/d {
 		return nil, nil, errors.New("the embedded ids would exceed the output size limit")
 	}
-	var lender *registry.Outputs
-	if run != nil {
-		lender = run.Outputs
-	}
+	lender := run.Lender()
 	if len(shape) == 1 {
 		out, data := lender.Float32(shape[0], d)
 		return out, data, nil

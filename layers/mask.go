@@ -94,32 +94,28 @@ func keyMaskFrom(run *registry.Run, inputs []*tensor.Dense, f func(m float32) fl
 		return nil, fmt.Errorf("takes 1 input, the attention_mask, got %d", len(inputs))
 	}
 	s := inputs[0].Shape()
-	if len(s) != 2 || s[0] <= 0 || s[1] <= 0 {
-		return nil, fmt.Errorf("attention_mask shape %s: want (B, T)", fmtShape(s))
+	if err := attentionMaskShape(s); err != nil {
+		return nil, err
 	}
 	mask, err := rowMajor("attention_mask", inputs[0])
 	if err != nil {
 		return nil, err
 	}
-	var lender *registry.Outputs
-	if run != nil {
-		lender = run.Outputs
+	dtype := mask.Dtype()
+	if dtype != tensor.Int64 && dtype != tensor.Float32 {
+		return nil, fmt.Errorf("attention_mask dtype %v: want int64 or float32", dtype)
 	}
-	switch mask.Dtype() {
-	case tensor.Int64:
-		out, data := lender.Float32(s[0], 1, 1, s[1])
+	out, data := run.Lender().Float32(s[0], 1, 1, s[1])
+	if dtype == tensor.Int64 {
 		for i, m := range mask.Int64s()[:len(data)] {
 			data[i] = f(float32(m))
 		}
 		return out, nil
-	case tensor.Float32:
-		out, data := lender.Float32(s[0], 1, 1, s[1])
-		for i, m := range mask.Float32s()[:len(data)] {
-			data[i] = f(m)
-		}
-		return out, nil
 	}
-	return nil, fmt.Errorf("attention_mask dtype %v: want int64 or float32", mask.Dtype())
+	for i, m := range mask.Float32s()[:len(data)] {
+		data[i] = f(m)
+	}
+	return out, nil
 }
 
 // keyMaskShape is the shape of the key mask made of a (B, T)
@@ -130,8 +126,17 @@ func keyMaskShape(inputs []tensor.Shape) (tensor.Shape, error) {
 		return nil, fmt.Errorf("takes 1 input, the attention_mask, got %d", len(inputs))
 	}
 	s := inputs[0]
-	if len(s) != 2 || s[0] <= 0 || s[1] <= 0 {
-		return nil, fmt.Errorf("attention_mask shape %s: want (B, T)", fmtShape(s))
+	if err := attentionMaskShape(s); err != nil {
+		return nil, err
 	}
 	return tensor.Shape{s[0], 1, 1, s[1]}, nil
+}
+
+// attentionMaskShape checks an attention_mask's shape: (B, T), neither
+// empty.
+func attentionMaskShape(s tensor.Shape) error {
+	if len(s) != 2 || s[0] <= 0 || s[1] <= 0 {
+		return fmt.Errorf("attention_mask shape %s: want (B, T)", fmtShape(s))
+	}
+	return nil
 }

@@ -153,11 +153,7 @@ func (e *PatchEmbedding) Forward(run *registry.Run, inputs []*tensor.Dense) (*te
 	if err != nil {
 		return nil, err
 	}
-	var lender *registry.Outputs
-	if run != nil {
-		lender = run.Outputs
-	}
-	out, data := lender.Float32(shape...)
+	out, data := run.Lender().Float32(shape...)
 	e.embed(floats(x), data, shape[0])
 	return out, nil
 }

@@ -234,11 +234,7 @@ func (s *ScaledDotProduct) Forward(run *registry.Run, inputs []*tensor.Dense) (*
 		out: ctx, ldOut: h.H * h.Ev, rule: rule,
 	}
 	a.run(weightData(weights))
-	var lender *registry.Outputs
-	if run != nil {
-		lender = run.Outputs
-	}
-	out, y := lender.Float32(h.B, h.H, h.Tq, h.Ev)
+	out, y := run.Lender().Float32(h.B, h.H, h.Tq, h.Ev)
 	headMajor(y, ctx, h.B, h.H, h.Tq, h.Ev)
 	observe(run, weights)
 	return out, nil

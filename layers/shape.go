@@ -184,10 +184,7 @@ func (s seqs) shape(width int) []int {
 // leading dimensions, last dimension width. It comes from run.Outputs when
 // the run lends outputs (models.Session).
 func (s seqs) newOutput(run *registry.Run, width int) (*tensor.Dense, []float32) {
-	var lender *registry.Outputs
-	if run != nil {
-		lender = run.Outputs
-	}
+	lender := run.Lender()
 	if s.batched {
 		return lender.Float32(s.B, s.T, width)
 	}

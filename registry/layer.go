@@ -116,6 +116,16 @@ type Run struct {
 	Outputs *Outputs
 }
 
+// Lender is the run's Outputs, or nil (allocate) for a nil run. Its
+// Float32 takes a nil receiver, so a layer writes
+// run.Lender().Float32(shape...) whether a session runs it or not.
+func (r *Run) Lender() *Outputs {
+	if r == nil {
+		return nil
+	}
+	return r.Outputs
+}
+
 // Err reports why the pass must stop (context.Canceled or
 // context.DeadlineExceeded), or nil while it may go on.
 func (r *Run) Err() error {
