@@ -140,6 +140,10 @@ func (f benchFlags) check(cmd *cobra.Command) error {
 		return usageError{errors.New("--weights applies to configs: an ONNX file carries its weights")}
 	case f.inputs != "" && f.shape != "":
 		return usageError{errors.New("--shape and --inputs: give one (--inputs feeds a data set's inputs, of their own shapes)")}
+	case f.inputs != "" && f.executor && !isONNX(cmd.Flags().Arg(0)):
+		// A config is exported for the width of --shape; a data set's
+		// inputs do not say it.
+		return usageError{errors.New("--inputs with --executor runs ONNX files: a config is exported for the width of --shape")}
 	}
 	return nil
 }
@@ -190,7 +194,7 @@ func bench(stdout io.Writer, lim *limits, target string, shape []int, f benchFla
 	if f.threads > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(f.threads))
 	}
-	bt, err := openBenchTarget(lim, target, f)
+	bt, err := openBenchTarget(lim, target, shape, f)
 	if err != nil {
 		return err
 	}
@@ -273,7 +277,7 @@ func bench(stdout io.Writer, lim *limits, target string, shape []int, f benchFla
 
 // openBenchTarget builds the model or graph and the closures that run and
 // count it.
-func openBenchTarget(lim *limits, target string, f benchFlags) (*benchTarget, error) {
+func openBenchTarget(lim *limits, target string, shape []int, f benchFlags) (*benchTarget, error) {
 	if isONNX(target) {
 		m, err := lim.readModel(target)
 		if err != nil {
@@ -295,10 +299,6 @@ func openBenchTarget(lim *limits, target string, f benchFlags) (*benchTarget, er
 	if !f.executor {
 		return layersTarget(lim, src.model, ""), nil
 	}
-	shape, err := benchShape(f)
-	if err != nil {
-		return nil, err
-	}
 	in := src.model.Config().Inputs
 	widths := make(map[string]int, len(in))
 	for _, name := range in {
@@ -312,16 +312,6 @@ func openBenchTarget(lim *limits, target string, f benchFlags) (*benchTarget, er
 		return nil, err
 	}
 	return graphTarget(lim, m, fmt.Sprintf("%q exported to ONNX", src.model.Name()), exportGraph)
-}
-
-// benchShape is the (B, T, D) a config is exported for to run on the
-// executor: --shape's. A data set's inputs do not say the width to export
-// for, so --inputs runs configs on the layers only.
-func benchShape(f benchFlags) ([]int, error) {
-	if f.inputs == "" {
-		return parseShape(f.shape)
-	}
-	return nil, usageError{errors.New("--inputs with --executor runs ONNX files: a config is exported for the width of --shape")}
 }
 
 // layersTarget runs a model on attnrun's layers, in eval mode, in a
