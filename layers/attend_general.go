@@ -36,7 +36,7 @@ type attention struct {
 	ldOut int
 	rule  scoreRule
 
-	bias, scratch []float32 // reused across heads
+	bias, scratch []float32 // runGeneral's, for every head: carved off its scratch
 }
 
 // scoreRule is what happens between QKᵀ and the product with V:
@@ -164,15 +164,14 @@ func (a *attention) runGeneral(weights []float32) {
 	defer sc.release()
 	a.bias, a.scratch = sc.floats(a.tq*a.tk), sc.floats(a.tq*a.tk)
 	defer func() { a.bias, a.scratch = nil, nil }()
-	view := &sc.headViews(1)[0]
+	head := &sc.headViews(1)[0]
 	bySeq, byHead := a.rule.biasVaries()
 	builtB, builtH := -1, -1
 	wCols := a.rule.kPos + a.tk
 	for b := range a.seqs {
 		exact := a.rule.softcap != 0 || len(a.rule.mods) > 0 || !a.biasHides(b)
 		for h := range a.qHeads {
-			*view = a.head(b, h)
-			head := view
+			*head = a.head(b, h)
 			bb, bh := b, h
 			if !bySeq {
 				bb = 0
@@ -181,12 +180,11 @@ func (a *attention) runGeneral(weights []float32) {
 				bh = 0
 			}
 			if bb != builtB || bh != builtH {
-				a.bias = a.rule.fillBias(growFloats(a.bias, a.tq*a.tk), bb, bh, a.tq, a.tk)
+				a.rule.fillBias(a.bias, bb, bh, a.tq, a.tk)
 				builtB, builtH = bb, bh
 			}
 			var w []float32
 			if weights != nil {
-				a.scratch = growFloats(a.scratch, a.tq*a.tk)
 				w = a.scratch
 			}
 			if exact {
@@ -353,7 +351,6 @@ func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 	r := &a.rule
 	s := w
 	if s == nil {
-		a.scratch = growFloats(a.scratch, hd.Tq*hd.Tk)
 		s = a.scratch
 	}
 	e := attn.Exact{
@@ -378,12 +375,4 @@ func (a *attention) attendExact(hd *kernels.Head, b, h int, w []float32) {
 		}
 	}
 	_ = e.Attend(*hd, s) // without a context, Attend cannot fail
-}
-
-// growFloats returns buf resliced to n, reallocated if it is too short.
-func growFloats(buf []float32, n int) []float32 {
-	if cap(buf) < n {
-		return make([]float32, n)
-	}
-	return buf[:n]
 }
