@@ -251,6 +251,12 @@ func (l *linearWeights) apply(y, x []float32, rows int) {
 }
 
 func (l *linearWeights) applyInto(y []float32, ldy int, x []float32, rows int) {
+	p := l.packedFor(rows)
+	if p != nil && l.b != nil {
+		// Each tile of y starts from the bias as the GEMM computes it.
+		kernels.GemmPackedBias(false, rows, 1, x, l.in, p, 1, l.b, y, ldy)
+		return
+	}
 	var beta float32
 	if bias := l.b; bias != nil {
 		// Start from the bias and let the GEMM add to it: a row copy is a
@@ -260,7 +266,7 @@ func (l *linearWeights) applyInto(y []float32, ldy int, x []float32, rows int) {
 		}
 		beta = 1
 	}
-	if p := l.packedFor(rows); p != nil {
+	if p != nil {
 		kernels.GemmPacked(false, rows, 1, x, l.in, p, beta, y, ldy)
 		return
 	}

@@ -39,6 +39,12 @@ type microKernel struct {
 	// for products too short for a full tile; nil means that such
 	// products take the full tiles.
 	rows func(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32)
+	// fromRow, when set, computes a tile of 1 to maxTileRows rows, or mr,
+	// as tile and rows do, but with C = alpha·(A·B) + beta·row for the
+	// nr floats of row, the same for every row of C: the bits they give
+	// on a C whose rows hold row, without C being written first
+	// (GemmPackedBias).
+	fromRow func(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32, row []float32)
 }
 
 // maxTileRows is the most rows microKernel.rows computes at once.

@@ -86,6 +86,12 @@ func asmAdd(f func(x, y *float32, n int)) func(x, y []float32) {
 	}
 }
 
+// withFromRow sets the kernel's bias-row tile function (microKernel.fromRow).
+func (k microKernel) withFromRow(fromRow func(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32, row []float32)) microKernel {
+	k.fromRow = fromRow
+	return k
+}
+
 // withRows sets the kernel's short-tile function (microKernel.rows).
 func (k microKernel) withRows(rows func(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32)) microKernel {
 	k.rows = rows

@@ -52,15 +52,17 @@
 	ADDQ         R11, R13; \
 	ADDQ         R12, BX
 
-// Store one row of the tile: C = alpha·acc + beta·C (Z30 = alpha, Z31 =
-// beta), or alpha·acc without reading C.
+// Store one row of the tile: C = alpha·acc + beta·S (Z30 = alpha, Z31 =
+// beta), S's row at AX and R11 bytes on to the next (S is C itself, or a
+// bias row with R11 = 0), or alpha·acc without reading S.
 #define STOREROW_BETA(lo, hi) \
-	VMULPS      (DX), Z31, Z28;   \
-	VMULPS      64(DX), Z31, Z29; \
+	VMULPS      (AX), Z31, Z28;   \
+	VMULPS      64(AX), Z31, Z29; \
 	VFMADD231PS lo, Z30, Z28;     \
 	VFMADD231PS hi, Z30, Z29;     \
 	VMOVUPS     Z28, (DX);        \
 	VMOVUPS     Z29, 64(DX);      \
+	ADDQ        R11, AX;          \
 	ADDQ        R8, DX
 
 #define STOREROW(lo, hi) \
@@ -70,8 +72,8 @@
 	VMOVUPS Z29, 64(DX);  \
 	ADDQ    R8, DX
 
-// func tileAVX512(kc int, a *float32, aRow, aCol int, b *float32, bRow int, c *float32, ldc int, alpha, beta float32)
-TEXT ·tileAVX512(SB), NOSPLIT, $0-72
+// func tileAVX512(kc int, a *float32, aRow, aCol int, b *float32, bRow int, c *float32, ldc int, alpha, beta float32, s *float32, lds int)
+TEXT ·tileAVX512(SB), NOSPLIT, $0-88
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), AX
 	MOVQ aRow+16(FP), R10
@@ -197,6 +199,9 @@ store:
 	RET
 
 storebeta:
+	MOVQ s+72(FP), AX
+	MOVQ lds+80(FP), R11
+	SHLQ $2, R11
 	STOREROW_BETA(Z0, Z1)
 	STOREROW_BETA(Z2, Z3)
 	STOREROW_BETA(Z4, Z5)

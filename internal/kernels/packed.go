@@ -87,6 +87,47 @@ func GemmPackedContext(ctx context.Context, transA bool, m int, alpha float32, a
 	return ctx.Err()
 }
 
+// GemmPackedBias computes C = alpha·op(A)·op(B) + beta·bias, where the
+// row bias (n values) is added to every row of C: the bits GemmPacked
+// gives on a C whose every row holds bias. A linear layer starts its
+// output from its bias this way. Here the kernel reads the bias where it
+// would read C when it stores a tile's first block of depth, so C is not
+// written before the product: filling it row by row first was a
+// single-threaded pass over the output, 6% of a BERT-sized forward pass
+// at 4096 rows.
+func GemmPackedBias(transA bool, m int, alpha float32, a []float32, lda int, p *PackedB, beta float32, bias, c []float32, ldc int) {
+	_ = GemmPackedBiasContext(context.Background(), transA, m, alpha, a, lda, p, beta, bias, c, ldc)
+}
+
+// GemmPackedBiasContext is GemmPackedBias that gives up when ctx is done,
+// as GemmContext does.
+func GemmPackedBiasContext(ctx context.Context, transA bool, m int, alpha float32, a []float32, lda int, p *PackedB, beta float32, bias, c []float32, ldc int) error {
+	g := p.call(transA, m, alpha, a, lda, beta, c, ldc)
+	g.check("GemmPackedBiasContext", 1, 0, 0, 0)
+	if len(bias) < p.n {
+		panic(fmt.Sprintf("kernels: GemmPackedBiasContext: the bias has %d values for %d columns", len(bias), p.n))
+	}
+	if m == 0 || p.n == 0 {
+		return ctx.Err()
+	}
+	set := currentISA()
+	if gemmBackend != nil || set != p.set || set.gemm.rows == nil || g.k == 0 || g.alpha == 0 {
+		// The other paths start from C filled with the bias.
+		fillRows(c, ldc, m, bias[:p.n])
+		runPacked(ctx, &g, p, maxThreads())
+		return ctx.Err()
+	}
+	runInPlace(ctx, &g, p, bias[:p.n], maxThreads())
+	return ctx.Err()
+}
+
+// fillRows sets each of the first rows rows of C (row stride ldc) to row.
+func fillRows(c []float32, ldc, rows int, row []float32) {
+	for r := range rows {
+		copy(c[r*ldc:r*ldc+len(row)], row)
+	}
+}
+
 // call is the product as Gemm would take it.
 func (p *PackedB) call(transA bool, m int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) gemmCall {
 	return gemmCall{transA, p.transB, m, p.n, p.k, alpha, beta, a, lda, p.b, p.ldb, c, ldc}
@@ -111,7 +152,7 @@ func runPacked(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 		return
 	}
 	if set.gemm.rows != nil {
-		runInPlace(ctx, g, p, threads)
+		runInPlace(ctx, g, p, nil, threads)
 		return
 	}
 	runJob(ctx, g, set, p, threads)
@@ -154,10 +195,13 @@ func worthSplitting(flops int) bool {
 // blocks of rows of A by ranges of B's column panels, each computed over
 // the whole depth, rows in tiles of shortTileRows.
 type inPlaceJob struct {
-	g        gemmCall
-	p        *PackedB
-	kern     *microKernel
-	ctx      context.Context
+	g    gemmCall
+	p    *PackedB
+	kern *microKernel
+	ctx  context.Context
+	// bias, when set, is the row every tile of C starts from, read in
+	// place of C by its first block of depth (GemmPackedBias).
+	bias     []float32
 	jc, nc   int // the current block of columns
 	rowBlock int // rows of A per part, a multiple of the kernel's mr
 	colParts int // parts the panels are split into per block of rows
@@ -167,15 +211,16 @@ type inPlaceJob struct {
 // freeInPlaceJobs recycles inPlaceJobs.
 var freeInPlaceJobs = make(chan *inPlaceJob, 16)
 
-// runInPlace computes a product on a packed weight reading A in place.
-func runInPlace(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
+// runInPlace computes a product on a packed weight reading A in place,
+// every tile of C starting from the row bias if one is given.
+func runInPlace(ctx context.Context, g *gemmCall, p *PackedB, bias []float32, threads int) {
 	var j *inPlaceJob
 	select {
 	case j = <-freeInPlaceJobs:
 	default:
 		j = new(inPlaceJob)
 	}
-	j.g, j.p, j.kern, j.ctx = *g, p, p.set.gemm, ctx
+	j.g, j.p, j.kern, j.ctx, j.bias = *g, p, p.set.gemm, ctx, bias
 	if !worthSplitting(2 * g.m * g.n * g.k) {
 		threads = 1
 	}
@@ -192,7 +237,7 @@ func runInPlace(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
 		j.parts = rowBlocks * j.colParts
 		parallelFor(j.parts, threads, j)
 	}
-	j.g, j.p, j.ctx = gemmCall{}, nil, nil
+	j.g, j.p, j.ctx, j.bias = gemmCall{}, nil, nil, nil
 	select {
 	case freeInPlaceJobs <- j:
 	default:
@@ -233,6 +278,14 @@ func (j *inPlaceJob) runPart(part int) {
 				rows = shortTileRows(i1-i, kern.mr)
 				a := g.a[i*aRow+pc*aCol:]
 				c := g.c[i*g.ldc+j.jc+jr:]
+				if pc == 0 && j.bias != nil {
+					row := j.bias[j.jc+jr : j.jc+jr+cols]
+					if cols == nr && kern.fromRow != nil {
+						kern.fromRow(rows, kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta, row)
+						continue
+					}
+					fillRows(c, g.ldc, rows, row)
+				}
 				if cols == nr {
 					kern.shortTile(rows, kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)
 					continue

@@ -12,11 +12,18 @@ import (
 // the same bits whichever kernel computes it.
 //
 //go:noescape
-func tileRowsAVX512(rows, kc int, a *float32, aRow, aCol int, b *float32, bRow int, c *float32, ldc int, alpha, beta float32)
+func tileRowsAVX512(rows, kc int, a *float32, aRow, aCol int, b *float32, bRow int, c *float32, ldc int, alpha, beta float32, s *float32, lds int)
 
 // tileRowsAVX512Go checks that the slices hold what the strides address
-// (the assembly cannot) and calls tileRowsAVX512.
+// (the assembly cannot) and calls tileRowsAVX512 with S = C.
 func tileRowsAVX512Go(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int, alpha, beta float32) {
+	checkRowsOperands(rows, kc, a, aRow, aCol, b, bRow, c, ldc)
+	tileRowsAVX512(rows, kc, unsafe.SliceData(a), aRow, aCol, unsafe.SliceData(b), bRow, unsafe.SliceData(c), ldc, alpha, beta, unsafe.SliceData(c), ldc)
+}
+
+// checkRowsOperands panics unless the few-rows kernel's operands hold
+// what their strides address.
+func checkRowsOperands(rows, kc int, a []float32, aRow, aCol int, b []float32, bRow int, c []float32, ldc int) {
 	if rows < 1 || rows > maxTileRows {
 		panic(fmt.Sprintf("kernels: tileRowsAVX512: %d rows, want 1 to %d", rows, maxTileRows))
 	}
@@ -25,5 +32,4 @@ func tileRowsAVX512Go(rows, kc int, a []float32, aRow, aCol int, b []float32, bR
 		_ = b[(kc-1)*bRow+31]
 	}
 	_ = c[(rows-1)*ldc+31]
-	tileRowsAVX512(rows, kc, unsafe.SliceData(a), aRow, aCol, unsafe.SliceData(b), bRow, unsafe.SliceData(c), ldc, alpha, beta)
 }

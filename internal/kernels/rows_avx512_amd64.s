@@ -41,15 +41,17 @@ label: \
 	JNZ  label; \
 	JMP  store
 
-// Store one row as the 12×32 kernel does: C = alpha·acc + beta·C (Z30 =
-// alpha, Z31 = beta), or alpha·acc without reading C.
+// Store one row as the 12×32 kernel does: C = alpha·acc + beta·S (Z30 =
+// alpha, Z31 = beta; S's row at AX, R11 bytes on to the next), or
+// alpha·acc without reading S.
 #define STOREROW_BETA(lo, hi) \
-	VMULPS      (DX), Z31, Z28;   \
-	VMULPS      64(DX), Z31, Z29; \
+	VMULPS      (AX), Z31, Z28;   \
+	VMULPS      64(AX), Z31, Z29; \
 	VFMADD231PS lo, Z30, Z28;     \
 	VFMADD231PS hi, Z30, Z29;     \
 	VMOVUPS     Z28, (DX);        \
 	VMOVUPS     Z29, 64(DX);      \
+	ADDQ        R11, AX;          \
 	ADDQ        R8, DX
 
 #define STOREROW(lo, hi) \
@@ -65,8 +67,8 @@ label: \
 	CMPQ R13, $n; \
 	JE   done
 
-// func tileRowsAVX512(rows, kc int, a *float32, aRow, aCol int, b *float32, bRow int, c *float32, ldc int, alpha, beta float32)
-TEXT ·tileRowsAVX512(SB), NOSPLIT, $0-80
+// func tileRowsAVX512(rows, kc int, a *float32, aRow, aCol int, b *float32, bRow int, c *float32, ldc int, alpha, beta float32, s *float32, lds int)
+TEXT ·tileRowsAVX512(SB), NOSPLIT, $0-96
 	MOVQ rows+0(FP), R13
 	MOVQ kc+8(FP), CX
 	MOVQ a+16(FP), AX
@@ -146,6 +148,9 @@ store:
 	JMP  done
 
 storebeta:
+	MOVQ s+80(FP), AX
+	MOVQ lds+88(FP), R11
+	SHLQ $2, R11
 	STORE(STOREROW_BETA, 1, Z0, Z1)
 	STORE(STOREROW_BETA, 2, Z2, Z3)
 	STORE(STOREROW_BETA, 3, Z4, Z5)

@@ -8,10 +8,10 @@ import (
 
 // Bias fusion. A linear layer exports as Add(MatMul(x, W), b) (or
 // Add(b, MatMul(x, W))): the product is written, then read again and
-// copied with the bias added. The fused node starts the output from the
-// bias rows and lets the GEMM add the product to it (beta = 1), as
-// kernels.Linear does, which saves a pass over the output and its
-// allocation. The fused node checks on every run that W is a float32
+// copied with the bias added. The fused node starts each tile of the
+// output from the bias and lets the GEMM add the product to it (beta = 1,
+// kernels.GemmPackedBias), which saves two passes over the output and
+// its allocation. The fused node checks on every run that W is a float32
 // matrix and b a vector of its columns (possibly with leading axes of
 // size 1), and runs the two original nodes otherwise.
 
@@ -94,11 +94,7 @@ func matmulAdd(rc *runCtx, n *node, x, w, b *value) (*value, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	out := res.data.([]float32)
-	for r := range rows {
-		copy(out[r*cols:(r+1)*cols], bd)
-	}
-	if err := rc.product(false, false, rows, cols, k, 1, xd, k, w, cols, 1, out, cols); err != nil {
+	if err := rc.productBias(false, false, rows, cols, k, xd, k, w, cols, bd[:cols], res.data.([]float32), cols); err != nil {
 		return nil, false, err
 	}
 	return res, true, nil
