@@ -94,7 +94,7 @@ func matmulAdd(rc *runCtx, n *node, x, w, b *value) (*value, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if err := rc.productBias(false, false, rows, cols, k, xd, k, w, cols, bd[:cols], res.data.([]float32), cols); err != nil {
+	if err := rc.productBias(false, false, rows, cols, k, 1, xd, k, w, cols, 1, bd[:cols], res.data.([]float32), cols); err != nil {
 		return nil, false, err
 	}
 	return res, true, nil

@@ -223,6 +223,16 @@ func gemmOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		if bc, err := broadcastShapes(c.shape, shape); err != nil || !equalShapes(bc, shape) {
 			return nil, fmt.Errorf("input C of shape %s does not broadcast to the %s result", shapeString(c.shape), shapeString(shape))
 		}
+		if a.dtype == Float32 && c.size() == cols && cols > 0 {
+			// A bias row (nn.Linear exported as Gemm): the product
+			// starts each tile from it.
+			if out, err = rc.allocFull(n, Float32, shape); err != nil {
+				return nil, err
+			}
+			err := rc.productBias(transA, transB, m, cols, k, alpha, a.data.([]float32), a.shape[1],
+				b, b.shape[1], beta, c.data.([]float32), out.data.([]float32), cols)
+			return oneOrErr(out, err)
+		}
 		out, err = gather(rc, n, c, view{strides: broadcastStrides(c.shape, shape)}, shape)
 	} else {
 		out, err = rc.alloc(n, a.dtype, shape)

@@ -67,21 +67,21 @@ func (b *builder) isDefault(s int) bool {
 	return false
 }
 
-// productBias computes C = op(A)·op(B) + bias, the row bias added to
-// every row of C, for float32 operands as product takes them: on the
-// packed copy of w each tile of C takes the bias as it is computed
-// (kernels.GemmPackedBiasContext), else C is filled with the bias first.
-// Both give the same bits.
-func (rc *runCtx) productBias(transA, transB bool, m, n, k int, a []float32, lda int, w *value, ldb int, bias, c []float32, ldc int) error {
+// productBias computes C = alpha·op(A)·op(B) + beta·bias, the row bias
+// (n values) added to every row of C, for float32 operands as product
+// takes them: on the packed copy of w the kernels read the bias in place
+// of C (kernels.GemmPackedBiasContext), else C is filled with the bias
+// first. Both give the same bits.
+func (rc *runCtx) productBias(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, w *value, ldb int, beta float32, bias, c []float32, ldc int) error {
 	if p := rc.weights[weightKey{w, transB}]; p != nil {
 		if pk, pn := p.Dims(); pk == k && pn == n {
-			return kernels.GemmPackedBiasContext(rc.ctx, transA, m, 1, a, lda, p, 1, bias, c, ldc)
+			return kernels.GemmPackedBiasContext(rc.ctx, transA, m, alpha, a, lda, p, beta, bias, c, ldc)
 		}
 	}
 	for r := range m {
-		copy(c[r*ldc:r*ldc+n], bias)
+		copy(c[r*ldc:r*ldc+n], bias[:n])
 	}
-	return kernels.GemmContext(rc.ctx, transA, transB, m, n, k, 1, a, lda, w.data.([]float32), ldb, 1, c, ldc)
+	return kernels.GemmContext(rc.ctx, transA, transB, m, n, k, alpha, a, lda, w.data.([]float32), ldb, beta, c, ldc)
 }
 
 // product computes C = alpha·op(A)·op(B) + beta·C for float32 operands,
