@@ -12,7 +12,7 @@ import (
 // signs across every branch (x + x·Q(x²), each quarter's polynomial, ±1),
 // subnormals, the quarter boundaries and their neighbours, the special
 // values in every lane position, and lengths that leave a tail for the
-// scalar code.
+// scalar code or an odd vector after the pairs.
 func TestErfVectorKeepsBits(t *testing.T) {
 	erfOnce.Do(buildErfTable)
 	var xs []float32
@@ -29,7 +29,7 @@ func TestErfVectorKeepsBits(t *testing.T) {
 		xs = append(xs, specials...)
 	}
 	c, a, s := float32(math.Sqrt2), float32(1), float32(0.5)
-	for _, n := range []int{len(xs), len(xs) - 5, 15, 29} {
+	for _, n := range []int{len(xs), len(xs) - 5, 15, 29, 55} {
 		src := xs[:n]
 		got := make([]float32, n)
 		erfRange(got, src)
