@@ -12,8 +12,8 @@ import (
 // GELU is activation.gelu, x·Φ(x), applied to every value. It equals
 // nn.GELU(approximate): "none" (default) is the exact 0.5·x·(1 + erf(x/√2)),
 // computed as PyTorch and its ONNX export compute it, in float32 operations
-// on an erf within 1e-14 (kernels.GeluErf32, vectorized and split across
-// the cores); "tanh" is 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GPT-2's
+// on a float32 erf within one ulp (kernels.GeluErf32, vectorized and split
+// across the cores); "tanh" is 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GPT-2's
 // gelu_new, computed in float64 and rounded once.
 type GELU struct {
 	noParams `yaml:"-"` // the activation has no parameters.
