@@ -223,9 +223,10 @@ func gemmOp(rc *runCtx, n *node, in []*value) ([]*value, error) {
 		if bc, err := broadcastShapes(c.shape, shape); err != nil || !equalShapes(bc, shape) {
 			return nil, fmt.Errorf("input C of shape %s does not broadcast to the %s result", shapeString(c.shape), shapeString(shape))
 		}
-		if a.dtype == Float32 && c.size() == cols && cols > 0 {
-			// A bias row (nn.Linear exported as Gemm): the product
-			// starts each tile from it.
+		if a.dtype == Float32 && c.rank() > 0 && c.shape[c.rank()-1] == cols && c.size() == cols && cols > 0 {
+			// A bias row (nn.Linear exported as Gemm; not a column of
+			// m values, even when m = cols): the product starts each
+			// tile from it.
 			if out, err = rc.allocFull(n, Float32, shape); err != nil {
 				return nil, err
 			}

@@ -64,6 +64,13 @@ func TestGemm(t *testing.T) {
 		{name: "no C", op: "Gemm", opset: 13, in: []*value{a, b}, want: []*value{ab}},
 		{name: "scalar C", op: "Gemm", opset: 13, in: []*value{a, b, f32(dims(), 1)}, want: []*value{ab1}},
 		{name: "column C", op: "Gemm", opset: 13, in: []*value{a, b, f32(dims(3, 1), 1, 1, 1)}, want: []*value{ab1}},
+		// m = n: a column of C must not be read as a row of bias.
+		{name: "column C, square result", op: "Gemm", opset: 13,
+			in:   []*value{f32(dims(2, 2), 1, 2, 3, 4), f32(dims(2, 2), 1, 0, 0, 1), f32(dims(2, 1), 10, 20)},
+			want: []*value{f32(dims(2, 2), 11, 12, 23, 24)}},
+		{name: "row C, square result", op: "Gemm", opset: 13,
+			in:   []*value{f32(dims(2, 2), 1, 2, 3, 4), f32(dims(2, 2), 1, 0, 0, 1), f32(dims(1, 2), 10, 20)},
+			want: []*value{f32(dims(2, 2), 11, 22, 13, 24)}},
 		{name: "C does not broadcast", op: "Gemm", opset: 13, in: []*value{a, b, f32(dims(2), 1, 1)},
 			err: "C of shape (2,) does not broadcast to the (3, 4) result"},
 		{name: "inner dimensions differ", op: "Gemm", opset: 13, in: []*value{a, a}, err: "inner dimensions differ"},
