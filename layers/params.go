@@ -258,12 +258,10 @@ func (l *linearWeights) applyInto(y []float32, ldy int, x []float32, rows int) {
 		return
 	}
 	var beta float32
-	if bias := l.b; bias != nil {
+	if l.b != nil {
 		// Start from the bias and let the GEMM add to it: a row copy is a
 		// memmove, much cheaper than a separate pass adding it afterwards.
-		for r := range rows {
-			copy(y[r*ldy:r*ldy+l.out], bias)
-		}
+		kernels.FillRows(y, ldy, rows, l.b)
 		beta = 1
 	}
 	if p != nil {

@@ -75,7 +75,7 @@ func (p *PackedB) block(jc, pc int) []float32 {
 func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, p *PackedB, beta float32, c []float32, ldc int) {
 	g := p.call(transA, m, alpha, a, lda, beta, c, ldc)
 	g.check("GemmPacked", 1, 0, 0, 0)
-	runPacked(context.Background(), &g, p, maxThreads())
+	runPacked(context.Background(), &g, p, nil, maxThreads())
 }
 
 // GemmPackedContext is GemmPacked that gives up when ctx is done, as
@@ -83,7 +83,7 @@ func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, p *Pack
 func GemmPackedContext(ctx context.Context, transA bool, m int, alpha float32, a []float32, lda int, p *PackedB, beta float32, c []float32, ldc int) error {
 	g := p.call(transA, m, alpha, a, lda, beta, c, ldc)
 	g.check("GemmPackedContext", 1, 0, 0, 0)
-	runPacked(ctx, &g, p, maxThreads())
+	runPacked(ctx, &g, p, nil, maxThreads())
 	return ctx.Err()
 }
 
@@ -107,22 +107,14 @@ func GemmPackedBiasContext(ctx context.Context, transA bool, m int, alpha float3
 	if len(bias) < p.n {
 		panic(fmt.Sprintf("kernels: GemmPackedBiasContext: the bias has %d values for %d columns", len(bias), p.n))
 	}
-	if m == 0 || p.n == 0 {
-		return ctx.Err()
-	}
-	set := currentISA()
-	if gemmBackend != nil || set != p.set || set.gemm.rows == nil || g.k == 0 || g.alpha == 0 {
-		// The other paths start from C filled with the bias.
-		fillRows(c, ldc, m, bias[:p.n])
-		runPacked(ctx, &g, p, maxThreads())
-		return ctx.Err()
-	}
-	runInPlace(ctx, &g, p, bias[:p.n], maxThreads())
+	runPacked(ctx, &g, p, bias[:p.n], maxThreads())
 	return ctx.Err()
 }
 
-// fillRows sets each of the first rows rows of C (row stride ldc) to row.
-func fillRows(c []float32, ldc, rows int, row []float32) {
+// FillRows sets each of the first rows rows of C (row stride ldc) to row:
+// the start of a product that adds to a row of bias (beta = 1) when the
+// weight is not packed (GemmPackedBias takes the bias in its kernels).
+func FillRows(c []float32, ldc, rows int, row []float32) {
 	for r := range rows {
 		copy(c[r*ldc:r*ldc+len(row)], row)
 	}
@@ -137,25 +129,26 @@ func (p *PackedB) call(transA bool, m int, alpha float32, a []float32, lda int, 
 // goroutines: with A read in place on kernels with a few-rows kernel, on
 // the GEMM driver without its packing of B on others, and on the unpacked
 // B when p was packed for other kernels or a backend computes every
-// product.
-func runPacked(ctx context.Context, g *gemmCall, p *PackedB, threads int) {
+// product. A row bias, when given, stands in for C's rows (GemmPackedBias):
+// the in-place kernels read it where they would read C, the other paths
+// start from C filled with it.
+func runPacked(ctx context.Context, g *gemmCall, p *PackedB, bias []float32, threads int) {
 	set := currentISA()
-	if gemmBackend != nil || set != p.set {
+	inPlace := gemmBackend == nil && set == p.set && set.gemm.rows != nil && g.k > 0 && g.alpha != 0
+	if bias != nil && !inPlace {
+		FillRows(g.c, g.ldc, g.m, bias)
+	}
+	switch {
+	case gemmBackend != nil || set != p.set:
 		runGemmContext(ctx, g, threads)
-		return
-	}
-	if g.m == 0 || g.n == 0 {
-		return
-	}
-	if g.k == 0 || g.alpha == 0 {
+	case g.m == 0 || g.n == 0:
+	case g.k == 0 || g.alpha == 0:
 		scaleMatrix(g.c, g.ldc, g.m, g.n, g.beta)
-		return
+	case inPlace:
+		runInPlace(ctx, g, p, bias, threads)
+	default:
+		runJob(ctx, g, set, p, threads)
 	}
-	if set.gemm.rows != nil {
-		runInPlace(ctx, g, p, nil, threads)
-		return
-	}
-	runJob(ctx, g, set, p, threads)
 }
 
 // inPlaceBlockRows is the most rows of A a part of a product on a packed
@@ -284,7 +277,7 @@ func (j *inPlaceJob) runPart(part int) {
 						kern.fromRow(rows, kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta, row)
 						continue
 					}
-					fillRows(c, g.ldc, rows, row)
+					FillRows(c, g.ldc, rows, row)
 				}
 				if cols == nr {
 					kern.shortTile(rows, kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta)

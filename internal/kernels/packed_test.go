@@ -124,7 +124,7 @@ func checkPackedBias(t *testing.T, rng *rand.Rand, name string, m, n, k int, alp
 	p := PackB(true, k, n, b, k)
 	want, got := randSlice(rng, m*ldc), make([]float32, m*ldc)
 	copy(got, want)
-	fillRows(want, ldc, m, bias)
+	FillRows(want, ldc, m, bias)
 	GemmPacked(false, m, alpha, a, k, p, beta, want, ldc)
 	require.NoError(t, GemmPackedBiasContext(context.Background(), false, m, alpha, a, k, p, beta, bias, got, ldc), name)
 	require.Equal(t, want, got, "%s: GemmPackedBias differs from GemmPacked on the filled C", name)
@@ -225,7 +225,7 @@ func BenchmarkGemmPackedBias(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("filled/k=%d/n=%d", k, n), func(b *testing.B) {
 			for b.Loop() {
-				fillRows(c, n, m, bias)
+				FillRows(c, n, m, bias)
 				GemmPacked(false, m, 1, a, k, p, 1, c, n)
 			}
 		})

@@ -78,9 +78,7 @@ func (rc *runCtx) productBias(transA, transB bool, m, n, k int, alpha float32, a
 			return kernels.GemmPackedBiasContext(rc.ctx, transA, m, alpha, a, lda, p, beta, bias, c, ldc)
 		}
 	}
-	for r := range m {
-		copy(c[r*ldc:r*ldc+n], bias[:n])
-	}
+	kernels.FillRows(c, ldc, m, bias[:n])
 	return kernels.GemmContext(rc.ctx, transA, transB, m, n, k, alpha, a, lda, w.data.([]float32), ldb, beta, c, ldc)
 }
 
