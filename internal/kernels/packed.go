@@ -111,6 +111,74 @@ func GemmPackedBiasContext(ctx context.Context, transA bool, m int, alpha float3
 	return ctx.Err()
 }
 
+// SharedProduct is one of the products GemmPackedSharedContext computes
+// on a common A: the packed op(B), k×n; the row bias (n values) C starts
+// from, or nil to start from C itself; beta, which scales that start;
+// and C, m×n with row stride Ldc.
+type SharedProduct struct {
+	B    *PackedB
+	Bias []float32
+	Beta float32
+	C    []float32
+	Ldc  int
+}
+
+// GemmPackedSharedContext computes every product on the same op(A), m×k:
+// C = alpha·op(A)·op(B) + Beta·Bias, or + Beta·C without a bias, the bits
+// GemmPackedBias or GemmPacked gives for it alone. On the in-place path
+// the products' parts run as one set, so the threads meet once instead of
+// once per product: the query, key and value projections of attention
+// read the same rows, and for a short input the meetings are a good part
+// of their cost. Every product's B must have depth k. It gives up when
+// ctx is done, as GemmContext does, and panics on an operand too small.
+func GemmPackedSharedContext(ctx context.Context, transA bool, m int, alpha float32, a []float32, lda int, products []SharedProduct) error {
+	if len(products) == 0 {
+		return ctx.Err()
+	}
+	k, _ := products[0].B.Dims()
+	set, threads := currentISA(), maxThreads()
+	together := true
+	for i := range products {
+		pr := &products[i]
+		g := pr.call(transA, m, alpha, a, lda)
+		g.check("GemmPackedSharedContext", 1, 0, 0, 0)
+		if g.k != k {
+			panic(fmt.Sprintf("kernels: GemmPackedSharedContext: product %d has depth %d, product 0 %d", i, g.k, k))
+		}
+		if pr.Bias != nil && len(pr.Bias) < g.n {
+			panic(fmt.Sprintf("kernels: GemmPackedSharedContext: product %d's bias has %d values for %d columns", i, len(pr.Bias), g.n))
+		}
+		together = together && readsInPlace(set, &g, pr.B)
+	}
+	if !together {
+		for i := range products {
+			g := products[i].call(transA, m, alpha, a, lda)
+			runPacked(ctx, &g, products[i].B, products[i].rowBias(), threads)
+		}
+		return ctx.Err()
+	}
+	j := newInPlaceJob(ctx)
+	for i := range products {
+		g := products[i].call(transA, m, alpha, a, lda)
+		j.add(&g, products[i].B, products[i].rowBias())
+	}
+	j.run(threads)
+	return ctx.Err()
+}
+
+// call is the shared product as Gemm would take it.
+func (pr *SharedProduct) call(transA bool, m int, alpha float32, a []float32, lda int) gemmCall {
+	return pr.B.call(transA, m, alpha, a, lda, pr.Beta, pr.C, pr.Ldc)
+}
+
+// rowBias is the product's bias cut to its columns, or nil.
+func (pr *SharedProduct) rowBias() []float32 {
+	if pr.Bias == nil {
+		return nil
+	}
+	return pr.Bias[:pr.B.n]
+}
+
 // FillRows sets each of the first rows rows of C (row stride ldc) to row:
 // the start of a product that adds to a row of bias (beta = 1) when the
 // weight is not packed (GemmPackedBias takes the bias in its kernels).
@@ -134,7 +202,7 @@ func (p *PackedB) call(transA bool, m int, alpha float32, a []float32, lda int, 
 // start from C filled with it.
 func runPacked(ctx context.Context, g *gemmCall, p *PackedB, bias []float32, threads int) {
 	set := currentISA()
-	inPlace := gemmBackend == nil && set == p.set && set.gemm.rows != nil && g.k > 0 && g.alpha != 0
+	inPlace := readsInPlace(set, g, p)
 	if bias != nil && !inPlace {
 		FillRows(g.c, g.ldc, g.m, bias)
 	}
@@ -145,10 +213,19 @@ func runPacked(ctx context.Context, g *gemmCall, p *PackedB, bias []float32, thr
 	case g.k == 0 || g.alpha == 0:
 		scaleMatrix(g.c, g.ldc, g.m, g.n, g.beta)
 	case inPlace:
-		runInPlace(ctx, g, p, bias, threads)
+		j := newInPlaceJob(ctx)
+		j.add(g, p, bias)
+		j.run(threads)
 	default:
 		runJob(ctx, g, set, p, threads)
 	}
+}
+
+// readsInPlace reports whether g, on the weight p packed for the kernels
+// set, runs on the in-place path: no backend, p packed for set, a
+// few-rows kernel, and a product to compute.
+func readsInPlace(set *isa, g *gemmCall, p *PackedB) bool {
+	return gemmBackend == nil && set == p.set && set.gemm.rows != nil && g.k > 0 && g.alpha != 0
 }
 
 // inPlaceBlockRows is the most rows of A a part of a product on a packed
@@ -184,65 +261,106 @@ func worthSplitting(flops int) bool {
 	return flops >= busyShortMinFlops || !machineBusy(time.Now())
 }
 
-// inPlaceJob is a product on a packed weight in progress: its parts are
-// blocks of rows of A by ranges of B's column panels, each computed over
-// the whole depth, rows in tiles of shortTileRows.
+// inPlaceJob is one or more products on packed weights in progress, A
+// read in place, run as one set of parts so that the threads meet once
+// (GemmPackedSharedContext). Each product is cut into segments, one per block of
+// B's columns; a segment's parts are blocks of rows of A by ranges of the
+// block's panels, each computed over the whole depth, rows in tiles of
+// shortTileRows.
 type inPlaceJob struct {
+	ctx   context.Context
+	segs  []inPlaceSegment
+	parts int
+	flops int
+}
+
+// inPlaceSegment is one block of columns of one product of an inPlaceJob.
+type inPlaceSegment struct {
 	g    gemmCall
 	p    *PackedB
 	kern *microKernel
-	ctx  context.Context
 	// bias, when set, is the row every tile of C starts from, read in
 	// place of C by its first block of depth (GemmPackedBias).
 	bias     []float32
-	jc, nc   int // the current block of columns
+	jc, nc   int // the block of columns
 	rowBlock int // rows of A per part, a multiple of the kernel's mr
 	colParts int // parts the panels are split into per block of rows
-	parts    int
+	first    int // the job's number of the segment's first part
 }
 
-// freeInPlaceJobs recycles inPlaceJobs.
+// freeInPlaceJobs recycles inPlaceJobs with their segments.
 var freeInPlaceJobs = make(chan *inPlaceJob, 16)
 
-// runInPlace computes a product on a packed weight reading A in place,
-// every tile of C starting from the row bias if one is given.
-func runInPlace(ctx context.Context, g *gemmCall, p *PackedB, bias []float32, threads int) {
+// newInPlaceJob returns an empty job, recycled if one is free.
+func newInPlaceJob(ctx context.Context) *inPlaceJob {
 	var j *inPlaceJob
 	select {
 	case j = <-freeInPlaceJobs:
 	default:
 		j = new(inPlaceJob)
 	}
-	j.g, j.p, j.kern, j.ctx, j.bias = *g, p, p.set.gemm, ctx, bias
-	if !worthSplitting(2 * g.m * g.n * g.k) {
+	j.ctx = ctx
+	return j
+}
+
+// add queues the product g on the packed weight p, every tile of C
+// starting from the row bias if one is given.
+func (j *inPlaceJob) add(g *gemmCall, p *PackedB, bias []float32) {
+	if g.m == 0 {
+		return
+	}
+	kern := p.set.gemm
+	rowBlock := roundUp(ceilDiv(g.m, ceilDiv(g.m, inPlaceBlockRows)), kern.mr)
+	for jc := 0; jc < g.n; jc += p.ncBlk {
+		j.segs = append(j.segs, inPlaceSegment{
+			g: *g, p: p, kern: kern, bias: bias,
+			jc: jc, nc: min(p.ncBlk, g.n-jc), rowBlock: rowBlock,
+		})
+	}
+	j.flops += 2 * g.m * g.n * g.k
+}
+
+// run computes the queued products on up to threads goroutines and
+// recycles the job.
+func (j *inPlaceJob) run(threads int) {
+	if !worthSplitting(j.flops) {
 		threads = 1
 	}
-	rowBlocks := ceilDiv(g.m, inPlaceBlockRows)
-	j.rowBlock = roundUp(ceilDiv(g.m, rowBlocks), j.kern.mr)
-	rowBlocks = ceilDiv(g.m, j.rowBlock)
-	for j.jc = 0; j.jc < g.n && ctx.Err() == nil; j.jc += p.ncBlk {
-		j.nc = min(p.ncBlk, g.n-j.jc)
-		panels := ceilDiv(j.nc, j.kern.nr)
-		j.colParts = 1
+	for i := range j.segs {
+		s := &j.segs[i]
+		rowBlocks := ceilDiv(s.g.m, s.rowBlock)
+		s.colParts = 1
 		if threads > 1 {
-			j.colParts = min(panels, ceilDiv(partsPerThread*threads, rowBlocks))
+			s.colParts = min(ceilDiv(s.nc, s.kern.nr), ceilDiv(partsPerThread*threads, rowBlocks))
 		}
-		j.parts = rowBlocks * j.colParts
-		parallelFor(j.parts, threads, j)
+		s.first = j.parts
+		j.parts += rowBlocks * s.colParts
 	}
-	j.g, j.p, j.ctx, j.bias = gemmCall{}, nil, nil, nil
+	parallelFor(j.parts, threads, j)
+	clear(j.segs) // drop the references to the operands
+	j.segs, j.parts, j.flops, j.ctx = j.segs[:0], 0, 0, nil
 	select {
 	case freeInPlaceJobs <- j:
 	default:
 	}
 }
 
-// runPart computes one block of rows by one range of panels, unless the
-// context is done.
+// runPart computes the job's part by its segment, unless the context is
+// done.
 func (j *inPlaceJob) runPart(part int) {
 	if j.ctx.Err() != nil {
 		return
 	}
+	s := len(j.segs) - 1
+	for j.segs[s].first > part {
+		s--
+	}
+	j.segs[s].runPart(j.ctx, part-j.segs[s].first)
+}
+
+// runPart computes the segment's part: one block of rows by one range of
+// panels.
+func (j *inPlaceSegment) runPart(ctx context.Context, part int) {
 	g, p, kern := &j.g, j.p, j.kern
 	nr := kern.nr
 	rb, cp := part/j.colParts, part%j.colParts
@@ -256,7 +374,7 @@ func (j *inPlaceJob) runPart(part int) {
 	var ws *workspace // for a ragged panel, computed aside
 	// The context is checked per block of depth too: a part of a long
 	// product runs every one of them.
-	for pc := 0; pc < g.k && j.ctx.Err() == nil; pc += p.kcBlk {
+	for pc := 0; pc < g.k && ctx.Err() == nil; pc += p.kcBlk {
 		kc := min(p.kcBlk, g.k-pc)
 		beta := g.beta
 		if pc > 0 {

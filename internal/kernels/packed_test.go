@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -138,6 +139,99 @@ func TestGemmPackedBiasPanicsOnShortBias(t *testing.T) {
 		})
 }
 
+// TestGemmPackedSharedMatchesSeparate checks that products run together
+// on one A give each product's bits from GemmPackedBias or GemmPacked run
+// alone, with and without a bias, serial and split across threads, with
+// ragged panels, several blocks of depth and of columns.
+func TestGemmPackedSharedMatchesSeparate(t *testing.T) {
+	savedShort := shortMinFlops
+	defer func() { shortMinFlops = savedShort }()
+	busyUntil.Store(0)
+	for _, split := range []bool{false, true} {
+		shortMinFlops = savedShort
+		if split {
+			shortMinFlops = 1
+		}
+		forEachISA(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(15, 7))
+			for _, m := range []int{0, 1, 5, 16, 37, 300} {
+				for _, k := range []int{7, 600} {
+					for _, ab := range [][2]float32{{1, 1}, {0.5, -2}, {1, 0}} {
+						name := fmt.Sprintf("split=%v/m=%d/k=%d/alpha=%g/beta=%g", split, m, k, ab[0], ab[1])
+						widths := []int{64, 31, 96}
+						if k == 7 {
+							widths = append(widths, 4100) // two blocks of columns
+						}
+						checkShared(t, rng, name, m, k, widths, ab[0], ab[1], nil)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestGemmPackedSharedOtherKernels checks the products when one weight
+// was packed for other kernels: each runs on its own path, with the same
+// bits.
+func TestGemmPackedSharedOtherKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 8))
+	stale := PackB(false, 50, 40, randSlice(rng, 50*40), 40)
+	forEachISA(t, func(t *testing.T) {
+		checkShared(t, rng, "one weight packed for other kernels", 9, 50, []int{64, 33}, 1, 1, stale)
+	})
+}
+
+// checkShared compares GemmPackedSharedContext on products of the widths
+// (every other one with a bias, the others with beta 1 - beta; extra,
+// when given, added last without one) with each product run alone, bitwise, the row strides' padding
+// included.
+func checkShared(t *testing.T, rng *rand.Rand, name string, m, k int, widths []int, alpha, beta float32, extra *PackedB) {
+	t.Helper()
+	a := randSlice(rng, m*k)
+	var products []SharedProduct
+	var want [][]float32
+	for i, n := range widths {
+		ldc := n + 2
+		p := PackB(true, k, n, randSlice(rng, n*k), k)
+		pr := SharedProduct{B: p, Beta: beta, C: randSlice(rng, m*ldc), Ldc: ldc}
+		w := slices.Clone(pr.C)
+		if i%2 == 0 {
+			pr.Bias = randSlice(rng, n+1) // longer than needed: cut to n
+			GemmPackedBias(false, m, alpha, a, k, p, beta, pr.Bias, w, ldc)
+		} else {
+			pr.Beta = 1 - beta // each product its own beta
+			GemmPacked(false, m, alpha, a, k, p, pr.Beta, w, ldc)
+		}
+		products, want = append(products, pr), append(want, w)
+	}
+	if extra != nil {
+		_, n := extra.Dims()
+		pr := SharedProduct{B: extra, Beta: beta, C: randSlice(rng, m*n), Ldc: n}
+		w := slices.Clone(pr.C)
+		GemmPacked(false, m, alpha, a, k, extra, beta, w, n)
+		products, want = append(products, pr), append(want, w)
+	}
+	require.NoError(t, GemmPackedSharedContext(context.Background(), false, m, alpha, a, k, products), name)
+	for i, pr := range products {
+		require.Equal(t, want[i], pr.C, "%s: product %d differs from it run alone", name, i)
+	}
+}
+
+func TestGemmPackedSharedPanicsOnMismatch(t *testing.T) {
+	p := PackB(false, 2, 3, make([]float32, 6), 3)
+	q := PackB(false, 4, 3, make([]float32, 12), 3)
+	require.PanicsWithValue(t, "kernels: GemmPackedSharedContext: product 1 has depth 4, product 0 2",
+		func() {
+			_ = GemmPackedSharedContext(context.Background(), false, 1, 1, make([]float32, 4), 4,
+				[]SharedProduct{{B: p, C: make([]float32, 3), Ldc: 3}, {B: q, C: make([]float32, 3), Ldc: 3}})
+		})
+	require.PanicsWithValue(t, "kernels: GemmPackedSharedContext: product 0's bias has 2 values for 3 columns",
+		func() {
+			_ = GemmPackedSharedContext(context.Background(), false, 1, 1, make([]float32, 2), 2,
+				[]SharedProduct{{B: p, Bias: make([]float32, 2), C: make([]float32, 3), Ldc: 3}})
+		})
+}
+
 // dense returns the m×n matrix of row stride ld in c, rows adjacent.
 func dense(c []float32, m, n, ld int) []float32 {
 	out := make([]float32, 0, m*n)
@@ -229,5 +323,36 @@ func BenchmarkGemmPackedBias(b *testing.B) {
 				GemmPacked(false, m, 1, a, k, p, 1, c, n)
 			}
 		})
+	}
+}
+
+// BenchmarkGemmPackedShared times attention's three input projections
+// (MiniLM's 384 and GPT-2's 768 wide) on short inputs, one product after
+// the other and together, with biases.
+func BenchmarkGemmPackedShared(b *testing.B) {
+	rng := rand.New(rand.NewPCG(15, 9))
+	for _, d := range []int{384, 768} {
+		products := make([]SharedProduct, 3)
+		for i := range products {
+			products[i] = SharedProduct{B: PackB(true, d, d, randSlice(rng, d*d), d), Bias: randSlice(rng, d), Beta: 1, Ldc: d}
+		}
+		for _, m := range []int{1, 16, 32, 128} {
+			a := randSlice(rng, m*d)
+			for i := range products {
+				products[i].C = make([]float32, m*d)
+			}
+			b.Run(fmt.Sprintf("apart/d=%d/m=%d", d, m), func(b *testing.B) {
+				for b.Loop() {
+					for _, pr := range products {
+						GemmPackedBias(false, m, 1, a, d, pr.B, 1, pr.Bias, pr.C, d)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("together/d=%d/m=%d", d, m), func(b *testing.B) {
+				for b.Loop() {
+					_ = GemmPackedSharedContext(context.Background(), false, m, 1, a, d, products)
+				}
+			})
+		}
 	}
 }

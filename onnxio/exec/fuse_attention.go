@@ -418,10 +418,10 @@ func (fa *fusedAttention) run(rc *runCtx, n *node, in []*value) ([]*value, error
 func isNaN32(x float32) bool { return x != x }
 
 // runOriginal runs the nodes a fused node replaced, in order, on the fused
-// node's inputs (in, read from slots), and returns the value of slot out.
-// Like the graph's run, it checks the run's context between nodes and
-// lets each intermediate go once its last reader has run.
-func runOriginal(rc *runCtx, nodes []*node, slots []int, in []*value, out int) ([]*value, error) {
+// node's inputs (in, read from slots), and returns the values of the
+// slots outs. Like the graph's run, it checks the run's context between
+// nodes and lets each intermediate go once its last reader has run.
+func runOriginal(rc *runCtx, nodes []*node, slots []int, in []*value, outs ...int) ([]*value, error) {
 	env := make(map[int]*value, len(slots)+len(nodes))
 	for k, s := range slots {
 		env[s] = in[k]
@@ -432,7 +432,7 @@ func runOriginal(rc *runCtx, nodes []*node, slots []int, in []*value, out int) (
 			reads[s]++
 		}
 	}
-	defer func() { // whatever is left: the result (held again by the caller) and unread outputs
+	defer func() { // whatever is left: the results (held again by the caller) and unread outputs
 		for s, v := range env {
 			if !slices.Contains(slots, s) {
 				rc.drop(v)
@@ -449,25 +449,29 @@ func runOriginal(rc *runCtx, nodes []*node, slots []int, in []*value, out int) (
 				args[k] = env[s]
 			}
 		}
-		outs, err := c.spec.run(rc, c, args)
+		made, err := c.spec.run(rc, c, args)
 		if err != nil {
 			return nil, fmt.Errorf("node %s (%s): %w", c.label(), c.op, err)
 		}
 		for k, s := range c.out {
-			if s >= 0 && k < len(outs) {
-				env[s] = outs[k]
-				rc.hold(outs[k])
+			if s >= 0 && k < len(made) {
+				env[s] = made[k]
+				rc.hold(made[k])
 			}
 		}
 		for _, s := range c.in {
-			if reads[s]--; reads[s] == 0 && s != out && !slices.Contains(slots, s) {
+			if reads[s]--; reads[s] == 0 && !slices.Contains(outs, s) && !slices.Contains(slots, s) {
 				rc.drop(env[s])
 				delete(env, s)
 			}
 		}
 		rc.settle()
 	}
-	return one(env[out])
+	results := make([]*value, len(outs))
+	for i, s := range outs {
+		results[i] = env[s]
+	}
+	return results, nil
 }
 
 // strided is a float32 array seen through strides: an operand of the

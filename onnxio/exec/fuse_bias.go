@@ -78,12 +78,12 @@ func (f *fuser) matchBias(mm *node) (*node, *node) {
 func matmulAdd(rc *runCtx, n *node, x, w, b *value) (*value, bool, error) {
 	xd, ok1 := x.data.([]float32)
 	_, ok2 := w.data.([]float32)
-	bd, ok3 := b.data.([]float32)
-	if !ok1 || !ok2 || !ok3 || x.rank() < 2 || w.rank() != 2 || b.rank() < 1 || b.rank() > x.rank() {
+	if !ok1 || !ok2 || x.rank() < 2 || w.rank() != 2 {
 		return nil, false, nil
 	}
 	k, cols := w.shape[0], w.shape[1]
-	if x.shape[x.rank()-1] != k || b.shape[b.rank()-1] != cols || b.size() != cols || k == 0 || cols == 0 {
+	bias, ok := rowOf(b, cols, x.rank())
+	if !ok || x.shape[x.rank()-1] != k || k == 0 || cols == 0 {
 		return nil, false, nil
 	}
 	rows := x.size() / k
@@ -94,7 +94,7 @@ func matmulAdd(rc *runCtx, n *node, x, w, b *value) (*value, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if err := rc.productBias(false, false, rows, cols, k, 1, xd, k, w, cols, 1, bd[:cols], res.data.([]float32), cols); err != nil {
+	if err := rc.productBias(false, false, rows, cols, k, 1, xd, k, w, cols, 1, bias, res.data.([]float32), cols); err != nil {
 		return nil, false, err
 	}
 	return res, true, nil

@@ -136,6 +136,10 @@ type opSpec struct {
 	// since (LayerNormalization: 1, not 17). Real files rely on it, so such
 	// nodes run with a warning.
 	runtimeSince int
+	// packs lists the inputs of a fused node that are right-hand
+	// matrices of its products, not transposed: packWeights packs them
+	// once when they are constants (MatMul's and Gemm's are known by op).
+	packs []int
 	// check, when set, validates a node's attributes when the graph is
 	// prepared, so that a node the kernel would refuse at every run is
 	// refused by New.

@@ -435,7 +435,7 @@ func (a *arena) runCtx(ctx context.Context, p *plan) *runCtx {
 		ctx = context.Background()
 	}
 	rc := &a.rc
-	*rc = runCtx{ctx: ctx, budget: a.budget, track: true, plan: p, arena: a, pending: rc.pending[:0], args: rc.args[:0], heads: rc.heads}
+	*rc = runCtx{ctx: ctx, budget: a.budget, track: true, plan: p, arena: a, pending: rc.pending[:0], args: rc.args[:0], heads: rc.heads, results: rc.results}
 	return rc
 }
 
@@ -447,7 +447,7 @@ func (p *plan) putArena(a *arena) {
 		return
 	}
 	a.budget.Release(a.budget.Used())
-	a.rc = runCtx{pending: a.rc.pending[:0], args: a.rc.args[:0], heads: a.rc.heads}
+	a.rc = runCtx{pending: a.rc.pending[:0], args: a.rc.args[:0], heads: a.rc.heads, results: a.rc.results}
 	clear(a.env)
 	clear(a.owner)
 	clear(a.values)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"unsafe"
 
 	"github.com/attnrun/attnrun/internal/budget"
@@ -44,8 +45,10 @@ type runCtx struct {
 	pos    int
 	// args is a stack of node inputs (runStep), kept across nodes.
 	args []*value
-	// result backs the slice one returns.
-	result [1]*value
+	// result backs the slice one returns, results the slice outputs
+	// returns.
+	result  [1]*value
+	results []*value
 	// heads is the fused attention's list of heads (headList), kept
 	// across the nodes of the run and, in a plan's arena, across runs.
 	heads []kernels.Head
@@ -78,6 +81,14 @@ func (rc *runCtx) dropHeads(h []kernels.Head, bytes int64) {
 func (rc *runCtx) one(v *value) ([]*value, error) {
 	rc.result[0] = v
 	return rc.result[:], nil
+}
+
+// outputs returns a slice of count outputs for a node to fill and
+// return, the run context's, reused by the next node that asks.
+func (rc *runCtx) outputs(count int) []*value {
+	rc.results = slices.Grow(rc.results[:0], count)[:count]
+	clear(rc.results)
+	return rc.results
 }
 
 // block is one reservation from the run's budget.

@@ -22,44 +22,57 @@ type weightKey struct {
 }
 
 // packWeights packs the constant float32 matrices that the graph's
-// MatMul, Gemm and fused MatMul+Add nodes multiply by on the right.
+// MatMul, Gemm and fused nodes multiply by on the right.
 func (b *builder) packWeights() {
 	for _, n := range b.g.nodes {
-		if len(n.in) < 2 || n.in[1] < 0 {
-			continue
+		inputs, trans := packedInputs(n)
+		for _, i := range inputs {
+			if i < len(n.in) && n.in[i] >= 0 {
+				b.pack(n.in[i], trans)
+			}
 		}
-		var trans bool
-		switch n.op {
-		case "MatMul", fusedMatMulAddOp:
-		case "Gemm":
-			trans = n.attrInt("transB", 0) != 0
-		default:
-			continue
-		}
-		v := b.g.consts[n.in[1]]
-		key := weightKey{v, trans}
-		if v == nil || b.isDefault(n.in[1]) || b.g.weights[key] != nil || v.dtype != Float32 || v.rank() != 2 || v.size() == 0 {
-			continue
-		}
-		if b.budget.Reserve(budget.Bytes(int64(v.size()), 4), "packed weight") != nil {
-			continue
-		}
-		rows, cols := v.shape[0], v.shape[1]
-		k, cols2 := rows, cols
-		if trans {
-			k, cols2 = cols, rows
-		}
-		if b.g.weights == nil {
-			b.g.weights = map[weightKey]*kernels.PackedB{}
-		}
-		b.g.weights[key] = kernels.PackB(trans, k, cols2, v.data.([]float32), cols)
 	}
+}
+
+// packedInputs returns the inputs of n that its products multiply by on
+// the right, and whether they read them transposed.
+func packedInputs(n *node) ([]int, bool) {
+	switch n.op {
+	case "MatMul", fusedMatMulAddOp:
+		return []int{1}, false
+	case "Gemm":
+		return []int{1}, n.attrInt("transB", 0) != 0
+	}
+	return n.spec.packs, false
+}
+
+// pack packs the value of slot s, read transposed or not, unless it is
+// no constant float32 matrix, a default a run may replace, packed
+// already, or over the memory budget.
+func (b *builder) pack(s int, trans bool) {
+	v := b.g.consts[s]
+	key := weightKey{v, trans}
+	if v == nil || b.g.isDefault(s) || b.g.weights[key] != nil || v.dtype != Float32 || v.rank() != 2 || v.size() == 0 {
+		return
+	}
+	if b.budget.Reserve(budget.Bytes(int64(v.size()), 4), "packed weight") != nil {
+		return
+	}
+	rows, cols := v.shape[0], v.shape[1]
+	k, cols2 := rows, cols
+	if trans {
+		k, cols2 = cols, rows
+	}
+	if b.g.weights == nil {
+		b.g.weights = map[weightKey]*kernels.PackedB{}
+	}
+	b.g.weights[key] = kernels.PackB(trans, k, cols2, v.data.([]float32), cols)
 }
 
 // isDefault reports whether slot s is an input's default value, which a
 // run may replace.
-func (b *builder) isDefault(s int) bool {
-	for _, d := range b.g.defaults {
+func (g *Graph) isDefault(s int) bool {
+	for _, d := range g.defaults {
 		if d == s {
 			return true
 		}
