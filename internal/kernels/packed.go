@@ -150,19 +150,22 @@ func GemmPackedSharedContext(ctx context.Context, transA bool, m int, alpha floa
 		}
 		together = together && readsInPlace(set, &g, pr.B)
 	}
-	if !together {
-		for i := range products {
-			g := products[i].call(transA, m, alpha, a, lda)
-			runPacked(ctx, &g, products[i].B, products[i].rowBias(), threads)
-		}
-		return ctx.Err()
+	var j *inPlaceJob // nil: each product on its own path
+	if together {
+		j = newInPlaceJob(ctx)
 	}
-	j := newInPlaceJob(ctx)
 	for i := range products {
-		g := products[i].call(transA, m, alpha, a, lda)
-		j.add(&g, products[i].B, products[i].rowBias())
+		pr := &products[i]
+		g := pr.call(transA, m, alpha, a, lda)
+		if j == nil {
+			runPacked(ctx, &g, pr.B, pr.rowBias(), threads)
+			continue
+		}
+		j.add(&g, pr.B, pr.rowBias())
 	}
-	j.run(threads)
+	if j != nil {
+		j.run(threads)
+	}
 	return ctx.Err()
 }
 
@@ -263,10 +266,10 @@ func worthSplitting(flops int) bool {
 
 // inPlaceJob is one or more products on packed weights in progress, A
 // read in place, run as one set of parts so that the threads meet once
-// (GemmPackedSharedContext). Each product is cut into segments, one per block of
-// B's columns; a segment's parts are blocks of rows of A by ranges of the
-// block's panels, each computed over the whole depth, rows in tiles of
-// shortTileRows.
+// (GemmPackedSharedContext). Each product is cut into segments, one per
+// block of B's columns; a segment's parts are blocks of rows of A by
+// ranges of the block's panels, each computed over the whole depth, rows
+// in tiles of shortTileRows.
 type inPlaceJob struct {
 	ctx   context.Context
 	segs  []inPlaceSegment
@@ -360,13 +363,13 @@ func (j *inPlaceJob) runPart(part int) {
 
 // runPart computes the segment's part: one block of rows by one range of
 // panels.
-func (j *inPlaceSegment) runPart(ctx context.Context, part int) {
-	g, p, kern := &j.g, j.p, j.kern
+func (s *inPlaceSegment) runPart(ctx context.Context, part int) {
+	g, p, kern := &s.g, s.p, s.kern
 	nr := kern.nr
-	rb, cp := part/j.colParts, part%j.colParts
-	i0 := rb * j.rowBlock
-	i1 := min(i0+j.rowBlock, g.m)
-	p0, p1 := splitRange(ceilDiv(j.nc, nr), j.colParts, cp)
+	rb, cp := part/s.colParts, part%s.colParts
+	i0 := rb * s.rowBlock
+	i1 := min(i0+s.rowBlock, g.m)
+	p0, p1 := splitRange(ceilDiv(s.nc, nr), s.colParts, cp)
 	aRow, aCol := g.lda, 1
 	if g.transA {
 		aRow, aCol = 1, g.lda
@@ -380,17 +383,17 @@ func (j *inPlaceSegment) runPart(ctx context.Context, part int) {
 		if pc > 0 {
 			beta = 1 // later blocks of k add to what the first wrote
 		}
-		blk := p.block(j.jc, pc)
+		blk := p.block(s.jc, pc)
 		for jp := p0; jp < p1; jp++ {
 			jr := jp * nr
-			cols := min(nr, j.nc-jr)
+			cols := min(nr, s.nc-jr)
 			bp := blk[jp*nr*kc : (jp+1)*nr*kc]
 			for i, rows := i0, 0; i < i1; i += rows {
 				rows = shortTileRows(i1-i, kern.mr)
 				a := g.a[i*aRow+pc*aCol:]
-				c := g.c[i*g.ldc+j.jc+jr:]
-				if pc == 0 && j.bias != nil {
-					row := j.bias[j.jc+jr : j.jc+jr+cols]
+				c := g.c[i*g.ldc+s.jc+jr:]
+				if pc == 0 && s.bias != nil {
+					row := s.bias[s.jc+jr : s.jc+jr+cols]
 					if cols == nr && kern.fromRow != nil {
 						kern.fromRow(rows, kc, a, aRow, aCol, bp, nr, c, g.ldc, g.alpha, beta, row)
 						continue
