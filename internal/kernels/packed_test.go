@@ -93,6 +93,24 @@ func checkPacked(t *testing.T, rng *rand.Rand, name string, m, n, k int, transA,
 // serial and split across threads, with ragged edges, alpha and beta; and
 // that it writes nothing past the n columns of a row.
 func TestGemmPackedBiasMatchesFilledC(t *testing.T) {
+	forEachSplit(t, func(t *testing.T, split bool) {
+		rng := rand.New(rand.NewPCG(15, 6))
+		for _, m := range []int{0, 1, 5, 12, 13, 40, 257, 600} {
+			for _, nk := range [][2]int{{31, 7}, {64, 256}, {100, 600}} {
+				for _, ab := range [][2]float32{{1, 1}, {0.5, -2}, {1, 0}} {
+					n, k := nk[0], nk[1]
+					name := fmt.Sprintf("split=%v/m=%d/n=%d/k=%d/alpha=%g/beta=%g", split, m, n, k, ab[0], ab[1])
+					checkPackedBias(t, rng, name, m, n, k, ab[0], ab[1])
+				}
+			}
+		}
+	})
+}
+
+// forEachSplit runs check on every kernel set, first with short products
+// on one thread as the bound decides, then with every product split
+// across threads.
+func forEachSplit(t *testing.T, check func(t *testing.T, split bool)) {
 	savedShort := shortMinFlops
 	defer func() { shortMinFlops = savedShort }()
 	busyUntil.Store(0)
@@ -101,18 +119,7 @@ func TestGemmPackedBiasMatchesFilledC(t *testing.T) {
 		if split {
 			shortMinFlops = 1
 		}
-		forEachISA(t, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(15, 6))
-			for _, m := range []int{0, 1, 5, 12, 13, 40, 257, 600} {
-				for _, nk := range [][2]int{{31, 7}, {64, 256}, {100, 600}} {
-					for _, ab := range [][2]float32{{1, 1}, {0.5, -2}, {1, 0}} {
-						n, k := nk[0], nk[1]
-						name := fmt.Sprintf("split=%v/m=%d/n=%d/k=%d/alpha=%g/beta=%g", split, m, n, k, ab[0], ab[1])
-						checkPackedBias(t, rng, name, m, n, k, ab[0], ab[1])
-					}
-				}
-			}
-		})
+		forEachISA(t, func(t *testing.T) { check(t, split) })
 	}
 }
 
@@ -144,30 +151,21 @@ func TestGemmPackedBiasPanicsOnShortBias(t *testing.T) {
 // alone, with and without a bias, serial and split across threads, with
 // ragged panels, several blocks of depth and of columns.
 func TestGemmPackedSharedMatchesSeparate(t *testing.T) {
-	savedShort := shortMinFlops
-	defer func() { shortMinFlops = savedShort }()
-	busyUntil.Store(0)
-	for _, split := range []bool{false, true} {
-		shortMinFlops = savedShort
-		if split {
-			shortMinFlops = 1
-		}
-		forEachISA(t, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(15, 7))
-			for _, m := range []int{0, 1, 5, 16, 37, 300} {
-				for _, k := range []int{7, 600} {
-					for _, ab := range [][2]float32{{1, 1}, {0.5, -2}, {1, 0}} {
-						name := fmt.Sprintf("split=%v/m=%d/k=%d/alpha=%g/beta=%g", split, m, k, ab[0], ab[1])
-						widths := []int{64, 31, 96}
-						if k == 7 {
-							widths = append(widths, 4100) // two blocks of columns
-						}
-						checkShared(t, rng, name, m, k, widths, ab[0], ab[1], nil)
+	forEachSplit(t, func(t *testing.T, split bool) {
+		rng := rand.New(rand.NewPCG(15, 7))
+		for _, m := range []int{0, 1, 5, 16, 37, 300} {
+			for _, k := range []int{7, 600} {
+				for _, ab := range [][2]float32{{1, 1}, {0.5, -2}, {1, 0}} {
+					name := fmt.Sprintf("split=%v/m=%d/k=%d/alpha=%g/beta=%g", split, m, k, ab[0], ab[1])
+					widths := []int{64, 31, 96}
+					if k == 7 {
+						widths = append(widths, 4100) // two blocks of columns
 					}
+					checkShared(t, rng, name, m, k, widths, ab[0], ab[1], nil)
 				}
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestGemmPackedSharedOtherKernels checks the products when one weight
