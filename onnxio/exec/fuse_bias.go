@@ -65,7 +65,7 @@ func (f *fuser) matchBias(mm *node) (*node, *node) {
 	}
 	fused := &node{
 		index: add.index, name: add.name, op: fusedMatMulAddOp, opset: add.opset,
-		spec: &opSpec{minIn: len(c.slots), maxIn: len(c.slots), minOut: 1, maxOut: 1, run: run},
+		spec: &opSpec{minIn: len(c.slots), maxIn: len(c.slots), minOut: 1, maxOut: 1, run: run, packs: []int{w}},
 		in:   c.slots, out: []int{add.out[0]}, inName: c.names,
 	}
 	return fused, add

@@ -138,7 +138,7 @@ type opSpec struct {
 	runtimeSince int
 	// packs lists the inputs of a fused node that are right-hand
 	// matrices of its products, not transposed: packWeights packs them
-	// once when they are constants (MatMul's and Gemm's are known by op).
+	// once when they are constants (MatMul's and Gemm's it knows by op).
 	packs []int
 	// check, when set, validates a node's attributes when the graph is
 	// prepared, so that a node the kernel would refuse at every run is

@@ -34,14 +34,18 @@ func (b *builder) packWeights() {
 	}
 }
 
+// secondInput is the right operand of MatMul and Gemm.
+var secondInput = []int{1}
+
 // packedInputs returns the inputs of n that its products multiply by on
-// the right, and whether they read them transposed.
+// the right, and whether they read them transposed: MatMul's and Gemm's
+// second, a fused node's spec.packs.
 func packedInputs(n *node) ([]int, bool) {
 	switch n.op {
-	case "MatMul", fusedMatMulAddOp:
-		return []int{1}, false
+	case "MatMul":
+		return secondInput, false
 	case "Gemm":
-		return []int{1}, n.attrInt("transB", 0) != 0
+		return secondInput, n.attrInt("transB", 0) != 0
 	}
 	return n.spec.packs, false
 }

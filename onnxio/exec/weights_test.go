@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -9,10 +10,36 @@ import (
 
 	"github.com/attnrun/attnrun/array"
 	"github.com/attnrun/attnrun/onnxio"
+	"github.com/attnrun/attnrun/onnxio/onnxpb"
 )
 
+// requireAllPacked checks that the graph packed one copy for every float32
+// matrix initializer that a MatMul or Gemm node of the model m multiplies
+// by on the right, whatever fused node it ended up in.
+func requireAllPacked(t *testing.T, m *onnxpb.ModelProto, g *Graph) {
+	t.Helper()
+	matrices := map[string]bool{}
+	for _, init := range m.GetGraph().GetInitializer() {
+		if init.GetDataType() == int32(onnxpb.TensorProto_FLOAT) && len(init.GetDims()) == 2 {
+			matrices[init.GetName()] = true
+		}
+	}
+	want := map[string]bool{} // name and transB
+	for _, n := range m.GetGraph().GetNode() {
+		if (n.GetOpType() == "MatMul" || n.GetOpType() == "Gemm") && len(n.GetInput()) > 1 && matrices[n.GetInput()[1]] {
+			trans := false
+			for _, a := range n.GetAttribute() {
+				trans = trans || (a.GetName() == "transB" && a.GetI() != 0)
+			}
+			want[fmt.Sprintf("%s/%v", n.GetInput()[1], trans)] = true
+		}
+	}
+	require.NotEmpty(t, want, "the model has no product by a constant matrix")
+	require.Len(t, g.weights, len(want), "packed weights, for %v", want)
+}
+
 // TestPackedWeightsSameBits checks that the PyTorch exports of multi-head
-// attention get their projection weights packed when prepared, and that
+// attention get every projection weight packed when prepared, and that
 // the products on the packed weights give the bits the unpacked products
 // give (the fixtures' own test checks them against PyTorch).
 func TestPackedWeightsSameBits(t *testing.T) {
@@ -23,7 +50,7 @@ func TestPackedWeightsSameBits(t *testing.T) {
 			require.NoError(t, err)
 			g, err := New(m)
 			require.NoError(t, err)
-			require.NotEmpty(t, g.weights, "no weight was packed")
+			requireAllPacked(t, m, g)
 			inputs, _, err := onnxio.ReadDataSetArrays(filepath.Join(dir, "test_data_set_0"))
 			require.NoError(t, err)
 			feeds := map[string]*array.Array{}
