@@ -274,7 +274,6 @@ type inPlaceJob struct {
 	ctx   context.Context
 	segs  []inPlaceSegment
 	parts int
-	flops int
 }
 
 // inPlaceSegment is one block of columns of one product of an inPlaceJob.
@@ -320,13 +319,16 @@ func (j *inPlaceJob) add(g *gemmCall, p *PackedB, bias []float32) {
 			jc: jc, nc: min(p.ncBlk, g.n-jc), rowBlock: rowBlock,
 		})
 	}
-	j.flops += 2 * g.m * g.n * g.k
 }
 
 // run computes the queued products on up to threads goroutines and
 // recycles the job.
 func (j *inPlaceJob) run(threads int) {
-	if !worthSplitting(j.flops) {
+	flops := 0
+	for i := range j.segs {
+		flops += 2 * j.segs[i].g.m * j.segs[i].nc * j.segs[i].g.k
+	}
+	if !worthSplitting(flops) {
 		threads = 1
 	}
 	for i := range j.segs {
@@ -341,7 +343,7 @@ func (j *inPlaceJob) run(threads int) {
 	}
 	parallelFor(j.parts, threads, j)
 	clear(j.segs) // drop the references to the operands
-	j.segs, j.parts, j.flops, j.ctx = j.segs[:0], 0, 0, nil
+	j.segs, j.parts, j.ctx = j.segs[:0], 0, nil
 	select {
 	case freeInPlaceJobs <- j:
 	default:
